@@ -1,0 +1,5 @@
+import sys
+
+from mixins.cli import main
+
+sys.exit(main())
