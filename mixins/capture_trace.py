@@ -1,0 +1,289 @@
+"""Runner-side integration: the class decorator, the mixin, and the wrappers they install.
+
+Both wrap the runner's post-profile hook (sglang's ``_post_process_after_profile(prof)``) so that after
+it returns, the profile it was given is exported under the *instance's* class name, exactly once per
+outermost hook call — however many of our wrappers a ``super()`` chain passes through — and wrap the
+per-shape capture method so each shape's capture is a labelled range inside the one trace.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar, overload
+
+from mixins import settings
+from mixins.export import export_profile
+from mixins.patching import find_attribute, is_wrapped, unwrap_method, wrap_method
+
+logger = logging.getLogger("mixins")
+
+HOOK = "_post_process_after_profile"
+# Older sglang: capture_one_batch_size(bs, forward); newer: capture_one_shape(size, forward, ...).
+SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
+DECORATOR_TAG = "with_capture_trace"
+MIXIN_TAG = "CaptureTraceMixin"
+AUTO = "auto"
+
+C = TypeVar("C", bound=type)
+
+_inside = threading.local()
+
+
+@contextmanager
+def _outermost(kind: str, instance: object) -> Iterator[bool]:
+    """Yields True only for the outermost of nested wrapped calls on the same instance and thread."""
+    active: set[tuple[str, int]] = _inside.__dict__.setdefault("active", set())
+    key = (kind, id(instance))
+    if key in active:
+        yield False
+        return
+    active.add(key)
+    try:
+        yield True
+    finally:
+        active.discard(key)
+
+
+# -- export after the hook ---------------------------------------------------------------------------
+
+
+def runner_name_for(runner: object, draft_base: type | None = None) -> str:
+    """``type(runner).__name__``; ``Draft{Name}`` for a draft worker's *plain* base runner (as sglang 0.5.23
+    does, since such drafts capture at the target's shapes and would otherwise share its file name)."""
+    cls = type(runner)
+    if draft_base is not None and cls is draft_base:
+        model_runner = getattr(runner, "model_runner", None)
+        if getattr(model_runner, "is_draft_worker", False):
+            return f"Draft{cls.__name__}"
+    return cls.__name__
+
+
+def export_from_runner(runner: object, prof: Any, *, draft_base: type | None = None) -> Path | None:
+    """Export ``prof`` for ``runner`` under the whole policy; never raises unless strict mode is on."""
+    if not settings.trace_enabled() or not getattr(runner, "enable_profile_cuda_graph", True):
+        return None
+    if prof is None:
+        logger.debug("%s: hook called without a profile; nothing to export", type(runner).__name__)
+        return None
+    try:
+        name = runner_name_for(runner, draft_base)
+    except Exception:
+        name = type(runner).__name__
+    return export_profile(prof, runner_name=name, runner=runner)
+
+
+def _profile_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if "prof_context" in kwargs:
+        return kwargs["prof_context"]
+    return args[0] if args else kwargs.get("prof")
+
+
+def _hook_wrapper(draft_base: type | None) -> Callable[..., Any]:
+    def export_after_hook(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with _outermost("hook", instance) as outermost:
+            result = wrapped(*args, **kwargs)
+        if outermost:
+            try:
+                export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
+            except Exception:
+                if settings.strict():
+                    raise
+                logger.warning("CUDA graph capture trace of %s not saved", type(instance).__name__, exc_info=True)
+        return result
+
+    return export_after_hook
+
+
+def patch_hook(cls: type, hook: str = HOOK, *, tag: str, draft_base: type | None = None) -> bool:
+    """Wrap ``cls.<hook>``; False when ``cls`` already has (or inherits) our wrapper with this tag."""
+    found = find_attribute(cls, hook)
+    if found is not None and found[0] is not cls and is_wrapped(found[1], tag):
+        return False  # the inherited wrapper already exports under type(instance).__name__
+    return wrap_method(cls, hook, _hook_wrapper(draft_base), tag=tag)
+
+
+def unpatch_hook(cls: type, hook: str = HOOK, *, tag: str) -> bool:
+    return unwrap_method(cls, hook, tag=tag)
+
+
+# -- per-shape segments ------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+
+
+def shape_label(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """``capture::bs={bs}[,variant={variant_label}][,stream={stream_idx}]`` from the call's own arguments
+    (never from counting calls, so repeated and multi-variant captures of one size stay right)."""
+    signature = _signature(getattr(wrapped, "__func__", wrapped))
+    if signature is None:
+        return None
+    params = list(signature.parameters)
+    if params and params[0] in ("self", "cls") and hasattr(wrapped, "__self__"):
+        params = params[1:]
+        bound_args: tuple[Any, ...] = (wrapped.__self__, *args)  # type: ignore[attr-defined]
+    else:
+        bound_args = args
+    try:
+        bound = signature.bind(*bound_args, **kwargs)
+    except TypeError:
+        return None
+    if not params or params[0] not in bound.arguments:
+        return None
+    label = f"capture::bs={bound.arguments[params[0]]}"
+    variant = bound.arguments.get("variant_label")
+    if variant is not None:
+        label += f",variant={variant}"
+    stream = bound.arguments.get("stream_idx")
+    if stream is not None:
+        label += f",stream={stream}"
+    return label
+
+
+def _profiling_now(instance: object) -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None or not getattr(instance, "enable_profile_cuda_graph", True):
+        return False
+    try:
+        return bool(torch.autograd._profiler_enabled()) and settings.trace_enabled()
+    except Exception:
+        return False
+
+
+def _label_shape(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if not _profiling_now(instance):
+        return wrapped(*args, **kwargs)
+    with _outermost("shape", instance) as outermost:
+        label = shape_label(wrapped, args, kwargs) if outermost else None
+        if label is None:
+            return wrapped(*args, **kwargs)
+        import torch
+
+        with torch.profiler.record_function(label):
+            return wrapped(*args, **kwargs)
+
+
+def patch_shape_method(cls: type, name: str, *, tag: str) -> bool:
+    found = find_attribute(cls, name)
+    if found is not None and found[0] is not cls and is_wrapped(found[1], tag):
+        return False
+    return wrap_method(cls, name, _label_shape, tag=tag)
+
+
+def unpatch_shape_method(cls: type, name: str, *, tag: str) -> bool:
+    return unwrap_method(cls, name, tag=tag)
+
+
+# -- decorator and mixin -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Options:
+    hook: str = HOOK
+    shape_method: str | None = AUTO
+    draft_base: type | None = None
+
+
+def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
+    if find_attribute(cls, options.hook) is not None:
+        patch_hook(cls, options.hook, tag=tag, draft_base=options.draft_base)
+    elif required:
+        raise TypeError(f"{cls.__qualname__} has no method {options.hook!r} to export after")
+    if options.shape_method is None:
+        return
+    names = SHAPE_METHODS if options.shape_method == AUTO else (options.shape_method,)
+    for name in names:
+        if find_attribute(cls, name) is not None:
+            patch_shape_method(cls, name, tag=tag)
+        elif required and options.shape_method != AUTO:
+            raise TypeError(f"{cls.__qualname__} has no per-shape method {name!r} to label")
+
+
+def _follow_subclasses(cls: type, options: _Options) -> None:
+    """Subclasses that override the hook (with or without ``super()``) get their own wrapper too."""
+    existing = vars(cls).get("__init_subclass__")
+    if getattr(getattr(existing, "__func__", None), "_capture_trace_follows", False):
+        return
+
+    def __init_subclass__(sub: type, **kwargs: Any) -> None:
+        if existing is not None:
+            existing.__get__(None, sub)(**kwargs)
+        else:
+            super(cls, sub).__init_subclass__(**kwargs)  # type: ignore[misc]
+        _apply(sub, options, DECORATOR_TAG, required=False)
+
+    __init_subclass__._capture_trace_follows = True  # type: ignore[attr-defined]
+    cls.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    pending = list(cls.__subclasses__())
+    while pending:  # subclasses defined before the decorator ran
+        sub = pending.pop()
+        _apply(sub, options, DECORATOR_TAG, required=False)
+        pending.extend(sub.__subclasses__())
+
+
+@overload
+def with_capture_trace(cls: C, /) -> C: ...
+@overload
+def with_capture_trace(
+    *, hook: str = HOOK, shape_method: str | None = AUTO, draft_base: bool | type = False
+) -> Callable[[C], C]: ...
+def with_capture_trace(
+    cls: Any = None,
+    /,
+    *,
+    hook: str = HOOK,
+    shape_method: str | None = AUTO,
+    draft_base: bool | type = False,
+) -> Any:
+    """Class decorator: export the capture profile after ``hook`` returns; returns the same class.
+
+    ``shape_method``: the per-shape capture method to label (``"auto"``: sglang's names when present,
+    ``None``: none). ``draft_base``: True (this class) or a class whose exact instances are named
+    ``Draft{Name}`` when ``self.model_runner.is_draft_worker`` is truthy.
+    """
+
+    def decorate(klass: Any) -> Any:
+        if not isinstance(klass, type):
+            raise TypeError(f"with_capture_trace decorates a class, got {type(klass).__name__} {klass!r}")
+        base = klass if draft_base is True else (draft_base or None)
+        if base is not None and not isinstance(base, type):
+            raise TypeError(f"with_capture_trace(draft_base=...) expects True, False or a class, got {draft_base!r}")
+        options = _Options(hook=hook, shape_method=shape_method, draft_base=base)
+        _apply(klass, options, DECORATOR_TAG, required=True)
+        _follow_subclasses(klass, options)
+        return klass
+
+    return decorate if cls is None else decorate(cls)
+
+
+class CaptureTraceMixin:
+    """Inherit first (``class MyRunner(CaptureTraceMixin, SomeRunner)``) to get the decorator's behaviour.
+
+    Class attributes configure it: ``capture_trace_hook``, ``capture_trace_shape_method`` and, read from
+    the class's own body only, ``capture_trace_draft_base = True`` for a plain base runner.
+    """
+
+    capture_trace_hook: ClassVar[str] = HOOK
+    capture_trace_shape_method: ClassVar[str | None] = AUTO
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        options = _Options(
+            hook=cls.capture_trace_hook,
+            shape_method=cls.capture_trace_shape_method,
+            draft_base=cls if vars(cls).get("capture_trace_draft_base", False) else None,
+        )
+        _apply(cls, options, MIXIN_TAG, required=False)

@@ -1,0 +1,172 @@
+"""Trace file names and rank discovery.
+
+Rank discovery order, per value (tp_rank, pp_rank, pp_size), first hit wins:
+
+1. the explicit argument;
+2. sglang's parallel state, only if sglang already imported it in this process and it is
+   initialised (era C ``sglang.srt.runtime_context.get_parallel()``, older
+   ``sglang.srt.distributed.parallel_state``) — we never import sglang ourselves;
+3. the runner's own attributes: ``runner.<name>`` then ``runner.model_runner.<name>``;
+4. ``torch.distributed.get_rank()`` when a process group is initialised (tp_rank only);
+5. 0 for ranks, 1 for pp_size.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from numbers import Integral
+from pathlib import Path
+from typing import Any
+
+TRACE_PREFIX = "cuda_graph_capture-"
+TRACE_SUFFIX = ".json.gz"
+SUBDIR = "graph_capture_profile"
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+@dataclass(frozen=True)
+class Ranks:
+    tp_rank: int
+    pp_rank: int
+    pp_size: int
+    source: str  # where tp_rank came from: explicit, sglang, runner, torch.distributed, default
+
+
+def validate_runner_name(runner_name: object) -> str:
+    """Runner names become file names: refuse anything that could escape the directory or collide."""
+    if not isinstance(runner_name, str) or not _SAFE_NAME.fullmatch(runner_name):
+        raise ValueError(
+            f"runner_name must be a non-empty name of letters, digits, '_', '.', '+', '-' "
+            f"not starting with '.' or '-', got {runner_name!r}"
+        )
+    return runner_name
+
+
+def _as_rank(value: object, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < minimum:
+        raise ValueError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def trace_stem(runner_name: str, ranks: Ranks) -> str:
+    stem = f"{TRACE_PREFIX}{runner_name}-TP-{ranks.tp_rank}"
+    if ranks.pp_size > 1:
+        stem += f"-PP-{ranks.pp_rank}"
+    return stem
+
+
+def trace_dir(profiler_dir: str) -> Path:
+    return Path(profiler_dir) / SUBDIR
+
+
+# -- rank discovery --------------------------------------------------------------------------------
+
+
+def _call_quietly(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:  # not initialised in this process, or an API that moved
+        return None
+
+
+def _sglang_value(name: str) -> int | None:
+    runtime_context = sys.modules.get("sglang.srt.runtime_context")
+    if runtime_context is not None and hasattr(runtime_context, "get_parallel"):
+        value = _call_quietly(lambda: getattr(runtime_context.get_parallel(), name))
+        if _is_int(value):
+            return int(value)
+    parallel_state = sys.modules.get("sglang.srt.distributed.parallel_state")
+    getter = {
+        "tp_rank": "get_tensor_model_parallel_rank",
+        "pp_rank": "get_pipeline_model_parallel_rank",
+        "pp_size": "get_pipeline_model_parallel_world_size",
+    }[name]
+    if parallel_state is not None and hasattr(parallel_state, getter):
+        value = _call_quietly(getattr(parallel_state, getter))
+        if _is_int(value):
+            return int(value)
+    return None
+
+
+def _runner_value(runner: object, name: str) -> int | None:
+    if runner is None:
+        return None
+    for owner in (runner, getattr(runner, "model_runner", None)):
+        value = getattr(owner, name, None) if owner is not None else None
+        if _is_int(value):
+            return int(value)
+    return None
+
+
+def _torch_rank() -> int | None:
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        return None
+    value = _call_quietly(lambda: dist.get_rank() if dist.is_available() and dist.is_initialized() else None)
+    return int(value) if _is_int(value) else None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= 0
+
+
+def discover_ranks(
+    runner: object = None,
+    *,
+    tp_rank: int | None = None,
+    pp_rank: int | None = None,
+    pp_size: int | None = None,
+) -> Ranks:
+    def pick(name: str, explicit: int | None, default: int, minimum: int) -> tuple[int, str]:
+        if explicit is not None:
+            return _as_rank(explicit, name, minimum), "explicit"
+        for source, lookup in (
+            ("sglang", lambda: _sglang_value(name)),
+            ("runner", lambda: _runner_value(runner, name)),
+            ("torch.distributed", lambda: _torch_rank() if name == "tp_rank" else None),
+        ):
+            value = lookup()
+            if value is not None and value >= minimum:
+                return value, source
+        return default, "default"
+
+    tp, source = pick("tp_rank", tp_rank, 0, 0)
+    pp, _ = pick("pp_rank", pp_rank, 0, 0)
+    size, _ = pick("pp_size", pp_size, 1, 1)
+    return Ranks(tp_rank=tp, pp_rank=pp, pp_size=size, source=source)
+
+
+# -- per-process numbering ---------------------------------------------------------------------------
+
+
+class _CaptureNumbers:
+    """Second, third ... capture with the same name in one process and directory gets -2, -3 ...
+
+    Only this process's own captures count: a file an earlier process left is replaced, as upstream.
+    A number is spent even when its export fails, so the n-th capture is ``-n`` on every rank.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], int] = {}
+        self._pid = os.getpid()
+
+    def reserve(self, directory: Path, stem: str) -> tuple[Path, int]:
+        key = (os.path.realpath(directory), stem)
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child starts its own numbering
+                self._counts.clear()
+                self._pid = os.getpid()
+            index = self._counts.get(key, 0) + 1
+            self._counts[key] = index
+        suffix = "" if index == 1 else f"-{index}"
+        return directory / f"{stem}{suffix}{TRACE_SUFFIX}", index
+
+
+capture_numbers = _CaptureNumbers()
