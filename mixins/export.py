@@ -92,6 +92,8 @@ def _kineto_json(prof: Any, final: Path) -> Path:
     except BaseException:
         _remove(Path(tmp))
         raise
+    finally:
+        _remove(Path(tmp + ".tmp"))  # Kineto's own staging file, left behind when its write failed
     return Path(tmp)
 
 

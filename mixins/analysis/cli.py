@@ -1,0 +1,193 @@
+"""The analyzer's sub-commands: ``ls``, ``summary``, ``diff``, ``check``.
+
+Exit codes (as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or usage; trouble
+(2) wins over a difference (1), so a CI gate never passes on an unreadable rank.
+Several files are read in parallel processes (one per core); each worker returns a small summary
+or compact sequences, never raw events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from mixins.analysis import render
+from mixins.analysis.compare import check_traces, diff_traces
+from mixins.analysis.reader import TraceError
+from mixins.analysis.records import CompactTrace, compact, is_trace_name, load_record, summarize
+
+__all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
+
+OK, DIFFERENT, TROUBLE = 0, 1, 2
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``ls``, ``summary``, ``diff``, ``check`` on an argparse sub-parsers object."""
+    p = subparsers.add_parser("ls", help="one row per trace in a directory: identity, size, events, segments")
+    p.add_argument("dir", metavar="DIR", help="directory holding *.json.gz traces (or one trace file)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_ls)
+
+    p = subparsers.add_parser("summary", help="per trace and segment: ops, signatures, launches, kernels")
+    p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--top", type=int, default=5, metavar="N", help="top N signatures per segment (default 5)")
+    p.set_defaults(func=cmd_summary)
+
+    p = subparsers.add_parser("diff", help="compare two traces' op-signature sequences per segment")
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_diff)
+
+    p = subparsers.add_parser("check", help="verify all TP ranks of each runner captured the same sequences")
+    p.add_argument("dir", metavar="DIR", help="directory holding one capture's traces")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)")
+    p.set_defaults(func=cmd_check)
+
+
+def trace_files(directory: str) -> list[str]:
+    """Visible ``*.json[.gz]`` files of ``directory``, sorted; raises TraceError if none / unreadable."""
+    if os.path.isfile(directory):
+        return [directory]
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        raise TraceError(directory, "no such directory") from None
+    except NotADirectoryError:
+        raise TraceError(directory, "not a directory") from None
+    except PermissionError:
+        raise TraceError(directory, "permission denied") from None
+    except OSError as exc:
+        raise TraceError(directory, exc.strerror or str(exc)) from None
+    files = [os.path.join(directory, n) for n in names if is_trace_name(n)]
+    files = [f for f in files if not os.path.isdir(f)]
+    if not files:
+        raise TraceError(directory, "no traces (*.json.gz or *.json) in this directory")
+    return files
+
+
+def _summary_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    return summarize(load_record(path, progress), top)
+
+
+def _compact_job(path: str, progress: Callable[[int, int], None] | None = None) -> CompactTrace:
+    return compact(load_record(path, progress))
+
+
+def _run_one(job: Callable[..., Any], path: str, *extra: Any) -> Any:
+    try:
+        return job(path, *extra)
+    except TraceError as exc:
+        return exc
+
+
+def _map(
+    job: Callable[..., Any], paths: list[str], extra: tuple[Any, ...], jobs: int, show: bool
+) -> Iterable[tuple[str, Any]]:
+    """Run ``job`` over paths (parallel when several), yielding (path, result or TraceError) in order."""
+    workers = min(len(paths), jobs if jobs > 0 else (os.cpu_count() or 1))
+    if workers <= 1:
+        for p in paths:
+            big = os.path.isfile(p) and os.path.getsize(p) >= render.PROGRESS_MIN_BYTES
+            with render.progress_bytes(show and big, os.path.basename(p)) as bar:
+                yield p, _run_one(job, p, *extra, bar) if bar is not None else _run_one(job, p, *extra)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool, render.progress_files(show, len(paths)) as tick:
+        futures = [pool.submit(_run_one, job, p, *extra) for p in paths]
+        for p, fut in zip(paths, futures, strict=True):
+            yield p, fut.result()
+            if tick is not None:
+                tick()
+
+
+def _collect(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
+    """Results in order, and whether any file was bad (each reported on stderr as it comes)."""
+    good, bad = [], False
+    for _, res in pairs:
+        if isinstance(res, TraceError):
+            render.error(str(res))
+            bad = True
+        else:
+            good.append(res)
+    return good, bad
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    try:
+        files = trace_files(args.dir)
+    except TraceError as exc:
+        render.error(str(exc))
+        return TROUBLE
+    rows, bad = _collect(_map(_summary_job, files, (0,), 0, not args.json))
+    if args.json:
+        render.print_json(
+            {
+                "traces": [
+                    {k: r[k] for k in r if k != "totals"} | {"segments": [s["label"] for s in r["segments"]]}
+                    for r in rows
+                ]
+            }
+        )
+    elif rows:
+        render.render_ls(rows)
+    return TROUBLE if bad else OK
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        render.error(f"--top: must be >= 0, got {args.top}")
+        return TROUBLE
+    traces, bad = _collect(_map(_summary_job, list(args.traces), (args.top,), 0, not args.json))
+    if bad and not traces:
+        return TROUBLE
+    if args.json:
+        render.print_json({"traces": traces})
+    else:
+        render.render_summary(traces, args.top)
+    return TROUBLE if bad else OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    loaded, bad = _collect(_map(_compact_job, [args.a, args.b], (), 1, not args.json))
+    if bad:
+        return TROUBLE
+    a, b = loaded
+    diffs = diff_traces(a, b)
+    different = any(d.status != "same" for d in diffs)
+    if args.json:
+        render.print_json(
+            {"a": args.a, "b": args.b, "same": not different, "segments": [d.as_json() for d in diffs]}
+        )
+    else:
+        render.render_diff(args.a, args.b, diffs)
+    return DIFFERENT if different else OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        files = trace_files(args.dir)
+    except TraceError as exc:
+        render.error(str(exc))
+        return TROUBLE
+    traces, bad = _collect(_map(_compact_job, files, (), args.jobs, not args.json))
+    groups = check_traces(traces)
+    divergent = any(not g.ok for g in groups)
+    if args.json:
+        render.print_json(
+            {
+                "dir": args.dir,
+                "ok": not divergent and not bad,
+                "bad_files": [f for f in files if f not in {t.path for t in traces}],
+                "groups": [g.as_json() for g in groups],
+            }
+        )
+    elif groups:
+        render.render_check(groups)
+    if bad:
+        return TROUBLE
+    return DIFFERENT if divergent else OK

@@ -1,0 +1,289 @@
+"""``diff`` (two traces) and ``check`` (TP ranks of a group): compare ordered op-signature sequences.
+
+Why sequences and not counts: a rank that captured the same ops in another order, or one op with
+other shapes, issues different collectives in a different order; that is how NCCL hangs start.
+Timestamps, durations, pids/tids, correlation and External ids never take part (see ``Op.key``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any
+
+from mixins.analysis.records import CompactTrace, op_json
+
+__all__ = ["SegmentDiff", "Divergence", "GroupCheck", "diff_traces", "check_traces", "group_key"]
+
+_EXAMPLES = 5
+_ALIGN_LIMIT = 4_000_000  # len(a) * len(b) of the differing middle above which no alignment is tried
+
+
+class _Keys:
+    """Global interning of op keys so sequences from different files compare as int arrays."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple[Any, ...], int] = {}
+        self.keys: list[tuple[Any, ...]] = []
+
+    def remap(self, t: CompactTrace) -> list[array]:
+        trans = []
+        for key in t.table:
+            j = self.index.get(key)
+            if j is None:
+                j = self.index[key] = len(self.keys)
+                self.keys.append(key)
+            trans.append(j)
+        return [array("i", [trans[x] for x in seq]) for seq in t.seqs]
+
+
+@dataclass
+class SegmentDiff:
+    label: str
+    status: str  # "same" | "changed" | "only_a" | "only_b"
+    len_a: int = 0
+    len_b: int = 0
+    first_diff: int | None = None
+    at_a: dict[str, Any] | None = None
+    at_b: dict[str, Any] | None = None
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+    aligned: bool = True
+    examples: dict[str, list[Any]] = field(default_factory=lambda: {"added": [], "removed": [], "changed": []})
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "status": self.status,
+            "ops_a": self.len_a,
+            "ops_b": self.len_b,
+            "first_diff": self.first_diff,
+            "at_a": self.at_a,
+            "at_b": self.at_b,
+            "added": self.added,
+            "removed": self.removed,
+            "changed": self.changed,
+            "aligned": self.aligned,
+            "examples": self.examples,
+        }
+
+
+def _first_diff(a: array, b: array) -> int | None:
+    if a == b:
+        return None
+    n = min(len(a), len(b))
+    lo, hi = 0, n  # binary search on prefix equality: slices compare in C
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[lo : mid + 1] == b[lo : mid + 1]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _changed_fields(ka: tuple[Any, ...], kb: tuple[Any, ...]) -> list[str]:
+    names = ["op", "input_dims", "input_types", "concrete", "kernels", "graph_launches"]
+    return [n for n, x, y in zip(names, ka, kb, strict=True) if x != y]
+
+
+def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> SegmentDiff:
+    d = SegmentDiff(label, "same", len(a), len(b))
+    first = _first_diff(a, b)
+    if first is None:
+        return d
+    d.status = "changed"
+    d.first_diff = first
+    d.at_a = op_json(keys[a[first]]) if first < len(a) else None
+    d.at_b = op_json(keys[b[first]]) if first < len(b) else None
+    # Trim the common suffix too; only the differing middle needs aligning.
+    end_a, end_b = len(a), len(b)
+    while end_a > first and end_b > first and a[end_a - 1] == b[end_b - 1]:
+        end_a -= 1
+        end_b -= 1
+    mid_a, mid_b = a[first:end_a], b[first:end_b]
+    ex = d.examples
+
+    def add(kind: str, item: Any) -> None:
+        if len(ex[kind]) < _EXAMPLES:
+            ex[kind].append(item)
+
+    if len(mid_a) * len(mid_b) > _ALIGN_LIMIT:
+        d.aligned = False  # too big to align: report the multiset difference instead
+        ca, cb = Counter(mid_a), Counter(mid_b)
+        for k, n in (cb - ca).items():
+            d.added += n
+            add("added", {**op_json(keys[k]), "count": n})
+        for k, n in (ca - cb).items():
+            d.removed += n
+            add("removed", {**op_json(keys[k]), "count": n})
+        return d
+    sm = SequenceMatcher(None, list(mid_a), list(mid_b), autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        for n in range(paired):  # same op name in the same place: a change, else remove + add
+            x, y = mid_a[i1 + n], mid_b[j1 + n]
+            if keys[x][0] == keys[y][0]:
+                d.changed += 1
+                add("changed", {"position_a": first + i1 + n, "position_b": first + j1 + n,
+                                "fields": _changed_fields(keys[x], keys[y]),
+                                "a": op_json(keys[x]), "b": op_json(keys[y])})
+            else:
+                d.removed += 1
+                d.added += 1
+                add("removed", {"position": first + i1 + n, **op_json(keys[x])})
+                add("added", {"position": first + j1 + n, **op_json(keys[y])})
+        for n in range(i1 + paired, i2):
+            d.removed += 1
+            add("removed", {"position": first + n, **op_json(keys[mid_a[n]])})
+        for n in range(j1 + paired, j2):
+            d.added += 1
+            add("added", {"position": first + n, **op_json(keys[mid_b[n]])})
+    return d
+
+
+def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
+    """Per segment (matched by label, A's order then B's extras): what B added, removed, changed."""
+    keys = _Keys()
+    sa, sb = keys.remap(a), keys.remap(b)
+    by_b = dict(zip(b.labels, sb, strict=True))
+    out = []
+    for label, seq in zip(a.labels, sa, strict=True):
+        other = by_b.get(label)
+        if other is None:
+            out.append(SegmentDiff(label, "only_a", len(seq), 0, removed=len(seq)))
+        else:
+            out.append(_diff_seq(label, seq, other, keys.keys))
+    for label, seq in zip(b.labels, sb, strict=True):
+        if label not in a.labels:
+            out.append(SegmentDiff(label, "only_b", 0, len(seq), added=len(seq)))
+    return out
+
+
+# -- check --------------------------------------------------------------------------------------------
+
+
+def group_key(t: CompactTrace) -> tuple[Any, ...]:
+    """(runner, pp_rank, capture index); a trace without a TP rank is its own group, never merged."""
+    ident = t.identity
+    if ident.tp_rank is None:
+        return ("?", t.path)
+    return (ident.runner or "", ident.pp_rank or 0, ident.capture_index)
+
+
+@dataclass
+class Divergence:
+    segment: str
+    rank: int | None
+    path: str
+    position: int | None  # None: the whole segment is missing on one side
+    reference: dict[str, Any] | None
+    other: dict[str, Any] | None
+    ops_reference: int = 0
+    ops_other: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "segment": self.segment,
+            "rank": self.rank,
+            "path": self.path,
+            "position": self.position,
+            "reference": self.reference,
+            "other": self.other,
+            "ops_reference": self.ops_reference,
+            "ops_other": self.ops_other,
+        }
+
+
+@dataclass
+class GroupCheck:
+    runner: str | None
+    pp_rank: int | None
+    capture_index: int | None
+    members: list[tuple[int | None, str]]  # (tp rank, path), reference first
+    divergences: list[Divergence] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # make the group fail
+    notes: list[str] = field(default_factory=list)  # informational only
+
+    @property
+    def ok(self) -> bool:
+        return not self.divergences and not self.problems
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "runner": self.runner,
+            "pp_rank": self.pp_rank,
+            "capture_index": self.capture_index,
+            "ranks": [r for r, _ in self.members],
+            "paths": [p for _, p in self.members],
+            "ok": self.ok,
+            "divergences": [d.as_json() for d in self.divergences],
+            "problems": self.problems,
+            "notes": self.notes,
+        }
+
+
+def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
+    """Group traces and compare every TP rank of a group against the lowest rank, per segment."""
+    groups: dict[tuple[Any, ...], list[CompactTrace]] = {}
+    for t in traces:
+        groups.setdefault(group_key(t), []).append(t)
+    keys = _Keys()
+    out = []
+    for gkey in sorted(groups, key=repr):
+        members = sorted(groups[gkey], key=lambda t: (t.identity.tp_rank is None, t.identity.tp_rank or 0, t.path))
+        ref = members[0]
+        ident = ref.identity
+        g = GroupCheck(
+            ident.runner,
+            ident.pp_rank,
+            ident.capture_index,
+            [(m.identity.tp_rank, m.path) for m in members],
+        )
+        out.append(g)
+        if ident.tp_rank is None:
+            g.notes.append("no TP rank in metadata, file name or distributedInfo: not compared with other files")
+            continue
+        ranks = Counter(m.identity.tp_rank for m in members)
+        for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
+            paths = ", ".join(m.path for m in members if m.identity.tp_rank == r)
+            g.problems.append(f"{n} traces claim TP rank {r}: {paths}")
+        present = sorted(r for r in ranks if r is not None)
+        missing = sorted(set(range(max(present) + 1)) - set(present)) if present else []
+        if missing:
+            g.notes.append(f"TP ranks missing from the directory: {', '.join(map(str, missing))}")
+        if len(members) == 1:
+            g.notes.append("only one rank: nothing to compare")
+            continue
+        ref_seqs = dict(zip(ref.labels, keys.remap(ref), strict=True))
+        for m in members[1:]:
+            seqs = dict(zip(m.labels, keys.remap(m), strict=True))
+            for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
+                a, b = ref_seqs.get(label), seqs.get(label)
+                if a is None or b is None:
+                    g.divergences.append(
+                        Divergence(label, m.identity.tp_rank, m.path, None, None, None,
+                                   len(a) if a is not None else 0, len(b) if b is not None else 0)
+                    )
+                    break
+                pos = _first_diff(a, b)
+                if pos is not None:
+                    g.divergences.append(
+                        Divergence(
+                            label,
+                            m.identity.tp_rank,
+                            m.path,
+                            pos,
+                            op_json(keys.keys[a[pos]]) if pos < len(a) else None,
+                            op_json(keys.keys[b[pos]]) if pos < len(b) else None,
+                            len(a),
+                            len(b),
+                        )
+                    )
+                    break  # the first divergent op of this rank is what matters
+    return out

@@ -1,0 +1,263 @@
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
+from mixins import export_cuda_graph_capture_trace, wait_for_exports
+from mixins.export import IncompleteTraceError
+
+
+def _names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+
+def test_switch_off_is_a_noop_that_creates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
+    monkeypatch.delenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", raising=False)
+    prof = profile_of(matmul_work(4))
+    assert export_cuda_graph_capture_trace(prof, runner_name="R", tp_rank=0) is None
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    assert export_cuda_graph_capture_trace(prof, runner_name="R", tp_rank=0) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_import_and_switched_off_call_import_nothing_heavy(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        import mixins
+        assert mixins.export_cuda_graph_capture_trace(object(), runner_name="R") is None
+        heavy = sorted(m for m in ("torch", "sglang", "numpy") if m in sys.modules)
+        print(heavy)
+        """
+    )
+    env = subprocess_env(SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)
+    out = subprocess.run([PYTHON, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_writes_complete_gzip_trace_with_metadata(trace_env: Path, caplog: pytest.LogCaptureFixture) -> None:
+    prof = profile_of(matmul_work(5))
+    with caplog.at_level(logging.INFO, logger="mixins"):
+        path = export_cuda_graph_capture_trace(prof, runner_name="MyRunner", tp_rank=3)
+        assert wait_for_exports(60)
+    assert path == trace_env / "cuda_graph_capture-MyRunner-TP-3.json.gz"
+    assert _names(trace_env) == [path.name]  # no temporaries left behind
+    trace = load_trace(path)
+    assert op_shapes(trace) == [[[5, 8], [8, 3]]]
+    meta = trace["capture_trace"]
+    assert list(trace)[0] == "capture_trace"
+    assert (meta["runner"], meta["tp_rank"], meta["pp_rank"], meta["pp_size"], meta["capture_index"]) == (
+        "MyRunner", 3, 0, 1, 1,
+    )
+    assert meta["rank_source"] == "explicit" and meta["pid"] == os.getpid()
+    assert meta["torch_version"] and meta["package_version"] == "0.1.0" and meta["time_utc"].endswith("+00:00")
+    assert trace["traceName"] == str(path)  # not the temporary file Kineto wrote
+    for key in ("schemaVersion", "deviceProperties", "traceEvents", "displayTimeUnit"):
+        assert key in trace
+    assert f"CUDA graph capture trace saved to: {path}" in caplog.text
+    assert os.stat(path).st_mode & 0o777 == 0o644
+
+
+def test_same_events_as_torchs_own_gzip_export(trace_env: Path, tmp_path: Path) -> None:
+    """Two identical workloads: one exported by torch (.json.gz), one by us; events match one for one."""
+    work = matmul_work(6)
+    theirs_path = tmp_path / "torch.json.gz"
+    profile_of(work).export_chrome_trace(str(theirs_path))
+    ours_path = export_cuda_graph_capture_trace(profile_of(work), runner_name="R", tp_rank=0)
+    assert ours_path is not None and wait_for_exports(60)
+
+    def comparable(path: Path) -> list[tuple[object, ...]]:
+        with gzip.open(path, "rt") as handle:
+            events = json.load(handle)["traceEvents"]
+        keep = []
+        for e in events:
+            args = e.get("args", {})
+            keep.append((e.get("ph"), e.get("cat"), e.get("name"), json.dumps(args.get("Input Dims")),
+                         json.dumps(args.get("Input type"))))
+        return sorted(keep, key=repr)
+
+    assert comparable(ours_path) == comparable(theirs_path)
+
+
+def test_pipeline_parallel_names_and_repeated_captures(trace_env: Path) -> None:
+    paths = [
+        export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=1, pp_rank=1, pp_size=2)
+        for _ in range(3)
+    ]
+    paths.append(export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=1))
+    assert wait_for_exports(60)
+    assert [p.name for p in paths if p] == [
+        "cuda_graph_capture-R-TP-1-PP-1.json.gz",
+        "cuda_graph_capture-R-TP-1-PP-1-2.json.gz",
+        "cuda_graph_capture-R-TP-1-PP-1-3.json.gz",
+        "cuda_graph_capture-R-TP-1.json.gz",
+    ]
+    assert [load_trace(p)["capture_trace"]["capture_index"] for p in paths if p] == [1, 2, 3, 1]
+
+
+def test_a_file_left_by_an_earlier_process_is_replaced(trace_env: Path) -> None:
+    trace_env.mkdir(parents=True)
+    stale = trace_env / "cuda_graph_capture-Fresh-TP-0.json.gz"
+    stale.write_bytes(b"from an earlier process")
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(3)), runner_name="Fresh", tp_rank=0)
+    assert wait_for_exports(60)
+    assert path == stale and op_shapes(load_trace(path)) == [[[3, 8], [8, 3]]]
+
+
+def test_directory_under_a_regular_file_fails_with_one_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(blocker))
+    monkeypatch.delenv("SGLANG_CAPTURE_TRACE_STRICT", raising=False)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Runner7", tp_rank=0) is None
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    message = record.getMessage()
+    assert "Runner7" in message and "not-a-dir/graph_capture_profile/cuda_graph_capture-Runner7-TP-0.json.gz" in message
+    assert "NotADirectoryError" in message and "\n" not in message
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
+    with pytest.raises(NotADirectoryError):
+        export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Runner7", tp_rank=0)
+
+
+def test_profile_already_exported_is_a_warning_not_a_crash(
+    trace_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    prof = profile_of(matmul_work(2))
+    assert export_cuda_graph_capture_trace(prof, runner_name="Twice", tp_rank=0) is not None
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(prof, runner_name="Twice", tp_rank=0) is None
+    assert wait_for_exports(60)
+    assert "Trace is already saved" in caplog.text
+    assert _names(trace_env) == ["cuda_graph_capture-Twice-TP-0.json.gz"]
+
+
+def test_bad_runner_name_and_rank_are_warned_and_written_nowhere(
+    trace_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="../escape") is None
+        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=-2) is None
+    assert "runner_name must be" in caplog.text and "tp_rank must be an integer >= 0" in caplog.text
+    assert not trace_env.exists()
+
+
+_EFBIG_SCRIPT = textwrap.dedent(
+    """
+    import logging, os, resource, signal, sys
+    import torch
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
+    with torch.profiler.profile(record_shapes=True) as prof:
+        for _ in range(300):
+            torch.mm(torch.ones(4, 8), torch.ones(8, 3))
+    os.makedirs(sys.argv[1] + "/graph_capture_profile")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # a full disk, for this process's files
+    path = export_cuda_graph_capture_trace(prof, runner_name="Big", tp_rank=0)
+    print("returned", path)
+    print("waited", wait_for_exports(60))
+    """
+)
+
+
+@pytest.mark.parametrize("background", ["1", "0"])
+def test_file_size_limit_efbig_leaves_no_file_and_warns(tmp_path: Path, background: str) -> None:
+    """Kineto swallows EFBIG and leaves truncated JSON; we detect it and write nothing under the final name."""
+    env = subprocess_env(
+        SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1",
+        SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+        SGLANG_CAPTURE_TRACE_BACKGROUND=background,
+    )
+    env.pop("SGLANG_CAPTURE_TRACE_STRICT", None)
+    done = subprocess.run([PYTHON, "-c", _EFBIG_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "waited True" in done.stdout
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1, done.stderr
+    assert "Big" in warnings[0] and "cuda_graph_capture-Big-TP-0.json.gz" in warnings[0]
+    assert IncompleteTraceError.__name__ in warnings[0] or "File too large" in warnings[0]
+    assert "trace saved to:" not in done.stderr
+    assert list((tmp_path / "graph_capture_profile").iterdir()) == []
+
+
+def test_background_export_completes_before_interpreter_exit(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import torch
+        from mixins import export_cuda_graph_capture_trace
+        with torch.profiler.profile(record_shapes=True) as prof:
+            for _ in range(2000):
+                torch.mm(torch.ones(4, 8), torch.ones(8, 3))
+        print(export_cuda_graph_capture_trace(prof, runner_name="Quick", tp_rank=0))
+        """  # exits at once: the exit hook must wait for the compression thread
+    )
+    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    done = subprocess.run([PYTHON, "-c", script], env=env, capture_output=True, text=True, check=True)
+    path = Path(done.stdout.strip())
+    assert len(op_shapes(load_trace(path))) == 2000
+    assert _names(path.parent) == [path.name]
+
+
+_CONCURRENT_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    import torch
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
+    runner, rank, barrier = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    rows = 1 + rank + 10 * ["Decode", "Draft", "DraftExtend"].index(runner)
+    with torch.profiler.profile(record_shapes=True) as prof:
+        for _ in range(200):
+            torch.mm(torch.ones(rows, 8), torch.ones(8, 3))
+    open(os.path.join(barrier, f"ready-{runner}-{rank}"), "w").close()
+    while not os.path.exists(os.path.join(barrier, "go")):  # all 24 export at the same moment
+        time.sleep(0.005)
+    export_cuda_graph_capture_trace(prof, runner_name=runner, tp_rank=rank)
+    assert wait_for_exports(120)
+    """
+)
+
+
+def test_24_processes_export_into_one_directory_at_once(tmp_path: Path) -> None:
+    import time
+
+    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    runners = ["Decode", "Draft", "DraftExtend"]
+    procs = [
+        subprocess.Popen([PYTHON, "-c", _CONCURRENT_SCRIPT, runner, str(rank), str(barrier)], env=env,
+                         stderr=subprocess.PIPE, text=True)
+        for runner in runners for rank in range(8)
+    ]
+    deadline = time.monotonic() + 240
+    while len(list(barrier.glob("ready-*"))) < 24 and time.monotonic() < deadline:
+        if any(p.poll() not in (None, 0) for p in procs):
+            break
+        time.sleep(0.05)
+    (barrier / "go").touch()
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 24, errors
+    directory = tmp_path / "graph_capture_profile"
+    expected = sorted(f"cuda_graph_capture-{r}-TP-{k}.json.gz" for r in runners for k in range(8))
+    assert _names(directory) == expected
+    for runner in runners:
+        for rank in range(8):
+            trace = load_trace(directory / f"cuda_graph_capture-{runner}-TP-{rank}.json.gz")
+            rows = 1 + rank + 10 * runners.index(runner)
+            assert op_shapes(trace) == [[[rows, 8], [8, 3]]] * 200
+            assert (trace["capture_trace"]["runner"], trace["capture_trace"]["tp_rank"]) == (runner, rank)

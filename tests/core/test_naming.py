@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import PYTHON, subprocess_env
+from mixins.naming import Ranks, _CaptureNumbers, discover_ranks, trace_stem, validate_runner_name
+
+
+def test_file_stem_without_and_with_pipeline_parallelism() -> None:
+    assert trace_stem("R", Ranks(3, 0, 1, "explicit")) == "cuda_graph_capture-R-TP-3"
+    assert trace_stem("R", Ranks(3, 1, 2, "explicit")) == "cuda_graph_capture-R-TP-3-PP-1"
+    assert trace_stem("R", Ranks(0, 0, 4, "explicit")) == "cuda_graph_capture-R-TP-0-PP-0"
+
+
+@pytest.mark.parametrize("bad", ["", "../x", "a/b", ".hidden", "-flag", "sp ace", "new\nline", None, 3, "a\\b"])
+def test_unsafe_runner_names_are_refused(bad: Any) -> None:
+    with pytest.raises(ValueError, match="runner_name must be"):
+        validate_runner_name(bad)
+
+
+def test_safe_runner_names_pass() -> None:
+    for good in ("DecodeCudaGraphRunner", "DraftX", "my.runner-v2", "A+B", "_private"):
+        assert validate_runner_name(good) == good
+
+
+def test_numbering_is_per_directory_and_name(tmp_path: Path) -> None:
+    numbers = _CaptureNumbers()
+    first, i1 = numbers.reserve(tmp_path, "cuda_graph_capture-A-TP-0")
+    second, i2 = numbers.reserve(tmp_path, "cuda_graph_capture-A-TP-0")
+    third, i3 = numbers.reserve(tmp_path, "cuda_graph_capture-A-TP-0")
+    other, j1 = numbers.reserve(tmp_path, "cuda_graph_capture-B-TP-0")
+    elsewhere, k1 = numbers.reserve(tmp_path / "sub", "cuda_graph_capture-A-TP-0")
+    assert [p.name for p in (first, second, third)] == [
+        "cuda_graph_capture-A-TP-0.json.gz",
+        "cuda_graph_capture-A-TP-0-2.json.gz",
+        "cuda_graph_capture-A-TP-0-3.json.gz",
+    ]
+    assert (i1, i2, i3, j1, k1) == (1, 2, 3, 1, 1)
+    assert other.name == "cuda_graph_capture-B-TP-0.json.gz" and elsewhere.parent == tmp_path / "sub"
+
+
+class _Holder:
+    def __init__(self, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+
+
+def test_runner_attributes_then_model_runner_then_default() -> None:
+    assert discover_ranks(None) == Ranks(0, 0, 1, "default")
+    runner = _Holder(model_runner=_Holder(tp_rank=5, pp_rank=1, pp_size=2))
+    assert discover_ranks(runner) == Ranks(5, 1, 2, "runner")
+    runner.tp_rank = 7
+    assert discover_ranks(runner).tp_rank == 7
+    # non-integers and bools are not ranks
+    assert discover_ranks(_Holder(tp_rank="3", model_runner=_Holder(tp_rank=True))) == Ranks(0, 0, 1, "default")
+
+
+def test_explicit_beats_everything_and_is_validated() -> None:
+    runner = _Holder(tp_rank=5, pp_rank=1, pp_size=2)
+    assert discover_ranks(runner, tp_rank=2, pp_rank=0, pp_size=1) == Ranks(2, 0, 1, "explicit")
+    with pytest.raises(ValueError, match="tp_rank must be an integer >= 0"):
+        discover_ranks(runner, tp_rank=-1)
+    with pytest.raises(ValueError, match="pp_size must be an integer >= 1"):
+        discover_ranks(runner, pp_size=0)
+
+
+@pytest.fixture
+def fake_sglang_parallel_state(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """FAKE sglang parallel state (sglang is not installed in this venv; tests/sglang use the real one)."""
+    state = types.SimpleNamespace(tp=None)
+
+    class _Parallel:
+        @property
+        def tp_rank(self) -> int:
+            if state.tp is None:
+                raise RuntimeError("parallel name 'tp_rank' has not been written in this process")
+            return state.tp
+
+    module = types.ModuleType("sglang.srt.runtime_context")
+    module.get_parallel = lambda: _Parallel()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sglang.srt.runtime_context", module)
+
+    legacy = types.ModuleType("sglang.srt.distributed.parallel_state")
+
+    def not_initialised() -> int:
+        raise AssertionError("tensor model parallel group is not initialized")
+
+    legacy.get_tensor_model_parallel_rank = not_initialised  # type: ignore[attr-defined]
+    legacy.get_pipeline_model_parallel_rank = lambda: 1  # type: ignore[attr-defined]
+    legacy.get_pipeline_model_parallel_world_size = lambda: 2  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sglang.srt.distributed.parallel_state", legacy)
+    return state
+
+
+def test_sglang_state_beats_runner_attributes_once_initialised(fake_sglang_parallel_state: Any) -> None:
+    runner = _Holder(tp_rank=5, pp_rank=0, pp_size=1)
+    # not written yet: RuntimeError / AssertionError are survived, runner attributes used for tp
+    ranks = discover_ranks(runner)
+    assert ranks.tp_rank == 5 and ranks.source == "runner"
+    assert (ranks.pp_rank, ranks.pp_size) == (1, 2)  # from the legacy pipeline getters
+    fake_sglang_parallel_state.tp = 3
+    assert discover_ranks(runner).tp_rank == 3
+    assert discover_ranks(runner).source == "sglang"
+    assert discover_ranks(runner, tp_rank=1).tp_rank == 1
+
+
+def test_torch_distributed_rank_is_used_last(tmp_path: Path) -> None:
+    """Two real gloo ranks in subprocesses: rank 1 discovers tp_rank 1 without any other source."""
+    import subprocess
+
+    script = textwrap.dedent(
+        f"""
+        import sys, torch.distributed as dist
+        from mixins.naming import discover_ranks
+        rank = int(sys.argv[1])
+        dist.init_process_group("gloo", init_method="file://{tmp_path}/store", rank=rank, world_size=2)
+        class Runner: tp_rank = None
+        r = discover_ranks(Runner())
+        print(r.tp_rank, r.source)
+        dist.destroy_process_group()
+        """
+    )
+    procs = [
+        subprocess.Popen([PYTHON, "-c", script, str(rank)], stdout=subprocess.PIPE, text=True, env=subprocess_env())
+        for rank in (0, 1)
+    ]
+    outputs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outputs == [["0", "torch.distributed"], ["1", "torch.distributed"]]

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from mixins import settings
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("1", True), ("true", True), ("TRUE", True), ("True", True), ("yes", True), ("Y", True), ("y", True),
+        ("0", False), ("false", False), ("False", False), ("no", False), ("N", False), ("n", False),
+    ],
+)
+def test_switch_accepts_sglang_envbool_values(monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool) -> None:
+    monkeypatch.setenv(settings.ENABLE, raw)
+    assert settings.trace_enabled() is expected
+
+
+@pytest.mark.parametrize("raw", ["", " 1", "1 ", "on", "off", "enable", "2", "tru", "yes please"])
+def test_invalid_switch_value_warns_once_naming_variable_and_counts_as_off(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str
+) -> None:
+    settings._warned.clear()
+    monkeypatch.setenv(settings.ENABLE, raw)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert settings.trace_enabled() is False
+        assert settings.trace_enabled() is False
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    assert settings.ENABLE in message and repr(raw) in message
+    assert "true/1/yes/y/false/0/no/n" in message
+
+
+def test_unset_switch_is_off_and_read_at_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(settings.ENABLE, raising=False)
+    assert settings.trace_enabled() is False
+    monkeypatch.setenv(settings.ENABLE, "1")
+    assert settings.trace_enabled() is True
+
+
+def test_profiler_dir_defaults_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(settings.PROFILER_DIR, raising=False)
+    assert settings.profiler_dir() == "/tmp"
+    monkeypatch.setenv(settings.PROFILER_DIR, "")
+    assert settings.profiler_dir() == "/tmp"
+    monkeypatch.setenv(settings.PROFILER_DIR, "/data/prof")
+    assert settings.profiler_dir() == "/data/prof"
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 6), ("1", 1), ("9", 9), ("0", 0), ("10", 6), ("x", 6), ("-1", 6)])
+def test_gzip_level(monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: int) -> None:
+    if raw is None:
+        monkeypatch.delenv(settings.GZIP_LEVEL, raising=False)
+    else:
+        monkeypatch.setenv(settings.GZIP_LEVEL, raw)
+    assert settings.gzip_level() == expected
+
+
+def test_strict_and_background_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(settings.STRICT, raising=False)
+    monkeypatch.delenv(settings.BACKGROUND, raising=False)
+    assert settings.strict() is False and settings.background() is True
+    monkeypatch.setenv(settings.STRICT, "yes")
+    monkeypatch.setenv(settings.BACKGROUND, "0")
+    assert settings.strict() is True and settings.background() is False

@@ -1,0 +1,93 @@
+"""Every stub and shim the real-sglang tests need on a CPU-only machine, in one place (never in the package).
+
+- torchvision: PyPI's torchvision is built against CUDA torch; with CPU torch its import fails
+  (``operator torchvision::nms does not exist``), and sglang imports it unconditionally. Defining the
+  two operators it registers fakes for makes the import work.
+- ``sgl_kernel`` (sglang 0.5.5): GPU-only package imported at module level by the MoE runner; a stub
+  module with the names imported at import time is enough for the runner modules.
+- CUDA memory history: the profiling hooks call ``torch.cuda.memory._record_memory_history`` and
+  ``_dump_snapshot``, which CPU torch cannot run.
+- Era A ``CudaGraphRunner.capture()``: its module-level helpers (``graph_capture``,
+  ``get_available_gpu_memory``, ``get_tensor_model_parallel_rank``) need CUDA and a process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+_torchvision_lib: Any = None  # must stay alive: dropping it unregisters the operators
+
+
+def install_torchvision_shim() -> None:
+    global _torchvision_lib
+    if _torchvision_lib is not None:
+        return
+    import torch
+
+    lib = torch.library.Library("torchvision", "DEF")
+    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    _torchvision_lib = lib
+
+
+# sglang versions whose runner modules import sgl_kernel at module level (read from the 0.5.5 wheel:
+# srt/layers/moe/moe_runner/deep_gemm.py imports silu_and_mul); later versions guard the import, and a
+# stub there would change which code paths sglang picks.
+SGL_KERNEL_STUB_FOR = {"0.5.5"}
+
+
+def install_sgl_kernel_stub() -> None:
+    """A stub ``sgl_kernel`` for the versions above, when the real (GPU-only) package is absent."""
+    from importlib import metadata
+
+    if metadata.version("sglang") not in SGL_KERNEL_STUB_FOR:
+        return
+    if "sgl_kernel" in sys.modules or importlib.util.find_spec("sgl_kernel") is not None:
+        return
+
+    def silu_and_mul(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("sgl_kernel stub: GPU kernel called in a CPU test")
+
+    stub = types.ModuleType("sgl_kernel")
+    stub.silu_and_mul = silu_and_mul  # type: ignore[attr-defined]
+    sys.modules["sgl_kernel"] = stub
+
+
+def disable_cuda_memory_history() -> None:
+    """Process-wide no-ops (for spawn children, which have no monkeypatch)."""
+    import torch
+
+    torch.cuda.memory._record_memory_history = lambda *a, **k: None
+    torch.cuda.memory._dump_snapshot = lambda *a, **k: None
+
+
+def prepare() -> None:
+    """Call before importing any sglang module."""
+    install_torchvision_shim()
+    install_sgl_kernel_stub()
+
+
+class _Stream:
+    stream = None
+
+
+@contextlib.contextmanager
+def _graph_capture(*args: Any, **kwargs: Any) -> Iterator[_Stream]:
+    yield _Stream()
+
+
+def era_a_capture_shims(module: types.ModuleType) -> dict[str, Any]:
+    """Module globals that let the real era-A ``CudaGraphRunner.capture()`` run on CPU with no batch
+    sizes to capture (the profiler still starts and stops around the loop)."""
+    replacements: dict[str, Any] = {
+        "graph_capture": _graph_capture,
+        "get_available_gpu_memory": lambda *a, **k: 0.0,
+        "get_tensor_model_parallel_rank": lambda: 1,  # not 0: no tqdm bar
+        "save_gemlite_cache": lambda *a, **k: None,
+    }
+    return {name: value for name, value in replacements.items() if hasattr(module, name)}

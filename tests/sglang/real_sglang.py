@@ -1,0 +1,213 @@
+"""Shared pieces of the real-sglang tests: which runner classes to try, how to build one without a GPU,
+how to drive its real profiling path, and how to read what was written. Imported by the tests and by
+the spawn children (``spawn_child.py``); shims themselves live in ``cpu_shims.py``."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import json
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import cpu_shims
+
+OLD = "sglang.srt.model_executor.cuda_graph_runner"
+DECODE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
+SPEC = "sglang.srt.speculative"
+
+#: (module, class) of every runner that profiles graph capture in some version; tests skip the absent.
+RUNNERS: tuple[tuple[str, str], ...] = (
+    (OLD, "CudaGraphRunner"),
+    (DECODE, "DecodeCudaGraphRunner"),
+    (f"{SPEC}.eagle_draft_cuda_graph_runner", "EAGLEDraftCudaGraphRunner"),
+    (f"{SPEC}.eagle_draft_extend_cuda_graph_runner", "EAGLEDraftExtendCudaGraphRunner"),
+    (f"{SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner", "MultiLayerEagleDraftExtendCudaGraphRunner"),
+    (f"{SPEC}.frozen_kv_mtp_cuda_graph_runner", "FrozenKVMTPCudaGraphRunner"),
+    (f"{SPEC}.uno_cuda_graph_runner", "UnoDecodeCudaGraphRunner"),
+    ("sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner", "XPUGraphRunner"),
+)
+
+HOOK = "_post_process_after_profile"
+INIT = "_init_profile_context_and_memory_record"
+
+
+def load_class(module_name: str, cls_name: str) -> type | None:
+    """The class, or None when this sglang has no such module or class."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        return None
+    cls = vars(module).get(cls_name)
+    return cls if isinstance(cls, type) else None
+
+
+def make_runner(cls: type, *, draft_worker: bool = False) -> Any:
+    """An instance without ``__init__``: only the attributes the profiling path reads."""
+    runner: Any = object.__new__(cls)
+    runner.enable_profile_cuda_graph = True
+    runner.model_runner = types.SimpleNamespace(
+        is_draft_worker=draft_worker,
+        tp_rank=0,
+        pp_rank=0,
+        pp_size=1,
+        device="cpu",
+        gpu_id=0,
+        model=None,
+        tp_group=None,
+        server_args=types.SimpleNamespace(enable_cudagraph_gc=True),
+    )
+    # capture() of era A/B with nothing to capture: the profiler still starts and stops around the loop.
+    runner.capture_bs = []
+    runner.compile_bs = []
+    runner.num_tokens_per_bs = 1
+    runner.graphs = {}
+    runner.output_buffers = {}
+    runner.enable_pdmux = False
+    return runner
+
+
+@contextmanager
+def patched_attributes(target: Any, values: dict[str, Any]) -> Iterator[None]:
+    saved = {name: getattr(target, name) for name in values}
+    for name, value in values.items():
+        setattr(target, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(target, name, value)
+
+
+@contextmanager
+def rank_context() -> Iterator[None]:
+    """sglang >= 0.5.23 reads the TP rank from its runtime context, which must be stated."""
+    try:
+        from sglang.srt.runtime_context import get_parallel
+    except ImportError:
+        yield
+        return
+    with get_parallel().override(tp_rank=0):
+        yield
+
+
+def run_capture_path(runner: Any) -> None:
+    """Drive the runner's real profiling path on CPU.
+
+    Era A/B (the class's module has ``CudaGraphRunner``): the real ``capture()`` — for EAGLE runners
+    their own ``capture()``, which calls ``CudaGraphRunner.capture(self)``. Era C: the real
+    ``_init_profile_context_and_memory_record()`` profiler around some CPU work, then the real hook.
+    """
+    import torch
+
+    cpu_shims.disable_cuda_memory_history()
+    old = importlib.import_module(OLD) if load_class(OLD, "CudaGraphRunner") is not None else None
+    with rank_context():
+        if old is not None:
+            with patched_attributes(old, cpu_shims.era_a_capture_shims(old)):
+                runner.capture()
+            return
+        prof_context = getattr(runner, INIT)()
+        with prof_context as prof:
+            (torch.ones(4) * 2).sum()
+        getattr(runner, HOOK)(prof)
+
+
+def traces(directory: Path) -> list[Path]:
+    return sorted((directory / "graph_capture_profile").glob("*.json.gz"))
+
+
+def trace_names(directory: Path) -> list[str]:
+    return [p.name for p in traces(directory)]
+
+
+def is_ours(path: Path) -> bool:
+    """Our exporter puts a ``capture_trace`` metadata key first; sglang's native export does not."""
+    with gzip.open(path, "rt") as handle:
+        return "capture_trace" in json.load(handle)
+
+
+# -- the patch matrix, run in fresh subprocesses ------------------------------------------------------
+
+
+def _describe(value: Any) -> str:
+    from mixins.patching import is_wrapped
+
+    depth = 0
+    while is_wrapped(value):
+        depth += 1
+        value = value.__wrapped__
+    if value is _MISSING:
+        inner = "absent"
+    else:
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else repr(type(value))
+        inner = f"{getattr(value, '__qualname__', type(value).__name__)}@{where}"
+    return f"wrapped*{depth}({inner})" if depth else inner
+
+
+_MISSING = object()
+
+
+def fingerprint() -> dict[str, str]:
+    """What every target class holds in ``vars()`` for every patched or adopted name, and the module
+    names we may replace; comparable across processes."""
+    from mixins.sglang_targets import NATIVE_EXPORT, TARGETS
+
+    out: dict[str, str] = {}
+    for target in TARGETS:
+        cls = load_class(target.module, target.cls)
+        if cls is None:
+            continue
+        for name in (target.method, *target.base_requires, "capture"):
+            out[f"{target.module}.{target.cls}.{name}"] = _describe(vars(cls).get(name, _MISSING))
+        namespace = vars(importlib.import_module(target.module))
+        for name in (NATIVE_EXPORT, "profile"):
+            out[f"{target.module}:{name}"] = _describe(namespace.get(name, _MISSING))
+    return out
+
+
+def import_targets() -> None:
+    from mixins.sglang_targets import modules
+
+    for name in modules():
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            pass
+
+
+MATRIX = {
+    "pristine": (),
+    "import-then-install": ("import", "install", "snap", "uninstall"),
+    "install-then-import": ("install", "import", "snap", "uninstall"),
+    "install-uninstall-import": ("install", "uninstall", "import", "snap"),
+    "install-twice": ("import", "install", "install", "snap", "uninstall"),
+    "uninstall-twice": ("import", "install", "uninstall", "uninstall", "snap"),
+    "install-uninstall-install": ("install", "uninstall", "install", "import", "snap", "uninstall"),
+}
+
+
+def matrix_main(case: str) -> None:
+    """Entry point of one matrix subprocess: run the steps, print one JSON line."""
+    cpu_shims.prepare()
+    from mixins import sglang_patch
+
+    result: dict[str, Any] = {"installed_results": []}
+    for step in MATRIX[case]:
+        if step == "import":
+            import_targets()
+        elif step == "install":
+            result["installed_results"].append(sglang_patch.install())
+        elif step == "uninstall":
+            sglang_patch.uninstall()
+        elif step == "snap":
+            result["snap"] = fingerprint()
+            result["applied"] = sglang_patch.applied()
+    import_targets()
+    result["final"] = fingerprint()
+    result["is_installed"] = sglang_patch.is_installed()
+    print("MATRIX-RESULT " + json.dumps(result))
