@@ -86,10 +86,24 @@ def _profile_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return args[0] if args else kwargs.get("prof")
 
 
+def _bind_instance(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...]
+) -> tuple[Any, tuple[Any, ...], Callable[..., Any]]:
+    """Called through the class with an explicit self (``Base.hook(self, prof)``, as older sglang's EAGLE
+    runners do with ``CudaGraphRunner.capture(self)``): wrapt passes no instance, so take it from args."""
+    if instance is None and args and not isinstance(wrapped, (staticmethod, classmethod)):
+        self_, rest = args[0], args[1:]
+        return self_, rest, lambda *a, **k: wrapped(self_, *a, **k)
+    return instance, args, wrapped
+
+
 def _hook_wrapper(draft_base: type | None) -> Callable[..., Any]:
-    def export_after_hook(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def export_after_hook(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        instance, args, call = _bind_instance(wrapped, instance, args)
         with _outermost("hook", instance) as outermost:
-            result = wrapped(*args, **kwargs)
+            result = call(*args, **kwargs)
         if outermost:
             try:
                 export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
@@ -125,22 +139,24 @@ def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
-def shape_label(wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+def shape_label(
+    function: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str | None:
     """``capture::bs={bs}[,variant={variant_label}][,stream={stream_idx}]`` from the call's own arguments
-    (never from counting calls, so repeated and multi-variant captures of one size stay right)."""
-    signature = _signature(getattr(wrapped, "__func__", wrapped))
+    (never from counting calls, so repeated and multi-variant captures of one size stay right).
+
+    ``function`` is the method as found on the class (``instance`` is prepended) or already bound.
+    """
+    if hasattr(function, "__self__"):
+        instance, function = function.__self__, getattr(function, "__func__", function)
+    signature = _signature(function)
     if signature is None:
         return None
-    params = list(signature.parameters)
-    if params and params[0] in ("self", "cls") and hasattr(wrapped, "__self__"):
-        params = params[1:]
-        bound_args: tuple[Any, ...] = (wrapped.__self__, *args)  # type: ignore[attr-defined]
-    else:
-        bound_args = args
     try:
-        bound = signature.bind(*bound_args, **kwargs)
+        bound = signature.bind(instance, *args, **kwargs)
     except TypeError:
         return None
+    params = list(signature.parameters)[1:]  # after self
     if not params or params[0] not in bound.arguments:
         return None
     label = f"capture::bs={bound.arguments[params[0]]}"
@@ -164,16 +180,17 @@ def _profiling_now(instance: object) -> bool:
 
 
 def _label_shape(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    instance, args, call = _bind_instance(wrapped, instance, args)
     if not _profiling_now(instance):
-        return wrapped(*args, **kwargs)
+        return call(*args, **kwargs)
     with _outermost("shape", instance) as outermost:
-        label = shape_label(wrapped, args, kwargs) if outermost else None
+        label = shape_label(wrapped, instance, args, kwargs) if outermost else None
         if label is None:
-            return wrapped(*args, **kwargs)
+            return call(*args, **kwargs)
         import torch
 
         with torch.profiler.record_function(label):
-            return wrapped(*args, **kwargs)
+            return call(*args, **kwargs)
 
 
 def patch_shape_method(cls: type, name: str, *, tag: str) -> bool:
@@ -222,12 +239,12 @@ def _follow_subclasses(cls: type, options: _Options) -> None:
         if existing is not None:
             existing.__get__(None, sub)(**kwargs)
         else:
-            super(cls, sub).__init_subclass__(**kwargs)  # type: ignore[misc]
+            super(cls, sub).__init_subclass__(**kwargs)  # type: ignore[misc, arg-type]
         _apply(sub, options, DECORATOR_TAG, required=False)
 
     __init_subclass__._capture_trace_follows = True  # type: ignore[attr-defined]
     cls.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
-    pending = list(cls.__subclasses__())
+    pending: list[type] = list(cls.__subclasses__())
     while pending:  # subclasses defined before the decorator ran
         sub = pending.pop()
         _apply(sub, options, DECORATOR_TAG, required=False)

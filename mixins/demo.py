@@ -45,7 +45,8 @@ class _DemoRunner:
         torch.manual_seed(0)
         blocks: list[Any] = []
         for _ in range(self.layers):
-            blocks += [torch.nn.Linear(self.hidden, self.hidden * 2), torch.nn.SiLU(), torch.nn.Linear(self.hidden * 2, self.hidden)]
+            width = self.hidden
+            blocks += [torch.nn.Linear(width, width * 2), torch.nn.SiLU(), torch.nn.Linear(width * 2, width)]
         self.model = torch.nn.Sequential(*blocks, torch.nn.LayerNorm(self.hidden)).to(self.device).eval()
 
     def forward(self, hidden_states: Any) -> Any:

@@ -98,7 +98,7 @@ def _runner_value(runner: object, name: str) -> int | None:
     if runner is None:
         return None
     for owner in (runner, getattr(runner, "model_runner", None)):
-        value = getattr(owner, name, None) if owner is not None else None
+        value: Any = getattr(owner, name, None) if owner is not None else None
         if _is_int(value):
             return int(value)
     return None
@@ -108,7 +108,7 @@ def _torch_rank() -> int | None:
     dist = sys.modules.get("torch.distributed")
     if dist is None:
         return None
-    value = _call_quietly(lambda: dist.get_rank() if dist.is_available() and dist.is_initialized() else None)
+    value: Any = _call_quietly(lambda: dist.get_rank() if dist.is_available() and dist.is_initialized() else None)
     return int(value) if _is_int(value) else None
 
 
