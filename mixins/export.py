@@ -209,8 +209,13 @@ class _Background:
             atexit.register(self._join_at_exit)
 
     def _join_at_exit(self) -> None:
-        if not self.wait(settings.exit_timeout()):
-            logger.warning("exiting before CUDA graph capture traces finished writing; they are discarded")
+        timeout = settings.exit_timeout()
+        if not self.wait(timeout):
+            running = sorted(t.name.removeprefix("capture-trace:") for t in self._threads if t.is_alive())
+            logger.warning(
+                "exiting after %ss (%s) with CUDA graph capture traces still compressing, not saved: %s",
+                timeout, settings.EXIT_TIMEOUT, ", ".join(running),
+            )
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for every export started so far; True when none is still running."""

@@ -9,7 +9,6 @@ import socket
 import sys
 from collections.abc import Iterable
 from functools import cache
-from importlib import metadata as importlib_metadata
 from numbers import Integral
 from typing import Any
 
@@ -20,6 +19,8 @@ PACKAGE = "sglang-capture-trace"
 
 @cache
 def _distribution_version(name: str) -> str | None:
+    from importlib import metadata as importlib_metadata  # only when a trace is really written
+
     try:
         return importlib_metadata.version(name)
     except importlib_metadata.PackageNotFoundError:

@@ -261,3 +261,24 @@ def test_24_processes_export_into_one_directory_at_once(tmp_path: Path) -> None:
             rows = 1 + rank + 10 * runners.index(runner)
             assert op_shapes(trace) == [[[rows, 8], [8, 3]]] * 200
             assert (trace["capture_trace"]["runner"], trace["capture_trace"]["tp_rank"]) == (runner, rank)
+
+
+def test_exit_waits_only_as_long_as_the_exit_timeout(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import logging, torch
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+        from mixins import export_cuda_graph_capture_trace
+        with torch.profiler.profile(record_shapes=True) as prof:
+            for _ in range(30000):
+                torch.mm(torch.ones(4, 8), torch.ones(8, 3))
+        export_cuda_graph_capture_trace(prof, runner_name="Slow", tp_rank=0)
+        """
+    )
+    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                         SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0", SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
+    done = subprocess.run([PYTHON, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "still compressing, not saved: cuda_graph_capture-Slow-TP-0.json.gz" in done.stderr
+    assert "trace saved to:" not in done.stderr
+    assert not (tmp_path / "graph_capture_profile" / "cuda_graph_capture-Slow-TP-0.json.gz").exists()
