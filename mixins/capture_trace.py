@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar, overload
 
 from mixins import settings
-from mixins.export import export_profile
+from mixins.export import export_profile, report_failure
 from mixins.patching import find_attribute, is_wrapped, unwrap_method, wrap_method
 
 logger = logging.getLogger("mixins")
@@ -107,10 +107,8 @@ def _hook_wrapper(draft_base: type | None) -> Callable[..., Any]:
         if outermost:
             try:
                 export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
-            except Exception:
-                if settings.strict():
-                    raise
-                logger.warning("CUDA graph capture trace of %s not saved", type(instance).__name__, exc_info=True)
+            except Exception as exc:  # export_profile reports its own failures; this is the last net
+                report_failure(type(instance).__name__, None, exc)
         return result
 
     return export_after_hook

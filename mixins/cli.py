@@ -11,6 +11,12 @@ import sys
 from collections.abc import Sequence
 
 
+def _version() -> str:
+    from mixins.metadata import PACKAGE, _distribution_version
+
+    return _distribution_version(PACKAGE) or "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from mixins import demo
     from mixins.analysis import cli as analysis_cli
@@ -19,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="capture-trace",
         description="Record and inspect SGLang CUDA-graph capture traces.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.add_command(commands)
     analysis_cli.add_commands(commands)

@@ -74,7 +74,7 @@ def export_profile(
         raw = _kineto_json(prof, final)
         job = _Compression(raw, final, metadata, settings.gzip_level(), runner_name=name)
     except Exception as exc:
-        _report_failure(runner_name, final, exc)
+        report_failure(runner_name, final, exc)
         return None
     if settings.background() and not settings.strict():
         _background.start(job)
@@ -121,7 +121,7 @@ class _Compression:
             tmp = None
             logger.info("CUDA graph capture trace saved to: %s", self.final)
         except Exception as exc:
-            _report_failure(self.runner_name, self.final, exc)
+            report_failure(self.runner_name, self.final, exc)
         finally:
             if tmp is not None:
                 _remove(tmp)
@@ -171,7 +171,8 @@ def _remove(path: Path) -> None:
         logger.debug("could not remove temporary file %s: %s", path, exc)
 
 
-def _report_failure(runner_name: object, path: Path | None, exc: BaseException) -> None:
+def report_failure(runner_name: object, path: Path | None, exc: BaseException) -> None:
+    """The failure policy: strict mode re-raises; otherwise one single-line WARNING."""
     if settings.strict():
         raise exc
     where = path if path is not None else "(no path)"
