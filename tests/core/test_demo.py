@@ -18,7 +18,8 @@ def test_demo_command_writes_one_labelled_trace_per_runner(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1" in done.stdout
     directory = tmp_path / "graph_capture_profile"
-    assert sorted(p.name for p in directory.iterdir()) == sorted(f"cuda_graph_capture-{r}-TP-0.json.gz" for r in RUNNERS)
+    expected = sorted(f"cuda_graph_capture-{r}-TP-0.json.gz" for r in RUNNERS)
+    assert sorted(p.name for p in directory.iterdir()) == expected
     for runner in RUNNERS:
         path = directory / f"cuda_graph_capture-{runner}-TP-0.json.gz"
         assert str(path) in done.stdout and "events" in done.stdout
