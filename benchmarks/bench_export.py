@@ -53,7 +53,8 @@ def main() -> None:
     os.environ.setdefault("SGLANG_CAPTURE_TRACE_GZIP_LEVEL", "6")
     header = (f"{'events':>8} | {'torch .json.gz s':>16} | {'ours blocking s':>15} | {'ours total s':>12} | "
               f"{'torch MB':>8} | {'ours MB':>7} | {'blocking ratio':>14}")
-    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, gzip level {os.environ['SGLANG_CAPTURE_TRACE_GZIP_LEVEL']}")
+    level = os.environ["SGLANG_CAPTURE_TRACE_GZIP_LEVEL"]
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, gzip level {level}")
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp:

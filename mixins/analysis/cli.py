@@ -46,7 +46,9 @@ def add_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("check", help="verify all TP ranks of each runner captured the same sequences")
     p.add_argument("dir", metavar="DIR", help="directory holding one capture's traces")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)")
+    p.add_argument(
+        "-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)"
+    )
     p.set_defaults(func=cmd_check)
 
 

@@ -52,7 +52,9 @@ class SegmentDiff:
     removed: int = 0
     changed: int = 0
     aligned: bool = True
-    examples: dict[str, list[Any]] = field(default_factory=lambda: {"added": [], "removed": [], "changed": []})
+    examples: dict[str, list[Any]] = field(
+        default_factory=lambda: {"added": [], "removed": [], "changed": []}
+    )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -130,9 +132,16 @@ def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> Se
             x, y = mid_a[i1 + n], mid_b[j1 + n]
             if keys[x][0] == keys[y][0]:
                 d.changed += 1
-                add("changed", {"position_a": first + i1 + n, "position_b": first + j1 + n,
-                                "fields": _changed_fields(keys[x], keys[y]),
-                                "a": op_json(keys[x]), "b": op_json(keys[y])})
+                add(
+                    "changed",
+                    {
+                        "position_a": first + i1 + n,
+                        "position_b": first + j1 + n,
+                        "fields": _changed_fields(keys[x], keys[y]),
+                        "a": op_json(keys[x]),
+                        "b": op_json(keys[y]),
+                    },
+                )
             else:
                 d.removed += 1
                 d.added += 1
@@ -155,12 +164,14 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
     out = []
     for label, seq in zip(a.labels, sa, strict=True):
         other = by_b.get(label)
-        if other is None:
+        if other is None and not seq:
+            out.append(SegmentDiff(label, "same"))  # e.g. an (outside) of metadata only: no ops either way
+        elif other is None:
             out.append(SegmentDiff(label, "only_a", len(seq), 0, removed=len(seq)))
         else:
             out.append(_diff_seq(label, seq, other, keys.keys))
     for label, seq in zip(b.labels, sb, strict=True):
-        if label not in a.labels:
+        if label not in a.labels and seq:
             out.append(SegmentDiff(label, "only_b", 0, len(seq), added=len(seq)))
     return out
 
@@ -236,7 +247,9 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
     keys = _Keys()
     out = []
     for gkey in sorted(groups, key=repr):
-        members = sorted(groups[gkey], key=lambda t: (t.identity.tp_rank is None, t.identity.tp_rank or 0, t.path))
+        members = sorted(
+            groups[gkey], key=lambda t: (t.identity.tp_rank is None, t.identity.tp_rank or 0, t.path)
+        )
         ref = members[0]
         ident = ref.identity
         g = GroupCheck(
@@ -247,7 +260,9 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         )
         out.append(g)
         if ident.tp_rank is None:
-            g.notes.append("no TP rank in metadata, file name or distributedInfo: not compared with other files")
+            g.notes.append(
+                "no TP rank in metadata, file name or distributedInfo: not compared with other files"
+            )
             continue
         ranks = Counter(m.identity.tp_rank for m in members)
         for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
@@ -265,10 +280,20 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
             seqs = dict(zip(m.labels, keys.remap(m), strict=True))
             for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
                 a, b = ref_seqs.get(label), seqs.get(label)
+                if (a is None or b is None) and not (a or b):
+                    continue  # present on one side without any op: nothing captured either way
                 if a is None or b is None:
                     g.divergences.append(
-                        Divergence(label, m.identity.tp_rank, m.path, None, None, None,
-                                   len(a) if a is not None else 0, len(b) if b is not None else 0)
+                        Divergence(
+                            label,
+                            m.identity.tp_rank,
+                            m.path,
+                            None,
+                            None,
+                            None,
+                            len(a) if a is not None else 0,
+                            len(b) if b is not None else 0,
+                        )
                     )
                     break
                 pos = _first_diff(a, b)

@@ -92,7 +92,9 @@ def identity_from_name(path: str) -> Identity | None:
         )
     m = _UPSTREAM_BS.match(name)
     if m:
-        return Identity(runner=m["runner"], tp_rank=int(m["rank"]), pp_rank=0, bs=int(m["bs"]), source="filename")
+        return Identity(
+            runner=m["runner"], tp_rank=int(m["rank"]), pp_rank=0, bs=int(m["bs"]), source="filename"
+        )
     return None
 
 
@@ -100,7 +102,9 @@ def identity_of(path: str, metadata: dict[str, Any]) -> Identity:
     """metadata ``capture_trace`` > file name > ``distributedInfo.rank`` > nothing."""
     from_name = identity_from_name(path)
     meta = metadata.get("capture_trace")
-    if isinstance(meta, dict) and (meta.get("runner") is not None or _int_or_none(meta.get("tp_rank")) is not None):
+    if isinstance(meta, dict) and (
+        meta.get("runner") is not None or _int_or_none(meta.get("tp_rank")) is not None
+    ):
         runner = meta.get("runner")
         idx = _int_or_none(meta.get("capture_index"))
         keep = ("sglang_version", "torch_version", "package_version", "hostname", "device", "time_utc", "pid")
@@ -157,7 +161,12 @@ class Signature:
         return (self.name, self.dims, self.types)
 
     def as_json(self) -> dict[str, Any]:
-        return {"op": self.name, "input_dims": self.dims, "input_types": self.types, "concrete": self.concrete}
+        return {
+            "op": self.name,
+            "input_dims": self.dims,
+            "input_types": self.types,
+            "concrete": self.concrete,
+        }
 
 
 @dataclass(slots=True)
@@ -174,7 +183,14 @@ class Op:
     @property
     def key(self) -> tuple[Any, ...]:
         """What diff/check compare: no timestamps, ids, pids or durations."""
-        return (self.sig.name, self.sig.dims, self.sig.types, self.sig.concrete, self.kernels, self.graph_launches)
+        return (
+            self.sig.name,
+            self.sig.dims,
+            self.sig.types,
+            self.sig.concrete,
+            self.kernels,
+            self.graph_launches,
+        )
 
 
 @dataclass
@@ -293,7 +309,11 @@ class _Collector:
                     )
                     self.kernels.append((i, args.correlation, args.ext, k))
                 if args is None or args.correlation is None:  # ac2g flow may still pair it
-                    self.kernel_flow_key[len(self.kernels) - 1] = (ev.pid, ev.tid, ts if ts is not None else nan)
+                    self.kernel_flow_key[len(self.kernels) - 1] = (
+                        ev.pid,
+                        ev.tid,
+                        ts if ts is not None else nan,
+                    )
             elif "runtime" in cat or "driver" in cat:
                 name = ev.name or ""
                 corr = args.correlation if args is not None else None
@@ -315,13 +335,19 @@ class _Collector:
                                 args.regs,
                             )
                     if corr is None:
-                        self.launch_flow_key[len(self.launches)] = (ev.pid, ev.tid, ts if ts is not None else nan)
+                        self.launch_flow_key[len(self.launches)] = (
+                            ev.pid,
+                            ev.tid,
+                            ts if ts is not None else nan,
+                        )
                     self.launches.append((i, corr, ext, own, graph))
                 else:
                     kind_a.append(K_RUNTIME)
             elif cat == "user_annotation":
                 kind_a.append(K_ANNOT)
-                self.annotations.append((i, ev.name or "", ts if ts is not None else nan, ev.dur or 0.0, ev.pid))
+                self.annotations.append(
+                    (i, ev.name or "", ts if ts is not None else nan, ev.dur or 0.0, ev.pid)
+                )
                 if args is not None and args.ext is not None:
                     self.ext_cpu.setdefault(args.ext, i)
             elif cat == "ac2g" or (ev.ph in ("s", "f") and ev.id is not None and cat.startswith("ac2g")):
@@ -458,17 +484,17 @@ def _build(path: str, size: int, identity: Identity, c: _Collector, top_keys: li
     needs_links = bool(c.launches or c.kernels or c.gpu or c.flows_f)
     op_of_ext: dict[int, int] = {}
     if needs_links:
-        for k, ext in enumerate(c.op_ext):
-            if ext >= 0:
-                c.ext_cpu[ext] = c.op_ev[k]
-                op_of_ext.setdefault(ext, k)
+        for n_op, op_ext in enumerate(c.op_ext):
+            if op_ext >= 0:
+                c.ext_cpu[op_ext] = c.op_ev[n_op]
+                op_of_ext.setdefault(op_ext, n_op)
     kernel_by_corr: dict[int, Kernel] = {}
-    for i, corr, ext, k in c.kernels:
+    for i, corr, ext, kern in c.kernels:
         src = follow(corr, ext)
         if src is not None:
             seg_of[i] = seg_of[src]
         if corr is not None:
-            kernel_by_corr.setdefault(corr, k)
+            kernel_by_corr.setdefault(corr, kern)
     for i, corr, ext in c.gpu:
         src = follow(corr, ext)
         if src is not None:
@@ -496,7 +522,12 @@ def _build(path: str, size: int, identity: Identity, c: _Collector, top_keys: li
     sig_list: list[Signature] = [Signature("", "", "", "")] * len(c.raw_sigs)
     canon: dict[Signature, Signature] = {}
     for (name, dims, types, concrete), sid in c.raw_sigs.items():
-        sig = Signature(name or "", _compact_json(dims, cache), _compact_json(types, cache), _compact_json(concrete, cache))
+        sig = Signature(
+            name or "",
+            _compact_json(dims, cache),
+            _compact_json(types, cache),
+            _compact_json(concrete, cache),
+        )
         sig_list[sid] = canon.setdefault(sig, sig)
 
     op_kernels: dict[int, list[Kernel]] = {}
@@ -513,9 +544,17 @@ def _build(path: str, size: int, identity: Identity, c: _Collector, top_keys: li
             launched_corr.add(corr)
             linked = kernel_by_corr.get(corr)
             if linked is not None:
-                info = linked if own is None else Kernel(own.name, own.grid or linked.grid, own.block or linked.block,
-                                                        own.smem if own.smem is not None else linked.smem,
-                                                        own.regs if own.regs is not None else linked.regs)
+                info = (
+                    linked
+                    if own is None
+                    else Kernel(
+                        own.name,
+                        own.grid or linked.grid,
+                        own.block or linked.block,
+                        own.smem if own.smem is not None else linked.smem,
+                        own.regs if own.regs is not None else linked.regs,
+                    )
+                )
         if info is None or info.name is None:
             all_segs[seg_of[i]].unnamed_launches += 1
             info = Kernel(None)
@@ -523,13 +562,13 @@ def _build(path: str, size: int, identity: Identity, c: _Collector, top_keys: li
             op_kernels.setdefault(k_op, []).append(info)
     # Kernels reach an op through their launch's External id or their own.
     launch_ext = {corr: ext for _, corr, ext, _, _ in c.launches if corr is not None}
-    for i, corr, ext, k in c.kernels:
+    for i, corr, ext, kern in c.kernels:
         via = launch_ext.get(corr) if corr is not None else None
         k_op = op_of_ext.get(via) if via is not None else None
         if k_op is None and ext is not None:
             k_op = op_of_ext.get(ext)
             if k_op is not None and (corr is None or corr not in launched_corr):
-                op_kernels.setdefault(k_op, []).append(k)  # kernel seen without its launch event
+                op_kernels.setdefault(k_op, []).append(kern)  # kernel seen without its launch event
         if k_op is not None:
             all_segs[seg_of[i]].linked_kernels += 1
 
@@ -540,7 +579,13 @@ def _build(path: str, size: int, identity: Identity, c: _Collector, top_keys: li
         if not c.op_shapes[k]:
             s.ops_without_shapes += 1
         s.ops.append(
-            Op(sig_list[c.op_sig[k]], ts_a[ev], tuple(op_kernels.get(k, ())), op_graphs.get(k, 0), c.op_shapes[k])
+            Op(
+                sig_list[c.op_sig[k]],
+                ts_a[ev],
+                tuple(op_kernels.get(k, ())),
+                op_graphs.get(k, 0),
+                bool(c.op_shapes[k]),
+            )
         )
     for s in all_segs:
         s.ops.sort(key=lambda o: o.ts)  # stable: file order breaks ties
@@ -619,7 +664,7 @@ def identity_json(ident: Identity) -> dict[str, Any]:
 
 def summarize(rec: TraceRecord, top: int = 10) -> dict[str, Any]:
     """The ``summary --json`` object for one trace (also what ``ls`` shows)."""
-    segments = []
+    segments: list[dict[str, Any]] = []
     for s in rec.segments:
         counts: Counter[tuple[str, str, str]] = Counter()
         kernels: dict[tuple[str, str, str], Counter[tuple[Kernel, bool]]] = {}
@@ -666,8 +711,8 @@ def summarize(rec: TraceRecord, top: int = 10) -> dict[str, Any]:
                 "top": top_rows,
             }
         )
-    totals = {
-        k: sum(seg[k] for seg in segments)
+    totals: dict[str, int] = {
+        k: sum(int(seg[k]) for seg in segments)
         for k in (
             "cpu_ops",
             "launches",
@@ -718,5 +763,11 @@ def compact(rec: TraceRecord) -> CompactTrace:
             seq.append(j)
         seqs.append(seq)
     return CompactTrace(
-        rec.path, rec.identity, rec.events, rec.segment_source, [s.label for s in rec.segments], seqs, list(index)
+        rec.path,
+        rec.identity,
+        rec.events,
+        rec.segment_source,
+        [s.label for s in rec.segments],
+        seqs,
+        list(index),
     )

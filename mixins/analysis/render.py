@@ -25,7 +25,7 @@ __all__ = [
     "progress_files",
 ]
 
-PROGRESS_MIN_BYTES = 16 << 20  # below this a file reads in well under a second: no bar
+PROGRESS_MIN_BYTES = 4 << 20  # below this (gzip size) a file reads in about a second or less: no bar
 
 
 def console() -> Console:
@@ -238,7 +238,8 @@ def render_check(groups: list[GroupCheck]) -> None:
                     f"({d.ops_reference} ops) and TP {d.rank} ({d.ops_other} ops)"
                 )
                 continue
-            out.print(f"[bold]{head}[/bold]: TP {d.rank} diverges from TP {ref_rank} in {d.segment!r} at op #{d.position}")
+            where = f"in {d.segment!r} at op #{d.position}"
+            out.print(f"[bold]{head}[/bold]: TP {d.rank} diverges from TP {ref_rank} {where}")
             out.print(f"  TP {ref_rank}: {_op_text(d.reference)}")
             out.print(f"  TP {d.rank}: {_op_text(d.other)}")
         for n in g.notes:

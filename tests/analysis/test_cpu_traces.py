@@ -1,0 +1,215 @@
+"""summary / diff / check / ls on real torch.profiler traces made on CPU (see conftest)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from mixins.analysis.records import Segment, TraceRecord, load_record, summarize
+
+
+def _seg(rec: TraceRecord, label: str) -> Segment:
+    seg = rec.segment(label)
+    assert seg is not None, label
+    return seg
+
+
+TRUNCATED = "truncated gzip stream (file ends before the end-of-stream marker)"
+
+
+def test_segments_identity_and_counts(cpu_traces, run_cli) -> None:  # type: ignore[no-untyped-def]
+    rc, out, err = run_cli("summary", cpu_traces["r0"], "--json", "--top", "3")
+    assert rc == 0 and err == ""
+    (t,) = json.loads(out)["traces"]
+    assert (t["runner"], t["tp_rank"], t["pp_rank"], t["capture_index"]) == ("DecodeCudaGraphRunner", 0, 0, 1)
+    assert t["identity_source"] == "metadata"
+    assert [s["label"] for s in t["segments"]] == ["bs=1", "bs=4", "(outside)"]
+    assert [s["bs"] for s in t["segments"]] == [1, 4, None]
+    raw = json.load(__import__("gzip").open(cpu_traces["r0"]))
+    events = raw["traceEvents"]
+    assert next(iter(raw)) == "capture_trace"
+    assert t["events"] == len(events)
+    assert sum(s["events"] for s in t["segments"]) == len(events)
+    assert sum(s["cpu_ops"] for s in t["segments"]) == sum(e.get("cat") == "cpu_op" for e in events)
+    bs1, bs4, outside = t["segments"]
+    # the same model at two batch sizes: same ops, other shapes
+    assert bs1["cpu_ops"] == bs4["cpu_ops"] > 0
+    rec = load_record(str(cpu_traces["r0"]))
+    linear = {o.sig.dims for o in _seg(rec, "bs=4").ops if o.sig.name == "aten::linear"}
+    assert linear == {"[[4,16],[8,16],[]]"}
+    assert {o.sig.dims for o in _seg(rec, "bs=1").ops if o.sig.name == "aten::linear"} == {
+        "[[1,16],[8,16],[]]"
+    }
+    assert outside["cpu_ops"] >= 2  # torch.zeros + add_ outside any capture range
+    assert all(s["launches"] == s["kernels"] == 0 for s in t["segments"])  # CPU: nothing launched
+    assert len(bs1["top"]) == 3
+
+
+def test_identity_from_file_name(cpu_traces) -> None:  # type: ignore[no-untyped-def]
+    rec = load_record(str(cpu_traces["nometa"]))
+    ident = rec.identity
+    assert ident.source == "filename"
+    assert (ident.runner, ident.tp_rank, ident.pp_rank, ident.capture_index) == (
+        "EAGLEDraftCudaGraphRunner",
+        3,
+        1,
+        2,
+    )
+    assert [s.label for s in rec.segments] == ["bs=2", "(outside)"]
+
+
+def _without_capture_ranges(src: Path, dst: Path) -> None:
+    doc = json.load(gzip.open(src))
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "user_annotation":
+            e["name"] = "forward"
+    dst.write_text(json.dumps(doc))
+
+
+def test_upstream_per_bs_name_makes_one_segment(cpu_traces, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dst = tmp_path / "bs_16_rank3.json"
+    _without_capture_ranges(cpu_traces["r0"], dst)
+    rec = load_record(str(dst))
+    assert [s.label for s in rec.segments] == ["bs=16"]
+    assert rec.segments[0].events == rec.events
+    # metadata still names the runner and rank; the file name supplies the batch size
+    assert rec.identity.source == "metadata" and rec.identity.tp_rank == 0
+    plain = tmp_path / "DecodeCudaGraphRunner_bs_8_rank5.json"
+    doc = json.loads(dst.read_text())
+    del doc["capture_trace"]
+    plain.write_text(json.dumps(doc))
+    rec = load_record(str(plain))
+    assert (rec.identity.source, rec.identity.runner, rec.identity.tp_rank) == (
+        "filename",
+        "DecodeCudaGraphRunner",
+        5,
+    )
+    assert [s.label for s in rec.segments] == ["bs=8"]
+
+
+def test_no_ranges_no_name_gives_one_segment_all(cpu_traces, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dst = tmp_path / "whatever.json"
+    _without_capture_ranges(cpu_traces["nometa"], dst)
+    rec = load_record(str(dst))
+    assert [s.label for s in rec.segments] == ["all"] and rec.identity.source == "none"
+
+
+def test_diff_identical_ranks_is_clean(cpu_traces, run_cli) -> None:  # type: ignore[no-untyped-def]
+    rc, out, _ = run_cli("diff", cpu_traces["r0"], cpu_traces["r1"], "--json")
+    assert rc == 0
+    res = json.loads(out)
+    assert res["same"] is True
+    assert {s["status"] for s in res["segments"]} == {"same"}
+
+
+def test_diff_finds_the_extra_op(cpu_traces, run_cli) -> None:  # type: ignore[no-untyped-def]
+    rc, out, _ = run_cli("diff", cpu_traces["r0"], cpu_traces["r1_bad"], "--json")
+    assert rc == 1
+    segs = {s["label"]: s for s in json.loads(out)["segments"]}
+    assert segs["bs=1"]["status"] == "same" and segs["(outside)"]["status"] == "same"
+    bs4 = segs["bs=4"]
+    assert bs4["status"] == "changed"
+    ops_a, ops_b = (
+        _range_ops(cpu_traces["r0"], "capture::bs=4"),
+        _range_ops(cpu_traces["r1_bad"], "capture::bs=4"),
+    )
+    assert (bs4["ops_a"], bs4["ops_b"]) == (len(ops_a), len(ops_b))
+    extra = Counter(e["name"] for e in ops_b) - Counter(e["name"] for e in ops_a)
+    assert "aten::mul" in extra
+    assert bs4["added"] == sum(extra.values()) == len(ops_b) - len(ops_a)
+    assert bs4["removed"] == 0 and bs4["changed"] == 0
+    assert {ex["op"] for ex in bs4["examples"]["added"]} <= set(extra)
+    # the first differing position is where B's first aten::mul sits in the bs=4 sequence
+    rec = load_record(str(cpu_traces["r1_bad"]))
+    seq = [o.sig.name for o in _seg(rec, "bs=4").ops]
+    assert bs4["first_diff"] == seq.index("aten::mul")
+    assert bs4["at_b"]["op"] == "aten::mul"
+    rc, text, _ = run_cli("diff", cpu_traces["r0"], cpu_traces["r1_bad"])
+    assert rc == 1 and "first difference at op #" in text and "aten::mul" in text
+
+
+def _range_ops(path: Path, name: str) -> list[dict]:
+    """cpu_ops inside the record_function range ``name``, straight from the JSON."""
+    ev = json.load(gzip.open(path))["traceEvents"]
+    (r,) = [e for e in ev if e.get("name") == name]
+    return [e for e in ev if e.get("cat") == "cpu_op" and r["ts"] <= e["ts"] <= r["ts"] + r["dur"]]
+
+
+def test_check_consistent_directory(cpu_traces, run_cli) -> None:  # type: ignore[no-untyped-def]
+    # temp files of the exporter are dotfiles and must be ignored, even when broken
+    (cpu_traces["same"] / ".cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz.tmp123").write_bytes(
+        b"junk"
+    )
+    rc, out, err = run_cli("check", cpu_traces["same"], "--json")
+    assert rc == 0, err
+    res = json.loads(out)
+    assert res["ok"] is True and res["bad_files"] == []
+    (g,) = res["groups"]
+    assert g["ranks"] == [0, 1] and g["runner"] == "DecodeCudaGraphRunner"
+
+
+def test_check_names_first_divergent_op(cpu_traces, run_cli) -> None:  # type: ignore[no-untyped-def]
+    rc, out, _ = run_cli("check", cpu_traces["diverged"], "--json")
+    assert rc == 1
+    (g,) = json.loads(out)["groups"]
+    assert g["ok"] is False
+    (d,) = g["divergences"]
+    assert d["segment"] == "bs=4" and d["rank"] == 1
+    assert d["other"]["op"] == "aten::mul"
+    assert d["reference"]["op"] != "aten::mul"
+    rc, text, _ = run_cli("check", cpu_traces["diverged"], "-j", "1")
+    assert rc == 1 and "TP 1 diverges from TP 0 in 'bs=4'" in text and "aten::mul" in text
+
+
+def test_check_parallel_reports_bad_file_and_continues(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for f in cpu_traces["diverged"].iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    broken = tmp_path / "cuda_graph_capture-DecodeCudaGraphRunner-TP-2.json.gz"
+    data = cpu_traces["r0"].read_bytes()
+    broken.write_bytes(data[: len(data) // 2])
+    rc, out, err = run_cli("check", tmp_path, "--json", "-j", "2")
+    assert rc == 2  # trouble wins over a difference, like GNU diff
+    assert err == f"capture-trace: error: {broken}: {TRUNCATED}\n"
+    res = json.loads(out)
+    assert res["bad_files"] == [str(broken)]
+    assert res["groups"][0]["divergences"][0]["rank"] == 1  # the rest was still checked
+
+
+def test_files_without_rank_never_collapse(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for name in ("a.json", "b.json"):
+        _without_capture_ranges(cpu_traces["nometa"], tmp_path / name)
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    groups = json.loads(out)["groups"]
+    assert rc == 0 and len(groups) == 2
+    assert all(g["ranks"] == [None] and g["notes"] for g in groups)
+
+
+def test_duplicate_rank_is_a_problem(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    shutil.copy(cpu_traces["r0"], tmp_path / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz")
+    shutil.copy(cpu_traces["r0"], tmp_path / "copy.json.gz")  # metadata says TP 0 too
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    assert rc == 1
+    assert "2 traces claim TP rank 0" in json.loads(out)["groups"][0]["problems"][0]
+
+
+def test_ls_lists_identity_and_segments(cpu_traces, run_cli) -> None:  # type: ignore[no-untyped-def]
+    rc, out, _ = run_cli("ls", cpu_traces["same"], "--json")
+    assert rc == 0
+    rows = json.loads(out)["traces"]
+    assert [Path(r["path"]).name for r in rows] == sorted(
+        p.name for p in cpu_traces["same"].glob("c*.json.gz")
+    )
+    assert rows[0]["segments"] == ["bs=1", "bs=4", "(outside)"]
+    assert rows[1]["tp_rank"] == 1 and rows[0]["events"] > 0
+    rc, text, _ = run_cli("ls", cpu_traces["same"])
+    assert rc == 0 and "DecodeCudaGraphRunner" in text and "bs=1, bs=4" in text
+
+
+def test_summary_human_output(cpu_traces, run_cli) -> None:  # type: ignore[no-untyped-def]
+    rc, text, _ = run_cli("summary", cpu_traces["r0"], "--top", "2")
+    assert rc == 0
+    assert "DecodeCudaGraphRunner TP 0" in text and "bs=4: top 2 signatures" in text
+    assert summarize(load_record(str(cpu_traces["r0"])))["totals"]["cpu_ops"] > 0

@@ -1,0 +1,156 @@
+"""Fuzzing the reader: any bytes give events or a TraceError; valid traces read exactly as json.loads.
+
+Slice and block sizes are shrunk so that tiny documents still cross many slice boundaries, where
+the boundary search (candidate cuts, fallback to an exact walk) can go wrong.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mixins.analysis import reader
+from mixins.analysis.reader import TraceError
+from mixins.analysis.records import load_record
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("CAPTURE_TRACE_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def tiny_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reader, "_SLICE", 97)
+    monkeypatch.setattr(reader, "_BLOCK", 61)
+    monkeypatch.setattr(reader, "_TAIL_WINDOW", 53)
+
+
+def _read(path: Path) -> list[reader.Event]:
+    s = reader.open_trace(str(path))
+    return [e for batch in s.events() for e in batch]
+
+
+tricky_text = st.sampled_from(
+    ["", "a", "},{", "}]", "}, {", "]}", '"', "\\", "é", "\n", "capture::bs=8", "{"]
+)
+names = st.lists(tricky_text, max_size=4).map("".join)
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    names,
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+json_value = st.recursive(
+    json_leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(names, c, max_size=3), max_leaves=8
+)
+event = st.fixed_dictionaries(
+    {
+        "ph": st.sampled_from(["X", "i", "s", "f", "M"]),
+        "name": names,
+        "cat": st.sampled_from(["cpu_op", "kernel", "x"]),
+    },
+    optional={
+        "ts": st.floats(0, 1e12, allow_nan=False),
+        "pid": st.integers(0, 9) | names,
+        "args": st.dictionaries(
+            st.sampled_from(["Input Dims", "External id", "z", "correlation"]) | names, json_value, max_size=4
+        ),
+    },
+)
+layout = st.sampled_from([None, 0, 1, 4, "kineto"])
+
+
+def _dump(doc: dict[str, Any], how: Any) -> str:
+    if how == "kineto":
+        events = doc["traceEvents"]
+        rest = {k: v for k, v in doc.items() if k != "traceEvents"}
+        head = json.dumps(rest)[:-1]
+        sep = ", " if rest else ""
+        return head + sep + '"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events) + "\n]}"
+    return json.dumps(doc, indent=how, ensure_ascii=random.random() < 0.5)
+
+
+@FUZZ
+@given(
+    events=st.lists(event, max_size=25),
+    extra=st.dictionaries(names, json_value, max_size=3),
+    how=layout,
+    gz=st.booleans(),
+    first=st.booleans(),
+)
+def test_valid_traces_read_exactly(
+    tmp_path: Path, events: list[dict], extra: dict, how: Any, gz: bool, first: bool
+) -> None:
+    extra.pop("traceEvents", None)
+    doc = {"traceEvents": events, **extra} if first else {**extra, "traceEvents": events}
+    text = _dump(doc, how).encode()
+    p = tmp_path / "t.json"
+    p.write_bytes(gzip.compress(text) if gz else text)
+    got = _read(p)
+    want = json.loads(text)["traceEvents"]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.name == w["name"] and g.ph == w["ph"] and g.cat == w["cat"]
+        if isinstance(w.get("ts"), float):
+            assert g.ts == w["ts"]
+        ext = (w.get("args") or {}).get("External id")
+        if isinstance(ext, int) and not isinstance(ext, bool):
+            assert g.args is not None and g.args.ext == ext
+
+
+@FUZZ
+@given(data=st.binary(max_size=400), gz=st.booleans())
+def test_arbitrary_bytes_never_crash(tmp_path: Path, data: bytes, gz: bool) -> None:
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(data) if gz else data)
+    try:
+        load_record(str(p))
+    except TraceError:
+        pass
+
+
+_SEED = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+
+
+@pytest.fixture(scope="module")
+def small_trace() -> bytes:
+    doc = json.load(gzip.open(_SEED))
+    doc["traceEvents"] = doc["traceEvents"][:40]
+    return json.dumps(doc, indent=1).encode()
+
+
+@FUZZ
+@given(
+    cut=st.integers(0, 10**6),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+    gz=st.booleans(),
+)
+def test_mutated_real_trace_never_crashes(
+    tmp_path: Path, small_trace: bytes, cut: int, flips: list[tuple[int, int]], gz: bool
+) -> None:
+    data = bytearray(small_trace)
+    for pos, byte in flips:
+        data[pos % len(data)] = byte
+    raw = bytes(data)
+    blob = gzip.compress(raw) if gz else raw
+    blob = blob[: cut % (len(blob) + 1)]
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(blob)
+    try:
+        rec = load_record(str(p))
+    except TraceError:
+        return
+    if not flips and cut % (len(blob) + 1) == len(blob):
+        assert rec.events == 40

@@ -1,0 +1,123 @@
+"""Counts on the two real traces in tests/data, recomputed here independently with json.load."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mixins.analysis.records import load_record, summarize
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+H100 = DATA / "h100_qwen1.5-0.5b_inference.json.gz"
+VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+
+
+def _independent(path: Path) -> dict[str, Any]:
+    """The issue's definitions, computed the obvious (slow, memory-hungry) way."""
+    events = json.load(gzip.open(path))["traceEvents"]
+    rt = [e for e in events if "runtime" in e.get("cat", "") or "driver" in e.get("cat", "")]
+    launches = [e for e in rt if "LaunchKernel" in e["name"]]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    kernel_corr = {k["args"]["correlation"] for k in kernels if "correlation" in k.get("args", {})}
+    named = [x for x in launches if "kernel" in x["args"] or x["args"].get("correlation") in kernel_corr]
+    op_ext = {o["args"]["External id"] for o in ops if "External id" in o["args"]}
+    launch_ext = {x["args"]["correlation"]: x["args"].get("External id") for x in launches}
+    linked = [
+        k
+        for k in kernels
+        if launch_ext.get(k["args"].get("correlation")) in op_ext or k["args"].get("External id") in op_ext
+    ]
+    sigs = {
+        (o["name"], json.dumps(o["args"].get("Input Dims")), json.dumps(o["args"].get("Input type")))
+        for o in ops
+    }
+    return {
+        "events": len(events),
+        "cats": Counter(e.get("cat") for e in events),
+        "cpu_ops": len(ops),
+        "launches": len(launches),
+        "graph_launches": sum("GraphLaunch" in e["name"] for e in rt),
+        "kernels": len(kernels),
+        "unnamed_launches": len(launches) - len(named),
+        "linked_kernels": len(linked),
+        "ops_without_shapes": sum("Input Dims" not in o["args"] for o in ops),
+        "signatures": len(sigs),
+    }
+
+
+@pytest.mark.parametrize("path", [H100, VLLM], ids=["h100", "vllm"])
+def test_totals_match_independent_count(path: Path) -> None:
+    want = _independent(path)
+    got = summarize(load_record(str(path)))
+    assert got["events"] == want["events"]
+    for key in (
+        "cpu_ops",
+        "launches",
+        "graph_launches",
+        "kernels",
+        "unnamed_launches",
+        "linked_kernels",
+        "ops_without_shapes",
+        "signatures",
+    ):
+        assert got["totals"][key] == want[key], key
+    # per-segment counts add up to the trace's totals: every event is in exactly one segment
+    assert sum(s["events"] for s in got["segments"]) == want["events"]
+    assert sum(s["kernels"] for s in got["segments"]) == want["cats"]["kernel"]
+
+
+def test_h100_known_figures() -> None:
+    """Anchors from DESIGN.md §7 and a hand count (no capture ranges: one segment 'all')."""
+    got = summarize(load_record(str(H100)))
+    assert got["events"] == 18221
+    assert [s["label"] for s in got["segments"]] == ["all"]
+    assert got["totals"]["kernels"] == 1465
+    assert got["totals"]["cpu_ops"] == 4186
+    # 860 cudaLaunchKernel + 168 cudaLaunchKernelExC + 1 cuLaunchKernel
+    assert got["totals"]["launches"] == 1029
+    assert got["identity_source"] == "none" and got["tp_rank"] is None
+
+
+def test_vllm_foreign_segments_and_rocm_names() -> None:
+    got = summarize(load_record(str(VLLM)))
+    assert got["identity_source"] == "distributedInfo" and got["tp_rank"] == 0
+    assert got["segment_source"] == "foreign"
+    labels = [s["label"] for s in got["segments"]]
+    assert labels == ["bs=32,variant=FULL", "(outside)"]
+    seg = got["segments"][0]
+    assert seg["bs"] == 32
+    # ROCm launches carry args.kernel: all 428 are named although only 7 kernels ran
+    assert seg["launches"] == 428 and seg["unnamed_launches"] == 0 and seg["kernels"] == 7
+
+
+def _rewrite(src: Path, dst: Path, layout: str) -> None:
+    doc = json.load(gzip.open(src))
+    if layout == "compact":
+        text = json.dumps(doc, separators=(",", ":"))
+    elif layout == "kineto":  # one event per line, traceEvents first
+        events = doc.pop("traceEvents")
+        body = ",\n".join(json.dumps(e) for e in events)
+        rest = json.dumps(doc)[1:-1]
+        text = '{\n"traceEvents": [\n' + body + "\n]," + rest + "}"
+    else:
+        text = json.dumps(doc, indent=4)
+    dst.write_bytes(text.encode() if layout != "kineto" else gzip.compress(text.encode()))
+
+
+@pytest.mark.parametrize("layout", ["compact", "kineto", "indent"])
+def test_layout_does_not_change_the_result(tmp_path: Path, layout: str) -> None:
+    """Same data in another layout (and plain vs gzip) gives the same summary and sequences."""
+    dst = tmp_path / ("t.json.gz" if layout == "kineto" else "t.json")
+    _rewrite(VLLM, dst, layout)
+    a, b = load_record(str(VLLM)), load_record(str(dst))
+    sa, sb = summarize(a), summarize(b)
+    for s in (sa, sb):
+        s.pop("path"), s.pop("size")
+    assert sa == sb
+    assert [[o.key for o in s.ops] for s in a.segments] == [[o.key for o in s.ops] for s in b.segments]
