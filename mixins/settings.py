@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 
 logger = logging.getLogger("mixins")
 
@@ -78,30 +79,25 @@ def profiler_dir() -> str:
     return os.environ.get(PROFILER_DIR) or DEFAULT_PROFILER_DIR
 
 
-def gzip_level() -> int:
-    raw = os.environ.get(GZIP_LEVEL)
+def _env_number(name: str, parse: Callable[[str], float], valid: Callable[[float], bool], accepted: str,
+                default: float) -> float:
+    raw = os.environ.get(name)
     if raw is None:
-        return DEFAULT_GZIP_LEVEL
+        return default
     try:
-        level = int(raw)
+        value = parse(raw)
     except ValueError:
-        level = -1
-    if 0 <= level <= 9:
-        return level
-    _warn_once(GZIP_LEVEL, raw, "an integer from 0 to 9", DEFAULT_GZIP_LEVEL)
-    return DEFAULT_GZIP_LEVEL
+        value = None
+    if value is not None and valid(value):
+        return value
+    _warn_once(name, raw, accepted, default)
+    return default
+
+
+def gzip_level() -> int:
+    return int(_env_number(GZIP_LEVEL, int, lambda v: 0 <= v <= 9, "an integer from 0 to 9", DEFAULT_GZIP_LEVEL))
 
 
 def exit_timeout() -> float:
     """How long interpreter exit waits for background exports still compressing."""
-    raw = os.environ.get(EXIT_TIMEOUT)
-    if raw is None:
-        return DEFAULT_EXIT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value >= 0:
-        return value
-    _warn_once(EXIT_TIMEOUT, raw, "a number of seconds >= 0", DEFAULT_EXIT_TIMEOUT_S)
-    return DEFAULT_EXIT_TIMEOUT_S
+    return _env_number(EXIT_TIMEOUT, float, lambda v: v >= 0, "a number of seconds >= 0", DEFAULT_EXIT_TIMEOUT_S)
