@@ -102,9 +102,7 @@ def register() -> None:
 
 
 def _handled() -> list[str]:
-    return [
-        t.qualname for t in TARGETS if t.qualname in _applied or t.module not in sys.modules
-    ]
+    return [t.qualname for t in TARGETS if t.qualname in _applied or t.module not in sys.modules]
 
 
 def _on_import(module: types.ModuleType) -> None:
@@ -144,7 +142,7 @@ def _apply(target: Target, module: types.ModuleType) -> Undo | None:
     missing = [name for name in target.requires if find_attribute(cls, name) is None]
     present = [name for name in target.absent if find_attribute(cls, name) is not None]
     if missing or present:
-        _skip(target, f"class has {present or 'all'} of absent {target.absent}, lacks {missing}")
+        _skip(target, f"{target.cls} lacks {missing}" if missing else f"{target.cls} already has {present}")
         return None
     if target.own and target.method not in vars(cls):
         _skip(target, f"{target.cls} does not define {target.method} itself")
@@ -212,8 +210,10 @@ def _check_restored(restored: bool, target: Target) -> None:
 def _native_export_taken_over(prof_context: Any = None, *args: Any, **kwargs: Any) -> None:
     """Stands in for sglang's ``export_cuda_graph_capture_trace`` in the runner module while we are
     installed: our wrapper around the same hook writes the one file for this runner and rank."""
-    logger.debug("sglang-capture-trace: native capture-trace export (%s) handled by sglang-capture-trace",
-                 kwargs.get("runner_name"))
+    logger.debug(
+        "sglang-capture-trace: native capture-trace export (%s) handled by sglang-capture-trace",
+        kwargs.get("runner_name"),
+    )
 
 
 def _apply_take_over(target: Target, cls: type) -> Undo | None:
@@ -225,8 +225,10 @@ def _apply_take_over(target: Target, cls: type) -> Undo | None:
     if not callable(native):
         # The hook reaches the native export some other way (e.g. through a module attribute): we
         # cannot switch it off, so leave the export to sglang rather than write two files.
-        logger.info("sglang-capture-trace: %s exports natively in a way we cannot take over; deferring to "
-                    "sglang's own export", target.qualname)
+        logger.info(
+            "sglang-capture-trace: %s exports natively in a way we cannot take over; deferring to sglang's own export",
+            target.qualname,
+        )
         return None
     undo_hook = _apply_hook(target, cls)
     if undo_hook is None:
@@ -272,8 +274,11 @@ def _apply_inline_capture(target: Target, cls: type) -> Undo | None:
     draft_base = _draft_base(target, cls)
 
     def capture_and_export(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # EAGLE runners (plain classes) call ``CudaGraphRunner.capture(self)``: wrapt leaves such a call
+        # unbound (instance None, the runner first in args) since self is no CudaGraphRunner.
+        runner = instance if instance is not None or not args else args[0]
         current = namespace.get("profile")
-        if isinstance(current, _ProfileRecorder) or not settings.trace_enabled():
+        if current is None or isinstance(current, _ProfileRecorder) or not settings.trace_enabled():
             return wrapped(*args, **kwargs)  # nested call (the outer one exports), or switched off
         recorder = _ProfileRecorder(current)
         namespace["profile"] = recorder
@@ -284,11 +289,11 @@ def _apply_inline_capture(target: Target, cls: type) -> Undo | None:
                 namespace["profile"] = current
         for prof in recorder.created[-1:]:
             try:
-                export_from_runner(instance, prof, draft_base=draft_base)
+                export_from_runner(runner, prof, draft_base=draft_base)
             except Exception:
                 if settings.strict():
                     raise
-                logger.warning("CUDA graph capture trace of %s not saved", type(instance).__name__, exc_info=True)
+                logger.warning("CUDA graph capture trace of %s not saved", type(runner).__name__, exc_info=True)
         return result
 
     if not wrap_method(cls, target.method, capture_and_export, tag=TAG):
@@ -301,8 +306,16 @@ def _apply_inline_capture(target: Target, cls: type) -> Undo | None:
 
 
 def _delegate(base: type, name: str, owner: type) -> Callable[..., Any]:
+    from mixins.patching import find_attribute
+
     def delegate(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return getattr(base, name)(self, *args, **kwargs)  # looked up per call: sees our base wrapper
+        # Looked up per call (so it sees our wrapper on the base) and bound to *this* instance by the
+        # descriptor protocol: calling ``base.name(self, ...)`` would not bind it, since wrapt only
+        # binds an unbound call whose first argument is an instance of ``base``.
+        found = find_attribute(base, name)
+        if found is None:
+            raise AttributeError(f"{base.__qualname__} has no attribute {name!r}")
+        return found[1].__get__(self, type(self))(*args, **kwargs)
 
     delegate.__name__ = name
     delegate.__qualname__ = f"{owner.__qualname__}.{name}"
@@ -332,8 +345,9 @@ def _apply_adopt(target: Target, cls: type) -> Undo | None:
             if vars(cls).get(name) is function:
                 delattr(cls, name)
             else:
-                logger.warning("sglang-capture-trace: %s.%s was replaced by someone else; left as is",
-                               cls.__qualname__, name)
+                logger.warning(
+                    "sglang-capture-trace: %s.%s was replaced by someone else; left as is", cls.__qualname__, name
+                )
 
     return undo
 
@@ -346,4 +360,3 @@ _STRATEGIES: dict[Strategy, Callable[[Target, type], Undo | None]] = {
     Strategy.INLINE_CAPTURE: _apply_inline_capture,
     Strategy.ADOPT_HOOK: _apply_adopt,
 }
-

@@ -78,18 +78,26 @@ _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) a
 TARGETS: tuple[Target, ...] = (
     # -- era A: profiling inline in CudaGraphRunner.capture() ------------------------------------------
     Target(
-        _OLD, "CudaGraphRunner", "capture", Strategy.INLINE_CAPTURE,
+        _OLD,
+        "CudaGraphRunner",
+        "capture",
+        Strategy.INLINE_CAPTURE,
         versions="0.4.10, 0.5.5 (inline `profile(...)` in capture(), `from torch.profiler import profile`); "
         "0.5.6-0.5.13 use the hook instead (row skipped: class has the hook); module gone in 0.5.14+",
         why="no hook and no export: the profile only feeds key_averages tables. EAGLEDraftCudaGraphRunner "
         "and EAGLEDraftExtendCudaGraphRunner (plain classes) call CudaGraphRunner.capture(self), so this "
         "wrapper sees them as the instance and names their files after their own class",
         drop_when="drop with support for sglang < 0.5.6",
-        absent=(HOOK,), code_names=("profile",), draft_base=True,
+        absent=(HOOK,),
+        code_names=("profile",),
+        draft_base=True,
     ),
     # -- era B: hook on CudaGraphRunner, no native export ------------------------------------------------
     Target(
-        _OLD, "CudaGraphRunner", HOOK, Strategy.HOOK,
+        _OLD,
+        "CudaGraphRunner",
+        HOOK,
+        Strategy.HOOK,
         versions="0.5.6-0.5.13 (read: 0.5.6, 0.5.7, 0.5.8, 0.5.9, 0.5.10, 0.5.11, 0.5.12, 0.5.13); "
         "absent in 0.4.10/0.5.5; module gone in 0.5.14+",
         why="the hook logs key_averages and a memory snapshot but never writes a trace",
@@ -98,7 +106,10 @@ TARGETS: tuple[Target, ...] = (
     ),
     *(
         Target(
-            f"{_SPEC}.{module}", cls, HOOK, Strategy.ADOPT_HOOK,
+            f"{_SPEC}.{module}",
+            cls,
+            HOOK,
+            Strategy.ADOPT_HOOK,
             versions=versions,
             why="plain class whose capture() calls CudaGraphRunner.capture(self), which calls "
             f"self.{INIT}() and self.{HOOK}(prof): the class lacks both, so upstream raises "
@@ -106,24 +117,43 @@ TARGETS: tuple[Target, ...] = (
             "and route the export through CudaGraphRunner's wrapped hook under this class's name",
             drop_when="drop with support for sglang < 0.5.14 (from 0.5.14 these subclass "
             "DecodeCudaGraphRunner and inherit the hook)",
-            absent=(INIT, HOOK), own=False, requires=("capture",), code_names=("CudaGraphRunner",),
+            absent=(INIT, HOOK),
+            own=False,
+            requires=("capture",),
+            code_names=("CudaGraphRunner",),
             code_of="capture",
-            base="CudaGraphRunner", base_requires=(INIT, HOOK),
+            base="CudaGraphRunner",
+            base_requires=(INIT, HOOK),
         )
         for module, cls, versions in (
-            ("eagle_draft_cuda_graph_runner", "EAGLEDraftCudaGraphRunner",
-             "0.5.6-0.5.13 (read each); 0.4.10/0.5.5 covered by the inline-capture row; 0.5.14+ inherit"),
-            ("eagle_draft_extend_cuda_graph_runner", "EAGLEDraftExtendCudaGraphRunner",
-             "0.5.6-0.5.13 (read each); 0.4.10/0.5.5 covered by the inline-capture row; 0.5.14+ inherit"),
-            ("multi_layer_eagle_draft_extend_cuda_graph_runner", "MultiLayerEagleDraftExtendCudaGraphRunner",
-             "0.5.7-0.5.13 (read each; module absent in 0.5.6); 0.5.14+ inherit"),
-            ("frozen_kv_mtp_cuda_graph_runner", "FrozenKVMTPCudaGraphRunner",
-             "0.5.12-0.5.13 (read; module absent in 0.5.11); 0.5.14+ inherit"),
+            (
+                "eagle_draft_cuda_graph_runner",
+                "EAGLEDraftCudaGraphRunner",
+                "0.5.6-0.5.13 (read each); 0.4.10/0.5.5 covered by the inline-capture row; 0.5.14+ inherit",
+            ),
+            (
+                "eagle_draft_extend_cuda_graph_runner",
+                "EAGLEDraftExtendCudaGraphRunner",
+                "0.5.6-0.5.13 (read each); 0.4.10/0.5.5 covered by the inline-capture row; 0.5.14+ inherit",
+            ),
+            (
+                "multi_layer_eagle_draft_extend_cuda_graph_runner",
+                "MultiLayerEagleDraftExtendCudaGraphRunner",
+                "0.5.7-0.5.13 (read each; module absent in 0.5.6); 0.5.14+ inherit",
+            ),
+            (
+                "frozen_kv_mtp_cuda_graph_runner",
+                "FrozenKVMTPCudaGraphRunner",
+                "0.5.12-0.5.13 (read; module absent in 0.5.11); 0.5.14+ inherit",
+            ),
         )
     ),
     # -- era C: native export in DecodeCudaGraphRunner's hook --------------------------------------------
     Target(
-        _DECODE, "DecodeCudaGraphRunner", HOOK, Strategy.TAKE_OVER_NATIVE,
+        _DECODE,
+        "DecodeCudaGraphRunner",
+        HOOK,
+        Strategy.TAKE_OVER_NATIVE,
         versions="0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23): the hook calls the module-level name "
         f"{NATIVE_EXPORT}(prof_context, runner_name=type(self).__name__, tp_rank=...) in 0.5.14/0.5.15, "
         "(prof_context, runner_name=self._profile_runner_name()) in 0.5.23 (Draft{Name} for a draft "
@@ -138,20 +168,29 @@ TARGETS: tuple[Target, ...] = (
         draft_base=True,
     ),
     Target(
-        _XPU, "XPUGraphRunner", HOOK, Strategy.OVERRIDE,
+        _XPU,
+        "XPUGraphRunner",
+        HOOK,
+        Strategy.OVERRIDE,
         versions="0.5.15-0.5.23 (read 0.5.15, 0.5.23; module absent in 0.5.14): overrides the hook "
         "with XPU tables and no super() call",
         why="the override bypasses DecodeCudaGraphRunner's (exporting) hook",
         drop_when="drop when XPUGraphRunner's override exports or calls super()",
     ),
     Target(
-        "sglang.srt.model_executor.npu_graph_runner", "NPUGraphRunner", HOOK, Strategy.OVERRIDE,
+        "sglang.srt.model_executor.npu_graph_runner",
+        "NPUGraphRunner",
+        HOOK,
+        Strategy.OVERRIDE,
         versions="0.5.6 (read): overrides the hook with `pass`; 0.5.5 has the class without the hook",
         why="the `pass` override bypasses CudaGraphRunner's hook",
         drop_when="drop with support for sglang 0.5.6",
     ),
     Target(
-        _NPU, "NPUGraphRunner", HOOK, Strategy.OVERRIDE,
+        _NPU,
+        "NPUGraphRunner",
+        HOOK,
+        Strategy.OVERRIDE,
         versions="0.5.7-0.5.23 (read each of 0.5.7-0.5.15, 0.5.23): overrides the hook with `pass`",
         why="the `pass` override bypasses the base class's hook (and its native export in 0.5.14+)",
         drop_when="drop when NPUGraphRunner's override exports or calls super()",
@@ -159,41 +198,71 @@ TARGETS: tuple[Target, ...] = (
     # -- per-shape segments (the seam for per-batch-size labels) ----------------------------------------
     *(
         Target(
-            module, cls, "capture_one_batch_size", Strategy.SHAPE,
+            module,
+            cls,
+            "capture_one_batch_size",
+            Strategy.SHAPE,
             versions=versions,
             why="label each batch size's capture as a capture::bs=N range inside the one trace",
             drop_when="drop with support for sglang < 0.5.14",
         )
         for module, cls, versions in (
             (_OLD, "CudaGraphRunner", "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13)"),
-            (f"{_SPEC}.eagle_draft_cuda_graph_runner", "EAGLEDraftCudaGraphRunner",
-             "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13): own method, not super()"),
-            (f"{_SPEC}.eagle_draft_extend_cuda_graph_runner", "EAGLEDraftExtendCudaGraphRunner",
-             "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13): own method, not super()"),
-            (f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner",
-             "MultiLayerEagleDraftExtendCudaGraphRunner", "0.5.7-0.5.13 (read each)"),
+            (
+                f"{_SPEC}.eagle_draft_cuda_graph_runner",
+                "EAGLEDraftCudaGraphRunner",
+                "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13): own method, not super()",
+            ),
+            (
+                f"{_SPEC}.eagle_draft_extend_cuda_graph_runner",
+                "EAGLEDraftExtendCudaGraphRunner",
+                "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13): own method, not super()",
+            ),
+            (
+                f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner",
+                "MultiLayerEagleDraftExtendCudaGraphRunner",
+                "0.5.7-0.5.13 (read each)",
+            ),
             (f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner", "FrozenKVMTPCudaGraphRunner", "0.5.12-0.5.13 (read)"),
         )
     ),
     *(
         Target(
-            module, cls, "capture_one_shape", Strategy.SHAPE,
+            module,
+            cls,
+            "capture_one_shape",
+            Strategy.SHAPE,
             versions=versions,
             why="label each shape's capture as a capture::bs=N[,variant=..][,stream=..] range",
             drop_when="drop when sglang labels shapes in the single-file trace itself",
         )
         for module, cls, versions in (
             (_DECODE, "DecodeCudaGraphRunner", "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)"),
-            (f"{_SPEC}.eagle_draft_cuda_graph_runner", "EAGLEDraftCudaGraphRunner",
-             "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23): own override"),
-            (f"{_SPEC}.eagle_draft_extend_cuda_graph_runner", "EAGLEDraftExtendCudaGraphRunner",
-             "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23): own override"),
-            (f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner",
-             "MultiLayerEagleDraftExtendCudaGraphRunner", "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)"),
-            (f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner", "FrozenKVMTPCudaGraphRunner",
-             "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)"),
-            (f"{_SPEC}.uno_cuda_graph_runner", "UnoDecodeCudaGraphRunner",
-             "0.5.23 (read; calls super(), labelled once by the outermost wrapper)"),
+            (
+                f"{_SPEC}.eagle_draft_cuda_graph_runner",
+                "EAGLEDraftCudaGraphRunner",
+                "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23): own override",
+            ),
+            (
+                f"{_SPEC}.eagle_draft_extend_cuda_graph_runner",
+                "EAGLEDraftExtendCudaGraphRunner",
+                "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23): own override",
+            ),
+            (
+                f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner",
+                "MultiLayerEagleDraftExtendCudaGraphRunner",
+                "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)",
+            ),
+            (
+                f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner",
+                "FrozenKVMTPCudaGraphRunner",
+                "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)",
+            ),
+            (
+                f"{_SPEC}.uno_cuda_graph_runner",
+                "UnoDecodeCudaGraphRunner",
+                "0.5.23 (read; calls super(), labelled once by the outermost wrapper)",
+            ),
         )
     ),
 )

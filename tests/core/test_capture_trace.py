@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_helpers import load_trace, matmul_work, op_shapes, profile_of
 
-from conftest import load_trace, matmul_work, op_shapes, profile_of
 from mixins import CaptureTraceMixin, wait_for_exports, with_capture_trace
 from mixins.capture_trace import shape_label
 from mixins.patching import is_wrapped

@@ -3,7 +3,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from conftest import PYTHON, load_trace, subprocess_env
+from core_helpers import PYTHON, load_trace, subprocess_env
 
 RUNNERS = ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
 

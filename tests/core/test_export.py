@@ -9,8 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
 
-from conftest import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.export import IncompleteTraceError
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_helpers import PYTHON, subprocess_env
 
-from conftest import PYTHON, subprocess_env
 from mixins.naming import Ranks, _CaptureNumbers, discover_ranks, trace_stem, validate_runner_name
 
 

@@ -5,8 +5,8 @@
   two operators it registers fakes for makes the import work.
 - ``sgl_kernel`` (sglang 0.5.5): GPU-only package imported at module level by the MoE runner; a stub
   module with the names imported at import time is enough for the runner modules.
-- CUDA memory history: the profiling hooks call ``torch.cuda.memory._record_memory_history`` and
-  ``_dump_snapshot``, which CPU torch cannot run.
+- CUDA (and XPU) memory history: the profiling hooks call ``torch.cuda.memory._record_memory_history``
+  and ``_dump_snapshot`` (``torch.xpu.memory`` for XPUGraphRunner), which CPU torch cannot run.
 - Era A ``CudaGraphRunner.capture()``: its module-level helpers (``graph_capture``,
   ``get_available_gpu_memory``, ``get_tensor_model_parallel_rank``) need CUDA and a process group.
 """
@@ -62,8 +62,11 @@ def disable_cuda_memory_history() -> None:
     """Process-wide no-ops (for spawn children, which have no monkeypatch)."""
     import torch
 
-    torch.cuda.memory._record_memory_history = lambda *a, **k: None
-    torch.cuda.memory._dump_snapshot = lambda *a, **k: None
+    memories: list[Any] = [torch.cuda.memory, getattr(getattr(torch, "xpu", None), "memory", None)]
+    for memory in memories:
+        if memory is not None:  # XPUGraphRunner's hooks call the torch.xpu twins
+            memory._record_memory_history = lambda *a, **k: None
+            memory._dump_snapshot = lambda *a, **k: None
 
 
 def prepare() -> None:
@@ -91,3 +94,11 @@ def era_a_capture_shims(module: types.ModuleType) -> dict[str, Any]:
         "save_gemlite_cache": lambda *a, **k: None,
     }
     return {name: value for name, value in replacements.items() if hasattr(module, name)}
+
+
+def tp_rank_shims(module: types.ModuleType) -> dict[str, Any]:
+    """sglang 0.5.14/0.5.15 evaluate ``tp_rank=get_tensor_model_parallel_rank()`` in the decode runner's
+    hook, which asserts an initialised TP process group; a CPU test has none."""
+    if hasattr(module, "get_tensor_model_parallel_rank"):
+        return {"get_tensor_model_parallel_rank": lambda: 0}
+    return {}

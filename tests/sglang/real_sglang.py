@@ -9,7 +9,7 @@ import importlib
 import json
 import types
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -84,14 +84,17 @@ def patched_attributes(target: Any, values: dict[str, Any]) -> Iterator[None]:
 
 @contextmanager
 def rank_context() -> Iterator[None]:
-    """sglang >= 0.5.23 reads the TP rank from its runtime context, which must be stated."""
-    try:
-        from sglang.srt.runtime_context import get_parallel
-    except ImportError:
-        yield
-        return
-    with get_parallel().override(tp_rank=0):
-        yield
+    """TP rank 0 without a process group: sglang >= 0.5.23 reads it from its runtime context (which
+    must be stated); 0.5.14/0.5.15's decode hook calls get_tensor_model_parallel_rank() (shimmed)."""
+    decode = importlib.import_module(DECODE) if load_class(DECODE, "DecodeCudaGraphRunner") else None
+    with patched_attributes(decode, cpu_shims.tp_rank_shims(decode)) if decode else nullcontext():
+        try:
+            from sglang.srt.runtime_context import get_parallel
+        except ImportError:
+            yield
+            return
+        with get_parallel().override(tp_rank=0):
+            yield
 
 
 def run_capture_path(runner: Any) -> None:

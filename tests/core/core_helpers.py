@@ -1,0 +1,52 @@
+"""Helpers shared by the core tests: a real CPU profiler, trace loading, subprocess environment."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def profile_of(work: Callable[[], Any]) -> Any:
+    """Run ``work`` under a real CPU torch.profiler.profile(record_shapes=True); return the stopped profile."""
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        work()
+    return prof
+
+
+def matmul_work(rows: int, cols: int = 8) -> Callable[[], Any]:
+    """A workload whose op shapes identify it in the trace."""
+
+    def work() -> Any:
+        import torch
+
+        return torch.mm(torch.ones(rows, cols), torch.ones(cols, 3))
+
+    return work
+
+
+def load_trace(path: Path) -> dict[str, Any]:
+    with gzip.open(path, "rt") as handle:
+        return json.load(handle)
+
+
+def op_shapes(trace: dict[str, Any], op: str = "aten::mm") -> list[Any]:
+    return [e["args"]["Input Dims"] for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == op]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env
+
+
+PYTHON = sys.executable

@@ -1,0 +1,277 @@
+"""The sglang patch against the real, installed sglang (run inside each venv built by .ci/sglang_venvs.sh).
+
+Skipped as a whole where sglang is not importable (the main venv). Every test drives sglang's own code:
+real classes (instances from ``object.__new__``), real hooks or real ``capture()``, real CPU profilers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import multiprocessing
+import os
+import site
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+if importlib.util.find_spec("sglang") is None:
+    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
+
+import cpu_shims  # noqa: E402
+import real_sglang  # noqa: E402
+from real_sglang import HOOK, INIT, RUNNERS  # noqa: E402
+
+from mixins import sglang_patch  # noqa: E402
+from mixins.patching import is_wrapped  # noqa: E402
+from mixins.sglang_targets import NATIVE_EXPORT, TARGETS  # noqa: E402
+
+cpu_shims.prepare()
+
+HERE = Path(__file__).resolve().parent
+RUNNER_IDS = [cls for _, cls in RUNNERS]
+
+
+@pytest.fixture
+def trace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")  # the file is final when the hook returns
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")  # an export error fails the test, not a log line
+    monkeypatch.chdir(tmp_path)  # sglang's hooks write their memory snapshot name relative to the cwd
+    return tmp_path
+
+
+@pytest.fixture
+def installed():
+    assert not sglang_patch.is_installed()
+    sglang_patch.install()
+    yield
+    sglang_patch.uninstall()
+
+
+def runner_class(module: str, name: str) -> type:
+    cls = real_sglang.load_class(module, name)
+    if cls is None:
+        pytest.skip(f"{name} does not exist in sglang {metadata.version('sglang')}")
+    return cls
+
+
+def base_runner() -> tuple[str, type]:
+    for module, name in ((real_sglang.DECODE, "DecodeCudaGraphRunner"), (real_sglang.OLD, "CudaGraphRunner")):
+        cls = real_sglang.load_class(module, name)
+        if cls is not None:
+            return module, cls
+    raise AssertionError("no base CUDA-graph runner in this sglang")
+
+
+# -- one file per runner class, through each era's real path -----------------------------------------
+
+
+@pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
+def test_one_trace_per_runner_class(module: str, name: str, trace_dir: Path, installed: None) -> None:
+    cls = runner_class(module, name)
+    real_sglang.run_capture_path(real_sglang.make_runner(cls))
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
+    assert real_sglang.is_ours(real_sglang.traces(trace_dir)[0])
+
+
+@pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
+def test_without_the_patch_no_trace_of_ours(module: str, name: str, trace_dir: Path) -> None:
+    """The control for the test above: unpatched sglang writes nothing of ours (era C writes its native
+    file; era B EAGLE runners crash with AttributeError, the upstream bug the patch fixes)."""
+    cls = runner_class(module, name)
+    try:
+        real_sglang.run_capture_path(real_sglang.make_runner(cls))
+    except AttributeError as exc:
+        assert INIT in str(exc) or HOOK in str(exc)
+    assert not any(real_sglang.is_ours(p) for p in real_sglang.traces(trace_dir))
+
+
+def test_draft_worker_base_runner_gets_draft_name(trace_dir: Path, installed: None) -> None:
+    _, cls = base_runner()
+    real_sglang.run_capture_path(real_sglang.make_runner(cls, draft_worker=True))
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-Draft{cls.__name__}-TP-0.json.gz"]
+
+
+def test_trace_switch_off_writes_nothing(trace_dir: Path, installed: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    _, cls = base_runner()
+    real_sglang.run_capture_path(real_sglang.make_runner(cls))
+    assert real_sglang.trace_names(trace_dir) == []
+
+
+def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
+    """Era C: the runner module's name for the native export is ours while installed, sglang's after."""
+    decode = pytest.importorskip(real_sglang.DECODE)
+    from sglang.srt.utils import profile_utils
+
+    native = profile_utils.export_cuda_graph_capture_trace
+    assert vars(decode)[NATIVE_EXPORT] is native
+    sglang_patch.install()
+    try:
+        assert vars(decode)[NATIVE_EXPORT] is not native
+        assert profile_utils.export_cuda_graph_capture_trace is native  # no global change to sglang
+    finally:
+        sglang_patch.uninstall()
+    assert vars(decode)[NATIVE_EXPORT] is native
+
+
+def test_per_batch_size_mode_untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: None) -> None:
+    """Upstream's SGLANG_GRAPH_BATCH_CAPTURE (0.5.23) still writes its per-shape files, and we add none."""
+    decode = pytest.importorskip(real_sglang.DECODE)
+    runner = real_sglang.make_runner(decode.DecodeCudaGraphRunner)
+    if not hasattr(runner, "_graph_batch_capture_active"):
+        pytest.skip("this sglang has no per-batch-size capture mode")
+    import torch
+
+    monkeypatch.setenv("SGLANG_GRAPH_BATCH_CAPTURE", "1")
+    monkeypatch.delenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", raising=False)
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    cpu_shims.disable_cuda_memory_history()
+    with real_sglang.rank_context():
+        prof_context = runner._init_profile_context_and_memory_record()
+        runner._profile_trace_tag = "bs_1"
+        with prof_context as prof:
+            for _ in range(3):  # schedule(wait=2, active=1): the third step is recorded and flushed
+                (torch.ones(4) * 2).sum()
+                prof.step()
+        runner._post_process_after_profile(prof)
+    assert real_sglang.trace_names(tmp_path) == ["DecodeCudaGraphRunner_bs_1_rank0.json.gz"]
+
+
+# -- install / uninstall on the real classes -----------------------------------------------------------
+
+
+def test_uninstall_restores_vars_exactly() -> None:
+    real_sglang.import_targets()
+    classes = {(t.module, t.cls): cls for t in TARGETS if (cls := real_sglang.load_class(t.module, t.cls)) is not None}
+    modules = {t.module: importlib.import_module(t.module) for t in TARGETS if (t.module, t.cls) in classes}
+    before = {key: dict(vars(cls)) for key, cls in classes.items()}
+    before_globals = {name: dict(vars(module)) for name, module in modules.items()}
+    sglang_patch.install()
+    # identity, not ==: a wrapt proxy compares equal to what it wraps
+    changed = [
+        key
+        for key, cls in classes.items()
+        if vars(cls).keys() != before[key].keys() or any(vars(cls)[n] is not v for n, v in before[key].items())
+    ]
+    assert changed, "install() patched nothing"
+    sglang_patch.uninstall()
+    for key, cls in classes.items():
+        after = dict(vars(cls))
+        assert after.keys() == before[key].keys(), key
+        assert all(after[name] is before[key][name] for name in after), key
+    for name, module in modules.items():
+        assert all(vars(module)[k] is v for k, v in before_globals[name].items()), name
+
+
+def test_applied_rows_are_wrapped_once_and_only_ours() -> None:
+    real_sglang.import_targets()
+    handled = sglang_patch.install()
+    try:
+        assert sglang_patch.install() == handled
+        applied = sglang_patch.applied()
+        assert applied
+        for target in TARGETS:
+            if target.qualname not in applied or target.strategy.value == "adopt_hook":
+                continue
+            cls = real_sglang.load_class(target.module, target.cls)
+            value = vars(cls)[target.method]
+            assert is_wrapped(value, sglang_patch.TAG), target.qualname
+            assert not is_wrapped(value.__wrapped__), target.qualname
+    finally:
+        sglang_patch.uninstall()
+
+
+def _run_matrix_case(case: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
+    env["SGLANG_CAPTURE_TRACE_STARTUP_HOOK"] = "0"
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), *sys.path])
+    code = f"import real_sglang; real_sglang.matrix_main({case!r})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(li for li in proc.stdout.splitlines() if li.startswith("MATRIX-RESULT "))
+    return json.loads(line.removeprefix("MATRIX-RESULT "))
+
+
+@pytest.fixture(scope="module")
+def pristine() -> dict:
+    return _run_matrix_case("pristine")["final"]
+
+
+@pytest.mark.parametrize("case", [c for c in real_sglang.MATRIX if c != "pristine"])
+def test_patch_matrix_in_fresh_process(case: str, pristine: dict) -> None:
+    """ddtrace-style orderings: never double-wrapped while installed, exact restore after."""
+    result = _run_matrix_case(case)
+    snap = result["snap"]
+    assert not any("wrapped*" in v for v in pristine.values())
+    if result["applied"]:
+        wrapped = [v for v in snap.values() if v.startswith("wrapped*")]
+        assert wrapped and all(v.startswith("wrapped*1(") for v in wrapped), snap
+        assert len(result["installed_results"]) >= 1 and all(result["installed_results"])
+    else:
+        assert snap == pristine, "nothing applied but classes changed"
+        assert case in ("install-uninstall-import", "uninstall-twice")
+    assert result["final"] == pristine
+    assert result["is_installed"] is False
+
+
+# -- activation in every process ----------------------------------------------------------------------
+
+
+def test_plugin_entry_point_and_pth_are_installed() -> None:
+    eps = [ep for ep in metadata.entry_points(group="sglang.srt.plugins") if ep.name == "capture_trace"]
+    assert [ep.value for ep in eps] == ["mixins.sglang_patch:register"]
+    pth = [Path(d) / "sglang_capture_trace.pth" for d in site.getsitepackages()]
+    installed_pth = [p for p in pth if p.exists()]
+    assert installed_pth, f"sglang_capture_trace.pth not in {site.getsitepackages()}"
+    repo_pth = HERE.parent.parent / "mixins" / "sglang_capture_trace.pth"
+    assert installed_pth[0].read_text() == repo_pth.read_text()
+
+
+def _spawn_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, startup_hook: bool, load_plugins: bool):
+    module, cls = base_runner()
+    for key in [k for k in os.environ if k.startswith("SGLANG_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "1" if startup_hook else "0")
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "report.json"
+    import spawn_child
+
+    ctx = multiprocessing.get_context("spawn")
+    child = ctx.Process(target=spawn_child.capture_in_child, args=(module, cls.__name__, str(report), load_plugins))
+    child.start()
+    child.join(timeout=600)
+    assert child.exitcode == 0
+    ours = [p.name for p in real_sglang.traces(tmp_path) if real_sglang.is_ours(p)]
+    return json.loads(report.read_text()), ours, cls
+
+
+def test_spawn_child_exports_through_pth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report, ours, cls = _spawn_capture(tmp_path, monkeypatch, startup_hook=True, load_plugins=False)
+    assert report["installed"] is True
+    assert ours == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
+
+
+def test_spawn_child_exports_through_plugin_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("sglang.srt.plugins")
+    report, ours, cls = _spawn_capture(tmp_path, monkeypatch, startup_hook=False, load_plugins=True)
+    assert report["installed"] is True
+    assert ours == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
+
+
+def test_spawn_child_without_activation_exports_nothing_of_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: with the start-up hook off and no plugin loader call, the child is unpatched."""
+    report, ours, _ = _spawn_capture(tmp_path, monkeypatch, startup_hook=False, load_plugins=False)
+    assert report["installed"] is False
+    assert ours == []
