@@ -121,6 +121,7 @@ def test_torch_distributed_rank_is_used_last(tmp_path: Path) -> None:
         dist.init_process_group("gloo", init_method="file://{tmp_path}/store", rank=rank, world_size=2)
         class Runner: tp_rank = None
         r = discover_ranks(Runner())
+        dist.barrier()  # neither rank leaves before both are fully connected
         print(r.tp_rank, r.source)
         dist.destroy_process_group()
         """
