@@ -237,6 +237,17 @@ class TraceRecord:
         return None
 
 
+def _kernel(name: str | None, args: Any) -> Kernel:
+    """A kernel's identity from a kernel event, or from a launch that names its kernel (ROCm)."""
+    return Kernel(
+        name,
+        tuple(args.grid) if args.grid else None,
+        tuple(args.block) if args.block else None,
+        args.smem,
+        args.regs,
+    )
+
+
 class _Collector:
     """Folds event slices into arrays and small lists; ``finish`` builds the TraceRecord."""
 
@@ -300,14 +311,7 @@ class _Collector:
                 if args is None:
                     self.kernels.append((i, None, None, Kernel(ev.name)))
                 else:
-                    k = Kernel(
-                        ev.name,
-                        tuple(args.grid) if args.grid else None,
-                        tuple(args.block) if args.block else None,
-                        args.smem,
-                        args.regs,
-                    )
-                    self.kernels.append((i, args.correlation, args.ext, k))
+                    self.kernels.append((i, args.correlation, args.ext, _kernel(ev.name, args)))
                 if args is None or args.correlation is None:  # ac2g flow may still pair it
                     self.kernel_flow_key[len(self.kernels) - 1] = (
                         ev.pid,
@@ -327,13 +331,7 @@ class _Collector:
                     if args is not None:
                         ext = args.ext
                         if args.kernel is not None:
-                            own = Kernel(
-                                args.kernel,
-                                tuple(args.grid) if args.grid else None,
-                                tuple(args.block) if args.block else None,
-                                args.smem,
-                                args.regs,
-                            )
+                            own = _kernel(args.kernel, args)
                     if corr is None:
                         self.launch_flow_key[len(self.launches)] = (
                             ev.pid,
