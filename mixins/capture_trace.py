@@ -74,10 +74,14 @@ def export_from_runner(runner: object, prof: Any, *, draft_base: type | None = N
         logger.debug("%s: hook called without a profile; nothing to export", type(runner).__name__)
         return None
     try:
-        name = runner_name_for(runner, draft_base)
-    except Exception:
-        name = type(runner).__name__
-    return export_profile(prof, runner_name=name, runner=runner)
+        try:
+            name = runner_name_for(runner, draft_base)
+        except Exception:
+            name = type(runner).__name__
+        return export_profile(prof, runner_name=name, runner=runner)
+    except Exception as exc:  # export_profile reports its own failures; this is the last net
+        report_failure(type(runner).__name__, None, exc)
+        return None
 
 
 def _profile_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -86,7 +90,7 @@ def _profile_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return args[0] if args else kwargs.get("prof")
 
 
-def _bind_instance(
+def bind_instance(
     wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...]
 ) -> tuple[Any, tuple[Any, ...], Callable[..., Any]]:
     """Called through the class with an explicit self (``Base.hook(self, prof)``, as older sglang's EAGLE
@@ -101,14 +105,11 @@ def _hook_wrapper(draft_base: type | None) -> Callable[..., Any]:
     def export_after_hook(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        instance, args, call = _bind_instance(wrapped, instance, args)
+        instance, args, call = bind_instance(wrapped, instance, args)
         with _outermost("hook", instance) as outermost:
             result = call(*args, **kwargs)
         if outermost:
-            try:
-                export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
-            except Exception as exc:  # export_profile reports its own failures; this is the last net
-                report_failure(type(instance).__name__, None, exc)
+            export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
         return result
 
     return export_after_hook
@@ -178,7 +179,7 @@ def _profiling_now(instance: object) -> bool:
 
 
 def _label_shape(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    instance, args, call = _bind_instance(wrapped, instance, args)
+    instance, args, call = bind_instance(wrapped, instance, args)
     if not _profiling_now(instance):
         return call(*args, **kwargs)
     with _outermost("shape", instance) as outermost:

@@ -264,7 +264,7 @@ class _ProfileRecorder:
 
 
 def _apply_inline_capture(target: Target, cls: type) -> Undo | None:
-    from mixins.capture_trace import export_from_runner
+    from mixins.capture_trace import bind_instance, export_from_runner
     from mixins.patching import unwrap_method, wrap_method
 
     namespace: dict[str, Any] = getattr(_plain_function(vars(cls)[target.method]), "__globals__", {})
@@ -274,26 +274,20 @@ def _apply_inline_capture(target: Target, cls: type) -> Undo | None:
     draft_base = _draft_base(target, cls)
 
     def capture_and_export(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        # EAGLE runners (plain classes) call ``CudaGraphRunner.capture(self)``: wrapt leaves such a call
-        # unbound (instance None, the runner first in args) since self is no CudaGraphRunner.
-        runner = instance if instance is not None or not args else args[0]
+        # EAGLE runners (plain classes) call ``CudaGraphRunner.capture(self)``: bind_instance finds them.
+        runner, args, call = bind_instance(wrapped, instance, args)
         current = namespace.get("profile")
         if current is None or isinstance(current, _ProfileRecorder) or not settings.trace_enabled():
-            return wrapped(*args, **kwargs)  # nested call (the outer one exports), or switched off
+            return call(*args, **kwargs)  # nested call (the outer one exports), or switched off
         recorder = _ProfileRecorder(current)
         namespace["profile"] = recorder
         try:
-            result = wrapped(*args, **kwargs)
+            result = call(*args, **kwargs)
         finally:
             if namespace.get("profile") is recorder:
                 namespace["profile"] = current
         for prof in recorder.created[-1:]:
-            try:
-                export_from_runner(runner, prof, draft_base=draft_base)
-            except Exception:
-                if settings.strict():
-                    raise
-                logger.warning("CUDA graph capture trace of %s not saved", type(runner).__name__, exc_info=True)
+            export_from_runner(runner, prof, draft_base=draft_base)
         return result
 
     if not wrap_method(cls, target.method, capture_and_export, tag=TAG):
