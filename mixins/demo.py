@@ -24,6 +24,9 @@ DEFAULT_OUT = "capture-trace-demo"
 
 
 def _torch() -> Any:
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # CPU torch without numpy
     import torch
 
     return torch
