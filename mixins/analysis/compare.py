@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -43,8 +43,8 @@ class _Keys:
 class SegmentDiff:
     label: str
     status: str  # "same" | "changed" | "only_a" | "only_b"
-    len_a: int = 0
-    len_b: int = 0
+    ops_a: int = 0
+    ops_b: int = 0
     first_diff: int | None = None
     at_a: dict[str, Any] | None = None
     at_b: dict[str, Any] | None = None
@@ -57,20 +57,7 @@ class SegmentDiff:
     )
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "status": self.status,
-            "ops_a": self.len_a,
-            "ops_b": self.len_b,
-            "first_diff": self.first_diff,
-            "at_a": self.at_a,
-            "at_b": self.at_b,
-            "added": self.added,
-            "removed": self.removed,
-            "changed": self.changed,
-            "aligned": self.aligned,
-            "examples": self.examples,
-        }
+        return asdict(self)
 
 
 def _first_diff(a: array, b: array) -> int | None:
@@ -199,16 +186,7 @@ class Divergence:
     ops_other: int = 0
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "segment": self.segment,
-            "rank": self.rank,
-            "path": self.path,
-            "position": self.position,
-            "reference": self.reference,
-            "other": self.other,
-            "ops_reference": self.ops_reference,
-            "ops_other": self.ops_other,
-        }
+        return asdict(self)
 
 
 @dataclass

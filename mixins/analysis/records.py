@@ -160,13 +160,6 @@ class Signature:
     def shape_key(self) -> tuple[str, str, str]:
         return (self.name, self.dims, self.types)
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "op": self.name,
-            "input_dims": self.dims,
-            "input_types": self.types,
-            "concrete": self.concrete,
-        }
 
 
 @dataclass(slots=True)
@@ -638,10 +631,20 @@ def load_record(path: str, progress: Callable[[int, int], None] | None = None) -
 # -- what crosses process boundaries: JSON-able summaries and compact sequences ----------------------
 
 
+def json_value(text: str) -> Any:
+    """A signature field (kept as compact JSON text for hashing) as the value it encodes; None if absent."""
+    return msgspec.json.decode(text) if text else None
+
+
 def op_json(key: tuple[Any, ...]) -> dict[str, Any]:
     """Human/JSON form of an op key (see ``Op.key``)."""
     name, dims, types, concrete, kernels, graphs = key
-    out: dict[str, Any] = {"op": name, "input_dims": dims, "input_types": types, "concrete": concrete}
+    out: dict[str, Any] = {
+        "op": name,
+        "input_dims": json_value(dims),
+        "input_types": json_value(types),
+        "concrete": json_value(concrete),
+    }
     if kernels:
         out["kernels"] = [k.as_json() for k in kernels]
     if graphs:
@@ -682,8 +685,8 @@ def summarize(rec: TraceRecord, top: int = 10) -> dict[str, Any]:
             top_rows.append(
                 {
                     "op": name,
-                    "input_dims": dims,
-                    "input_types": types,
+                    "input_dims": json_value(dims),
+                    "input_types": json_value(types),
                     "count": count,
                     "kernels": [
                         {**k.as_json(), "count": c, **({"attributed": True} if attributed else {})}

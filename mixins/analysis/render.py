@@ -157,25 +157,25 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
                 tt.add_row(
                     f"{row['count']:,}",
                     row["op"],
-                    row["input_dims"] or "-",
-                    row["input_types"] or "-",
+                    _shown(row["input_dims"]),
+                    _shown(row["input_types"]),
                     "\n".join(_kernel_text(k) for k in row["kernels"][:4]) or "-",
                 )
             out.print(tt)
 
 
+def _shown(value: Any) -> str:
+    """Compact JSON for a table cell, '-' when the trace had nothing."""
+    return "-" if value in (None, "", []) else json.dumps(value, separators=(",", ":"))
+
+
 def _op_text(op: dict[str, Any] | None) -> str:
     if op is None:
         return "(end of sequence)"
-    text = f"{op['op']} dims={op['input_dims'] or '-'} types={op['input_types'] or '-'}"
+    text = f"{op['op']} dims={_shown(op['input_dims'])} types={_shown(op['input_types'])}"
     conc = op.get("concrete")
-    if conc:
-        try:
-            vals = json.loads(conc)
-        except ValueError:
-            vals = [conc]
-        if not isinstance(vals, list) or any(v not in ("", None) for v in vals):
-            text += f" concrete={conc}"
+    if conc is not None and (not isinstance(conc, list) or any(v not in ("", None) for v in conc)):
+        text += f" concrete={_shown(conc)}"
     if op.get("kernels"):
         names = [k["name"] or "<unknown>" for k in op["kernels"]]
         text += f" kernels={names}"
@@ -192,8 +192,8 @@ def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
         table.add_row(
             d.label,
             d.status.replace("only_a", "only in A").replace("only_b", "only in B"),
-            f"{d.len_a:,}",
-            f"{d.len_b:,}",
+            f"{d.ops_a:,}",
+            f"{d.ops_b:,}",
             "" if d.first_diff is None else str(d.first_diff),
             str(d.added),
             str(d.removed),
