@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 
 def _version() -> str:
-    from mixins.metadata import PACKAGE, _distribution_version
+    from mixins.metadata import PACKAGE, distribution_version
 
-    return _distribution_version(PACKAGE) or "unknown"
+    return distribution_version(PACKAGE) or "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,7 +22,7 @@ from typing import Any
 
 from mixins import settings
 from mixins.metadata import build_metadata
-from mixins.naming import Ranks, capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
+from mixins.naming import capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
 
 logger = logging.getLogger("mixins")
 
@@ -239,4 +239,10 @@ def wait_for_exports(timeout: float | None = None) -> bool:
     return _background.wait(timeout)
 
 
-__all__ = ["IncompleteTraceError", "Ranks", "export_cuda_graph_capture_trace", "export_profile", "wait_for_exports"]
+__all__ = [
+    "IncompleteTraceError",
+    "export_cuda_graph_capture_trace",
+    "export_profile",
+    "report_failure",
+    "wait_for_exports",
+]

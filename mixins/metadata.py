@@ -18,7 +18,7 @@ PACKAGE = "sglang-capture-trace"
 
 
 @cache
-def _distribution_version(name: str) -> str | None:
+def distribution_version(name: str) -> str | None:
     from importlib import metadata as importlib_metadata  # only when a trace is really written
 
     try:
@@ -66,9 +66,9 @@ def build_metadata(
         "rank_source": ranks.source,
         "capture_index": capture_index,
         "capture_bs": _batch_sizes(runner) if runner is not None else None,
-        "sglang_version": _distribution_version("sglang"),
+        "sglang_version": distribution_version("sglang"),
         "torch_version": getattr(torch, "__version__", None),
-        "package_version": _distribution_version(PACKAGE),
+        "package_version": distribution_version(PACKAGE),
         "pid": os.getpid(),
         "hostname": socket.gethostname(),
         "device": _device_name(),

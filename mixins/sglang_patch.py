@@ -28,7 +28,6 @@ from mixins.sglang_targets import NATIVE_EXPORT, TARGETS, Strategy, Target, modu
 logger = logging.getLogger("mixins.sglang_patch")
 
 TAG = "sglang_patch"
-PLUGIN_NAME = "capture_trace"
 
 Undo = Callable[[], None]
 
