@@ -275,3 +275,23 @@ def test_spawn_child_without_activation_exports_nothing_of_ours(
     report, ours, _ = _spawn_capture(tmp_path, monkeypatch, startup_hook=False, load_plugins=False)
     assert report["installed"] is False
     assert ours == []
+
+
+def test_rank_discovery_reads_the_real_sglang_parallel_state() -> None:
+    """sglang's own rank state beats runner attributes once written, and its 'not written' /
+    'not initialised' errors are survived (falling back to the runner) — no fake module involved."""
+    import types
+
+    from mixins.naming import discover_ranks
+
+    importlib.import_module("sglang.srt.distributed.parallel_state")  # every era has it; not initialised here
+    runner = types.SimpleNamespace(tp_rank=5, pp_rank=0, pp_size=1)
+    ranks = discover_ranks(runner)
+    assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (5, 0, 1, "runner")
+    if importlib.util.find_spec("sglang.srt.runtime_context") is None:
+        return  # sglang < 0.5.23: only the (uninitialised) parallel_state above exists
+    from sglang.srt.runtime_context import get_parallel
+
+    with get_parallel().override(tp_rank=3, pp_rank=1, pp_size=2):
+        ranks = discover_ranks(runner)
+    assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (3, 1, 2, "sglang")
