@@ -75,6 +75,11 @@ _XPU = "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner"
 
 _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) and native export is deferred to"
 
+def _shape_rows(method: str, *, why: str, drop_when: str, rows: tuple[tuple[str, str, str], ...]) -> list[Target]:
+    """Per-shape methods (one strategy, one reason) for several classes: (module, class, versions) each."""
+    return [Target(module, cls, method, Strategy.SHAPE, versions, why, drop_when) for module, cls, versions in rows]
+
+
 TARGETS: tuple[Target, ...] = (
     # -- era A: profiling inline in CudaGraphRunner.capture() ------------------------------------------
     Target(
@@ -196,17 +201,11 @@ TARGETS: tuple[Target, ...] = (
         drop_when="drop when NPUGraphRunner's override exports or calls super()",
     ),
     # -- per-shape segments (the seam for per-batch-size labels) ----------------------------------------
-    *(
-        Target(
-            module,
-            cls,
-            "capture_one_batch_size",
-            Strategy.SHAPE,
-            versions=versions,
-            why="label each batch size's capture as a capture::bs=N range inside the one trace",
-            drop_when="drop with support for sglang < 0.5.14",
-        )
-        for module, cls, versions in (
+    *_shape_rows(
+        "capture_one_batch_size",
+        why="label each batch size's capture as a capture::bs=N range inside the one trace",
+        drop_when="drop with support for sglang < 0.5.14",
+        rows=(
             (_OLD, "CudaGraphRunner", "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13)"),
             (
                 f"{_SPEC}.eagle_draft_cuda_graph_runner",
@@ -224,19 +223,13 @@ TARGETS: tuple[Target, ...] = (
                 "0.5.7-0.5.13 (read each)",
             ),
             (f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner", "FrozenKVMTPCudaGraphRunner", "0.5.12-0.5.13 (read)"),
-        )
+        ),
     ),
-    *(
-        Target(
-            module,
-            cls,
-            "capture_one_shape",
-            Strategy.SHAPE,
-            versions=versions,
-            why="label each shape's capture as a capture::bs=N[,variant=..][,stream=..] range",
-            drop_when="drop when sglang labels shapes in the single-file trace itself",
-        )
-        for module, cls, versions in (
+    *_shape_rows(
+        "capture_one_shape",
+        why="label each shape's capture as a capture::bs=N[,variant=..][,stream=..] range",
+        drop_when="drop when sglang labels shapes in the single-file trace itself",
+        rows=(
             (_DECODE, "DecodeCudaGraphRunner", "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)"),
             (
                 f"{_SPEC}.eagle_draft_cuda_graph_runner",
@@ -263,7 +256,7 @@ TARGETS: tuple[Target, ...] = (
                 "UnoDecodeCudaGraphRunner",
                 "0.5.23 (read; calls super(), labelled once by the outermost wrapper)",
             ),
-        )
+        ),
     ),
 )
 
