@@ -117,8 +117,8 @@ def test_arbitrary_bytes_never_crash(tmp_path: Path, data: bytes, gz: bool) -> N
     p.write_bytes(gzip.compress(data) if gz else data)
     try:
         load_record(str(p))
-    except TraceError:
-        pass
+    except TraceError as exc:  # the clean error: one line, naming the file
+        assert str(exc).startswith(f"{p}: ") and "\n" not in str(exc)
 
 
 _SEED = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
