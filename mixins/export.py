@@ -145,7 +145,7 @@ class _Export:
         self.metadata = metadata
         self.runner_name = runner_name
         self.level = settings.gzip_level()
-        self.out_fd, self.stage, self.stage_fd = out_fd, stage, stage_fd
+        self.out_fd, self.stage_name, self.stage_fd = out_fd, stage, stage_fd
         self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
         self._lock = threading.Lock()  # publish, abandon and close never overlap
         self._abandoned = self._closed = False
@@ -234,8 +234,8 @@ class _Export:
             return
         self._closed = True
         os.close(self.stage_fd)
-        if not output_dir.remove_staging(self.out_fd, self.stage):
-            logger.debug("could not remove staging directory %s", one_line(self.stage))
+        if not output_dir.remove_staging(self.out_fd, self.stage_name):
+            logger.debug("could not remove staging directory %s", one_line(self.stage_name))
         os.close(self.out_fd)
 
 
