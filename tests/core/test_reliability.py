@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import textwrap
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
+from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, strace_log, subprocess_env
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.output_dir import STAGING_PREFIX, StagingName
@@ -229,3 +230,24 @@ def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.Mo
     finally:
         os.umask(old)
     assert path is not None and os.stat(path).st_mode & 0o777 == 0o644
+
+
+def test_directory_is_fsynced_after_the_rename(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import torch
+        from mixins import export_cuda_graph_capture_trace
+        with torch.profiler.profile() as prof:
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+        assert export_cuda_graph_capture_trace(prof, runner_name="Synced", tp_rank=0)
+        """
+    )
+    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                         SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    lines = strace_log(script, env, "renameat,renameat2,fsync", tmp_path)
+    renames = [i for i, line in enumerate(lines) if '"cuda_graph_capture-Synced-TP-0.json.gz"' in line]
+    assert len(renames) == 1
+    match = re.search(r'renameat2?\(\d+, "trace\.json\.gz", (\d+), ', lines[renames[0]])
+    assert match is not None, lines[renames[0]]
+    assert any(f"fsync({match[1]})" in line for line in lines[renames[0] + 1:])  # the directory, after the rename
+    assert any("fsync(" in line for line in lines[:renames[0]])  # and the file, before it
