@@ -179,12 +179,16 @@ def remove_staging(dir_fd: int, name: str) -> bool:
                 os.unlink(entry, dir_fd=fd)
             except FileNotFoundError:
                 pass
+            except OSError:  # not ours to guess about (a directory someone put there): leave it all
+                return False
     finally:
         os.close(fd)
     try:
         os.rmdir(name, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
+    except OSError:
+        return False
     return True
 
 
