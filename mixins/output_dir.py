@@ -14,6 +14,7 @@ owned by us). Never imports torch: the analyzer uses this module too.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -61,11 +62,17 @@ def _refusal(path: Path, st: os.stat_result, link: os.stat_result | None) -> str
 def open_trusted(path: Path) -> int:
     """Create ``path`` if needed, open it and check the trust policy; returns a directory fd."""
     path.mkdir(parents=True, exist_ok=True)
-    link = os.lstat(path)
-    fd = os.open(path, _DIR_FLAGS)
+    link: os.stat_result | None = None
+    try:
+        fd = os.open(path, _DIR_FLAGS | os.O_NOFOLLOW)  # what we check is what we hold: no lstat/open race
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not os.path.islink(path):
+            raise
+        link = os.lstat(path)  # a symlink: its owner must be trusted too, then follow it
+        fd = os.open(path, _DIR_FLAGS)
     try:
         st = os.fstat(fd)
-        reason = _refusal(path, st, link if stat.S_ISLNK(link.st_mode) else None)
+        reason = _refusal(path, st, link)
         if reason is not None:
             raise UnsafeDirectoryError(
                 f"refusing to write traces into {path}: it {reason}; "
