@@ -1,12 +1,17 @@
-"""Write a ``torch.profiler`` profile as a gzip Chrome/Perfetto trace: fast, atomic, never fatal.
+"""Write a ``torch.profiler`` profile as a gzip Chrome/Perfetto trace: fast, atomic, never fatal, safe as root.
 
 Why not ``prof.export_chrome_trace("x.json.gz")``: torch gzips line by line at level 9 (22 s for a
 487k-event capture on a 2-core VM, ~90 % of it compression) and Kineto swallows write errors (a full
-disk leaves a 35-byte gzip with no JSON in it). Here Kineto writes plain JSON to a hidden temporary
-file (the only part that blocks the caller), then a background thread streams it through zlib in
-1 MiB chunks, inserting our ``capture_trace`` metadata as the first key, checks that Kineto's JSON
-is complete, and ``os.replace``s the result into place. A reader never sees a partial file under the
-final name; on any failure the temporaries are removed and a single WARNING is logged.
+disk leaves a 35-byte gzip with no JSON in it).
+
+The flow (docs/DESIGN.md §1–2): check the output directory's trust policy and hold it open by
+descriptor; sweep staging directories left by dead processes; make a private 0700 staging directory
+inside it; let Kineto write plain JSON there (the only part that blocks the caller); then, in a
+background thread, stream that JSON through zlib in 1 MiB chunks with our ``capture_trace`` metadata
+as the first key, check Kineto's JSON is complete, fsync, ``rename`` into place by descriptor and
+fsync the directory. A reader never sees a partial file under the final name, no name another user
+can change is ever followed, and on any failure the staging directory is removed and one WARNING
+is logged.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import threading
+import time
 import zlib
 from pathlib import Path
 from typing import Any
 
-from mixins import settings
+from mixins import kineto, output_dir, settings
+from mixins.kineto import IncompleteTraceError
 from mixins.metadata import build_metadata
 from mixins.naming import capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
 
@@ -28,10 +34,13 @@ logger = logging.getLogger("mixins")
 
 CHUNK = 1 << 20
 _TAIL_KEEP = 64 << 10  # the tail we verify (and whose traceName we fix) stays in memory
+RAW_NAME = "trace.json"  # Kineto's output inside the staging directory
+GZ_NAME = "trace.json.gz"  # ours, renamed onto the final name
+_ABANDON_WAIT_S = 5.0
 
 
-class IncompleteTraceError(RuntimeError):
-    """Kineto returned normally but wrote no complete JSON (it swallows write errors)."""
+class _Abandoned(Exception):
+    """Interpreter exit gave up on this export and removed its staging directory."""
 
 
 def export_cuda_graph_capture_trace(
@@ -44,9 +53,11 @@ def export_cuda_graph_capture_trace(
 ) -> Path | None:
     """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``.
 
-    A no-op returning ``None`` unless ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` is on. Returns the
-    final path (the file appears there once compression finishes; ``wait_for_exports()`` waits), or
-    ``None`` when the export failed and was logged. Same keywords as upstream sglang's function.
+    A no-op returning ``None`` unless ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` is on. Returns ``None``
+    when the export failed (and was logged). In the background mode (the default) the path is returned
+    once Kineto's JSON is safely staged: it is the path the file will have when compression finishes,
+    and a failure after that point is logged; ``wait_for_exports()`` waits for that. With
+    ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` a returned path is a finished file. Upstream's keywords.
     """
     if not settings.trace_enabled():
         return None
@@ -67,118 +78,195 @@ def export_profile(
     try:
         name = validate_runner_name(runner_name)
         ranks = discover_ranks(runner, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
-        directory = trace_dir(settings.profiler_dir())
-        final, index = capture_numbers.reserve(directory, trace_stem(name, ranks))
+        final, index = capture_numbers.reserve(trace_dir(settings.profiler_dir()), trace_stem(name, ranks))
         metadata = build_metadata(name, ranks, index, runner)
-        directory.mkdir(parents=True, exist_ok=True)
-        raw = _kineto_json(prof, final)
-        job = _Compression(raw, final, metadata, settings.gzip_level(), runner_name=name)
+        job = _Export.stage(prof, final, metadata, runner_name=name)
     except Exception as exc:
         report_failure(runner_name, final, exc)
         return None
     if settings.background() and not settings.strict():
         _background.start(job)
-    else:
-        job.run()
-    return final
+        return final
+    return final if job.run() else None
 
 
-def _kineto_json(prof: Any, final: Path) -> Path:
-    """Let Kineto write plain JSON next to the final file (same filesystem, so os.replace is atomic)."""
-    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".json.tmp")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(tmp)
-    except BaseException:
-        _remove(Path(tmp))
-        raise
-    finally:
-        _remove(Path(tmp + ".tmp"))  # Kineto's own staging file, left behind when its write failed
-    return Path(tmp)
+# -- the rewrite step: our metadata first, Kineto's traceName fixed ---------------------------------
+# Kept apart from the file handling so that what a trace says about itself changes here only.
 
 
-class _Compression:
-    """Stream Kineto's JSON into gzip with our metadata, verify, and move into place."""
+def metadata_header(metadata: dict[str, Any]) -> bytes:
+    """The bytes that open the trace's top-level object: our ``capture_trace`` key, then Kineto's keys."""
+    return ('{"capture_trace": ' + json.dumps(metadata) + ",").encode()
 
-    def __init__(self, raw: Path, final: Path, metadata: dict[str, Any], level: int, *, runner_name: str):
-        self.raw = raw
+
+def rewrite_tail(tail: bytes, kineto_path: str, final: Path) -> bytes:
+    """Kineto's last bytes, checked complete, with ``traceName`` naming the final file."""
+    tail = tail.rstrip()
+    if not kineto.tail_is_complete(tail):
+        raise IncompleteTraceError(f"Kineto wrote an incomplete trace (its JSON ends {tail[-40:]!r}; disk full?)")
+    return kineto.rename_trace(tail, kineto_path, json.dumps(str(final)).encode()) + b"\n"
+
+
+def compress_trace(src: Any, out: Any, metadata: dict[str, Any], level: int, kineto_path: str, final: Path) -> None:
+    """Stream Kineto's JSON from ``src`` into gzip on ``out``, rewritten as above."""
+    deflate = zlib.compressobj(level, zlib.DEFLATED, 31)  # wbits 31: gzip container
+    pending = b""
+    started = saw_events = False
+    while chunk := src.read(CHUNK):
+        pending += chunk
+        if not started:
+            body = pending.lstrip()
+            if not body:
+                continue
+            if not body.startswith(b"{"):
+                raise IncompleteTraceError("Kineto's JSON does not start with an object")
+            pending, started = body[1:], True
+            out.write(deflate.compress(metadata_header(metadata)))
+        saw_events = saw_events or kineto.EVENTS_KEY in pending
+        if len(pending) > 2 * _TAIL_KEEP:
+            cut = len(pending) - _TAIL_KEEP
+            out.write(deflate.compress(pending[:cut]))
+            pending = pending[cut:]
+    if not started or not saw_events:
+        raise IncompleteTraceError("Kineto wrote no trace events (empty or truncated JSON; disk full?)")
+    out.write(deflate.compress(rewrite_tail(pending, kineto_path, final)))
+    out.write(deflate.flush())
+
+
+# -- one export: staged in a private directory, published by descriptor ----------------------------
+
+
+class _Export:
+    """An export whose JSON Kineto has written into our staging directory; ``run`` finishes it."""
+
+    def __init__(self, final: Path, metadata: dict[str, Any], runner_name: str, out_fd: int, stage: str,
+                 stage_fd: int) -> None:
         self.final = final
         self.metadata = metadata
-        self.level = level
         self.runner_name = runner_name
+        self.level = settings.gzip_level()
+        self.out_fd, self.stage_name, self.stage_fd = out_fd, stage, stage_fd
+        self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
+        self._lock = threading.Lock()  # publish, abandon and close never overlap
+        self._abandoned = self._closed = False
 
-    def run(self) -> None:
-        tmp: Path | None = None
+    @classmethod
+    def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
+        """Trust check, name length, sweep, staging directory, Kineto's write; the blocking part."""
+        out_fd = output_dir.open_trusted(final.parent)
         try:
-            fd, tmp_name = tempfile.mkstemp(dir=self.final.parent, prefix=f".{self.final.name}.", suffix=".tmp")
-            tmp = Path(tmp_name)
-            with os.fdopen(fd, "wb") as out:
-                self._compress_into(out)
+            limit = output_dir.name_max(out_fd)
+            size = len(os.fsencode(final.name))
+            if size > limit:
+                raise ValueError(
+                    f"trace file name is {size} bytes, over the directory's {limit}-byte limit for a name: "
+                    f"runner_name has {len(runner_name)} characters, at most {len(runner_name) - size + limit} fit"
+                )
+            _sweep(out_fd)
+            stage, stage_fd = output_dir.make_staging(out_fd)
+        except BaseException:
+            os.close(out_fd)
+            raise
+        job = cls(final, metadata, runner_name, out_fd, stage, stage_fd)
+        try:
+            kineto.write_json(prof, job.kineto_path)
+        except BaseException:
+            job.close()
+            raise
+        return job
+
+    def run(self) -> bool:
+        """Compress, verify and publish; True when the final file is in place. Never raises unless strict."""
+        try:
+            src, out = self._open_files()
+            with src, out:
+                compress_trace(src, out, self.metadata, self.level, self.kineto_path, self.final)
                 out.flush()
                 os.fsync(out.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the trace from other users of the box
-            os.replace(tmp, self.final)
-            tmp = None
-            logger.info("CUDA graph capture trace saved to: %s", self.final)
+            self._publish()
+        except _Abandoned:
+            return False
         except Exception as exc:
             report_failure(self.runner_name, self.final, exc)
+            return False
         finally:
-            if tmp is not None:
-                _remove(tmp)
-            _remove(self.raw)
+            self.close()
+        logger.info("CUDA graph capture trace saved to: %s", one_line(self.final))
+        return True
 
-    def _compress_into(self, out: Any) -> None:
-        deflate = zlib.compressobj(self.level, zlib.DEFLATED, 31)  # wbits 31: gzip container
-        header = ('{"capture_trace": ' + json.dumps(self.metadata) + ",").encode()
-        pending = b""
-        started = saw_events = False
-        with open(self.raw, "rb") as src:
-            while chunk := src.read(CHUNK):
-                pending += chunk
-                if not started:
-                    body = pending.lstrip()
-                    if not body:
-                        continue
-                    if not body.startswith(b"{"):
-                        raise IncompleteTraceError(f"{self.raw.name} does not start with a JSON object")
-                    pending, started = body[1:], True
-                    out.write(deflate.compress(header))
-                saw_events = saw_events or b'"traceEvents"' in pending
-                if len(pending) > 2 * _TAIL_KEEP:
-                    cut = len(pending) - _TAIL_KEEP
-                    out.write(deflate.compress(pending[:cut]))
-                    pending = pending[cut:]
-        tail = pending.rstrip()
-        if not started or not saw_events or not tail.endswith(b"}") or b'"traceName"' not in tail:
-            raise IncompleteTraceError(
-                f"Kineto wrote an incomplete trace ({self.raw.stat().st_size} bytes of JSON; disk full?)"
-            )
-        tail = tail.replace(_json_bytes(str(self.raw)), _json_bytes(str(self.final)), 1) + b"\n"
-        out.write(deflate.compress(tail))
-        out.write(deflate.flush())
+    def _open_files(self) -> tuple[Any, Any]:
+        """Kineto's JSON (never following a link) and our gzip, created 0644 minus the umask by open(2)
+        itself in our 0700 directory: no chmod by path, nothing another user can reach."""
+        with self._lock:
+            if self._abandoned:
+                raise _Abandoned
+            raw = os.open(RAW_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.stage_fd)
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                gz = os.open(GZ_NAME, flags, 0o644, dir_fd=self.stage_fd)
+            except BaseException:
+                os.close(raw)
+                raise
+        return os.fdopen(raw, "rb"), os.fdopen(gz, "wb")
+
+    def _publish(self) -> None:
+        with self._lock:
+            if self._abandoned:
+                raise _Abandoned
+            os.replace(GZ_NAME, self.final.name, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd)
+            os.fsync(self.out_fd)  # the rename itself survives a crash
+
+    def abandon(self) -> None:
+        """At exit, past the timeout: remove our staging directory; the thread will not publish."""
+        if self._lock.acquire(timeout=_ABANDON_WAIT_S):
+            try:
+                self._abandoned = True
+                self._close_locked()
+            finally:
+                self._lock.release()
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        os.close(self.stage_fd)
+        if not output_dir.remove_staging(self.out_fd, self.stage_name):
+            logger.debug("could not remove staging directory %s", one_line(self.stage_name))
+        os.close(self.out_fd)
 
 
-def _json_bytes(text: str) -> bytes:
-    return json.dumps(text).encode()
-
-
-def _remove(path: Path) -> None:
+def _sweep(out_fd: int) -> None:
     try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
+        removed = [t.name for t in output_dir.sweep(out_fd) if t.removed]
     except OSError as exc:
-        logger.debug("could not remove temporary file %s: %s", path, exc)
+        logger.debug("could not sweep stale staging directories: %s", exc)
+        return
+    if removed:
+        logger.info("removed %d staging director%s of processes that are gone: %s", len(removed),
+                    "y" if len(removed) == 1 else "ies", ", ".join(removed))
+
+
+def one_line(value: object) -> str:
+    """``str(value)`` with newlines, NUL and other control characters escaped: a log line stays one line."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def report_failure(runner_name: object, path: Path | None, exc: BaseException) -> None:
     """The failure policy: strict mode re-raises; otherwise one single-line WARNING."""
     if settings.strict():
         raise exc
-    where = path if path is not None else "(no path)"
-    detail = " ".join(str(exc).split()) or type(exc).__name__
+    where = one_line(path) if path is not None else "(no path)"
+    detail = one_line(" ".join(str(exc).split())) or type(exc).__name__
     logger.warning(
-        "CUDA graph capture trace of %s not saved to %s: %s: %s", runner_name, where, type(exc).__name__, detail
+        "CUDA graph capture trace of %s not saved to %s: %s: %s",
+        one_line(runner_name), where, type(exc).__name__, detail,
     )
 
 
@@ -187,16 +275,16 @@ class _Background:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
+        self._running: list[tuple[threading.Thread, _Export]] = []
         self._exit_hook_pid: int | None = None
 
-    def start(self, job: _Compression) -> None:
+    def start(self, job: _Export) -> None:
         thread = threading.Thread(target=job.run, name=f"capture-trace:{job.final.name}", daemon=True)
-        with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
-            self._threads.append(thread)
+        with self._lock:  # started under the lock: pruning never drops a thread not yet started
+            thread.start()
+            self._running = [(t, j) for t, j in self._running if t.is_alive()]
+            self._running.append((thread, job))
             self._ensure_exit_hook()
-        thread.start()
 
     def _ensure_exit_hook(self) -> None:
         if self._exit_hook_pid == os.getpid():
@@ -211,20 +299,22 @@ class _Background:
 
     def _join_at_exit(self) -> None:
         timeout = settings.exit_timeout()
-        if not self.wait(timeout):
-            running = sorted(t.name.removeprefix("capture-trace:") for t in self._threads if t.is_alive())
-            logger.warning(
-                "exiting after %ss (%s) with CUDA graph capture traces still compressing, not saved: %s",
-                timeout, settings.EXIT_TIMEOUT, ", ".join(running),
-            )
+        if self.wait(timeout):
+            return
+        with self._lock:
+            running = [(t, j) for t, j in self._running if t.is_alive()]
+        for _, job in running:
+            job.abandon()
+        logger.warning(
+            "exiting after %ss (%s) with CUDA graph capture traces still compressing, not saved: %s",
+            timeout, settings.EXIT_TIMEOUT, ", ".join(sorted(one_line(j.final.name) for _, j in running)),
+        )
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for every export started so far; True when none is still running."""
-        import time
-
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            threads = list(self._threads)
+            threads = [t for t, _ in self._running]
         for thread in threads:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             thread.join(remaining)
@@ -235,7 +325,10 @@ _background = _Background()
 
 
 def wait_for_exports(timeout: float | None = None) -> bool:
-    """Block until background trace exports finish (or ``timeout`` seconds pass); True when all done."""
+    """Block until background trace exports finish (or ``timeout`` seconds pass); True when none is running.
+
+    True says every export has finished, not that every one succeeded: a failure is a logged WARNING.
+    """
     return _background.wait(timeout)
 
 
@@ -243,6 +336,7 @@ __all__ = [
     "IncompleteTraceError",
     "export_cuda_graph_capture_trace",
     "export_profile",
+    "one_line",
     "report_failure",
     "wait_for_exports",
 ]

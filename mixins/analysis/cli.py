@@ -9,6 +9,7 @@ or compact sequences, never raw events.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -18,6 +19,7 @@ from mixins.analysis import render
 from mixins.analysis.compare import check_traces, diff_traces
 from mixins.analysis.reader import TraceError
 from mixins.analysis.records import CompactTrace, compact, is_trace_name, load_record, summarize
+from mixins.output_dir import sweep_path
 
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
 
@@ -120,6 +122,9 @@ def _collect(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    temps = sweep_path(args.dir) if os.path.isdir(args.dir) else []  # exports' staging dirs; dead ones removed
+    if temps and not args.json:
+        render.render_temps(temps)
     try:
         files = trace_files(args.dir)
     except TraceError as exc:
@@ -132,7 +137,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 "traces": [
                     {k: r[k] for k in r if k != "totals"} | {"segments": [s["label"] for s in r["segments"]]}
                     for r in rows
-                ]
+                ],
+                "temporaries": [dataclasses.asdict(t) for t in temps],
             }
         )
     elif rows:

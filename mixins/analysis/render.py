@@ -18,6 +18,7 @@ __all__ = [
     "print_json",
     "error",
     "render_ls",
+    "render_temps",
     "render_summary",
     "render_diff",
     "render_check",
@@ -92,6 +93,18 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
             f"{len(labels)}: {shown}",
         )
     console().print(table)
+
+
+def render_temps(temps: list[Any]) -> None:
+    """Staging directories of exports (``mixins.output_dir.StaleTemp``): one line each."""
+    for t in temps:
+        if t.removed:
+            state = "its process is gone: removed"
+        elif t.process_gone:
+            state = "its process is gone; not removed (another user's)"
+        else:
+            state = f"pid {t.pid} on {t.host} is running or not on this host: kept"
+        console().print(f"temporary {t.name}: {_size(t.bytes)}, {state}", markup=False, highlight=False)
 
 
 _COLS = (

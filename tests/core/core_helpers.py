@@ -50,3 +50,23 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+def strace_log(script: str, env: dict[str, str], calls: str, tmp: Path) -> list[str]:
+    """System calls ``calls`` (strace -e trace=...) made by a real ``python -c script``; skips where strace
+    or ptrace is not available."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed")
+    log = tmp / "strace.log"
+    done = subprocess.run([strace, "-f", "-qq", "-e", f"trace={calls}", "-o", str(log), PYTHON, "-c", script],
+                          env=env, capture_output=True, text=True)
+    if done.returncode != 0 and ("ptrace" in done.stderr or not log.exists()):
+        pytest.skip(f"strace cannot trace here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    return log.read_text().splitlines()

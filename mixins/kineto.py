@@ -1,0 +1,89 @@
+"""Everything the export assumes about how Kineto writes a trace, in one place.
+
+Checked by hand on torch 2.7.1, 2.8.0, 2.11.0, 2.13.0 and 2.14.1 (CPU builds; all behave the same;
+2.13.0 is re-checked by tests/core/test_kineto.py on every run):
+
+- ``prof.export_chrome_trace(path)`` with a path not ending in ``.gz`` calls Kineto's
+  ``ChromeTraceLogger``, which opens ``path + ".tmp"`` with ``O_WRONLY|O_CREAT|O_TRUNC`` (no
+  ``O_NOFOLLOW``, mode 0666 minus the umask), writes the JSON and ``rename``s it onto ``path``. A failed
+  write (disk full, EFBIG) is swallowed: the call returns normally, and either nothing is at ``path``
+  (the staging write failed) or the file there is empty or truncated.
+- The JSON is one object; ``traceEvents`` comes before ``traceName``, the last key, whose value is
+  ``path`` byte for byte (not JSON-escaped), so the tail tells whether the write finished.
+- A profile can be exported once; the second call raises ``RuntimeError("Trace is already saved.")``.
+
+The next torch release that changes any of this should change this file only. Where the tail has no
+``traceName`` (a future layout) the check falls back to "the object closes after ``traceEvents``" and
+says so once in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+logger = logging.getLogger("mixins")
+
+STAGING_SUFFIX = ".tmp"  # Kineto writes <path>.tmp, then renames it onto <path>
+ALREADY_SAVED = "Trace is already saved"
+TRACE_NAME_KEY = b'"traceName"'
+EVENTS_KEY = b'"traceEvents"'
+
+_fallbacks_logged: set[str] = set()
+_fallbacks_lock = threading.Lock()
+
+
+class IncompleteTraceError(RuntimeError):
+    """Kineto returned normally but wrote no complete JSON (it swallows write errors)."""
+
+
+class AlreadyExportedError(RuntimeError):
+    """Kineto exports a profile once; this profile was exported before."""
+
+
+def log_fallback_once(what: str) -> None:
+    """One INFO line per kind of fallback per process: a changed torch shows up in the log, not as noise."""
+    with _fallbacks_lock:
+        if what in _fallbacks_logged:
+            return
+        _fallbacks_logged.add(what)
+    logger.info("capture-trace: %s (docs/DESIGN.md §3)", what)
+
+
+def write_json(prof: Any, path: str) -> None:
+    """Let Kineto write plain JSON at ``path`` (it stages at ``path + STAGING_SUFFIX``)."""
+    try:
+        prof.export_chrome_trace(path)
+    except RuntimeError as exc:
+        if ALREADY_SAVED in str(exc):
+            raise AlreadyExportedError(
+                f"this profile was already exported ({ALREADY_SAVED}): Kineto exports a profile once"
+            ) from exc
+        raise
+    if not os.path.exists(path):  # its write to the staging name failed, so it never renamed it
+        raise IncompleteTraceError("Kineto wrote no trace (its write failed and it did not say why; disk full?)")
+
+
+def tail_is_complete(tail: bytes) -> bool:
+    """Whether the stripped end of Kineto's JSON shows a finished write (``traceName`` then ``}``)."""
+    if not tail.endswith(b"}"):
+        return False
+    if TRACE_NAME_KEY in tail:
+        return True
+    body = tail[:-1].rstrip()
+    if body.endswith(b"]"):  # traceEvents closed and nothing after it: a layout without traceName
+        log_fallback_once("Kineto's trace has no traceName key; completeness checked by its closing brackets")
+        return True
+    return False
+
+
+def rename_trace(tail: bytes, written_path: str, final_json: bytes) -> bytes:
+    """Point ``traceName`` at the final file instead of the path Kineto was given."""
+    old = b'"' + written_path.encode() + b'"'
+    if old not in tail:
+        if TRACE_NAME_KEY in tail:
+            log_fallback_once("Kineto's traceName is not the path it was given; left unchanged")
+        return tail
+    return tail.replace(old, final_json, 1)

@@ -1,0 +1,58 @@
+"""Kineto's private behaviour (mixins/kineto.py), re-checked on the installed torch with real exports."""
+
+from __future__ import annotations
+
+import logging
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+from core_helpers import matmul_work, profile_of, strace_log, subprocess_env
+
+from mixins import kineto
+
+
+def test_kineto_stages_at_path_dot_tmp_without_nofollow_then_renames(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import torch
+        with torch.profiler.profile() as prof:
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+        prof.export_chrome_trace({str(tmp_path / "k.json")!r})
+        """
+    )
+    lines = strace_log(script, subprocess_env(), "openat,rename,renameat,renameat2", tmp_path)
+    staging = str(tmp_path / f"k.json{kineto.STAGING_SUFFIX}")
+    [opened] = [line for line in lines if f'"{staging}"' in line and "openat(" in line]
+    assert "O_CREAT" in opened and "O_TRUNC" in opened and "O_NOFOLLOW" not in opened
+    assert any(re.search(rf'rename(at2?)?\(.*"{re.escape(staging)}", .*"{re.escape(str(tmp_path / "k.json"))}"', line)
+               for line in lines)
+
+
+def test_trace_name_is_the_given_path_in_the_tail(tmp_path: Path) -> None:
+    path = str(tmp_path / "k.json")
+    kineto.write_json(profile_of(matmul_work(2)), path)
+    tail = Path(path).read_bytes()[-4096:].rstrip()
+    assert kineto.tail_is_complete(tail) and tail.endswith(b"}")
+    assert tail.rindex(kineto.TRACE_NAME_KEY) > tail.rindex(b"]")  # the last key, after traceEvents
+    assert kineto.rename_trace(tail, path, b'"/final.json.gz"').endswith(b'"traceName": "/final.json.gz" }')
+
+
+def test_a_profile_exports_once(tmp_path: Path) -> None:
+    prof = profile_of(matmul_work(2))
+    kineto.write_json(prof, str(tmp_path / "a.json"))
+    with pytest.raises(kineto.AlreadyExportedError, match=kineto.ALREADY_SAVED):
+        kineto.write_json(prof, str(tmp_path / "b.json"))
+
+
+def test_a_tail_without_trace_name_is_accepted_by_its_brackets_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kineto._fallbacks_logged.clear()
+    with caplog.at_level(logging.INFO, logger="mixins"):
+        assert kineto.tail_is_complete(b'{"ph": "X"}\n  ]\n}')
+        assert kineto.tail_is_complete(b'{"ph": "X"}]}')
+        assert not kineto.tail_is_complete(b'{"ph": "X"},\n  {"ph": ')  # truncated
+        assert not kineto.tail_is_complete(b'"deviceProperties": {}')  # an object closes, not the trace
+    assert caplog.text.count("no traceName key") == 1

@@ -1,0 +1,253 @@
+"""Reliability of the export: parallel exports in one process, killed processes, failures, names, log lines.
+
+Every case runs the real export (real torch profiler, real files); multi-process cases are real
+subprocesses, and a kill is a real signal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, strace_log, subprocess_env
+
+from mixins import export_cuda_graph_capture_trace, wait_for_exports
+from mixins.output_dir import STAGING_PREFIX, StagingName
+
+_PARALLEL_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, threading
+    import torch
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
+    threads, rounds, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+
+    def profile(rows):
+        with torch.profiler.profile(record_shapes=True) as prof:
+            for _ in range(300):
+                torch.mm(torch.ones(rows, 8), torch.ones(8, 3))
+        return prof
+
+    missing = []
+    for round_ in range(rounds):
+        profs = [profile(1 + i) for i in range(threads)]
+        barrier = threading.Barrier(threads)
+
+        def export(i):
+            barrier.wait()  # every thread calls the export at the same moment
+            export_cuda_graph_capture_trace(profs[i], runner_name=f"R{round_}", tp_rank=i)
+
+        callers = [threading.Thread(target=export, args=(i,)) for i in range(threads)]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join()
+        if round_ == rounds - 1:
+            break  # the last round is left to the exit hook
+        assert wait_for_exports(120)
+        names = [f"cuda_graph_capture-R{round_}-TP-{i}.json.gz" for i in range(threads)]
+        missing += [n for n in names if not os.path.exists(os.path.join(out, n))]
+    print("missing after wait_for_exports:", missing)
+    """
+)
+
+
+def test_parallel_exports_in_one_process_are_all_waited_for(tmp_path: Path) -> None:
+    """16 threads export at once, 12 rounds: wait_for_exports() and the exit hook see every compression."""
+    threads, rounds = 16, 12
+    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    out = tmp_path / "graph_capture_profile"
+    done = subprocess.run([PYTHON, "-c", _PARALLEL_SCRIPT, str(threads), str(rounds), str(out)], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "missing after wait_for_exports: []" in done.stdout, done.stdout
+    expected = {f"cuda_graph_capture-R{r}-TP-{i}.json.gz" for r in range(rounds) for i in range(threads)}
+    assert set(os.listdir(out)) == expected  # the last round too (exit hook), and no staging left
+    for i in (0, threads - 1):
+        trace = load_trace(out / f"cuda_graph_capture-R{rounds - 1}-TP-{i}.json.gz")
+        assert op_shapes(trace) == [[[1 + i, 8], [8, 3]]] * 300
+
+
+# -- temporaries: named after their process, swept when it is gone -----------------------------------
+
+_KILLED_SCRIPT = textwrap.dedent(
+    """
+    import time, torch
+    from mixins import export_cuda_graph_capture_trace
+    with torch.profiler.profile(record_shapes=True) as prof:
+        for _ in range(40000):
+            torch.mm(torch.ones(4, 8), torch.ones(8, 3))
+    print("profiled", flush=True)
+    export_cuda_graph_capture_trace(prof, runner_name="Killed", tp_rank=0)
+    time.sleep(600)
+    """
+)
+
+
+def _staging_dirs(directory: Path) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if n.startswith(STAGING_PREFIX)) if directory.exists() else []
+
+
+def test_sigterm_during_export_leaves_a_temp_that_the_next_export_removes(trace_env: Path) -> None:
+    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(trace_env.parent),
+                         SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
+    child = subprocess.Popen([PYTHON, "-c", _KILLED_SCRIPT], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "profiled"
+        while not _staging_dirs(trace_env) and child.poll() is None:  # Kineto is writing or we compress
+            time.sleep(0.005)
+        child.send_signal(signal.SIGTERM)  # how a server is normally stopped
+    finally:
+        child.wait(60)
+    assert child.returncode == -signal.SIGTERM
+    [left] = _staging_dirs(trace_env)  # what SIGTERM leaves: up to the whole raw JSON
+    parsed = StagingName.parse(left)
+    assert parsed is not None and parsed.pid == child.pid and parsed.process_gone()
+    assert not (trace_env / "cuda_graph_capture-Killed-TP-0.json.gz").exists()
+
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Next", tp_rank=0)
+    assert path is not None and wait_for_exports(60)
+    assert os.listdir(trace_env) == [path.name]
+
+
+_LEAVE_STAGING_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    from mixins.output_dir import make_staging
+    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+    name, stage = make_staging(fd)
+    with open(os.open("trace.json", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=stage), "w") as raw:
+        raw.write("{" * 1000)
+    print(name, flush=True)
+    os._exit(0)  # as a killed process: no clean-up
+    """
+)
+
+
+def _dead_process_staging(directory: Path) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([PYTHON, "-c", _LEAVE_STAGING_SCRIPT, str(directory)], env=subprocess_env(),
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_sweep_removes_only_our_dead_processes_temps(trace_env: Path) -> None:
+    dead = _dead_process_staging(trace_env)
+    parsed = StagingName.parse(dead)
+    assert parsed is not None
+    host = parsed.host
+    alive = f"{STAGING_PREFIX}{os.getppid()}.{parsed.pid_namespace}.0a1b2c3d.{host}"
+    other_host = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}.0a1b2c3d.elsewhere.example"
+    other_namespace = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace + 1}.0a1b2c3d.{host}"
+    not_ours = _dead_process_staging(trace_env)
+    os.chown(trace_env / not_ours, 65534, 65534)
+    for name in (alive, other_host, other_namespace):
+        (trace_env / name).mkdir(mode=0o700)
+
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Sweeper", tp_rank=0)
+    assert path is not None and wait_for_exports(60)
+    assert sorted(os.listdir(trace_env)) == sorted([path.name, alive, other_host, other_namespace, not_ours])
+
+
+def test_capture_trace_ls_lists_temps_and_removes_dead_ones(trace_env: Path) -> None:
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Listed", tp_rank=0)
+    assert path is not None and wait_for_exports(60)
+    dead = _dead_process_staging(trace_env)
+    parsed = StagingName.parse(dead)
+    assert parsed is not None
+    running = f"{STAGING_PREFIX}{os.getpid()}.{parsed.pid_namespace}.0a1b2c3d.{parsed.host}"
+    (trace_env / running).mkdir(mode=0o700)
+    done = subprocess.run([PYTHON, "-m", "mixins", "ls", str(trace_env)], env=subprocess_env(), capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"temporary {dead}: 1000 B, its process is gone: removed" in done.stdout
+    assert f"temporary {running}: 0 B, pid {os.getpid()} on" in done.stdout and "kept" in done.stdout
+    assert "Listed" in done.stdout
+    assert sorted(os.listdir(trace_env)) == sorted([path.name, running])
+
+
+# -- failures: None when known, names that fit, one line whatever the name ----------------------------
+
+
+def test_runner_names_up_to_the_final_name_limit_work(trace_env: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fits = "R" * 223  # cuda_graph_capture-{223}-TP-0.json.gz is exactly 255 bytes
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name=fits, tp_rank=0)
+    assert path is not None and len(path.name.encode()) == 255
+    assert wait_for_exports(60) and load_trace(path)["capture_trace"]["runner"] == fits
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name=fits + "R", tp_rank=0) is None
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "trace file name is 256 bytes, over the directory's 255-byte limit" in record.getMessage()
+    assert "runner_name has 224 characters, at most 223 fit" in record.getMessage()
+    assert os.listdir(trace_env) == [path.name]
+
+
+def test_synchronous_failure_returns_none(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+    trace_env.mkdir(parents=True)
+    (trace_env / "cuda_graph_capture-Blocked-TP-0.json.gz").mkdir()  # rename onto a directory fails
+    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=0) is None
+    assert os.listdir(trace_env) == ["cuda_graph_capture-Blocked-TP-0.json.gz"]
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "1")  # known only later: the path, then a WARNING
+    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=1) is not None
+
+
+def test_newline_and_nul_in_names_and_paths_stay_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.delenv("SGLANG_CAPTURE_TRACE_STRICT", raising=False)
+    blocker = tmp_path / "a\nfile"
+    blocker.write_text("x")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(blocker))
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Ok", tp_rank=0) is None
+        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="x\n\x00y", tp_rank=0) is None
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(messages) == 2 and all("\n" not in m and "\x00" not in m for m in messages)
+    assert "a\\nfile/graph_capture_profile/cuda_graph_capture-Ok-TP-0.json.gz" in messages[0]
+    assert messages[1].startswith("CUDA graph capture trace of x\\n\\x00y not saved")
+
+
+def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+    old = os.umask(0o077)
+    try:
+        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Private", tp_rank=0)
+    finally:
+        os.umask(old)
+    assert path is not None
+    assert os.stat(path).st_mode & 0o777 == 0o600 and os.stat(trace_env).st_mode & 0o777 == 0o700
+    os.umask(0o022)
+    try:
+        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Shared", tp_rank=0)
+    finally:
+        os.umask(old)
+    assert path is not None and os.stat(path).st_mode & 0o777 == 0o644
+
+
+def test_directory_is_fsynced_after_the_rename(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import torch
+        from mixins import export_cuda_graph_capture_trace
+        with torch.profiler.profile() as prof:
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+        assert export_cuda_graph_capture_trace(prof, runner_name="Synced", tp_rank=0)
+        """
+    )
+    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                         SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    lines = strace_log(script, env, "renameat,renameat2,fsync", tmp_path)
+    renames = [i for i, line in enumerate(lines) if '"cuda_graph_capture-Synced-TP-0.json.gz"' in line]
+    assert len(renames) == 1
+    match = re.search(r'renameat2?\(\d+, "trace\.json\.gz", (\d+), ', lines[renames[0]])
+    assert match is not None, lines[renames[0]]
+    assert any(f"fsync({match[1]})" in line for line in lines[renames[0] + 1:])  # the directory, after the rename
+    assert any("fsync(" in line for line in lines[:renames[0]])  # and the file, before it

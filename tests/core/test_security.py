@@ -1,0 +1,277 @@
+"""Attacks on the export by another local user, run for real: a forked child drops to uid 65534.
+
+The server runs as root here (as SGLang servers often do); the attacker owns or shares the directory
+traces go to and tries what the issue describes: swap our temporary names for symlinks to a root-only
+file, plant symlinks at Kineto's staging name, reach into our staging directory. Each attack must lose:
+the root-only file is untouched, nothing is written where we refused to write, and every published
+trace is a regular file holding a complete trace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_helpers import load_trace, matmul_work, op_shapes, profile_of
+
+from mixins import export_cuda_graph_capture_trace, wait_for_exports
+from mixins.output_dir import UnsafeDirectoryError
+
+NOBODY = 65534
+SECRET = b"root only\n"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
+
+
+def _become_nobody() -> None:
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+class Attacker:
+    """``action(stop_fd)`` run in a forked child as uid 65534; its JSON result comes back on a pipe."""
+
+    def __init__(self, action: Callable[[int], Any]) -> None:
+        self._stop_r, self._stop_w = os.pipe()
+        result_r, result_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child touches only os-level calls: no locks another thread may hold
+            code = 0
+            try:
+                os.close(result_r)
+                _become_nobody()
+                payload = json.dumps(action(self._stop_r)).encode()
+            except BaseException as exc:  # noqa: B036 - report anything to the parent
+                payload, code = json.dumps({"error": repr(exc)}).encode(), 1
+            os.write(result_w, payload)
+            os._exit(code)
+        os.close(result_w)
+        self._result_r = result_r
+
+    def finish(self) -> Any:
+        os.write(self._stop_w, b"x")
+        chunks = []
+        while chunk := os.read(self._result_r, 65536):
+            chunks.append(chunk)
+        os.close(self._result_r)
+        _, status = os.waitpid(self.pid, 0)
+        result = json.loads(b"".join(chunks))
+        assert os.waitstatus_to_exitcode(status) == 0, result
+        return result
+
+
+def as_nobody(action: Callable[[], Any]) -> Any:
+    """Run ``action`` once as uid 65534 and return its result."""
+    return Attacker(lambda _stop: action()).finish()
+
+
+def _stopped(stop_fd: int) -> bool:
+    return bool(select.select([stop_fd], [], [], 0)[0])
+
+
+def _errno_of(call: Callable[[], Any]) -> str:
+    try:
+        call()
+    except OSError as exc:
+        return str(exc.strerror)
+    return "succeeded"
+
+
+def swap_everything(directory: Path, secret: Path) -> Callable[[int], dict[str, int]]:
+    """The issue's attack as a loop: every name seen in the directory is swapped for a symlink to the
+    secret (the chmod-by-path race), gets a symlink planted at ``<name>.tmp`` (Kineto's staging name),
+    and, if it is a directory, symlinks planted inside it."""
+
+    def attack(stop_fd: int) -> dict[str, int]:
+        rounds = swaps = plants = 0
+        while not _stopped(stop_fd) or rounds == 0:
+            rounds += 1
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            for name in names:
+                path = directory / name
+                if name.endswith(".moved") or path.is_symlink():
+                    continue
+                for plant in [Path(f"{path}.tmp")] + [path / n for n in ("trace.json.tmp", "trace.json")]:
+                    plants += _errno_of(lambda p=plant: os.symlink(secret, p)) == "succeeded"
+                if _errno_of(lambda p=path: os.rename(p, f"{p}.moved")) == "succeeded":
+                    os.symlink(secret, path)
+                    swaps += 1
+        return {"rounds": rounds, "swaps": swaps, "plants": plants}
+
+    return attack
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A directory like /tmp (root's, mode 1777) that both uids can reach."""
+    base = Path(tempfile.mkdtemp(prefix="capture-trace-security-", dir="/tmp"))
+    os.chmod(base, 0o1777)
+    yield base
+    shutil.rmtree(base)
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "root-only"
+    path.write_bytes(SECRET)
+    os.chmod(path, 0o600)
+    return path
+
+
+@pytest.fixture
+def server_env(shared_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(shared_tmp))
+    for name in ("SGLANG_CAPTURE_TRACE_STRICT", "SGLANG_CAPTURE_TRACE_BACKGROUND"):
+        monkeypatch.delenv(name, raising=False)
+    return shared_tmp / "graph_capture_profile"
+
+
+def _secret_untouched(secret: Path) -> None:
+    assert secret.read_bytes() == SECRET and stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+
+def _refused_once(out: Path, caplog: pytest.LogCaptureFixture, reason: str) -> None:
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        for rank in range(3):
+            assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=rank) is None
+    assert wait_for_exports(60)
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(messages) == 3 and all(f"refusing to write traces into {out}: it {reason}" in m for m in messages)
+
+
+def test_directory_pre_created_by_another_user_is_refused_while_attacked(
+    server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_nobody(lambda: os.mkdir(server_env, 0o755))  # the default location, claimed first
+    attacker = Attacker(swap_everything(server_env, secret))
+    try:
+        _refused_once(server_env, caplog, "is owned by uid 65534")
+        monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
+        with pytest.raises(UnsafeDirectoryError, match="owned by uid 65534"):
+            export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=0)
+    finally:
+        result = attacker.finish()
+    assert result["rounds"] > 0
+    _secret_untouched(secret)
+    assert all(p.owner() == "nobody" or p.stat().st_uid == NOBODY for p in server_env.iterdir())  # nothing of ours
+
+
+def test_world_writable_directory_without_sticky_bit_is_refused(
+    server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server_env.mkdir()
+    os.chmod(server_env, 0o777)
+    attacker = Attacker(swap_everything(server_env, secret))
+    try:
+        _refused_once(server_env, caplog, "is writable by every user without the sticky bit (mode 0777)")
+    finally:
+        attacker.finish()
+    _secret_untouched(secret)
+    assert all(p.lstat().st_uid == NOBODY for p in server_env.iterdir())
+
+
+def test_symlink_planted_at_the_output_directory_is_refused(
+    server_env: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    roots_dir = tmp_path / "roots"  # a directory of root's the attacker would like traces in
+    roots_dir.mkdir()
+    as_nobody(lambda: os.symlink(roots_dir, server_env))
+    _refused_once(server_env, caplog, "is a symbolic link owned by uid 65534")
+    assert list(roots_dir.iterdir()) == []
+
+
+class PausingProfile:
+    """Test synchronisation only: the real profile, with a pause just before (or after) Kineto writes,
+    so that an attack runs at a known moment of the real export."""
+
+    def __init__(self, prof: Any, pause: Callable[[str], None], *, after: bool = False) -> None:
+        self.prof, self.pause, self.after = prof, pause, after
+
+    def export_chrome_trace(self, path: str) -> None:
+        if not self.after:
+            self.pause(path)
+        self.prof.export_chrome_trace(path)
+        if self.after:
+            self.pause(path)
+
+
+def test_attacker_in_a_shared_sticky_output_directory_cannot_reach_the_staging(
+    server_env: Path, secret: Path
+) -> None:
+    """An output directory both may write (root's, mode 1777) is accepted; the staging inside is not theirs."""
+    server_env.mkdir()
+    os.chmod(server_env, 0o1777)
+    final = server_env / "cuda_graph_capture-Shared-TP-0.json.gz"
+    outcomes: dict[str, str] = {}
+
+    def attack_at_kineto_write(kineto_path: str) -> None:
+        staging = Path(os.path.realpath(os.path.dirname(kineto_path)))
+        assert staging.parent == server_env and stat.S_IMODE(staging.stat().st_mode) == 0o700
+        outcomes.update(as_nobody(lambda: {
+            "list staging": _errno_of(lambda: os.listdir(staging)),
+            "plant at Kineto's staging name": _errno_of(lambda: os.symlink(secret, staging / "trace.json.tmp")),
+            "plant at Kineto's output": _errno_of(lambda: os.symlink(secret, staging / "trace.json")),
+            "move the staging away": _errno_of(lambda: os.rename(staging, server_env / "moved")),
+            "plant at the final name": _errno_of(lambda: os.symlink(secret, final)),
+        }))
+
+    prof = PausingProfile(profile_of(matmul_work(7)), attack_at_kineto_write)
+    path = export_cuda_graph_capture_trace(prof, runner_name="Shared", tp_rank=0)
+    assert path == final and wait_for_exports(60)
+    assert outcomes == {
+        "list staging": "Permission denied",
+        "plant at Kineto's staging name": "Permission denied",
+        "plant at Kineto's output": "Permission denied",
+        "move the staging away": "Operation not permitted",  # the sticky bit
+        "plant at the final name": "succeeded",  # a new name is anyone's in a 1777 directory ...
+    }
+    assert not final.is_symlink() and final.stat().st_uid == 0  # ... and our rename replaces the link
+    assert op_shapes(load_trace(final)) == [[[7, 8], [8, 3]]]
+    _secret_untouched(secret)
+
+
+def test_racing_attacker_in_a_shared_sticky_directory_loses(server_env: Path, secret: Path) -> None:
+    server_env.mkdir()
+    os.chmod(server_env, 0o1777)
+    attacker = Attacker(swap_everything(server_env, secret))
+    try:
+        paths = [export_cuda_graph_capture_trace(profile_of(matmul_work(3)), runner_name="Race", tp_rank=rank)
+                 for rank in range(8)]
+        assert wait_for_exports(120)
+    finally:
+        result = attacker.finish()
+    assert result["rounds"] > 0 and result["swaps"] == 0
+    _secret_untouched(secret)
+    for path in paths:
+        assert path is not None and stat.S_ISREG(path.lstat().st_mode) and path.lstat().st_uid == 0
+        assert op_shapes(load_trace(path)) == [[[3, 8], [8, 3]]]
+
+
+def test_kineto_output_is_reopened_without_following_a_symlink(
+    trace_env: Path, secret: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def swap_for_symlink(kineto_path: str) -> None:
+        os.unlink(kineto_path)
+        os.symlink(secret, kineto_path)
+
+    prof = PausingProfile(profile_of(matmul_work(2)), swap_for_symlink, after=True)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        export_cuda_graph_capture_trace(prof, runner_name="NoFollow", tp_rank=0)
+        assert wait_for_exports(60)
+    assert "Too many levels of symbolic links" in caplog.text
+    assert os.listdir(trace_env) == []
+    _secret_untouched(secret)
