@@ -27,6 +27,7 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
@@ -37,9 +38,11 @@ try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 
 except ImportError:  # pragma: no cover - depends on the environment
     _fast_gzip = None  # type: ignore[assignment]
 
-__all__ = ["TraceError", "Args", "Event", "Limits", "TraceStream", "open_trace", "set_limits"]
+__all__ = ["TraceError", "Args", "Event", "Limits", "TraceStream", "open_trace", "current_limits", "using_limits"]
 
 _SLICE = 4 << 20  # bytes of JSON per decode call: big enough to amortise, small enough to bound memory
+_MIN_SLICE = 64 << 10  # ... shrunk down to this when elements are tiny, so that a slice holds about
+_SLICE_EVENTS = 50_000  # ... this many elements (a real Kineto event is ~400 bytes: 10k a full slice)
 _BLOCK = 1 << 20  # bytes read from the decompressor at a time
 _TAIL_WINDOW = 256 << 10  # where boundary candidates are searched first (the slice's tail)
 _MAX_FAST_TRIES = 8  # candidate cuts tried before falling back to an exact element-by-element split
@@ -50,11 +53,11 @@ class Limits:
     """Bounds on what one trace may cost; the defaults are far above any real capture.
 
     ``max_events``: ``traceEvents`` elements per trace (a 486k-event capture is 200 MB of JSON, so
-    the default is ~40x the biggest seen). ``max_value_bytes``: one object key, one top-level value
+    the default is ~20x the biggest seen). ``max_value_bytes``: one object key, one top-level value
     or one ``traceEvents`` element, as JSON text (real ones are at most a few KB).
     """
 
-    max_events: int = 20_000_000
+    max_events: int = 10_000_000
     max_value_bytes: int = 64 << 20
 
     def mib(self) -> str:
@@ -64,10 +67,23 @@ class Limits:
 _limits = Limits()
 
 
-def set_limits(limits: Limits) -> None:
-    """Process-wide limits for streams opened without explicit ones (the CLI sets them per worker)."""
+def current_limits() -> Limits:
+    return _limits
+
+
+@contextmanager
+def using_limits(limits: Limits) -> Iterator[None]:
+    """Process-wide limits for streams opened without explicit ones, for the duration of a command.
+
+    Process-wide so that every caller of :func:`open_trace` (the record builders) obeys the CLI's
+    ``--max-events`` / ``--max-value-mib`` without threading them through each signature.
+    """
     global _limits
-    _limits = limits
+    before, _limits = _limits, limits
+    try:
+        yield
+    finally:
+        _limits = before
 
 
 class _OutOfRange(Exception):
@@ -247,7 +263,7 @@ class TraceStream:
     """One pass over a trace file: ``metadata`` (kept top-level keys) fills in while ``events()`` runs.
 
     ``progress`` (if given) is called with (compressed bytes consumed, file size) after each slice.
-    ``limits`` default to the process-wide ones (:func:`set_limits`).
+    ``limits`` default to the process-wide ones (:func:`using_limits`).
     """
 
     def __init__(
@@ -293,6 +309,8 @@ class TraceStream:
             raise self._error("permission denied") from None
         except OSError as exc:
             raise self._error(exc.strerror or str(exc)) from None
+        except ValueError:  # possible only in-process: a command line cannot carry a NUL
+            raise self._error("invalid path (contains a NUL byte)") from None
         self._raw = raw
         magic = raw.read(2)
         raw.seek(0)
@@ -462,10 +480,10 @@ class TraceStream:
                 f"more than {self.limits.max_events:,} events in traceEvents (the limit; see --max-events)"
             )
 
-    def _cut(self, buf: bytes, start: int, exact: bool) -> _Cut | None:
-        """The longest decodable run of elements from ``start`` (see _find_cut / _exact_cut)."""
+    def _cut(self, buf: bytes, start: int, limit: int, exact: bool) -> _Cut | None:
+        """The longest decodable run of elements in ``buf[start:limit]`` (see _find_cut / _exact_cut)."""
         try:
-            return self._exact_cut(buf, start, len(buf)) if exact else self._find_cut(buf, start, len(buf))
+            return self._exact_cut(buf, start, limit) if exact else self._find_cut(buf, start, limit)
         except _OutOfRange:
             raise self._error(
                 f"invalid JSON: number out of range in traceEvents near byte {self._base + start}"
@@ -477,27 +495,29 @@ class TraceStream:
         if self._peek() == b"]":
             self._pos += 1
             return
-        want = _SLICE
+        want = _MIN_SLICE  # the first slice measures how big elements are
         while True:
             self._fill(want)
             buf, start = self._buf, self._pos
-            cut = self._cut(buf, start, exact=False)
+            limit = min(len(buf), start + want)
+            cut = self._cut(buf, start, limit, exact=False)
             if cut is None:
-                if self._eof:
+                if self._eof and limit == len(buf):
                     yield from self._exact_split()
                     return
-                have = len(buf) - start  # the first element is not complete yet
-                if have > self.limits.max_value_bytes:
+                if limit - start > self.limits.max_value_bytes:  # the first element is not complete yet
                     raise self._too_big("a traceEvents element")
-                want = min(2 * have, self.limits.max_value_bytes + _BLOCK)
+                want = min(2 * (limit - start), self.limits.max_value_bytes + _BLOCK)
                 continue
             self._pos = cut.resume
             self._count(cut.elements)
             yield cut.events
             self._report()
-            want = _SLICE
             if cut.closed:
                 return
+            # Aim at _SLICE_EVENTS elements a slice: 4 MiB of tiny `{},` would be 1.4M structs at once.
+            per_event = (cut.resume - start) / max(cut.elements, 1)
+            want = min(_SLICE, max(_MIN_SLICE, int(per_event * _SLICE_EVENTS)))
 
     def _find_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
         """Fast path: try the last few candidate boundaries; fall back to an exact walk."""
@@ -553,7 +573,7 @@ class TraceStream:
 
     def _exact_split(self) -> Iterator[list[Event]]:
         while True:
-            cut = self._cut(self._buf, self._pos, exact=True)
+            cut = self._cut(self._buf, self._pos, len(self._buf), exact=True)
             if cut is None:
                 raise self._error(f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}")
             self._pos = cut.resume
