@@ -161,6 +161,8 @@ def _map(
                 res = fut.result()
             except BrokenProcessPool:  # killed (OOM killer, a signal): the others are still reported
                 res = TraceError(p, "the process reading this file died (killed, or out of memory?)")
+            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
+                res = TraceError(p, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
             yield p, res
             if tick is not None:
                 tick()

@@ -495,7 +495,7 @@ class TraceStream:
         if self._peek() == b"]":
             self._pos += 1
             return
-        want = _MIN_SLICE  # the first slice measures how big elements are
+        want = min(_SLICE, _MIN_SLICE)  # the first slice measures how big elements are
         while True:
             self._fill(want)
             buf, start = self._buf, self._pos
