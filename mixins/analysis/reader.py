@@ -155,6 +155,8 @@ _WS = re.compile(rb"[ \t\r\n]*")
 _CUT = re.compile(rb"\}[ \t\r\n]*(?:,[ \t\r\n]*(?=\{)|\])")
 _JSON_TEXT = json.JSONDecoder()
 
+_VALUE_WINDOW = 512  # bytes first tried for a top-level value (doubled while it is incomplete)
+_MAX_TOP_MEMBERS = 100_000  # a Kineto trace has ~15; each costs ~6 us, so 1 GB of `"a":0,` stops early
 _MAX_TOP_KEYS = 256  # distinct top-level key names remembered (informational); a hostile file may have millions
 _MAX_TOP_KEY_CHARS = 256
 
@@ -437,11 +439,12 @@ class TraceStream:
                 raise self._error(f"invalid JSON: unterminated object key at byte {self._offset()}")
             self._fill(2 * scan + _BLOCK)
 
-    def _json_end(self, buf: bytes, pos: int) -> int:
-        """End of the JSON value at ``buf[pos]`` (stdlib scanner); -1 if incomplete or invalid."""
-        text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
+    def _json_end(self, buf: bytes, pos: int, stop: int) -> int:
+        """End of the JSON value at ``buf[pos]`` within ``buf[:stop]`` (stdlib scanner); -1 if incomplete
+        or invalid. Only the window is decoded: a million small top-level values stay linear."""
+        text = buf[pos:stop].decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
         try:
-            return int(_JSON_TEXT.raw_decode(text, pos)[1])
+            return pos + int(_JSON_TEXT.raw_decode(text)[1])
         except json.JSONDecodeError:
             return -1
         except RecursionError:  # the parse starts at a real value, so the depth is real
@@ -452,12 +455,14 @@ class TraceStream:
     def _read_value(self) -> Any:
         """Parse one complete JSON value (not traceEvents) at the cursor, reading more as needed."""
         self._skip_ws()
-        want = _BLOCK
+        want = _VALUE_WINDOW
         while True:
             self._fill(want)
-            end = self._json_end(self._buf, self._pos)
+            stop = min(len(self._buf), self._pos + want)
+            end = self._json_end(self._buf, self._pos, stop)
+            at_eof = self._eof and stop == len(self._buf)
             # A value is only known complete when a byte follows it (numbers may continue).
-            if end >= 0 and (end < len(self._buf) or self._eof):
+            if end >= 0 and (end < stop or at_eof):
                 try:
                     value = msgspec.json.decode(self._buf[self._pos : end])
                 except msgspec.ValidationError:  # the untyped decoder only refuses numbers out of range
@@ -466,12 +471,11 @@ class TraceStream:
                     raise self._error(f"invalid JSON: {exc}") from None
                 self._pos = end
                 return value
-            if self._eof:
+            if at_eof:
                 raise self._error(f"invalid JSON: bad or truncated value at byte {self._offset()}")
-            have = len(self._buf) - self._pos
-            if have > self.limits.max_value_bytes:
+            if stop - self._pos > self.limits.max_value_bytes:
                 raise self._too_big("a value")
-            want = min(2 * have + _BLOCK, self.limits.max_value_bytes + _BLOCK)
+            want = min(2 * (stop - self._pos), self.limits.max_value_bytes + _BLOCK)
 
     def _count(self, elements: int) -> None:
         self.elements += elements
@@ -619,10 +623,16 @@ class TraceStream:
 
     def _members(self) -> Iterator[list[Event]]:
         """The top-level object's members, cursor after its ``{``; traceEvents is streamed."""
+        seen: set[str] = set()
+        members = 0
         while True:
             key = self._read_key()
             self._expect(b":", "':' after an object key")
-            if len(self.top_keys) < _MAX_TOP_KEYS and key not in self.top_keys:
+            members += 1
+            if members > _MAX_TOP_MEMBERS:
+                raise self._error(f"more than {_MAX_TOP_MEMBERS:,} top-level members (the limit)")
+            if len(seen) < _MAX_TOP_KEYS and key not in seen:
+                seen.add(key)
                 self.top_keys.append(key[:_MAX_TOP_KEY_CHARS])
             if key == "traceEvents" and not self.events_seen:
                 if self._peek() != b"[":

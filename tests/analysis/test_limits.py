@@ -395,3 +395,26 @@ def test_path_with_newline_in_a_real_process(tmp_path: Path) -> None:
         f"capture-trace: error: {tmp_path}/bad\\n\\udcff.json.gz: "
         "not a JSON object (a Kineto trace is an object with traceEvents)\n"
     ).encode()
+
+
+def test_many_small_top_level_values_are_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each top-level value is parsed from a small window, not the whole buffer (was: a 1 MiB copy per
+    value, hours for 1 GB of ``"a": 0,``); past 100,000 members the trace is refused."""
+    n = 20_000
+    path = tmp_path / "m.json"
+    path.write_bytes(b"{" + b'"a": 0, ' * n + b'"traceEvents": []}')
+    scanned = []
+    real = reader.TraceStream._json_end
+
+    def counting(self: reader.TraceStream, buf: bytes, pos: int, stop: int) -> int:
+        scanned.append(stop - pos)
+        return real(self, buf, pos, stop)
+
+    monkeypatch.setattr(reader.TraceStream, "_json_end", counting)
+    stream = open_trace(str(path))
+    list(stream.events())
+    assert stream.top_keys == ["a", "traceEvents"]
+    assert len(scanned) == n and sum(scanned) <= 512 * n
+    path.write_bytes(b"{" + b'"a": 0, ' * 100_001 + b'"traceEvents": []}')
+    with pytest.raises(TraceError, match=r"more than 100,000 top-level members \(the limit\)$"):
+        list(open_trace(str(path)).events())
