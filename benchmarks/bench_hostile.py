@@ -47,8 +47,8 @@ def generate(path: Path, head: bytes, unit: bytes, total: int, tail: bytes) -> P
     return path
 
 
-def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float, float, int, str]:
-    """(seconds, peak RSS MiB, exit code, last stderr line) of one CLI run from ``tree``."""
+def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float, float, float, int, str]:
+    """(wall s, CPU s, peak RSS MiB, exit code, last stderr line) of one CLI run from ``tree``."""
 
     def limit() -> None:
         if as_limit:
@@ -70,7 +70,7 @@ def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float
     proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - t0
     last = err.strip().splitlines()[-1] if err.strip() else ""
-    return seconds, usage.ru_maxrss / 1024, proc.returncode, last[:150]
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, last[:150]
 
 
 def main() -> None:
@@ -82,14 +82,15 @@ def main() -> None:
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     trees = [("ours", ROOT)] + ([("anchor", args.anchor)] if args.anchor else [])
-    print("| case | gzip KB | tree | seconds | peak RSS MiB | exit | stderr (last line) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| case | gzip KB | tree | wall s | CPU s | peak RSS MiB | exit | stderr (last line) |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.cases.split(","):
         head, unit, total, tail, extra = CASES[name]
         trace = generate(args.cache / f"{name}.json.gz", head, unit, total, tail)
         for label, tree in trees:
-            secs, rss, rc, last = run(tree, trace, extra, args.as_limit_mib * MIB)
-            print(f"| {name} | {trace.stat().st_size // 1024} | {label} | {secs:.1f} | {rss:.0f} | {rc} | {last} |")
+            wall, cpu, rss, rc, last = run(tree, trace, extra, args.as_limit_mib * MIB)
+            size = trace.stat().st_size // 1024
+            print(f"| {name} | {size} | {label} | {wall:.1f} | {cpu:.1f} | {rss:.0f} | {rc} | {last} |")
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ parse). Every failure becomes one :class:`TraceError` naming the file.
 
 Limits (docs/DESIGN.md §7): hostile input must not cost unbounded memory or time, so one key, one
 top-level value and one ``traceEvents`` element may each hold at most ``Limits.max_value_bytes``, a
-trace at most ``Limits.max_events`` elements, and a value may nest as deep as Python's recursion
-limit allows (~1,000 levels). Numbers the analyzer reads must fit a double (or 4,300 digits for
-integers); past any limit the error says which one. Strings and keys are scanned once, left to right.
+trace at most ``Limits.max_events`` elements and 100,000 top-level members, and a value may nest
+as deep as Python's recursion limit allows (~1,000 levels). Numbers the analyzer reads must fit a
+double (or 4,300 digits for integers); past any limit the error says which one. Strings and keys are
+scanned once, left to right.
 """
 
 from __future__ import annotations

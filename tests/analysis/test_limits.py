@@ -315,8 +315,11 @@ def test_a_dead_worker_is_that_files_error(run_cli, tmp_path: Path, monkeypatch:
     rc, _, err = run_cli("check", tmp_path, "-j", "2")
     assert rc == 2
     lines = err.splitlines()
-    assert any(line == f"capture-trace: error: {tmp_path / 't1.json.gz'}: the process reading this file died "
-               "(killed, or out of memory?)" for line in lines), err
+    assert any(
+        line == f"capture-trace: error: {tmp_path / 't1.json.gz'}: the process reading this file died "
+        "(killed, or out of memory?)"
+        for line in lines
+    ), err
     assert all(line.startswith("capture-trace: error: ") for line in lines)
 
 
@@ -338,7 +341,9 @@ def _buggy_summary_job(path: str, top: int, progress: object = None) -> object:
     return summarize(load_record(path), top)
 
 
-def test_an_unexpected_error_is_one_line_and_the_rest_is_reported(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_an_unexpected_error_is_one_line_and_the_rest_is_reported(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fault injection (named as such): a bug raising mid-file must not become a traceback/exit 1."""
     from mixins.analysis import cli
 
@@ -391,10 +396,13 @@ def test_path_with_newline_in_a_real_process(tmp_path: Path) -> None:
         timeout=120,
     )
     assert res.returncode == 2
-    assert res.stderr == (
-        f"capture-trace: error: {tmp_path}/bad\\n\\udcff.json.gz: "
-        "not a JSON object (a Kineto trace is an object with traceEvents)\n"
-    ).encode()
+    assert (
+        res.stderr
+        == (
+            f"capture-trace: error: {tmp_path}/bad\\n\\udcff.json.gz: "
+            "not a JSON object (a Kineto trace is an object with traceEvents)\n"
+        ).encode()
+    )
 
 
 def test_many_small_top_level_values_are_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
