@@ -426,3 +426,30 @@ def test_many_small_top_level_values_are_linear(tmp_path: Path, monkeypatch: pyt
     path.write_bytes(b"{" + b'"a": 0, ' * 100_001 + b'"traceEvents": []}')
     with pytest.raises(TraceError, match=r"more than 100,000 top-level members \(the limit\)$"):
         list(open_trace(str(path)).events())
+
+
+def test_limits_reach_spawned_workers(tmp_path: Path) -> None:
+    """Workers started with "spawn" (Python 3.14's default is forkserver) do not inherit the parent's
+    memory: the limits travel with each job."""
+    for n in range(2):
+        _trace(tmp_path, f"t{n}.json.gz", '{"traceEvents": [' + ", ".join([_event()] * 9) + "]}")
+    code = (
+        "import multiprocessing, sys\n"
+        "multiprocessing.set_start_method('spawn', force=True)\n"
+        "from mixins.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, "check", str(tmp_path), "-j", "2", "--max-events", "5"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert res.returncode == 2
+    assert res.stderr.splitlines() == [
+        f"capture-trace: error: {tmp_path / f't{n}.json.gz'}: more than 5 events in traceEvents "
+        "(the limit; see --max-events)"
+        for n in range(2)
+    ]
