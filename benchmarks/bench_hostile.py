@@ -2,7 +2,7 @@
 
 Why: issue #10 measured 3 min / 6 GB for 1 GB of ``{},``, 5.3 GB for one 1 GB string and 53 s for a
 30 MB key. Each case runs ``capture-trace summary`` in its own child process (peak RSS from
-``os.wait4``), optionally under an address-space limit, for this tree and, with ``--anchor``, for
+its own ``VmHWM``), optionally under an address-space limit, for this tree and, with ``--anchor``, for
 another checkout (e.g. the commit before the fix), printed side by side.
 
     python benchmarks/bench_hostile.py [--anchor /path/to/old/tree] [--as-limit-mib 4096]
@@ -47,6 +47,20 @@ def generate(path: Path, head: bytes, unit: bytes, total: int, tail: bytes) -> P
     return path
 
 
+# The CLI, then its own peak RSS (VmHWM) on stderr's last line. Not ru_maxrss from wait4: Linux
+# carries the parent's high-water mark across fork + exec into it.
+CHILD = """
+import sys
+from mixins.cli import main
+try:
+    rc = main(sys.argv[1:])
+finally:
+    with open("/proc/self/status") as status:
+        print(next(line for line in status if line.startswith("VmHWM:")).strip(), file=sys.stderr)
+sys.exit(rc)
+"""
+
+
 def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float, float, float, int, str]:
     """(wall s, CPU s, peak RSS MiB, exit code, last stderr line) of one CLI run from ``tree``."""
 
@@ -57,7 +71,7 @@ def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mixins.cli", "summary", str(trace), *extra],
+        [sys.executable, "-c", CHILD, "summary", str(trace), *extra],
         cwd=tree,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -69,8 +83,9 @@ def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - t0
-    last = err.strip().splitlines()[-1] if err.strip() else ""
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, last[:150]
+    *lines, hwm = err.strip().splitlines()
+    last = lines[-1] if lines else ""
+    return seconds, usage.ru_utime + usage.ru_stime, int(hwm.split()[1]) / 1024, proc.returncode, last[:150]
 
 
 def main() -> None:

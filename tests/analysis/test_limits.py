@@ -164,7 +164,11 @@ from mixins.cli import main
 try:
     rc = main(sys.argv[2:])
 finally:
-    print(f"peak_rss_kib {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
+    # VmHWM, not ru_maxrss: Linux carries the parent's high-water mark across fork + exec into
+    # ru_maxrss, so a child of a big pytest worker would report the worker's size.
+    with open("/proc/self/status") as status:
+        hwm = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    print(f"peak_rss_kib {hwm}", file=sys.stderr)
 sys.exit(rc)
 """
 
