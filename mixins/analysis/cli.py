@@ -3,21 +3,26 @@
 Exit codes (as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or usage; trouble
 (2) wins over a difference (1), so a CI gate never passes on an unreadable rank.
 Several files are read in parallel processes (one per core); each worker returns a small summary
-or compact sequences, never raw events.
+or compact sequences, never raw events. Whatever goes wrong with one file (bad input, a limit, a
+bug, a dead worker) is that file's one-line error: the other files are still reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+import msgspec
 
 from mixins.analysis import render
 from mixins.analysis.compare import check_traces, diff_traces
-from mixins.analysis.reader import TraceError
+from mixins.analysis.reader import Limits, TraceError, current_limits, using_limits
 from mixins.analysis.records import CompactTrace, compact, is_trace_name, load_record, summarize
 from mixins.output_dir import sweep_path
 
@@ -31,19 +36,19 @@ def add_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("ls", help="one row per trace in a directory: identity, size, events, segments")
     p.add_argument("dir", metavar="DIR", help="directory holding *.json.gz traces (or one trace file)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_ls)
+    p.set_defaults(func=_limited(cmd_ls, p))
 
     p = subparsers.add_parser("summary", help="per trace and segment: ops, signatures, launches, kernels")
     p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--top", type=int, default=5, metavar="N", help="top N signatures per segment (default 5)")
-    p.set_defaults(func=cmd_summary)
+    p.set_defaults(func=_limited(cmd_summary, p))
 
     p = subparsers.add_parser("diff", help="compare two traces' op-signature sequences per segment")
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_diff)
+    p.set_defaults(func=_limited(cmd_diff, p))
 
     p = subparsers.add_parser("check", help="verify all TP ranks of each runner captured the same sequences")
     p.add_argument("dir", metavar="DIR", help="directory holding one capture's traces")
@@ -51,7 +56,43 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument(
         "-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)"
     )
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(func=_limited(cmd_check, p))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _limited(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser) -> Callable[..., int]:
+    """Give ``p`` the --max-events / --max-value-mib options; ``cmd`` runs under those limits."""
+    d = Limits()
+    p.add_argument(
+        "--max-events",
+        type=_positive,
+        default=d.max_events,
+        metavar="N",
+        help=f"refuse a trace with more traceEvents elements (default {d.max_events:,})",
+    )
+    p.add_argument(
+        "--max-value-mib",
+        type=_positive,
+        default=d.max_value_bytes >> 20,
+        metavar="MIB",
+        help=f"refuse a larger key, top-level value or event (default {d.max_value_bytes >> 20})",
+    )
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        with using_limits(Limits(args.max_events, args.max_value_mib << 20)):
+            return cmd(args)
+
+    return run
 
 
 def trace_files(directory: str) -> list[str]:
@@ -68,6 +109,8 @@ def trace_files(directory: str) -> list[str]:
         raise TraceError(directory, "permission denied") from None
     except OSError as exc:
         raise TraceError(directory, exc.strerror or str(exc)) from None
+    except ValueError:
+        raise TraceError(directory, "invalid path (contains a NUL byte)") from None
     files = [os.path.join(directory, n) for n in names if is_trace_name(n)]
     files = [f for f in files if not os.path.isdir(f)]
     if not files:
@@ -83,11 +126,21 @@ def _compact_job(path: str, progress: Callable[[int, int], None] | None = None) 
     return compact(load_record(path, progress))
 
 
-def _run_one(job: Callable[..., Any], path: str, *extra: Any) -> Any:
+def _run_one(limits: Limits, job: Callable[..., Any], path: str, *extra: Any) -> Any:
+    """``job``'s result, or the TraceError to report: never an exception, so one file cannot stop the rest."""
     try:
-        return job(path, *extra)
+        with using_limits(limits):  # a worker process does not share the parent's
+            return job(path, *extra)
     except TraceError as exc:
         return exc
+    except MemoryError:
+        return TraceError(path, "out of memory (lower --max-events / --max-value-mib, or allow more memory)")
+    except RecursionError:
+        return TraceError(path, "invalid JSON: nested too deeply")
+    except msgspec.ValidationError as exc:  # a raw args value (Input Dims, ...) decoded only now
+        return TraceError(path, f"invalid JSON: number out of range in an event's args ({exc})")
+    except Exception as exc:  # noqa: BLE001 - a bug must still be one line and exit 2, not a traceback
+        return TraceError(path, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
 
 
 def _map(
@@ -95,16 +148,24 @@ def _map(
 ) -> Iterable[tuple[str, Any]]:
     """Run ``job`` over paths (parallel when several), yielding (path, result or TraceError) in order."""
     workers = min(len(paths), jobs if jobs > 0 else (os.cpu_count() or 1))
+    limits = current_limits()
     if workers <= 1:
         for p in paths:
             big = os.path.isfile(p) and os.path.getsize(p) >= render.PROGRESS_MIN_BYTES
             with render.progress_bytes(show and big, os.path.basename(p)) as bar:
-                yield p, _run_one(job, p, *extra, bar) if bar is not None else _run_one(job, p, *extra)
+                more = (bar,) if bar is not None else ()
+                yield p, _run_one(limits, job, p, *extra, *more)
         return
     with ProcessPoolExecutor(max_workers=workers) as pool, render.progress_files(show, len(paths)) as tick:
-        futures = [pool.submit(_run_one, job, p, *extra) for p in paths]
+        futures = [pool.submit(_run_one, limits, job, p, *extra) for p in paths]
         for p, fut in zip(paths, futures, strict=True):
-            yield p, fut.result()
+            try:
+                res = fut.result()
+            except BrokenProcessPool:  # killed (OOM killer, a signal): the others are still reported
+                res = TraceError(p, "the process reading this file died (killed, or out of memory?)")
+            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
+                res = TraceError(p, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
+            yield p, res
             if tick is not None:
                 tick()
 
@@ -168,9 +229,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     diffs = diff_traces(a, b)
     different = any(d.status != "same" for d in diffs)
     if args.json:
-        render.print_json(
-            {"a": args.a, "b": args.b, "same": not different, "segments": [d.as_json() for d in diffs]}
-        )
+        render.print_json({"a": args.a, "b": args.b, "same": not different, "segments": [d.as_json() for d in diffs]})
     else:
         render.render_diff(args.a, args.b, diffs)
     return DIFFERENT if different else OK

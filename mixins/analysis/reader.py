@@ -10,6 +10,13 @@ A slice boundary is found without relying on line structure: candidates are ``}`
 starts at a real element boundary, the parse is in sync with the full document, so a successful
 decode proves the cut is a real element boundary (a cut inside a string or nested object cannot
 parse). Every failure becomes one :class:`TraceError` naming the file.
+
+Limits (docs/DESIGN.md §7): hostile input must not cost unbounded memory or time, so one key, one
+top-level value and one ``traceEvents`` element may each hold at most ``Limits.max_value_bytes``, a
+trace at most ``Limits.max_events`` elements and 100,000 top-level members, and a value may nest
+as deep as Python's recursion limit allows (~1,000 levels). Numbers the analyzer reads must fit a
+double (or 4,300 digits for integers); past any limit the error says which one. Strings and keys are
+scanned once, left to right.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any, NamedTuple
 
 import msgspec
 
@@ -30,12 +39,56 @@ try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 
 except ImportError:  # pragma: no cover - depends on the environment
     _fast_gzip = None  # type: ignore[assignment]
 
-__all__ = ["TraceError", "Args", "Event", "TraceStream", "open_trace"]
+__all__ = ["TraceError", "Args", "Event", "Limits", "TraceStream", "open_trace", "current_limits", "using_limits"]
 
 _SLICE = 4 << 20  # bytes of JSON per decode call: big enough to amortise, small enough to bound memory
+_MIN_SLICE = 64 << 10  # ... shrunk down to this when elements are tiny, so that a slice holds about
+_SLICE_EVENTS = 50_000  # ... this many elements (a real Kineto event is ~400 bytes: 10k a full slice)
 _BLOCK = 1 << 20  # bytes read from the decompressor at a time
 _TAIL_WINDOW = 256 << 10  # where boundary candidates are searched first (the slice's tail)
 _MAX_FAST_TRIES = 8  # candidate cuts tried before falling back to an exact element-by-element split
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one trace may cost; the defaults are far above any real capture.
+
+    ``max_events``: ``traceEvents`` elements per trace (a 486k-event capture is 200 MB of JSON, so
+    the default is ~20x the biggest seen). ``max_value_bytes``: one object key, one top-level value
+    or one ``traceEvents`` element, as JSON text (real ones are at most a few KB).
+    """
+
+    max_events: int = 10_000_000
+    max_value_bytes: int = 64 << 20
+
+    def mib(self) -> str:
+        return f"{self.max_value_bytes / (1 << 20):g} MiB"
+
+
+_limits = Limits()
+
+
+def current_limits() -> Limits:
+    return _limits
+
+
+@contextmanager
+def using_limits(limits: Limits) -> Iterator[None]:
+    """Process-wide limits for streams opened without explicit ones, for the duration of a command.
+
+    Process-wide so that every caller of :func:`open_trace` (the record builders) obeys the CLI's
+    ``--max-events`` / ``--max-value-mib`` without threading them through each signature.
+    """
+    global _limits
+    before, _limits = _limits, limits
+    try:
+        yield
+    finally:
+        _limits = before
+
+
+class _OutOfRange(Exception):
+    """A number msgspec or float() cannot hold (more than ~308 digits, or 4,300 for an integer)."""
 
 
 class TraceError(Exception):
@@ -100,9 +153,13 @@ class Event(msgspec.Struct, gc=False):
 _EVENTS = msgspec.json.Decoder(list[Event])
 _ANY = msgspec.json.Decoder()
 _WS = re.compile(rb"[ \t\r\n]*")
-_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)"', re.DOTALL)
 _CUT = re.compile(rb"\}[ \t\r\n]*(?:,[ \t\r\n]*(?=\{)|\])")
 _JSON_TEXT = json.JSONDecoder()
+
+_VALUE_WINDOW = 512  # bytes first tried for a top-level value (doubled while it is incomplete)
+_MAX_TOP_MEMBERS = 100_000  # a Kineto trace has ~15; each costs ~6 us, so 1 GB of `"a":0,` stops early
+_MAX_TOP_KEYS = 256  # distinct top-level key names remembered (informational); a hostile file may have millions
+_MAX_TOP_KEY_CHARS = 256
 
 # Top-level keys worth keeping (small); the rest are parsed for validity and dropped.
 KEEP_KEYS = frozenset({"capture_trace", "distributedInfo", "schemaVersion", "traceName", "displayTimeUnit"})
@@ -144,31 +201,48 @@ def _tolerant_event(obj: Any) -> Event | None:
             smem=pick(raw_args, "shared memory", (int,)),
             regs=pick(raw_args, "registers per thread", (int,)),
         )
-    ts = pick(obj, "ts", (int, float))
-    dur = pick(obj, "dur", (int, float))
+    ts = _as_float(pick(obj, "ts", (int, float)))
+    dur = _as_float(pick(obj, "dur", (int, float)))
     return Event(
         ph=pick(obj, "ph", (str,)),
         cat=pick(obj, "cat", (str,)),
         name=pick(obj, "name", (str,)),
         pid=pick(obj, "pid", (int, str)),
         tid=pick(obj, "tid", (int, str)),
-        ts=float(ts) if ts is not None else None,
-        dur=float(dur) if dur is not None else None,
+        ts=ts,
+        dur=dur,
         id=pick(obj, "id", (int, str)),
         args=args,
     )
 
 
-def _decode_slice(data: bytes) -> list[Event] | None:
-    """Decode ``data`` (a JSON array) into Events; None when it is not valid JSON."""
+def _as_float(v: int | float | None) -> float | None:
+    if v is None:
+        return None
     try:
-        return _EVENTS.decode(data)
+        return float(v)
+    except OverflowError:
+        raise _OutOfRange from None
+
+
+def _decode_slice(data: bytes) -> tuple[list[Event], int] | None:
+    """Decode ``data`` (a JSON array) into (Events, number of elements); None when it is not valid JSON.
+
+    Raises _OutOfRange for a number too big to hold: the slice starts at a real element boundary and
+    its parse is in sync with the document's, so such a number is in the document even when the
+    candidate cut turns out false. RecursionError (too deep) is real for the same reason.
+    """
+    try:
+        events = _EVENTS.decode(data)
+        return events, len(events)
     except msgspec.ValidationError:
         pass  # valid JSON of unexpected types, or invalid JSON caught early: decide below
     except msgspec.DecodeError:
         return None
     try:
         values = _ANY.decode(data)
+    except msgspec.ValidationError:  # the untyped decoder only refuses numbers out of range
+        raise _OutOfRange from None
     except msgspec.DecodeError:
         return None
     events = []
@@ -176,22 +250,36 @@ def _decode_slice(data: bytes) -> list[Event] | None:
         ev = _tolerant_event(v)
         if ev is not None:
             events.append(ev)
-    return events
+    return events, len(values)
+
+
+class _Cut(NamedTuple):
+    """A run of whole elements decoded from the buffer: where to resume, whether ``]`` was reached."""
+
+    events: list[Event]
+    elements: int
+    resume: int
+    closed: bool
 
 
 class TraceStream:
     """One pass over a trace file: ``metadata`` (kept top-level keys) fills in while ``events()`` runs.
 
     ``progress`` (if given) is called with (compressed bytes consumed, file size) after each slice.
+    ``limits`` default to the process-wide ones (:func:`using_limits`).
     """
 
-    def __init__(self, path: str, progress: Callable[[int, int], None] | None = None) -> None:
+    def __init__(
+        self, path: str, progress: Callable[[int, int], None] | None = None, limits: Limits | None = None
+    ) -> None:
         self.path = path
         self.progress = progress
+        self.limits = limits if limits is not None else _limits
         self.metadata: dict[str, Any] = {}
-        self.top_keys: list[str] = []
+        self.top_keys: list[str] = []  # distinct names in file order, at most _MAX_TOP_KEYS
         self.events_seen = False
         self.size = 0
+        self.elements = 0  # traceEvents elements so far, objects or not
         self.non_object_events = 0
         self._raw: IO[bytes] | None = None
         self._fh: IO[bytes] | None = None
@@ -203,6 +291,11 @@ class TraceStream:
     # -- low level -------------------------------------------------------------------------------
     def _error(self, message: str) -> TraceError:
         return TraceError(self.path, message)
+
+    def _too_big(self, what: str) -> TraceError:
+        return self._error(
+            f"{what} larger than {self.limits.mib()} at byte {self._offset()} (the limit; see --max-value-mib)"
+        )
 
     def _open(self) -> None:
         try:
@@ -219,6 +312,8 @@ class TraceStream:
             raise self._error("permission denied") from None
         except OSError as exc:
             raise self._error(exc.strerror or str(exc)) from None
+        except ValueError:  # possible only in-process: a command line cannot carry a NUL
+            raise self._error("invalid path (contains a NUL byte)") from None
         self._raw = raw
         magic = raw.read(2)
         raw.seek(0)
@@ -253,7 +348,10 @@ class TraceStream:
             raise self._error(f"corrupt gzip data ({exc})") from None
 
     def _fill(self, need: int) -> bool:
-        """Make ``need`` bytes available after ``_pos``; False if EOF came first."""
+        """Make ``need`` bytes available after ``_pos``; False if EOF came first.
+
+        Callers grow ``need`` geometrically while one value is incomplete, so copying stays linear.
+        """
         if len(self._buf) - self._pos >= need:
             return True
         if self._pos:
@@ -303,45 +401,98 @@ class TraceStream:
 
     # -- JSON structure ----------------------------------------------------------------------------
     def _read_key(self) -> str:
-        self._skip_ws()
-        while True:
-            m = _KEY.match(self._buf, self._pos)
-            if m is not None:
-                break
-            here = self._buf[self._pos : self._pos + 1]
-            if (here and here != b'"') or self._eof:
-                raise self._error(f"invalid JSON: expected an object key at byte {self._offset()}")
-            self._fill(len(self._buf) - self._pos + _BLOCK)
+        """A top-level object key (bounded, scanned once however long it is)."""
+        if self._peek() != b'"':
+            raise self._error(f"invalid JSON: expected an object key at byte {self._offset()}")
+        end = self._string_end()
         try:
-            key = msgspec.json.decode(m.group(0))
+            key = msgspec.json.decode(self._buf[self._pos : end])
         except msgspec.DecodeError:
             raise self._error(f"invalid JSON: bad object key at byte {self._offset()}") from None
-        self._pos = m.end()
+        self._pos = end
         assert isinstance(key, str)
         return key
+
+    def _string_end(self) -> int:
+        """Index just past the closing quote of the string that starts at the cursor.
+
+        Linear: ``find`` jumps from quote to quote, and the run of backslashes before a quote (carried
+        over a refill) says whether it is escaped; the buffer grows geometrically, up to the limit.
+        """
+        scan, slashes = 1, 0  # offset from the cursor; backslashes ending the part scanned so far
+        while True:
+            buf, pos = self._buf, self._pos
+            quote = buf.find(b'"', pos + scan)
+            stop = quote if quote >= 0 else len(buf)
+            seg = buf[pos + scan : stop]
+            run = len(seg) - len(seg.rstrip(b"\\"))
+            run = slashes + run if run == len(seg) else run
+            scan = stop - pos
+            if scan > self.limits.max_value_bytes:
+                raise self._too_big("an object key")
+            if quote >= 0 and run % 2 == 0:
+                return quote + 1
+            if quote >= 0:  # an escaped quote: go on after it
+                scan, slashes = scan + 1, 0
+                continue
+            slashes = run
+            if self._eof:
+                raise self._error(f"invalid JSON: unterminated object key at byte {self._offset()}")
+            self._fill(2 * scan + _BLOCK)
+
+    def _json_end(self, buf: bytes, pos: int, stop: int) -> int:
+        """End of the JSON value at ``buf[pos]`` within ``buf[:stop]`` (stdlib scanner); -1 if incomplete
+        or invalid. Only the window is decoded: a million small top-level values stay linear."""
+        text = buf[pos:stop].decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
+        try:
+            return pos + int(_JSON_TEXT.raw_decode(text)[1])
+        except json.JSONDecodeError:
+            return -1
+        except RecursionError:  # the parse starts at a real value, so the depth is real
+            raise self._error(f"invalid JSON: nested too deeply near byte {self._base + pos}") from None
+        except ValueError:  # an integer of more than 4,300 digits (Python's int-string limit)
+            raise self._error(f"invalid JSON: number out of range near byte {self._base + pos}") from None
 
     def _read_value(self) -> Any:
         """Parse one complete JSON value (not traceEvents) at the cursor, reading more as needed."""
         self._skip_ws()
-        want = _BLOCK
+        want = _VALUE_WINDOW
         while True:
             self._fill(want)
-            text = self._buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
-            try:
-                _, end = _JSON_TEXT.raw_decode(text, self._pos)
-            except (json.JSONDecodeError, RecursionError):
-                end = -1
+            stop = min(len(self._buf), self._pos + want)
+            end = self._json_end(self._buf, self._pos, stop)
+            at_eof = self._eof and stop == len(self._buf)
             # A value is only known complete when a byte follows it (numbers may continue).
-            if end >= 0 and (end < len(self._buf) or self._eof):
+            if end >= 0 and (end < stop or at_eof):
                 try:
                     value = msgspec.json.decode(self._buf[self._pos : end])
+                except msgspec.ValidationError:  # the untyped decoder only refuses numbers out of range
+                    raise self._error(f"invalid JSON: number out of range near byte {self._offset()}") from None
                 except msgspec.DecodeError as exc:
                     raise self._error(f"invalid JSON: {exc}") from None
                 self._pos = end
                 return value
-            if self._eof:
+            if at_eof:
                 raise self._error(f"invalid JSON: bad or truncated value at byte {self._offset()}")
-            want = 2 * (len(self._buf) - self._pos) + _BLOCK
+            if stop - self._pos > self.limits.max_value_bytes:
+                raise self._too_big("a value")
+            want = min(2 * (stop - self._pos), self.limits.max_value_bytes + _BLOCK)
+
+    def _count(self, elements: int) -> None:
+        self.elements += elements
+        if self.elements > self.limits.max_events:
+            raise self._error(
+                f"more than {self.limits.max_events:,} events in traceEvents (the limit; see --max-events)"
+            )
+
+    def _cut(self, buf: bytes, start: int, limit: int, exact: bool) -> _Cut | None:
+        """The longest decodable run of elements in ``buf[start:limit]`` (see _find_cut / _exact_cut)."""
+        try:
+            return self._exact_cut(buf, start, limit) if exact else self._find_cut(buf, start, limit)
+        except _OutOfRange:
+            raise self._error(
+                f"invalid JSON: number out of range in traceEvents near byte {self._base + start}"
+            ) from None
 
     def _event_slices(self) -> Iterator[list[Event]]:
         """Yield decoded slices of the traceEvents array; the cursor ends after its ``]``."""
@@ -349,27 +500,31 @@ class TraceStream:
         if self._peek() == b"]":
             self._pos += 1
             return
-        want = _SLICE
+        want = min(_SLICE, _MIN_SLICE)  # the first slice measures how big elements are
         while True:
             self._fill(want)
             buf, start = self._buf, self._pos
-            limit = len(buf)
-            cut = self._find_cut(buf, start, limit)
+            limit = min(len(buf), start + want)
+            cut = self._cut(buf, start, limit, exact=False)
             if cut is None:
-                if self._eof:
+                if self._eof and limit == len(buf):
                     yield from self._exact_split()
                     return
-                want = 2 * (len(buf) - start)
+                if limit - start > self.limits.max_value_bytes:  # the first element is not complete yet
+                    raise self._too_big("a traceEvents element")
+                want = min(2 * (limit - start), self.limits.max_value_bytes + _BLOCK)
                 continue
-            events, end, closed = cut
-            self._pos = end
-            yield events
+            self._pos = cut.resume
+            self._count(cut.elements)
+            yield cut.events
             self._report()
-            want = _SLICE
-            if closed:
+            if cut.closed:
                 return
+            # Aim at _SLICE_EVENTS elements a slice: 4 MiB of tiny `{},` would be 1.4M structs at once.
+            per_event = (cut.resume - start) / max(cut.elements, 1)
+            want = min(_SLICE, max(_MIN_SLICE, int(per_event * _SLICE_EVENTS)))
 
-    def _find_cut(self, buf: bytes, start: int, limit: int) -> tuple[list[Event], int, bool] | None:
+    def _find_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
         """Fast path: try the last few candidate boundaries; fall back to an exact walk."""
         cands = list(_CUT.finditer(buf, max(start, limit - _TAIL_WINDOW), limit))
         if not cands and limit - start > _TAIL_WINDOW:
@@ -377,14 +532,12 @@ class TraceStream:
         for tries, m in enumerate(reversed(cands)):
             if tries >= _MAX_FAST_TRIES:
                 break
-            events = _decode_slice(b"[" + buf[start : m.start() + 1] + b"]")
-            if events is not None:
-                return events, m.end(), buf[m.end() - 1 : m.end()] == b"]"
-        if not cands:
-            return None
-        return self._exact_cut(buf, start, limit)
+            got = _decode_slice(b"[" + buf[start : m.start() + 1] + b"]")
+            if got is not None:
+                return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
+        return self._exact_cut(buf, start, limit)  # also without candidates: elements need not be objects
 
-    def _exact_cut(self, buf: bytes, start: int, limit: int) -> tuple[list[Event], int, bool] | None:
+    def _exact_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
         """Slow but exact: walk elements one by one with the stdlib scanner (rarely needed)."""
         text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
         pos, last_end, resume, closed = start, -1, -1, False
@@ -393,8 +546,14 @@ class TraceStream:
             assert m is not None
             try:
                 _, end = _JSON_TEXT.raw_decode(text, m.end())
-            except (json.JSONDecodeError, RecursionError):
+            except json.JSONDecodeError:
                 break
+            except RecursionError:  # the walk is in sync with the document: the depth is real
+                raise self._error(
+                    f"invalid JSON: nested too deeply in traceEvents near byte {self._base + pos}"
+                ) from None
+            except ValueError:  # an integer of more than 4,300 digits
+                raise _OutOfRange from None
             m = _WS.match(buf, end)
             assert m is not None
             nxt = m.end()
@@ -412,22 +571,20 @@ class TraceStream:
             pos = resume
         if last_end < 0:
             return None
-        events = _decode_slice(b"[" + buf[start:last_end] + b"]")
-        if events is None:
+        got = _decode_slice(b"[" + buf[start:last_end] + b"]")
+        if got is None:
             raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
-        return events, resume, closed
+        return _Cut(got[0], got[1], resume, closed)
 
     def _exact_split(self) -> Iterator[list[Event]]:
         while True:
-            cut = self._exact_cut(self._buf, self._pos, len(self._buf))
+            cut = self._cut(self._buf, self._pos, len(self._buf), exact=True)
             if cut is None:
-                raise self._error(
-                    f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}"
-                )
-            events, end, closed = cut
-            self._pos = end
-            yield events
-            if closed:
+                raise self._error(f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}")
+            self._pos = cut.resume
+            self._count(cut.elements)
+            yield cut.events
+            if cut.closed:
                 return
 
     # -- public ------------------------------------------------------------------------------------
@@ -448,31 +605,9 @@ class TraceStream:
             if self._peek() == b"}":
                 self._pos += 1
             else:
-                while True:
-                    key = self._read_key()
-                    self._expect(b":", "':' after an object key")
-                    self.top_keys.append(key)
-                    if key == "traceEvents" and not self.events_seen:
-                        if self._peek() != b"[":
-                            raise self._error("traceEvents is not an array")
-                        self.events_seen = True
-                        yield from self._event_slices()
-                    else:
-                        value = self._read_value()
-                        if key in KEEP_KEYS:
-                            self.metadata[key] = value
-                    sep = self._peek()
-                    if sep == b",":
-                        self._pos += 1
-                        continue
-                    if sep == b"}":
-                        self._pos += 1
-                        break
-                    raise self._error(f"invalid JSON: expected ',' or '}}' at byte {self._offset()}")
+                yield from self._members()
             if self._peek():
-                raise self._error(
-                    f"invalid JSON: extra data after the top-level object at byte {self._offset()}"
-                )
+                raise self._error(f"invalid JSON: extra data after the top-level object at byte {self._offset()}")
             if not self.events_seen:
                 raise self._error("no traceEvents array (not a Kineto/chrome trace)")
             self._report()
@@ -487,7 +622,40 @@ class TraceStream:
             if gc_was_enabled:
                 gc.enable()
 
+    def _members(self) -> Iterator[list[Event]]:
+        """The top-level object's members, cursor after its ``{``; traceEvents is streamed."""
+        seen: set[str] = set()
+        members = 0
+        while True:
+            key = self._read_key()
+            self._expect(b":", "':' after an object key")
+            members += 1
+            if members > _MAX_TOP_MEMBERS:
+                raise self._error(f"more than {_MAX_TOP_MEMBERS:,} top-level members (the limit)")
+            if len(seen) < _MAX_TOP_KEYS and key not in seen:
+                seen.add(key)
+                self.top_keys.append(key[:_MAX_TOP_KEY_CHARS])
+            if key == "traceEvents" and not self.events_seen:
+                if self._peek() != b"[":
+                    raise self._error("traceEvents is not an array")
+                self.events_seen = True
+                yield from self._event_slices()
+            else:
+                value = self._read_value()
+                if key in KEEP_KEYS:
+                    self.metadata[key] = value
+            sep = self._peek()
+            if sep == b",":
+                self._pos += 1
+                continue
+            if sep == b"}":
+                self._pos += 1
+                return
+            raise self._error(f"invalid JSON: expected ',' or '}}' at byte {self._offset()}")
 
-def open_trace(path: str, progress: Callable[[int, int], None] | None = None) -> TraceStream:
+
+def open_trace(
+    path: str, progress: Callable[[int, int], None] | None = None, limits: Limits | None = None
+) -> TraceStream:
     """A single-use stream over ``path``; iterate ``.events()`` then read ``.metadata``."""
-    return TraceStream(path, progress)
+    return TraceStream(path, progress, limits)

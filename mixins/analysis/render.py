@@ -17,6 +17,7 @@ __all__ = [
     "console",
     "print_json",
     "error",
+    "one_line",
     "render_ls",
     "render_temps",
     "render_summary",
@@ -40,9 +41,15 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2) + "\n")
 
 
+def one_line(text: str) -> str:
+    """``text`` with every non-printable character escaped as Python writes it (``\\n``, ``\\x00``,
+    ``\\u2028``, an undecodable file-name byte as ``\\udcff``): a path with a newline stays one line."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def error(message: str) -> None:
     """The one-line error format of the issue: ``capture-trace: error: <path>: <what>``."""
-    print(f"capture-trace: error: {message}", file=sys.stderr)
+    print(f"capture-trace: error: {one_line(message)}", file=sys.stderr)
 
 
 def _size(n: int) -> str:

@@ -41,9 +41,7 @@ def _read(path: Path) -> list[reader.Event]:
     return [e for batch in s.events() for e in batch]
 
 
-tricky_text = st.sampled_from(
-    ["", "a", "},{", "}]", "}, {", "]}", '"', "\\", "é", "\n", "capture::bs=8", "{"]
-)
+tricky_text = st.sampled_from(["", "a", "},{", "}]", "}, {", "]}", '"', "\\", "é", "\n", "capture::bs=8", "{"])
 names = st.lists(tricky_text, max_size=4).map("".join)
 json_leaf = st.one_of(
     st.none(),
@@ -154,3 +152,47 @@ def test_mutated_real_trace_never_crashes(
         return
     if not flips and cut % (len(blob) + 1) == len(blob):
         assert rec.events == 40
+
+
+hostile_piece = st.sampled_from(
+    [
+        "1" * 320,  # more than a double holds
+        "7" * 4400,  # more than Python's int-string limit
+        "1e999",
+        "[" * 3000 + "]" * 3000,  # deeper than the recursion limit
+        '"' + "\\\\" * 40 + '"',  # long backslash runs in a string
+        '"' + 'x\\"' * 30 + '"',
+        "{}",
+        "[]",
+        '"' + "s" * 3000 + '"',  # past the lowered value limit
+    ]
+)
+
+
+@FUZZ
+@given(
+    pieces=st.lists(st.tuples(st.sampled_from(["ts", "dur", "name", "args", "zz", "top"]), hostile_piece), max_size=4),
+    count=st.integers(0, 60),
+    gz=st.booleans(),
+)
+def test_hostile_values_give_records_or_one_clean_line(
+    tmp_path: Path, pieces: list[tuple[str, str]], count: int, gz: bool
+) -> None:
+    """Big numbers, deep nesting, escapes and long values anywhere, under lowered limits: a record, or a
+    TraceError that is one line naming the file — never another exception."""
+    events = ['{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1}'] * count
+    top = []
+    for where, piece in pieces:
+        if where == "top":
+            top.append(f'"k{len(top)}": {piece}')
+        else:
+            value = f'{{"Input Dims": {piece}}}' if where == "args" else piece
+            events.append(f'{{"ph": "X", "cat": "cpu_op", "{where}": {value}}}')
+    text = ("{" + "".join(t + ", " for t in top) + '"traceEvents": [' + ", ".join(events) + "]}").encode()
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(text) if gz else text)
+    try:
+        with reader.using_limits(reader.Limits(max_events=50, max_value_bytes=2048)):
+            load_record(str(p))
+    except TraceError as exc:
+        assert str(exc).startswith(f"{p}: ") and "\n" not in str(exc)

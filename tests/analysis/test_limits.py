@@ -1,0 +1,459 @@
+"""Hostile input: numbers too big, deep nesting, huge keys/values/arrays — one line, exit 2, bounded memory.
+
+The memory cases run the real CLI in a child process under ``RLIMIT_AS`` (``ulimit -v``) and read
+the child's own peak RSS: a blow-up either fails the read ("out of memory", not the expected limit
+message) or shows in the figure. The 1 GB inputs are ~1 MB of gzip, written as concatenated gzip
+members (valid gzip, read as one stream), so they cost seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mixins.analysis import reader
+from mixins.analysis.reader import Limits, TraceError, open_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+GB = 1 << 30
+MIB = 1 << 20
+
+
+def _event(**fields: str) -> str:
+    base = {"ph": '"X"', "cat": '"cpu_op"', "name": '"aten::mm"', "ts": "1.0", "dur": "1.0", "pid": "1", "tid": "1"}
+    base.update(fields)
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in base.items()) + "}"
+
+
+def _trace(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_bytes(gzip.compress(text.encode()))
+    return p
+
+
+BIG_FLOAT_INT = "1" + "0" * 309  # 310 digits: more than a double holds
+BIG_INT = "7" * 5000  # more than Python's 4,300-digit int-string limit
+
+NUMBER_CASES = {
+    "ts_310_digits": '{"traceEvents": [' + _event(ts=BIG_FLOAT_INT) + "]}",
+    "ts_exponent": '{"traceEvents": [' + _event(ts="1e400") + "]}",
+    "dur_310_digits": '{"traceEvents": [' + _event(dur=BIG_FLOAT_INT) + "]}",
+    "ts_5000_digits": '{"traceEvents": [' + _event(ts=BIG_INT) + "]}",
+    "external_id_5000_digits": '{"traceEvents": [' + _event(args='{"External id": ' + BIG_INT + "}") + "]}",
+    "input_dims_5000_digits": '{"traceEvents": [' + _event(args='{"Input Dims": [[' + BIG_INT + "]]}") + "]}",
+    "top_level_5000_digits": '{"schemaVersion": ' + BIG_INT + ', "traceEvents": []}',
+    "metadata_5000_digits": '{"capture_trace": {"tp_rank": ' + BIG_INT + '}, "traceEvents": []}',
+    # after many events, so that the slice holding it is cut by the exact (stdlib) walk at EOF
+    "last_event_5000_digits": '{"traceEvents": ['
+    + ", ".join([_event()] * 50)
+    + ", "
+    + _event(ts=BIG_INT)[:-1]
+    + ', "x": "}, {"'
+    + "}]}",
+}
+
+
+@pytest.mark.parametrize("case", sorted(NUMBER_CASES))
+def test_number_out_of_range_is_one_line_exit_2(run_cli, tmp_path: Path, case: str) -> None:  # type: ignore[no-untyped-def]
+    path = _trace(tmp_path, f"{case}.json.gz", NUMBER_CASES[case])
+    rc, out, err = run_cli("summary", path)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(f"capture-trace: error: {path}: invalid JSON: number out of range"), err
+
+
+@pytest.mark.parametrize("digits", [20, 300, 4300])
+@pytest.mark.parametrize("field", ["pid", "tid", "id", "ts", "External id", "correlation", "grid", "Input Dims"])
+def test_big_but_valid_numbers_never_crash(run_cli, tmp_path: Path, field: str, digits: int) -> None:  # type: ignore[no-untyped-def]
+    """Numbers Python can hold are read or refused cleanly in every field, by every command."""
+    number = "9" * digits
+    value = f"[{number}]" if field in ("grid", "Input Dims") else number
+    if field in ("pid", "tid", "id", "ts"):
+        ev = _event(**{field: value})
+    else:
+        ev = _event(cat='"kernel"', args=json.dumps({field: 0}).replace("0", value))
+    path = _trace(tmp_path, "t.json.gz", '{"traceEvents": [' + ev + ", " + _event() + "]}")
+    for cmd in (["summary", path, "--top", "3"], ["ls", path], ["diff", path, path], ["check", path]):
+        rc, _, err = run_cli(*cmd)
+        assert rc in (0, 2), (cmd, err)
+        assert "please report" not in err, err
+        if rc == 2:
+            lines = err.splitlines()  # one per file read (diff reads it twice)
+            assert len(lines) == (2 if cmd[0] == "diff" else 1), err
+            assert all(line.startswith("capture-trace: error: ") and "number out of range" in line for line in lines)
+
+
+@pytest.mark.parametrize("cmd", ["ls", "check"])
+def test_directory_reports_every_file_despite_bad_numbers(run_cli, tmp_path: Path, cmd: str) -> None:  # type: ignore[no-untyped-def]
+    shutil.copy(VLLM, tmp_path / "a_good.json.gz")
+    bad = [
+        _trace(tmp_path, "b_ts.json.gz", NUMBER_CASES["ts_310_digits"]),
+        _trace(tmp_path, "c_top.json.gz", NUMBER_CASES["top_level_5000_digits"]),
+        _trace(tmp_path, "d_ext.json.gz", NUMBER_CASES["external_id_5000_digits"]),
+    ]
+    shutil.copy(VLLM, tmp_path / "e_good.json.gz")
+    rc, out, err = run_cli(cmd, tmp_path, "--json")
+    assert rc == 2
+    lines = err.splitlines()
+    assert [line.split(": ")[2] for line in lines] == [str(p) for p in bad]
+    assert all("number out of range" in line for line in lines)
+    doc = json.loads(out)
+    if cmd == "ls":
+        assert [Path(t["path"]).name for t in doc["traces"]] == ["a_good.json.gz", "e_good.json.gz"]
+    else:
+        assert doc["bad_files"] == [str(p) for p in bad] and not doc["ok"]
+        assert sorted(Path(p).name for g in doc["groups"] for p in g["paths"]) == ["a_good.json.gz", "e_good.json.gz"]
+
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"deviceProperties": ' + "[" * DEEP + "]" * DEEP + ', "traceEvents": []}',
+        '{"traceEvents": [' + "[" * DEEP + "]" * DEEP + "]}",
+        '{"traceEvents": [{"name": "a", "args": {"x": ' + "[" * DEEP + "]" * DEEP + "}}]}",
+        '{"traceEvents": [{"name": "a"}, ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "]}",
+    ],
+    ids=["top_level_value", "event", "event_args", "nested_objects"],
+)
+def test_deep_nesting_says_so(run_cli, tmp_path: Path, text: str) -> None:  # type: ignore[no-untyped-def]
+    path = _trace(tmp_path, "deep.json.gz", text)
+    rc, _, err = run_cli("summary", path)
+    assert rc == 2 and err.count("\n") == 1
+    assert err.startswith(f"capture-trace: error: {path}: invalid JSON: nested too deeply"), err
+
+
+def test_moderate_nesting_is_fine(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = 200
+    path = _trace(tmp_path, "ok.json.gz", '{"x": ' + "[" * d + "]" * d + ', "traceEvents": [' + _event() + "]}")
+    rc, _, err = run_cli("summary", path)
+    assert rc == 0 and err == ""
+
+
+# -- sizes: every buffered key, value and element is bounded; events are capped ----------------------
+
+
+def _members(path: Path, head: bytes, unit: bytes, total: int, tail: bytes) -> Path:
+    """``head + unit * (total // len(unit)) + tail`` as gzip level 9, written one member at a time."""
+    chunk_units = min(total, 64 * MIB) // len(unit)
+    chunk = gzip.compress(unit * chunk_units, 9)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(head, 9))
+        for _ in range(total // (chunk_units * len(unit))):
+            f.write(chunk)
+        f.write(gzip.compress(tail, 9))
+    return path
+
+
+CHILD = """
+import resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from mixins.cli import main
+try:
+    rc = main(sys.argv[2:])
+finally:
+    # VmHWM, not ru_maxrss: Linux carries the parent's high-water mark across fork + exec into
+    # ru_maxrss, so a child of a big pytest worker would report the worker's size.
+    with open("/proc/self/status") as status:
+        hwm = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    print(f"peak_rss_kib {hwm}", file=sys.stderr)
+sys.exit(rc)
+"""
+
+
+def _run_bounded(address_space: int, *argv: object) -> tuple[int, str, int]:
+    """The real CLI in a child under RLIMIT_AS: (exit code, stderr without the RSS line, peak RSS bytes)."""
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, str(address_space), *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=600,
+    )
+    *lines, last = res.stderr.splitlines()
+    assert last.startswith("peak_rss_kib "), res.stderr[-2000:]
+    return res.returncode, "\n".join(lines), int(last.split()[1]) * 1024
+
+
+def test_gigabyte_of_empty_events_stops_at_max_events(tmp_path: Path) -> None:
+    """1 GB of ``{},`` (~1 MB gzip) was 3 minutes and 6 GB; now the event cap stops it early and small."""
+    path = _members(tmp_path / "events.json.gz", b'{"traceEvents": [', b"{},", GB, b"{}]}")
+    assert path.stat().st_size < 2 * MIB
+    rc, err, rss = _run_bounded(512 * MIB, "summary", path, "--max-events", "200000")
+    assert rc == 2
+    assert err == (
+        f"capture-trace: error: {path}: more than 200,000 events in traceEvents (the limit; see --max-events)"
+    )
+    assert rss < 160 * MIB, rss
+    print(f"1 GB of {{}}, with --max-events 200000: peak RSS {rss / MIB:.0f} MiB")
+
+
+def test_max_events_allows_exactly_the_limit(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = _trace(tmp_path, "t.json.gz", '{"traceEvents": [' + ", ".join([_event()] * 30) + "]}")
+    rc, out, _ = run_cli("ls", path, "--json", "--max-events", "30")
+    assert rc == 0 and json.loads(out)["traces"][0]["events"] == 30
+    rc, _, err = run_cli("ls", path, "--max-events", "29")
+    assert rc == 2 and "more than 29 events in traceEvents" in err
+    # non-object elements count too: they cost time
+    path = _trace(tmp_path, "n.json.gz", '{"traceEvents": [' + ", ".join(["1"] * 40) + "]}")
+    rc, _, err = run_cli("summary", path, "--max-events", "39")
+    assert rc == 2 and "more than 39 events" in err
+
+
+@pytest.mark.parametrize(
+    ("where", "head", "tail", "message"),
+    [
+        ("top_level_value", b'{"x": "', b'", "traceEvents": []}', "a value larger than 64 MiB at byte 6"),
+        ("event", b'{"traceEvents": [{"name": "', b'"}]}', "a traceEvents element larger than 64 MiB at byte 17"),
+    ],
+)
+def test_gigabyte_string_at_default_limits(tmp_path: Path, where: str, head: bytes, tail: bytes, message: str) -> None:
+    """A single 1 GB string was 5.3 GB of memory; the default 64 MiB value limit refuses it early."""
+    path = _members(tmp_path / f"{where}.json.gz", head, b"a", GB, tail)
+    rc, err, rss = _run_bounded(GB, "summary", path)
+    assert rc == 2
+    assert err == f"capture-trace: error: {path}: {message} (the limit; see --max-value-mib)"
+    assert rss < 400 * MIB, rss
+    print(f"1 GB string ({where}), default limits: peak RSS {rss / MIB:.0f} MiB")
+
+
+def test_thirty_megabyte_key_at_default_limits(tmp_path: Path) -> None:
+    """A 30 MB key is below the default limit: read once (linear), in bounded memory."""
+    path = _members(tmp_path / "key.json.gz", b'{"', b"k", 30 * MIB, b'": 1, "traceEvents": [{"name": "a"}]}')
+    rc, err, rss = _run_bounded(GB, "ls", path, "--json")
+    assert rc == 0, err
+    assert rss < 300 * MIB, rss
+    print(f"30 MB key, default limits: peak RSS {rss / MIB:.0f} MiB")
+    rc, err, _ = _run_bounded(GB, "ls", path, "--max-value-mib", "16")
+    assert rc == 2
+    assert err == (
+        f"capture-trace: error: {path}: an object key larger than 16 MiB at byte 1 (the limit; see --max-value-mib)"
+    )
+
+
+def test_out_of_memory_is_one_line(tmp_path: Path) -> None:
+    """With the value limit raised past what the address space allows, the read fails cleanly."""
+    path = _members(tmp_path / "s.json.gz", b'{"x": "', b"a", GB, b'", "traceEvents": []}')
+    rc, err, _ = _run_bounded(300 * MIB, "summary", path, "--max-value-mib", "4096")
+    assert rc == 2
+    assert err.count("\n") == 0 and err.startswith(f"capture-trace: error: {path}: out of memory"), err
+
+
+def test_key_scan_is_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes buffered to read a 30 MB key stay a small multiple of it (was: refilled 1 MiB at a time
+    and rescanned from its start each time — quadratic, 53 s)."""
+    size = 30 * MIB
+    path = tmp_path / "key.json"
+    path.write_bytes(b'{"' + b"k" * size + b'": 1, "traceEvents": []}')
+    buffered = []
+    fill = reader.TraceStream._fill
+
+    def counting_fill(self: reader.TraceStream, need: int) -> bool:
+        before = len(self._buf)
+        got = fill(self, need)
+        if len(self._buf) != before:
+            buffered.append(len(self._buf))
+        return got
+
+    monkeypatch.setattr(reader.TraceStream, "_fill", counting_fill)
+    stream = open_trace(str(path))
+    assert [e for batch in stream.events() for e in batch] == []
+    assert stream.top_keys == ["k" * 256, "traceEvents"]
+    assert sum(buffered) < 4 * size, (len(buffered), sum(buffered))
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["a\\\\", 'x\\"y', "\\\\\\\\", 'q\\\\\\"r', "\\u00e9\\n"],
+)
+def test_escaped_keys_across_refills(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    """Backslash runs split by a refill still decide whether a quote ends the key."""
+    monkeypatch.setattr(reader, "_BLOCK", 1)
+    for pad in range(6):
+        text = '{"' + "p" * pad + key + '": 1, "traceEvents": []}'
+        path = tmp_path / "k.json"
+        path.write_text(text)
+        stream = open_trace(str(path), limits=Limits(max_value_bytes=1 << 10))
+        list(stream.events())
+        assert stream.top_keys[0] == next(iter(json.loads(text)))
+
+
+def test_value_and_element_limits_are_exact_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the limit reads; past it (when it must be buffered to complete) is refused."""
+    # Slices and reads smaller than the limit, as with the defaults (4 MiB slices, 64 MiB limit);
+    # else a small file is one block, all buffered anyway.
+    for name, value in (("_BLOCK", 4096), ("_MIN_SLICE", 4096), ("_SLICE", 8192)):
+        monkeypatch.setattr(reader, name, value)
+    limits = Limits(max_value_bytes=1 << 16)
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"x": "' + "a" * 60_000 + '", "traceEvents": [{"name": "' + "b" * 60_000 + '"}]}')
+    stream = open_trace(str(ok), limits=limits)
+    assert [e.name for batch in stream.events() for e in batch] == ["b" * 60_000]
+    big = tmp_path / "big.json"
+    big.write_text('{"traceEvents": [{"name": "a"}, {"name": "' + "b" * 200_000 + '"}]}')
+    with pytest.raises(TraceError, match="a traceEvents element larger than 0.0625 MiB"):
+        list(open_trace(str(big), limits=limits).events())
+
+
+def test_a_dead_worker_is_that_files_error(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Fault injection (named as such): the worker reading one file is SIGKILLed, as the OOM killer
+    would; ``check`` still exits 2 with one line per affected file, not a traceback."""
+    from mixins.analysis import cli
+
+    for n in range(3):
+        shutil.copy(VLLM, tmp_path / f"t{n}.json.gz")
+    monkeypatch.setattr(cli, "_compact_job", _killed_on_t1)
+    rc, _, err = run_cli("check", tmp_path, "-j", "2")
+    assert rc == 2
+    lines = err.splitlines()
+    assert any(
+        line == f"capture-trace: error: {tmp_path / 't1.json.gz'}: the process reading this file died "
+        "(killed, or out of memory?)"
+        for line in lines
+    ), err
+    assert all(line.startswith("capture-trace: error: ") for line in lines)
+
+
+def _killed_on_t1(path: str, progress: object = None) -> object:
+    import signal
+
+    from mixins.analysis.records import compact, load_record
+
+    if path.endswith("t1.json.gz"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return compact(load_record(path))
+
+
+def _buggy_summary_job(path: str, top: int, progress: object = None) -> object:
+    from mixins.analysis.records import load_record, summarize
+
+    if path.endswith("bad.json.gz"):
+        raise KeyError("oops\nsecond line")
+    return summarize(load_record(path), top)
+
+
+def test_an_unexpected_error_is_one_line_and_the_rest_is_reported(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection (named as such): a bug raising mid-file must not become a traceback/exit 1."""
+    from mixins.analysis import cli
+
+    monkeypatch.setattr(cli, "_summary_job", _buggy_summary_job)
+    shutil.copy(VLLM, tmp_path / "good.json.gz")
+    rc, out, err = run_cli("summary", tmp_path / "bad.json.gz", tmp_path / "good.json.gz", "--json")
+    assert rc == 2
+    assert err == (
+        f"capture-trace: error: {tmp_path / 'bad.json.gz'}: cannot analyse (KeyError: 'oops\\nsecond line'); "
+        "please report this\n"
+    )
+    assert [t["path"] for t in json.loads(out)["traces"]] == [str(tmp_path / "good.json.gz")]
+
+
+@pytest.mark.parametrize("option", ["--max-events", "--max-value-mib"])
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_limit_options_are_validated(run_cli, option: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exc:
+        run_cli("summary", VLLM, option, value)
+    assert exc.value.code == 2
+    assert option in capsys.readouterr().err
+
+
+# -- one line, whatever the path -----------------------------------------------------------------------
+
+
+def test_path_with_newline_and_nul_stays_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    weird = tmp_path / "two\nlines\u2028.json.gz"
+    rc, _, err = run_cli("summary", weird)
+    assert rc == 2
+    assert err == f"capture-trace: error: {tmp_path}/two\\nlines\\u2028.json.gz: no such file\n"
+    weird.write_bytes(b"{")
+    rc, _, err = run_cli("ls", tmp_path)
+    assert rc == 2 and err.count("\n") == 1 and "two\\nlines\\u2028.json.gz: " in err
+    rc, _, err = run_cli("summary", str(tmp_path / "nul\x00.json.gz"))
+    assert rc == 2 and err == f"capture-trace: error: {tmp_path}/nul\\x00.json.gz: invalid path (contains a NUL byte)\n"
+    rc, _, err = run_cli("check", str(tmp_path) + "\x00")
+    assert rc == 2 and err == f"capture-trace: error: {tmp_path}\\x00: invalid path (contains a NUL byte)\n"
+
+
+def test_path_with_newline_in_a_real_process(tmp_path: Path) -> None:
+    """Through the console entry point in a fresh interpreter, with an undecodable byte too."""
+    name = os.fsdecode(b"bad\n\xff.json.gz")
+    (tmp_path / name).write_bytes(b"not json")
+    res = subprocess.run(
+        [sys.executable, "-m", "mixins.cli", "summary", str(tmp_path / name)],
+        capture_output=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert res.returncode == 2
+    assert (
+        res.stderr
+        == (
+            f"capture-trace: error: {tmp_path}/bad\\n\\udcff.json.gz: "
+            "not a JSON object (a Kineto trace is an object with traceEvents)\n"
+        ).encode()
+    )
+
+
+def test_many_small_top_level_values_are_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each top-level value is parsed from a small window, not the whole buffer (was: a 1 MiB copy per
+    value, hours for 1 GB of ``"a": 0,``); past 100,000 members the trace is refused."""
+    n = 20_000
+    path = tmp_path / "m.json"
+    path.write_bytes(b"{" + b'"a": 0, ' * n + b'"traceEvents": []}')
+    scanned = []
+    real = reader.TraceStream._json_end
+
+    def counting(self: reader.TraceStream, buf: bytes, pos: int, stop: int) -> int:
+        scanned.append(stop - pos)
+        return real(self, buf, pos, stop)
+
+    monkeypatch.setattr(reader.TraceStream, "_json_end", counting)
+    stream = open_trace(str(path))
+    list(stream.events())
+    assert stream.top_keys == ["a", "traceEvents"]
+    assert len(scanned) == n and sum(scanned) <= 512 * n
+    path.write_bytes(b"{" + b'"a": 0, ' * 100_001 + b'"traceEvents": []}')
+    with pytest.raises(TraceError, match=r"more than 100,000 top-level members \(the limit\)$"):
+        list(open_trace(str(path)).events())
+
+
+def test_limits_reach_spawned_workers(tmp_path: Path) -> None:
+    """Workers started with "spawn" (Python 3.14's default is forkserver) do not inherit the parent's
+    memory: the limits travel with each job."""
+    for n in range(2):
+        _trace(tmp_path, f"t{n}.json.gz", '{"traceEvents": [' + ", ".join([_event()] * 9) + "]}")
+    code = (
+        "import multiprocessing, sys\n"
+        "multiprocessing.set_start_method('spawn', force=True)\n"
+        "from mixins.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, "check", str(tmp_path), "-j", "2", "--max-events", "5"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert res.returncode == 2
+    assert res.stderr.splitlines() == [
+        f"capture-trace: error: {tmp_path / f't{n}.json.gz'}: more than 5 events in traceEvents "
+        "(the limit; see --max-events)"
+        for n in range(2)
+    ]
