@@ -1,7 +1,9 @@
 """Offline analyzer for capture traces: ``ls``, ``summary``, ``diff``, ``check`` (no torch import).
 
-Modules: ``reader`` (streaming JSON, clean errors), ``records`` (identity, segments, signatures,
-op -> kernel links), ``compare`` (diff/check), ``render`` (rich tables / JSON), ``cli`` (sub-commands).
+Pipeline: ``reader`` (streaming JSON, clean errors) -> ``events`` (named predicates) -> ``collect``
+(compact arrays) -> ``segments`` -> ``link`` (op -> launch -> kernel) -> ``model`` (the per-trace record),
+run by ``records``; ``compare`` (diff/check), ``serialise`` (one JSON path), ``render`` (rich tables),
+``cli`` (sub-commands).
 """
 
 from mixins.analysis.reader import TraceError

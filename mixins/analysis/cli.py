@@ -16,8 +16,11 @@ from typing import Any
 
 from mixins.analysis import render
 from mixins.analysis.compare import check_traces, diff_traces
+from mixins.analysis.identity import is_trace_name
+from mixins.analysis.model import CompactTrace, compact
 from mixins.analysis.reader import TraceError
-from mixins.analysis.records import CompactTrace, compact, is_trace_name, load_record, summarize
+from mixins.analysis.records import load_record
+from mixins.analysis.serialise import summarize
 
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
 
@@ -163,7 +166,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     different = any(d.status != "same" for d in diffs)
     if args.json:
         render.print_json(
-            {"a": args.a, "b": args.b, "same": not different, "segments": [d.as_json() for d in diffs]}
+            {"a": args.a, "b": args.b, "same": not different, "segments": diffs}
         )
     else:
         render.render_diff(args.a, args.b, diffs)
@@ -185,7 +188,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 "dir": args.dir,
                 "ok": not divergent and not bad,
                 "bad_files": [f for f in files if f not in {t.path for t in traces}],
-                "groups": [g.as_json() for g in groups],
+                "groups": groups,
             }
         )
     elif groups:

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from mixins.analysis.records import CompactTrace, op_json
+from mixins.analysis.model import CompactTrace
+from mixins.analysis.serialise import op_json
 
 __all__ = ["SegmentDiff", "Divergence", "GroupCheck", "diff_traces", "check_traces", "group_key"]
 
@@ -217,6 +218,38 @@ class GroupCheck:
         }
 
 
+def _first_divergence(
+    ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: _Keys
+) -> Divergence | None:
+    """The first segment (reference order, then the member's extras) where member ``m`` differs."""
+    seqs = dict(zip(m.labels, keys.remap(m), strict=True))
+    for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
+        a, b = ref_seqs.get(label), seqs.get(label)
+        if (a is None or b is None) and not (a or b):
+            continue  # present on one side without any op: nothing captured either way
+        rank = m.identity.tp_rank
+        if a is None or b is None:
+            return Divergence(label, rank, m.path, None, None, None, len(a or ()), len(b or ()))
+        pos = _first_diff(a, b)
+        if pos is not None:  # the first divergent op of this rank is what matters
+            at_a = op_json(keys.keys[a[pos]]) if pos < len(a) else None
+            at_b = op_json(keys.keys[b[pos]]) if pos < len(b) else None
+            return Divergence(label, rank, m.path, pos, at_a, at_b, len(a), len(b))
+    return None
+
+
+def _rank_problems(g: GroupCheck, members: list[CompactTrace]) -> None:
+    """Two files claiming one TP rank fail the group; gaps in the ranks are noted."""
+    ranks = Counter(m.identity.tp_rank for m in members)
+    for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
+        paths = ", ".join(m.path for m in members if m.identity.tp_rank == r)
+        g.problems.append(f"{n} traces claim TP rank {r}: {paths}")
+    present = sorted(r for r in ranks if r is not None)
+    missing = sorted(set(range(max(present) + 1)) - set(present)) if present else []
+    if missing:
+        g.notes.append(f"TP ranks missing from the directory: {', '.join(map(str, missing))}")
+
+
 def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
     """Group traces and compare every TP rank of a group against the lowest rank, per segment."""
     groups: dict[tuple[Any, ...], list[CompactTrace]] = {}
@@ -231,10 +264,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         ref = members[0]
         ident = ref.identity
         g = GroupCheck(
-            ident.runner,
-            ident.pp_rank,
-            ident.capture_index,
-            [(m.identity.tp_rank, m.path) for m in members],
+            ident.runner, ident.pp_rank, ident.capture_index, [(m.identity.tp_rank, m.path) for m in members]
         )
         out.append(g)
         if ident.tp_rank is None:
@@ -242,51 +272,13 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
                 "no TP rank in metadata, file name or distributedInfo: not compared with other files"
             )
             continue
-        ranks = Counter(m.identity.tp_rank for m in members)
-        for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
-            paths = ", ".join(m.path for m in members if m.identity.tp_rank == r)
-            g.problems.append(f"{n} traces claim TP rank {r}: {paths}")
-        present = sorted(r for r in ranks if r is not None)
-        missing = sorted(set(range(max(present) + 1)) - set(present)) if present else []
-        if missing:
-            g.notes.append(f"TP ranks missing from the directory: {', '.join(map(str, missing))}")
+        _rank_problems(g, members)
         if len(members) == 1:
             g.notes.append("only one rank: nothing to compare")
             continue
         ref_seqs = dict(zip(ref.labels, keys.remap(ref), strict=True))
         for m in members[1:]:
-            seqs = dict(zip(m.labels, keys.remap(m), strict=True))
-            for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
-                a, b = ref_seqs.get(label), seqs.get(label)
-                if (a is None or b is None) and not (a or b):
-                    continue  # present on one side without any op: nothing captured either way
-                if a is None or b is None:
-                    g.divergences.append(
-                        Divergence(
-                            label,
-                            m.identity.tp_rank,
-                            m.path,
-                            None,
-                            None,
-                            None,
-                            len(a) if a is not None else 0,
-                            len(b) if b is not None else 0,
-                        )
-                    )
-                    break
-                pos = _first_diff(a, b)
-                if pos is not None:
-                    g.divergences.append(
-                        Divergence(
-                            label,
-                            m.identity.tp_rank,
-                            m.path,
-                            pos,
-                            op_json(keys.keys[a[pos]]) if pos < len(a) else None,
-                            op_json(keys.keys[b[pos]]) if pos < len(b) else None,
-                            len(a),
-                            len(b),
-                        )
-                    )
-                    break  # the first divergent op of this rank is what matters
+            d = _first_divergence(ref, ref_seqs, m, keys)
+            if d is not None:
+                g.divergences.append(d)
     return out

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mixins.analysis.compare import GroupCheck, SegmentDiff
+from mixins.analysis.serialise import to_json
 
 __all__ = [
     "console",
@@ -36,7 +37,8 @@ def console() -> Console:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    """Every ``--json`` output: results through the one serialisation path, then indented JSON."""
+    sys.stdout.write(json.dumps(to_json(obj), indent=2) + "\n")
 
 
 def error(message: str) -> None:
