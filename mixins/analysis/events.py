@@ -32,6 +32,10 @@ __all__ = [
     "is_launch",
     "is_graph_launch",
     "is_kernel_launch",
+    "is_copy_call",
+    "is_set_call",
+    "is_gpu_memcpy",
+    "is_gpu_memset",
     "is_capture_begin",
     "is_capture_end",
     "is_annotation",
@@ -91,6 +95,24 @@ def is_kernel_launch(name: str) -> bool:
 def is_launch(name: str) -> bool:
     """A kernel launch or a graph launch."""
     return is_kernel_launch(name) or is_graph_launch(name)
+
+
+def is_copy_call(name: str) -> bool:
+    """A runtime memcpy (``cudaMemcpyAsync``, ``hipMemcpyWithStream`` …): a memcpy node when captured."""
+    return "Memcpy" in name
+
+
+def is_set_call(name: str) -> bool:
+    """A runtime memset (``cudaMemsetAsync``, ``hipMemsetD32Async`` …): a memset node when captured."""
+    return "Memset" in name
+
+
+def is_gpu_memcpy(cat: str) -> bool:
+    return cat == "gpu_memcpy"
+
+
+def is_gpu_memset(cat: str) -> bool:
+    return cat == "gpu_memset"
 
 
 def is_capture_begin(name: str) -> bool:

@@ -7,13 +7,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Identity", "identity_from_name", "identity_of", "is_trace_name", "vllm_rank_from_name"]
+__all__ = ["Identity", "identity_from_name", "identity_of", "is_trace_name", "rank_from_name"]
 
 _OURS = re.compile(
     r"^cuda_graph_capture-(?P<runner>.+?)-TP-(?P<tp>\d+)(?:-PP-(?P<pp>\d+))?(?:-(?P<n>\d+))?\.json(?:\.gz)?$"
 )
 _UPSTREAM_BS = re.compile(r"^(?:(?P<runner>.+?)_)?bs_(?P<bs>\d+)_rank(?P<rank>\d+)\.json(?:\.gz)?$")
-_VLLM = re.compile(r"^(?:.*_)?graph_capture_rank_(?P<rank>\d+)(?:\.[^/]*)?\.json(?:\.gz)?$")
+_RANK_IN_NAME = re.compile(r"(?:-TP-|(?:^|[_.-])rank_?)(?P<rank>\d+)(?=[_.-]|$)")
 
 
 def is_trace_name(name: str) -> bool:
@@ -69,9 +69,9 @@ def identity_from_name(path: str) -> Identity | None:
     return None
 
 
-def vllm_rank_from_name(path: str) -> int | None:
-    """vLLM's ``graph_capture_rank_<r>.<stamp>.pt.trace.json.gz``: the rank in the name, else None."""
-    m = _VLLM.match(os.path.basename(path))
+def rank_from_name(path: str) -> int | None:
+    """A rank written in a file name (``-TP-0``, ``_rank0``, vLLM's ``graph_capture_rank_0.<stamp>``), else None."""
+    m = _RANK_IN_NAME.search(os.path.basename(path))
     return int(m["rank"]) if m else None
 
 

@@ -67,6 +67,7 @@ class Args(
         "block": "block",
         "smem": "shared memory",
         "regs": "registers per thread",
+        "node": "graph node id",
     },
 ):
     """The ``args`` fields the analyzer reads; everything else is skipped by the decoder."""
@@ -81,6 +82,7 @@ class Args(
     block: list[int] | None = None
     smem: int | None = None
     regs: int | None = None
+    node: int | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -143,6 +145,7 @@ def _tolerant_event(obj: Any) -> Event | None:
             block=ints("block"),
             smem=pick(raw_args, "shared memory", (int,)),
             regs=pick(raw_args, "registers per thread", (int,)),
+            node=pick(raw_args, "graph node id", (int,)),
         )
     ts = pick(obj, "ts", (int, float))
     dur = pick(obj, "dur", (int, float))
