@@ -1,4 +1,4 @@
-"""The analyzer's sub-commands: ``ls``, ``summary``, ``diff``, ``check``.
+"""The analyzer's sub-commands: ``ls``, ``summary``, ``diff``, ``check`` (and ``attribute``, in attribute_cmd).
 
 Exit codes (as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or usage; trouble
 (2) wins over a difference (1), so a CI gate never passes on an unreadable rank.
@@ -54,6 +54,10 @@ def add_commands(subparsers: Any) -> None:
     )
     p.set_defaults(func=cmd_check)
 
+    from mixins.analysis.attribute_cmd import add_attribute_command  # imports this module
+
+    add_attribute_command(subparsers)
+
 
 def trace_files(directory: str) -> list[str]:
     """Visible ``*.json[.gz]`` files of ``directory``, sorted; raises TraceError if none / unreadable."""
@@ -91,7 +95,7 @@ def _run_one(job: Callable[..., Any], path: str, *extra: Any) -> Any:
         return exc
 
 
-def _map(
+def map_files(
     job: Callable[..., Any], paths: list[str], extra: tuple[Any, ...], jobs: int, show: bool
 ) -> Iterable[tuple[str, Any]]:
     """Run ``job`` over paths (parallel when several), yielding (path, result or TraceError) in order."""
@@ -110,7 +114,7 @@ def _map(
                 tick()
 
 
-def _collect(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
+def collect_results(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
     """Results in order, and whether any file was bad (each reported on stderr as it comes)."""
     good, bad = [], False
     for _, res in pairs:
@@ -128,7 +132,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    rows, bad = _collect(_map(_summary_job, files, (0,), 0, not args.json))
+    rows, bad = collect_results(map_files(_summary_job, files, (0,), 0, not args.json))
     if args.json:
         render.print_json(
             {
@@ -147,7 +151,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.top < 0:
         render.error(f"--top: must be >= 0, got {args.top}")
         return TROUBLE
-    traces, bad = _collect(_map(_summary_job, list(args.traces), (args.top,), 0, not args.json))
+    traces, bad = collect_results(map_files(_summary_job, list(args.traces), (args.top,), 0, not args.json))
     if bad and not traces:
         return TROUBLE
     if args.json:
@@ -158,7 +162,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    loaded, bad = _collect(_map(_compact_job, [args.a, args.b], (), 1, not args.json))
+    loaded, bad = collect_results(map_files(_compact_job, [args.a, args.b], (), 1, not args.json))
     if bad:
         return TROUBLE
     a, b = loaded
@@ -179,7 +183,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    traces, bad = _collect(_map(_compact_job, files, (), args.jobs, not args.json))
+    traces, bad = collect_results(map_files(_compact_job, files, (), args.jobs, not args.json))
     groups = check_traces(traces)
     divergent = any(not g.ok for g in groups)
     if args.json:
