@@ -63,13 +63,18 @@ def add_attribute_command(subparsers: Any) -> None:
     p.set_defaults(func=cmd_attribute)
 
 
+def _files(path: str) -> list[str]:
+    """A directory's traces, or the path itself (the reader reports a missing or bad file)."""
+    return trace_files(path) if os.path.isdir(path) else [path]
+
+
 def _capture_inputs(paths: list[str]) -> dict[str, Details]:
     """(capture file, TraceLens execution details of its folder) for each file or directory given."""
     out: dict[str, Details] = {}
     for p in paths:
         folder = p if os.path.isdir(p) else os.path.dirname(p) or "."
         details = read_execution_details(folder)
-        files = [f for f in trace_files(p) if os.path.basename(f) != _DETAILS]
+        files = [f for f in _files(p) if os.path.basename(f) != _DETAILS]
         if not files:
             raise TraceError(p, "no capture traces (*.json.gz or *.json) in this directory")
         out.update((f, details) for f in files)
@@ -154,7 +159,7 @@ def _outputs(args: argparse.Namespace, results: list[Attribution]) -> None:
 
 def cmd_attribute(args: argparse.Namespace) -> int:
     try:
-        replays = trace_files(args.replay)
+        replays = _files(args.replay)
         _check_options(args, replays)
         caps, rank = _load_captures(args)
         windows = [w for c in caps for w in c.windows]
