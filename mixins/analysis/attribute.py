@@ -24,6 +24,7 @@ from mixins.analysis.windows import Node, Site, Window, sites_of_calls
 __all__ = ["Row", "Unattributed", "Attribution", "attribute_replay", "verify"]
 
 _BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d+)"), re.compile(r"^execute_(\d+)_"))
+_RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
 
 
@@ -196,17 +197,23 @@ def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
     return sorted(items, key=lambda i: d.start[i])
 
 
-def _bs_hint(tl: Timeline, call: int) -> int | None:
-    """A batch size the replay states around a graph launch (``bs=N`` or vLLM's ``execute_N_…``)."""
+def _hints(tl: Timeline, call: int) -> tuple[int | None, str | None]:
+    """Batch size and runner the replay states around a graph launch (``…bs=N…``, vLLM's
+    ``execute_N_…``, ``runner=Name``), innermost range first; hints only, the sequence decides."""
     t, th = tl.calls.start[call], tl.calls.thread[call]
     pid = tl.thread_pid[th]
-    for r in tl.ranges:
-        if r.pid == pid and r.ts <= t <= r.ts + r.dur:
-            for pat in _BS_HINT:
-                m = pat.search(r.name)
-                if m:
-                    return int(m.group(1))
-    return None
+    bs: int | None = None
+    runner: str | None = None
+    around = sorted((r for r in tl.ranges if r.pid == pid and r.ts <= t <= r.ts + r.dur), key=lambda r: -r.ts)
+    for r in around:
+        for pat in _BS_HINT:
+            m = pat.search(r.name)
+            if m and bs is None:
+                bs = int(m.group(1))
+        m = _RUNNER_HINT.search(r.name)
+        if m and runner is None:
+            runner = m.group(1)
+    return bs, runner
 
 
 class _Matcher:
@@ -233,23 +240,30 @@ class _Matcher:
             got = self.cache[key] = (ok, why)
         return got
 
-    def pick(self, ok: list[tuple[Window, list[int]]], hint: int | None) -> tuple[Window, list[int]] | str:
-        """One verified window, or why not: batch-size hint, then piecewise order, then identical sites."""
-        if len(ok) == 1:
-            return ok[0]
-        if hint is not None:
-            by_bs = [x for x in ok if x[0].bs == hint]
-            if len(by_bs) == 1:
-                return by_bs[0]
-            ok = by_bs or ok
+    def pick(
+        self, ok: list[tuple[Window, list[int]]], hints: tuple[int | None, str | None]
+    ) -> tuple[Window, list[int]] | str:
+        """One verified window, or why not.
+
+        Narrowed in turn by: no skipped capture launches, the replay's runner and batch-size hints,
+        piecewise order (the window after the previous match); windows that remain are taken only
+        if they attribute identically (same segment, runner and site per kernel).
+        """
+        bs, runner = hints
         prev = self.previous
-        if prev is not None:
-            nxt = [x for x in ok if x[0].capture == prev.capture and x[0].order == prev.order + 1]
-            if len(nxt) == 1:
-                return nxt[0]
+        filters = (
+            lambda x: len(x[0].nodes) == len(x[1]),
+            lambda x: runner is not None and x[0].runner == runner,
+            lambda x: bs is not None and x[0].bs == bs,
+            lambda x: prev is not None and x[0].capture == prev.capture and x[0].order == prev.order + 1,
+        )
+        for keep in filters:
+            if len(ok) == 1:
+                break
+            ok = [x for x in ok if keep(x)] or ok
         first_w, first_pos = ok[0]
-        same = [(first_w.segment, first_w.runner, tuple(first_w.nodes[p].site for p in first_pos))]
-        if all((w.segment, w.runner, tuple(w.nodes[p].site for p in pos)) == same[0] for w, pos in ok[1:]):
+        same = (first_w.segment, first_w.runner, tuple(first_w.nodes[p].site for p in first_pos))
+        if all((w.segment, w.runner, tuple(w.nodes[p].site for p in pos)) == same for w, pos in ok[1:]):
             return ok[0]
         labels = sorted({f"{w.segment}#{w.order}" for w, _ in ok})
         return f"ambiguous: {len(ok)} capture windows verify ({', '.join(labels[:4])})"
@@ -292,7 +306,7 @@ def _graph_launch(
         return
     seq = [(d.kind[i], tl.kernels[d.kernel[i]]) for i in items]
     ok, why = m.candidates(seq)
-    got = m.pick(ok, _bs_hint(tl, call)) if ok else why
+    got = m.pick(ok, _hints(tl, call)) if ok else why
     if isinstance(got, str):
         rows.miss("graph", got, len(items), total, corr)
         return

@@ -111,18 +111,22 @@ def piecewise(capture: Doc, replay: Doc, cut: int) -> tuple[Doc, Doc]:
     return cap, rep
 
 
+def _seg_bs(s: int) -> int:
+    return 32 * (s + 1)
+
+
 def scaled(capture: Doc, replay: Doc, segments: int, launches: int) -> tuple[Doc, Doc]:
-    """DERIVED large pair: the capture window repeated in ``segments`` ``capture::bs=N`` segments,
-    the replay's graph launch (with its kernels) repeated ``launches`` times, cycling over the segments'
-    batch sizes in the iteration annotation."""
+    """DERIVED large pair: the capture repeated in ``segments`` ``capture::bs=N`` segments (N = 32, 64, …;
+    identical kernels, so only the replay's batch-size hint tells them apart), and the replay's graph
+    launch with its kernels repeated ``launches`` times, launch n inside an ``execute_<N>_…`` iteration
+    annotation naming segment n % segments."""
     cap = copy.deepcopy(capture)
     ev = cap["traceEvents"]
-    lo = min(e["ts"] for e in ev if "ts" in e and e.get("ph") == "X")
-    hi = max(e["ts"] + e.get("dur", 0) for e in ev if "ts" in e and e.get("ph") == "X")
-    span = hi - lo + 1000.0
-    base = [e for e in ev if e.get("ph") == "X" and "ts" in e]
-    tid = next(e["tid"] for e in ev if "StreamBeginCapture" in e.get("name", ""))
-    pid = next(e["pid"] for e in ev if "StreamBeginCapture" in e.get("name", ""))
+    base = [e for e in ev if e.get("ph") == "X" and "ts" in e and not str(e.get("name")).startswith("capture_")]
+    lo = min(e["ts"] for e in base)
+    span = max(e["ts"] + e.get("dur", 0) for e in base) - lo + 1000.0
+    begin = next(e for e in ev if "StreamBeginCapture" in e.get("name", ""))
+    cap["traceEvents"] = ev = [e for e in ev if not str(e.get("name")).startswith("capture_")]
     for s in range(1, segments):
         for e in base:
             c = copy.deepcopy(e)
@@ -131,16 +135,23 @@ def scaled(capture: Doc, replay: Doc, segments: int, launches: int) -> tuple[Doc
                 c["args"]["correlation"] += s * 10_000_000
             ev.append(c)
     for s in range(segments):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"capture::bs={8 * (s + 1)}", "pid": pid,
-                   "tid": tid, "ts": lo + s * span - 1.0, "dur": span - 500.0, "args": {}})
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"capture::bs={_seg_bs(s)}", "pid": begin["pid"],
+                   "tid": begin["tid"], "ts": lo + s * span - 1.0, "dur": span - 500.0, "args": {}})
     rep = copy.deepcopy(replay)
     kernels = graph_kernels(rep)
     launch = next(e for e in rep["traceEvents"] if "GraphLaunch" in e.get("name", ""))
     step = max(k["ts"] + k["dur"] for k in kernels) - launch["ts"] + 100.0
     corr0 = launch["args"]["correlation"]
-    for n in range(1, launches):
-        g = copy.deepcopy(launch)
-        g["ts"] += n * step
+    rep["traceEvents"] = [e for e in rep["traceEvents"] if e.get("cat") != "user_annotation"]
+    for n in range(launches):
+        g = launch if n == 0 else copy.deepcopy(launch)
+        g["ts"] = launch["ts"] + n * step if n else g["ts"]
+        bs = _seg_bs(n % segments)
+        name = f"execute_{bs}_context_0_generation_{bs}"
+        rep["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name, "pid": g["pid"],
+                                   "tid": g["tid"], "ts": g["ts"] - 1.0, "dur": step - 50.0, "args": {}})
+        if n == 0:
+            continue
         g["args"]["correlation"] = corr0 + 50_000_000 + n
         rep["traceEvents"].append(g)
         for k in kernels:

@@ -329,3 +329,39 @@ def test_demo_replay_on_cpu_says_it_needs_cuda_graphs(tmp_path: Path) -> None:
     expected = "capture-trace: error: --replay needs CUDA graphs: run with --device cuda on a machine with a GPU\n"
     assert proc.stderr == expected
     assert not out.exists()
+
+
+def test_derived_identical_windows_need_the_batch_size_hint(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path
+) -> None:
+    """Two segments with the same kernels: the replay's ``execute_<bs>_…`` annotation picks one;
+    without it the graph is ambiguous and stays unattributed (never spread over a guess)."""
+    from pairs import scaled
+
+    cap, rep = scaled(real["capture"], real["replay"], segments=2, launches=2)
+    cap_p, rep_p = save(cap, tmp_path / "two_capture.json.gz"), save(rep, tmp_path / "two_replay.json.gz")
+    res = _attribute(run_cli, rep_p, cap_p)
+    assert res["coverage"]["graph_kernels_attributed"] == res["coverage"]["graph_kernels"] == 842
+    assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"bs=32", "bs=64"}
+    rep["traceEvents"] = [e for e in rep["traceEvents"] if e.get("cat") != "user_annotation"]
+    res = _attribute(run_cli, save(rep, tmp_path / "no_hint.json.gz"), cap_p)
+    assert res["coverage"]["graph_kernels_attributed"] == 0
+    (miss,) = [u for u in res["unattributed"] if u["source"] == "graph"]
+    assert miss["launches"] == 2 and miss["reason"].startswith("ambiguous: 2 capture windows verify")
+
+
+def test_many_replays_in_a_directory_run_in_worker_processes(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = tmp_path / "replays"
+    folder.mkdir()
+    shutil.copy(VLLM_REPLAY, folder / "a_rank0.json.gz")
+    _, rep = piecewise(real["capture"], real["replay"], cut=200)
+    save(rep, folder / "b_rank0.json.gz")
+    rc, out, err = run_cli("attribute", folder, VLLM_CAPTURE, "--json", "-j", "2")
+    assert rc == 0, err
+    got = json.loads(out)["replays"]
+    assert [Path(r["replay"]).name for r in got] == ["a_rank0.json.gz", "b_rank0.json.gz"]
+    assert got[0]["coverage"]["graph_kernels_attributed"] == 421
+    # each piece is found, in order, inside the one full window (captured launches may be skipped)
+    assert got[1]["coverage"]["graph_kernels_attributed"] == 421
