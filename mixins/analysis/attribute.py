@@ -12,6 +12,7 @@ its own launch's innermost ``cpu_op`` and ``nn.Module``, so the totals cover the
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +177,7 @@ class _Replay:
     by_corr: dict[int, list[int]]
     graphs: list[int]  # call indices of graph launches, time order
     eager_call: dict[int, int]  # correlation -> non-graph call index
+    hints: _Hints
 
 
 def _index(tl: Timeline) -> _Replay:
@@ -186,7 +188,7 @@ def _index(tl: Timeline) -> _Replay:
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
     eager_call = {c.corr[i]: i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0}
-    return _Replay(tl, by_corr, graphs, eager_call)
+    return _Replay(tl, by_corr, graphs, eager_call, _Hints(tl))
 
 
 def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
@@ -197,23 +199,34 @@ def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
     return sorted(items, key=lambda i: d.start[i])
 
 
-def _hints(tl: Timeline, call: int) -> tuple[int | None, str | None]:
-    """Batch size and runner the replay states around a graph launch (``…bs=N…``, vLLM's
-    ``execute_N_…``, ``runner=Name``), innermost range first; hints only, the sequence decides."""
-    t, th = tl.calls.start[call], tl.calls.thread[call]
-    pid = tl.thread_pid[th]
-    bs: int | None = None
-    runner: str | None = None
-    around = sorted((r for r in tl.ranges if r.pid == pid and r.ts <= t <= r.ts + r.dur), key=lambda r: -r.ts)
-    for r in around:
-        for pat in _BS_HINT:
-            m = pat.search(r.name)
-            if m and bs is None:
-                bs = int(m.group(1))
-        m = _RUNNER_HINT.search(r.name)
-        if m and runner is None:
-            runner = m.group(1)
-    return bs, runner
+class _Hints:
+    """Batch size and runner a replay states around a graph launch: ``…bs=N…``, vLLM's
+    ``execute_N_…``, ``runner=Name`` in an enclosing range (innermost first). Hints only: the
+    kernel sequence decides, a hint only chooses among windows that verify."""
+
+    def __init__(self, tl: Timeline) -> None:
+        found = []
+        for r in tl.ranges:
+            bs = next((int(m.group(1)) for pat in _BS_HINT if (m := pat.search(r.name))), None)
+            rm = _RUNNER_HINT.search(r.name)
+            if bs is not None or rm:
+                found.append((r.ts, r.ts + r.dur, r.pid, bs, rm.group(1) if rm else None))
+        found.sort()
+        self.ranges = found
+        self.starts = [f[0] for f in found]
+        self.longest = max((f[1] - f[0] for f in found), default=0.0)
+
+    def at(self, t: float, pid: Any) -> tuple[int | None, str | None]:
+        bs: int | None = None
+        runner: str | None = None
+        j = bisect_right(self.starts, t) - 1
+        while j >= 0 and self.starts[j] >= t - self.longest:  # later starts are inner ranges
+            start, end, rpid, rbs, rrunner = self.ranges[j]
+            if rpid == pid and end >= t:
+                bs = rbs if bs is None else bs
+                runner = rrunner if runner is None else runner
+            j -= 1
+        return bs, runner
 
 
 class _Matcher:
@@ -306,7 +319,8 @@ def _graph_launch(
         return
     seq = [(d.kind[i], tl.kernels[d.kernel[i]]) for i in items]
     ok, why = m.candidates(seq)
-    got = m.pick(ok, _hints(tl, call)) if ok else why
+    hints = rp.hints.at(tl.calls.start[call], tl.thread_pid[tl.calls.thread[call]])
+    got = m.pick(ok, hints) if ok else why
     if isinstance(got, str):
         rows.miss("graph", got, len(items), total, corr)
         return

@@ -42,6 +42,7 @@ __all__ = [
 C_LAUNCH, C_GRAPH, C_COPY, C_SET, C_BEGIN, C_END = range(6)
 D_KERNEL, D_COPY, D_SET = range(3)
 NODE_KIND_OF_CALL = {C_LAUNCH: D_KERNEL, C_COPY: D_COPY, C_SET: D_SET}
+_SKIP, _CPU_OP, _PYTHON, _RUNTIME, _DEVICE, _ANNOTATION = range(6)  # what an event category is to us
 
 
 def compact_json(raw: bytes) -> str:
@@ -143,6 +144,7 @@ class _Builder:
         self.raw_sigs = _Interner()
         self.modules = _Interner()
         self.kernels = _Interner()
+        self.categories: dict[str, int] = {}
 
     def thread(self, ev: Event) -> int:
         return self.threads((ev.pid, ev.tid))
@@ -153,23 +155,40 @@ class _Builder:
         block = tuple(a.block) if a is not None and a.block else None
         return self.kernels(Kernel(name, grid, block))
 
+    def _category(self, cat: str) -> int:
+        """What a category is to the timeline, decided once per distinct category string."""
+        if E.is_cpu_op(cat):
+            return _CPU_OP
+        if cat == "python_function":
+            return _PYTHON
+        if E.is_runtime(cat):
+            return _RUNTIME
+        if E.is_kernel(cat) or E.is_gpu_memcpy(cat) or E.is_gpu_memset(cat):
+            return _DEVICE
+        return _ANNOTATION if E.is_annotation(cat) else _SKIP
+
     def add(self, events: list[Event]) -> None:
+        kinds = self.categories
         for ev in events:
-            if ev.ts is None:
-                continue
             cat = ev.cat or ""
+            kind = kinds.get(cat)
+            if kind is None:
+                kind = kinds[cat] = self._category(cat)
+            if kind == _SKIP or ev.ts is None:
+                continue
             name = ev.name or ""
-            if E.is_cpu_op(cat):
+            if kind == _PYTHON:
+                if E.is_module(cat, name):
+                    self.tl.modules.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(name)))
+            elif kind == _CPU_OP:
                 a = ev.args
                 raw = (name, bytes(a.dims), bytes(a.types)) if a is not None else (name, b"", b"")
                 self.tl.ops.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.raw_sigs(raw))
-            elif E.is_module(cat, name):
-                self.tl.modules.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(name)))
-            elif E.is_runtime(cat):
+            elif kind == _RUNTIME:
                 self._call(ev, name)
-            elif E.is_kernel(cat) or E.is_gpu_memcpy(cat) or E.is_gpu_memset(cat):
+            elif kind == _DEVICE:
                 self._device(ev, cat, name)
-            elif E.is_annotation(cat):
+            else:
                 self.tl.ranges.append(Range(name, ev.ts, ev.dur or 0.0, ev.pid))
                 self.tl.range_thread.append(self.thread(ev))
 
