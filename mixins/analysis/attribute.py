@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from mixins.analysis.identity import identity_of, rank_from_name
 from mixins.analysis.model import Kernel
@@ -27,6 +28,7 @@ __all__ = ["Row", "Unattributed", "Attribution", "attribute_replay", "verify"]
 _BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d+)"), re.compile(r"^execute_(\d+)_"))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
+_KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id
 
 
 @dataclass
@@ -234,17 +236,21 @@ class _Matcher:
 
     def __init__(self, windows: list[Window]) -> None:
         self.windows = windows
-        self.cache: dict[tuple[Any, ...], tuple[list[tuple[Window, list[int]]], str]] = {}
+        self.cache: dict[tuple[int, ...], tuple[list[tuple[Window, list[int]]], str]] = {}
+        self.plans: dict[tuple[int, tuple[int, ...]], list[_Group]] = {}
         self.previous: Window | None = None
 
-    def candidates(self, seq: list[tuple[int, Kernel]]) -> tuple[list[tuple[Window, list[int]]], str]:
-        key = tuple(seq)
+    def candidates(
+        self, key: tuple[int, ...], seq: Callable[[], list[tuple[int, Kernel]]]
+    ) -> tuple[list[tuple[Window, list[int]]], str]:
+        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached."""
         got = self.cache.get(key)
         if got is None:
+            replay = seq()
             ok: list[tuple[Window, list[int]]] = []
             reasons: dict[str, int] = {}
             for w in self.windows:
-                res = verify(w, seq)
+                res = verify(w, replay)
                 if isinstance(res, str):
                     reasons[res] = reasons.get(res, 0) + 1
                 else:
@@ -289,12 +295,12 @@ class _Rows:
         self.rows: dict[tuple[Any, ...], Row] = {}
         self.unattributed: dict[tuple[str, str], Unattributed] = {}
 
-    def add(self, key: tuple[Any, ...], site: Site, name: str, us: float, kernels: int) -> None:
-        row = self.rows.get(key)
-        if row is None:
+    def row(self, key: tuple[Any, ...], site: Site, name: str) -> Row:
+        got = self.rows.get(key)
+        if got is None:
             source, runner, segment = key[:3]
-            row = self.rows[key] = Row(name, site.module, site.dims, site.types, source, runner, segment)
-        row.add(us, kernels)
+            got = self.rows[key] = Row(name, site.module, site.dims, site.types, source, runner, segment)
+        return got
 
     def miss(self, source: str, reason: str, kernels: int, us: float, corr: int, launches: int = 1) -> None:
         u = self.unattributed.get((source, reason))
@@ -305,6 +311,36 @@ class _Rows:
         u.gpu_time_us += us
 
 
+class _Group(NamedTuple):
+    """Replayed items (offsets in the launch) that one op execution ran, and the row they add to."""
+
+    row: Row
+    offsets: list[int]
+    nodes: list[Node]
+
+
+def _plan(
+    m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key: tuple[int, ...]
+) -> list[_Group]:
+    """How a verified (window, sequence) pair spreads over rows; computed once per pair."""
+    plan = m.plans.get((id(w), key))
+    if plan is not None:
+        return plan
+    groups: dict[tuple[Any, ...], _Group] = {}
+    for off, (k, p) in enumerate(zip(key, pos, strict=True)):
+        node = w.nodes[p]
+        kind, kernel = divmod(k, _KIND_SHIFT)
+        name = node.site.name if kind == D_KERNEL else tl.kernels[kernel].name or _KIND_NAME[D_COPY]
+        rkey = ("graph", w.runner, w.segment, node.site, name)
+        g = groups.get((rkey, node.inst))
+        if g is None:
+            g = groups[(rkey, node.inst)] = _Group(rows.row(rkey, node.site, name), [], [])
+        g.offsets.append(off)
+        g.nodes.append(node)
+    plan = m.plans[(id(w), key)] = list(groups.values())
+    return plan
+
+
 def _graph_launch(
     rp: _Replay, call: int, m: _Matcher, rows: _Rows, res: Attribution, annotate: bool
 ) -> None:
@@ -312,33 +348,27 @@ def _graph_launch(
     corr = tl.calls.corr[call]
     items = _replay_nodes(tl, rp.by_corr.get(corr, []) if corr >= 0 else [])
     d = tl.device
-    total = sum(d.dur[i] for i in items)
     res.graph_launches += 1
     res.graph_kernels += len(items)
     if not items:
         return
-    seq = [(d.kind[i], tl.kernels[d.kernel[i]]) for i in items]
-    ok, why = m.candidates(seq)
+    key = tuple(d.kind[i] * _KIND_SHIFT + d.kernel[i] for i in items)
+    ok, why = m.candidates(key, lambda: [(d.kind[i], tl.kernels[d.kernel[i]]) for i in items])
     hints = rp.hints.at(tl.calls.start[call], tl.thread_pid[tl.calls.thread[call]])
     got = m.pick(ok, hints) if ok else why
     if isinstance(got, str):
-        rows.miss("graph", got, len(items), total, corr)
+        rows.miss("graph", got, len(items), sum(d.dur[i] for i in items), corr)
         return
     w, pos = got
     m.previous = w
     res.graph_kernels_attributed += len(items)
-    per_exec: dict[tuple[Any, ...], list[Any]] = {}
-    for i, p in zip(items, pos, strict=True):
-        node = w.nodes[p]
-        name = node.site.name if d.kind[i] == D_KERNEL else tl.kernels[d.kernel[i]].name or _KIND_NAME[D_COPY]
-        key = ("graph", w.runner, w.segment, node.site, name)
-        acc = per_exec.setdefault((key, node.inst), [node.site, name, 0.0, 0])
-        acc[2] += d.dur[i]
-        acc[3] += 1
+    dur = d.dur
+    for g in _plan(m, rows, tl, w, pos, key):
+        g.row.add(sum(dur[items[o]] for o in g.offsets), len(g.offsets))
         if annotate and res.annotations is not None:
-            res.annotations[(corr, d.start[i], tl.kernels[d.kernel[i]].name or "")] = _annotation(w, node)
-    for (key, _), (site, name, us, n) in per_exec.items():
-        rows.add(key, site, name, us, n)
+            for o, node in zip(g.offsets, g.nodes, strict=True):
+                i = items[o]
+                res.annotations[(corr, d.start[i], tl.kernels[d.kernel[i]].name or "")] = _annotation(w, node)
 
 
 def _annotation(w: Window, node: Node) -> dict[str, Any]:
@@ -373,7 +403,7 @@ def _eager(rp: _Replay, graph_corrs: set[int], rows: _Rows) -> None:
         acc[1] += d.dur[i]
         acc[2] += 1
     for (key, _), (site, us, n) in per_exec.items():
-        rows.add(key, site, site.name, us, n)
+        rows.row(key, site, site.name).add(us, n)
 
 
 def attribute_replay(

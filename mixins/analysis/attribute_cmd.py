@@ -58,6 +58,7 @@ def add_attribute_command(subparsers: Any) -> None:
     p.add_argument(
         "--min-coverage", type=float, metavar="F", help="exit 1 when attributed GPU time / total is below F (0..1)"
     )
+    p.add_argument("--top", type=int, default=30, metavar="N", help="rows shown per replay in the table (default 30)")
     p.add_argument("--any-rank", action="store_true", help="attribute even when ranks differ")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)")
     p.set_defaults(func=cmd_attribute)
@@ -129,6 +130,8 @@ def _write_csv(path: str, results: list[Attribution]) -> None:
 def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
     if args.min_coverage is not None and not 0.0 <= args.min_coverage <= 1.0:
         raise TraceError("--min-coverage", f"expected a fraction between 0 and 1, got {args.min_coverage}")
+    if args.top < 0:
+        raise TraceError("--top", f"must be >= 0, got {args.top}")
     if args.annotate and len(replays) != 1:
         raise TraceError(args.annotate, f"--annotate takes one replay trace, got {len(replays)}")
 
@@ -154,7 +157,7 @@ def _outputs(args: argparse.Namespace, results: list[Attribution]) -> None:
     if args.json:
         render.print_json(results[0] if len(results) == 1 else {"replays": results})
     else:
-        render.render_attribute(results)
+        render.render_attribute(results, args.top)
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:

@@ -42,7 +42,8 @@ __all__ = [
 C_LAUNCH, C_GRAPH, C_COPY, C_SET, C_BEGIN, C_END = range(6)
 D_KERNEL, D_COPY, D_SET = range(3)
 NODE_KIND_OF_CALL = {C_LAUNCH: D_KERNEL, C_COPY: D_COPY, C_SET: D_SET}
-_SKIP, _CPU_OP, _PYTHON, _RUNTIME, _DEVICE, _ANNOTATION = range(6)  # what an event category is to us
+_SKIP, _CPU_OP, _PYTHON, _RUNTIME, _ANNOTATION = range(5)  # what an event category is to us
+_DEVICE = 8  # _DEVICE + D_KERNEL / D_COPY / D_SET
 
 
 def compact_json(raw: bytes) -> str:
@@ -145,15 +146,21 @@ class _Builder:
         self.modules = _Interner()
         self.kernels = _Interner()
         self.categories: dict[str, int] = {}
+        self.kernel_ids: dict[tuple[Any, ...], int] = {}
 
     def thread(self, ev: Event) -> int:
         return self.threads((ev.pid, ev.tid))
 
     def kernel(self, name: str | None, ev: Event) -> int:
+        """Interned kernel identity; keyed by a plain tuple (hashed in C) before any Kernel is built."""
         a = ev.args
         grid = tuple(a.grid) if a is not None and a.grid else None
         block = tuple(a.block) if a is not None and a.block else None
-        return self.kernels(Kernel(name, grid, block))
+        key = (name, grid, block)
+        got = self.kernel_ids.get(key)
+        if got is None:
+            got = self.kernel_ids[key] = self.kernels(Kernel(name, grid, block))
+        return got
 
     def _category(self, cat: str) -> int:
         """What a category is to the timeline, decided once per distinct category string."""
@@ -163,8 +170,12 @@ class _Builder:
             return _PYTHON
         if E.is_runtime(cat):
             return _RUNTIME
-        if E.is_kernel(cat) or E.is_gpu_memcpy(cat) or E.is_gpu_memset(cat):
-            return _DEVICE
+        if E.is_kernel(cat):
+            return _DEVICE + D_KERNEL
+        if E.is_gpu_memcpy(cat):
+            return _DEVICE + D_COPY
+        if E.is_gpu_memset(cat):
+            return _DEVICE + D_SET
         return _ANNOTATION if E.is_annotation(cat) else _SKIP
 
     def add(self, events: list[Event]) -> None:
@@ -177,7 +188,9 @@ class _Builder:
             if kind == _SKIP or ev.ts is None:
                 continue
             name = ev.name or ""
-            if kind == _PYTHON:
+            if kind >= _DEVICE:  # most events of a replay
+                self._device(ev, kind - _DEVICE, name)
+            elif kind == _PYTHON:  # most events of a capture
                 if E.is_module(cat, name):
                     self.tl.modules.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(name)))
             elif kind == _CPU_OP:
@@ -186,8 +199,6 @@ class _Builder:
                 self.tl.ops.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.raw_sigs(raw))
             elif kind == _RUNTIME:
                 self._call(ev, name)
-            elif kind == _DEVICE:
-                self._device(ev, cat, name)
             else:
                 self.tl.ranges.append(Range(name, ev.ts, ev.dur or 0.0, ev.pid))
                 self.tl.range_thread.append(self.thread(ev))
@@ -216,12 +227,12 @@ class _Builder:
         own = a.kernel if a is not None and kind == C_LAUNCH else None
         c.kernel.append(self.kernel(own, ev) if own is not None else -1)
 
-    def _device(self, ev: Event, cat: str, name: str) -> None:
+    def _device(self, ev: Event, kind: int, name: str) -> None:
         a = ev.args
         d = self.tl.device
         d.start.append(ev.ts or 0.0)
         d.dur.append(ev.dur or 0.0)
-        d.kind.append(D_KERNEL if E.is_kernel(cat) else D_COPY if E.is_gpu_memcpy(cat) else D_SET)
+        d.kind.append(kind)
         d.corr.append(_ident(a.correlation if a is not None else None))
         d.kernel.append(self.kernel(name, ev))
         d.node.append(_ident(a.node if a is not None else None))
