@@ -60,6 +60,11 @@ class SegmentDiff:
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def add(self, kind: str, item: Any) -> None:
+        """Counts are kept by the caller; only the first few examples of each kind are kept."""
+        if len(self.examples[kind]) < _EXAMPLES:
+            self.examples[kind].append(item)
+
 
 def _first_diff(a: array, b: array) -> int | None:
     if a == b:
@@ -80,6 +85,52 @@ def _changed_fields(ka: tuple[Any, ...], kb: tuple[Any, ...]) -> list[str]:
     return [n for n, x, y in zip(names, ka, kb, strict=True) if x != y]
 
 
+def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[Any, ...]]) -> None:
+    """Too big to align: report the multiset difference instead."""
+    d.aligned = False
+    ca, cb = Counter(mid_a), Counter(mid_b)
+    for k, n in (cb - ca).items():
+        d.added += n
+        d.add("added", {**op_json(keys[k]), "count": n})
+    for k, n in (ca - cb).items():
+        d.removed += n
+        d.add("removed", {**op_json(keys[k]), "count": n})
+
+
+def _aligned_diff(d: SegmentDiff, mid_a: array, mid_b: array, first: int, keys: list[tuple[Any, ...]]) -> None:
+    """Align the differing middles; the same op name in the same place is a change, else remove + add."""
+    sm = SequenceMatcher(None, list(mid_a), list(mid_b), autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        for n in range(paired):
+            x, y = mid_a[i1 + n], mid_b[j1 + n]
+            if keys[x][0] == keys[y][0]:
+                d.changed += 1
+                d.add(
+                    "changed",
+                    {
+                        "position_a": first + i1 + n,
+                        "position_b": first + j1 + n,
+                        "fields": _changed_fields(keys[x], keys[y]),
+                        "a": op_json(keys[x]),
+                        "b": op_json(keys[y]),
+                    },
+                )
+            else:
+                d.removed += 1
+                d.added += 1
+                d.add("removed", {"position": first + i1 + n, **op_json(keys[x])})
+                d.add("added", {"position": first + j1 + n, **op_json(keys[y])})
+        for n in range(i1 + paired, i2):
+            d.removed += 1
+            d.add("removed", {"position": first + n, **op_json(keys[mid_a[n]])})
+        for n in range(j1 + paired, j2):
+            d.added += 1
+            d.add("added", {"position": first + n, **op_json(keys[mid_b[n]])})
+
+
 def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> SegmentDiff:
     d = SegmentDiff(label, "same", len(a), len(b))
     first = _first_diff(a, b)
@@ -95,52 +146,10 @@ def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> Se
         end_a -= 1
         end_b -= 1
     mid_a, mid_b = a[first:end_a], b[first:end_b]
-    ex = d.examples
-
-    def add(kind: str, item: Any) -> None:
-        if len(ex[kind]) < _EXAMPLES:
-            ex[kind].append(item)
-
     if len(mid_a) * len(mid_b) > _ALIGN_LIMIT:
-        d.aligned = False  # too big to align: report the multiset difference instead
-        ca, cb = Counter(mid_a), Counter(mid_b)
-        for k, n in (cb - ca).items():
-            d.added += n
-            add("added", {**op_json(keys[k]), "count": n})
-        for k, n in (ca - cb).items():
-            d.removed += n
-            add("removed", {**op_json(keys[k]), "count": n})
-        return d
-    sm = SequenceMatcher(None, list(mid_a), list(mid_b), autojunk=False)
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        if tag == "equal":
-            continue
-        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        for n in range(paired):  # same op name in the same place: a change, else remove + add
-            x, y = mid_a[i1 + n], mid_b[j1 + n]
-            if keys[x][0] == keys[y][0]:
-                d.changed += 1
-                add(
-                    "changed",
-                    {
-                        "position_a": first + i1 + n,
-                        "position_b": first + j1 + n,
-                        "fields": _changed_fields(keys[x], keys[y]),
-                        "a": op_json(keys[x]),
-                        "b": op_json(keys[y]),
-                    },
-                )
-            else:
-                d.removed += 1
-                d.added += 1
-                add("removed", {"position": first + i1 + n, **op_json(keys[x])})
-                add("added", {"position": first + j1 + n, **op_json(keys[y])})
-        for n in range(i1 + paired, i2):
-            d.removed += 1
-            add("removed", {"position": first + n, **op_json(keys[mid_a[n]])})
-        for n in range(j1 + paired, j2):
-            d.added += 1
-            add("added", {"position": first + n, **op_json(keys[mid_b[n]])})
+        _multiset_diff(d, mid_a, mid_b, keys)
+    else:
+        _aligned_diff(d, mid_a, mid_b, first, keys)
     return d
 
 
