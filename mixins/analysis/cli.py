@@ -95,7 +95,7 @@ def _run_one(job: Callable[..., Any], path: str, *extra: Any) -> Any:
         return exc
 
 
-def map_files(
+def _map(
     job: Callable[..., Any], paths: list[str], extra: tuple[Any, ...], jobs: int, show: bool
 ) -> Iterable[tuple[str, Any]]:
     """Run ``job`` over paths (parallel when several), yielding (path, result or TraceError) in order."""
@@ -114,7 +114,7 @@ def map_files(
                 tick()
 
 
-def collect_results(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
+def _collect(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
     """Results in order, and whether any file was bad (each reported on stderr as it comes)."""
     good, bad = [], False
     for _, res in pairs:
@@ -132,7 +132,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    rows, bad = collect_results(map_files(_summary_job, files, (0,), 0, not args.json))
+    rows, bad = _collect(_map(_summary_job, files, (0,), 0, not args.json))
     if args.json:
         render.print_json(
             {
@@ -151,7 +151,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.top < 0:
         render.error(f"--top: must be >= 0, got {args.top}")
         return TROUBLE
-    traces, bad = collect_results(map_files(_summary_job, list(args.traces), (args.top,), 0, not args.json))
+    traces, bad = _collect(_map(_summary_job, list(args.traces), (args.top,), 0, not args.json))
     if bad and not traces:
         return TROUBLE
     if args.json:
@@ -162,7 +162,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    loaded, bad = collect_results(map_files(_compact_job, [args.a, args.b], (), 1, not args.json))
+    loaded, bad = _collect(_map(_compact_job, [args.a, args.b], (), 1, not args.json))
     if bad:
         return TROUBLE
     a, b = loaded
@@ -183,7 +183,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    traces, bad = collect_results(map_files(_compact_job, files, (), args.jobs, not args.json))
+    traces, bad = _collect(_map(_compact_job, files, (), args.jobs, not args.json))
     groups = check_traces(traces)
     divergent = any(not g.ok for g in groups)
     if args.json:
@@ -200,3 +200,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if bad:
         return TROUBLE
     return DIFFERENT if divergent else OK
+
+
+# The ``attribute`` command (attribute_cmd) reads its inputs the same way.
+map_files = _map
+collect_results = _collect

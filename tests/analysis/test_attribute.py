@@ -264,6 +264,9 @@ def test_derived_nvidia_pair_named_by_warmup_pass(h100: dict[str, Any], tmp_path
     res = attribute_replay(str(rep_p), [window], [str(cap_p)], annotate=True)
     n = len(graph_kernels(rep))
     assert n > 1000 and res.graph_kernels == res.graph_kernels_attributed == n
+    assert res.attributed_us == pytest.approx(res.gpu_time_us)
+    memsets = [r for r in res.rows if r.name.startswith("Memset")]  # graph memset nodes: rows of their own
+    assert memsets and {r.source for r in memsets} == {"graph"}
     # Brute force, independent of the sweep: the innermost op/module of each original launch.
     ev = h100["traceEvents"]
     ops = [e for e in ev if e.get("cat") == "cpu_op"]
