@@ -16,7 +16,7 @@ from typing import Any
 
 from mixins.analysis.reader import TraceError
 
-__all__ = ["write_annotated"]
+__all__ = ["write_annotated", "write_atomic"]
 
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -50,12 +50,9 @@ def _annotate(doc: dict[str, Any], annotations: dict[tuple[int, float, str], dic
     return done
 
 
-def write_annotated(replay: str, out: str, annotations: dict[tuple[int, float, str], dict[str, Any]]) -> int:
-    """Write ``replay`` with ``annotations`` added to ``out`` (gzip if it ends in .gz); how many kernels gained args."""
-    doc = _load(replay)
-    done = _annotate(doc, annotations)
+def write_atomic(out: str, data: bytes) -> None:
+    """Write ``data`` to ``out`` through a dot-named temp file beside it and a rename: all or nothing."""
     directory = os.path.dirname(os.path.abspath(out))
-    data = json.dumps(doc).encode()
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=directory)
@@ -63,7 +60,7 @@ def write_annotated(replay: str, out: str, annotations: dict[tuple[int, float, s
         os.umask(mask)
         os.fchmod(fd, 0o666 & ~mask)  # as an ordinary new file, not mkstemp's 0600
         with os.fdopen(fd, "wb") as f:
-            f.write(gzip.compress(data, 6) if out.endswith(".gz") else data)
+            f.write(data)
         os.replace(tmp, out)
         tmp = None
     except OSError as exc:
@@ -74,4 +71,12 @@ def write_annotated(replay: str, out: str, annotations: dict[tuple[int, float, s
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def write_annotated(replay: str, out: str, annotations: dict[tuple[int, float, str], dict[str, Any]]) -> int:
+    """Write ``replay`` with ``annotations`` added to ``out`` (gzip if it ends in .gz); how many kernels gained args."""
+    doc = _load(replay)
+    done = _annotate(doc, annotations)
+    data = json.dumps(doc).encode()
+    write_atomic(out, gzip.compress(data, 6) if out.endswith(".gz") else data)
     return done

@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.annotate import write_annotated
+from mixins.analysis.annotate import write_annotated, write_atomic
 from mixins.analysis.attribute import Attribution, attribute_replay
 from mixins.analysis.cli import collect_results, map_files, trace_files
 from mixins.analysis.reader import TraceError
@@ -120,11 +120,7 @@ def _write_csv(path: str, results: list[Attribution]) -> None:
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows(csv_rows(results))
-    try:
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(buf.getvalue())
-    except OSError as exc:
-        raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
+    write_atomic(path, buf.getvalue().encode())
 
 
 def _check_options(args: argparse.Namespace, replays: list[str]) -> None:

@@ -368,3 +368,51 @@ def test_many_replays_in_a_directory_run_in_worker_processes(
     assert got[0]["coverage"]["graph_kernels_attributed"] == 421
     # each piece is found, in order, inside the one full window (captured launches may be skipped)
     assert got[1]["coverage"]["graph_kernels_attributed"] == 421
+
+
+@pytest.mark.parametrize("option", ["--annotate", "--csv"])
+def test_unwritable_output_is_one_line_and_leaves_nothing(run_cli: Any, tmp_path: Path, option: str) -> None:
+    """ENOTDIR (the parent is a regular file): root cannot write there either."""
+    parent = tmp_path / "not_a_dir"
+    parent.write_text("x")
+    out = parent / "out.json.gz"
+    rc, stdout, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, out)
+    assert rc == 2 and stdout == ""
+    assert err.count("\n") == 1 and err.startswith(f"capture-trace: error: {out}: cannot write: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_dir"]
+
+
+def test_output_written_under_rlimit_fsize_is_all_or_nothing(tmp_path: Path) -> None:
+    """EFBIG half-way through the write: the target never appears, the temp file is removed."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "annotated.json"
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
+        "from mixins.cli import main\n"
+        "sys.argv = ['capture-trace', 'attribute', sys.argv[1], sys.argv[2], '--annotate', sys.argv[3]]\n"
+        "sys.exit(main())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(VLLM_REPLAY), str(VLLM_CAPTURE), str(out)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"capture-trace: error: {out}: cannot write: File too large")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_option_errors(run_cli: Any, tmp_path: Path) -> None:
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--min-coverage", "1.5")
+    assert rc == 2 and err == "capture-trace: error: --min-coverage: expected a fraction between 0 and 1, got 1.5\n"
+    folder = tmp_path / "replays"
+    folder.mkdir()
+    shutil.copy(VLLM_REPLAY, folder / "a.json.gz")
+    shutil.copy(VLLM_REPLAY, folder / "b.json.gz")
+    rc, _, err = run_cli("attribute", folder, VLLM_CAPTURE, "--annotate", tmp_path / "x.json.gz")
+    assert rc == 2 and "--annotate takes one replay trace, got 2" in err
