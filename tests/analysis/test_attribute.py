@@ -155,13 +155,17 @@ def test_bad_replay_or_capture_exits_2_with_one_line(
     assert expect.lower() in err.lower()
 
 
-def test_annotate_adds_args_only_and_loads_in_json_and_hta(run_cli: Any, tmp_path: Path) -> None:
-    out_dir = tmp_path / "hta"
+def _annotated(run_cli: Any, out_dir: Path) -> Path:
     out_dir.mkdir()
     out = out_dir / "annotated_rank0.json.gz"
     rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--annotate", out, "--json")
     assert rc == 0, err
     assert [p.name for p in out_dir.iterdir()] == [out.name]  # no temp file left behind
+    return out
+
+
+def test_annotate_adds_args_only_and_loads_with_json(run_cli: Any, tmp_path: Path) -> None:
+    out = _annotated(run_cli, tmp_path / "annotated")
     with gzip.open(out, "rt") as f:
         doc = json.load(f)
     original = load(VLLM_REPLAY)
@@ -172,18 +176,24 @@ def test_annotate_adds_args_only_and_loads_in_json_and_hta(run_cli: Any, tmp_pat
     assert {e["args"]["capture_segment"] for e in tagged} == {"bs=32,variant=FULL"}
     moe = [e for e in tagged if e["args"]["capture_op"] == "vllm::moe_forward"]
     assert len(moe) == 72 and moe[0]["args"]["capture_module"] == "nn.Module: GraphModule"
+    assert moe[0]["args"]["capture_input_dims"][0] == [32, 3072]
     for e in tagged:
         for k in added:
             e["args"].pop(k)
     assert doc == original
 
+
+def test_annotate_output_loads_in_hta(run_cli: Any, tmp_path: Path) -> None:
+    """HolisticTraceAnalysis reads the annotated replay and sees the added args (HTA: the ``bench`` extra)."""
+    pytest.importorskip("hta", reason="HolisticTraceAnalysis not installed (pip install '.[bench]')")
     from hta.common.trace import Trace
     from hta.configs.default_values import AttributeSpec, ValueType, YamlVersion
     from hta.configs.parser_config import ParserConfig
 
+    out = _annotated(run_cli, tmp_path / "hta")
     cfg = ParserConfig()
     cfg.add_args([AttributeSpec("capture_op", "capture_op", ValueType.String, "", YamlVersion(1, 0, 0))])
-    trace = Trace(trace_dir=str(out_dir), parser_config=cfg)
+    trace = Trace(trace_dir=str(out.parent), parser_config=cfg)
     trace.parse_traces()
     df = trace.get_trace(0)
     ops = df[df["capture_op"] != ""]["capture_op"]
