@@ -11,6 +11,7 @@ its own launch's innermost ``cpu_op`` and ``nn.Module``, so the totals cover the
 
 from __future__ import annotations
 
+import os
 import re
 from bisect import bisect_right
 from collections.abc import Callable
@@ -284,7 +285,7 @@ class _Matcher:
         same = (first_w.segment, first_w.runner, tuple(first_w.nodes[p].site for p in first_pos))
         if all((w.segment, w.runner, tuple(w.nodes[p].site for p in pos)) == same for w, pos in ok[1:]):
             return ok[0]
-        labels = sorted({f"{w.segment}#{w.order}" for w, _ in ok})
+        labels = sorted({f"{w.runner or os.path.basename(w.capture)} {w.segment} window {w.order}" for w, _ in ok})
         return f"ambiguous: {len(ok)} capture windows verify ({', '.join(labels[:4])})"
 
 

@@ -232,3 +232,23 @@ def _nvidia_replay(h100: Doc, calls: list[dict[str, Any]], work: dict[int, dict[
         for a, b in zip(device[0::2], device[1::2], strict=False):
             a["ts"], b["ts"] = b["ts"], a["ts"]
     return {k: v for k, v in h100.items() if k != "traceEvents"} | {"traceEvents": [graph, *device]}
+
+
+def as_ours(capture: Doc, runner: str, rank: int = 0) -> Doc:
+    """DERIVED: the capture as our exporter writes it (``capture_trace`` metadata first; the foreign
+    ``capture_32_FULL`` range becomes ``capture::bs=32``)."""
+    out = copy.deepcopy(capture)
+    for e in out["traceEvents"]:
+        if e.get("name") == "capture_32_FULL":
+            e["name"] = "capture::bs=32"
+    meta = {"runner": runner, "runner_class": f"demo.{runner}", "tp_rank": rank, "pp_rank": 0, "capture_index": 1}
+    return {"capture_trace": meta, **out}
+
+
+def with_replay_range(replay: Doc, name: str) -> Doc:
+    """DERIVED: the replay with one more ``record_function`` range around its graph launch."""
+    out = copy.deepcopy(replay)
+    g = next(e for e in out["traceEvents"] if "GraphLaunch" in e.get("name", ""))
+    out["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name, "pid": g["pid"], "tid": g["tid"],
+                               "ts": g["ts"] - 1.0, "dur": g["dur"] + 2.0, "args": {}})
+    return out

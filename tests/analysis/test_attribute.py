@@ -426,3 +426,23 @@ def test_option_errors(run_cli: Any, tmp_path: Path) -> None:
     shutil.copy(VLLM_REPLAY, folder / "b.json.gz")
     rc, _, err = run_cli("attribute", folder, VLLM_CAPTURE, "--annotate", tmp_path / "x.json.gz")
     assert rc == 2 and "--annotate takes one replay trace, got 2" in err
+
+
+def test_derived_our_layout_two_runners_runner_hint(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+    """Our files (metadata identity, ``capture::bs=…``): two runners captured the same kernels, so only
+    the replay's ``runner=`` hint decides; without it the graph stays unattributed."""
+    from pairs import as_ours, with_replay_range
+
+    folder = tmp_path / "graph_capture_profile"
+    folder.mkdir()
+    for runner in ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner"):
+        save(as_ours(real["capture"], runner), folder / f"cuda_graph_capture-{runner}-TP-0.json.gz")
+    hinted = save(with_replay_range(real["replay"], "replay::runner=EAGLEDraftCudaGraphRunner,bs=32"),
+                  tmp_path / "replay-TP-0.json.gz")
+    res = _attribute(run_cli, hinted, folder)
+    assert res["coverage"]["graph_kernels_attributed"] == 421
+    graph = [op for op in res["ops"] if op["source"] == "graph"]
+    assert {(op["runner"], op["segment"]) for op in graph} == {("EAGLEDraftCudaGraphRunner", "bs=32")}
+    res = _attribute(run_cli, VLLM_REPLAY, folder)
+    assert res["coverage"]["graph_kernels_attributed"] == 0
+    assert res["unattributed"][0]["reason"].startswith("ambiguous: 2 capture windows verify")
