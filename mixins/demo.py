@@ -123,23 +123,68 @@ def _batch_sizes(text: str) -> list[int]:
     return sizes
 
 
-def run_demo(out: Path, device: str = "auto", batch_sizes: list[int] | None = None) -> list[Path]:
-    """Capture with the three runners and return the written trace files."""
+REPLAY_TRACE = "replay-TP-0.json.gz"
+
+
+def _resolve_device(device: str) -> str:
     torch = _torch()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("--device cuda requested but torch.cuda.is_available() is False")
+    return device
+
+
+def _profile_replays(runners: list[_DemoRunner], replays: int, path: Path) -> Path:
+    """Replay every captured graph ``replays`` times under the profiler, as serving would.
+
+    Each runner/batch size is wrapped in ``replay::runner=<name>,bs=<bs>`` so ``attribute`` can use
+    the runner and batch size as hints (the kernel sequence still decides).
+    """
+    torch = _torch()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+        for runner in runners:
+            for bs, graph in sorted(runner.graphs.items()):
+                with torch.profiler.record_function(f"replay::runner={type(runner).__name__},bs={bs}"):
+                    for _ in range(replays):
+                        graph.replay()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+def _replays(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return n
+
+
+def run_demo(
+    out: Path, device: str = "auto", batch_sizes: list[int] | None = None, replays: int = 0
+) -> list[Path]:
+    """Capture with the three runners (and profile ``replays`` replays of each graph); the written files."""
+    device = _resolve_device(device)
+    if replays and device != "cuda":
+        raise RuntimeError("--replay needs CUDA graphs: run with --device cuda on a machine with a GPU")
     os.environ[settings.ENABLE] = "1"
     os.environ[settings.PROFILER_DIR] = str(out)
     paths: list[Path] = []
+    runners: list[_DemoRunner] = []
     for runner_class in RUNNERS:
         runner = runner_class(device, batch_sizes or [1, 2, 4, 8])
         runner.capture()
+        runners.append(runner)
     wait_for_exports()
     directory = out / "graph_capture_profile"
     for runner_class in RUNNERS:
         paths += sorted(directory.glob(f"cuda_graph_capture-{runner_class.__name__}-TP-*.json.gz"))
+    if replays:
+        paths.append(_profile_replays(runners, replays, directory / REPLAY_TRACE))
     return paths
 
 
@@ -158,11 +203,11 @@ def _command(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     print(f"capture-trace demo: setting {settings.ENABLE}=1 and {settings.PROFILER_DIR}={out} for this process")
     try:
-        paths = run_demo(out, args.device, args.batch_sizes)
+        paths = run_demo(out, args.device, args.batch_sizes, args.replay)
     except RuntimeError as exc:
         print(f"capture-trace: error: {exc}", file=sys.stderr)
         return 2
-    if len(paths) != len(RUNNERS):
+    if len(paths) != len(RUNNERS) + (1 if args.replay else 0):
         print(f"capture-trace: error: expected {len(RUNNERS)} traces, found {len(paths)}", file=sys.stderr)
         return 1
     for path in paths:
@@ -170,6 +215,8 @@ def _command(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{cat} {n}" for cat, n in sorted(by_cat.items()))
         print(f"{path}  {path.stat().st_size:,} bytes  {total:,} events ({counts})")
     print(f"Open them in https://ui.perfetto.dev or chrome://tracing, or run: capture-trace summary {paths[0]}")
+    if args.replay:
+        print(f"Attribute the replays: capture-trace attribute {paths[-1]} {paths[-1].parent}")
     return 0
 
 
@@ -178,4 +225,11 @@ def add_command(commands: Any) -> None:
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"profiler directory (default: ./{DEFAULT_OUT})")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--batch-sizes", type=_batch_sizes, default=[1, 2, 4, 8], metavar="1,2,4,8")
+    parser.add_argument(
+        "--replay",
+        type=_replays,
+        default=0,
+        metavar="N",
+        help=f"also profile N replays of each captured graph into {REPLAY_TRACE} (needs CUDA graphs)",
+    )
     parser.set_defaults(func=_command)

@@ -1,7 +1,10 @@
-"""Offline analyzer for capture traces: ``ls``, ``summary``, ``diff``, ``check`` (no torch import).
+"""Offline analyzer for capture traces: ``ls``, ``summary``, ``diff``, ``check``, ``attribute`` (no torch import).
 
-Modules: ``reader`` (streaming JSON, clean errors), ``records`` (identity, segments, signatures,
-op -> kernel links), ``compare`` (diff/check), ``render`` (rich tables / JSON), ``cli`` (sub-commands).
+Pipeline: ``reader`` (streaming JSON, clean errors) -> ``events`` (named predicates) -> ``collect``
+(compact arrays) -> ``segments`` -> ``link`` (op -> launch -> kernel) -> ``model`` (the per-trace record),
+run by ``records``; ``compare`` (diff/check), ``serialise`` (one JSON path), ``render`` (rich tables),
+``cli`` (sub-commands). Attribution: ``timeline`` (intervals, calls, device work) -> ``windows``
+(capture side) and ``attribute`` (replay side), ``attribute_cmd`` (its sub-command), ``annotate``.
 """
 
 from mixins.analysis.reader import TraceError

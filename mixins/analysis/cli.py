@@ -1,4 +1,4 @@
-"""The analyzer's sub-commands: ``ls``, ``summary``, ``diff``, ``check``.
+"""The analyzer's sub-commands: ``ls``, ``summary``, ``diff``, ``check`` (and ``attribute``, in attribute_cmd).
 
 Exit codes (as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or usage; trouble
 (2) wins over a difference (1), so a CI gate never passes on an unreadable rank.
@@ -22,8 +22,11 @@ import msgspec
 
 from mixins.analysis import render
 from mixins.analysis.compare import check_traces, diff_traces
+from mixins.analysis.identity import is_trace_name
+from mixins.analysis.model import CompactTrace, compact
 from mixins.analysis.reader import Limits, TraceError, current_limits, using_limits
-from mixins.analysis.records import CompactTrace, compact, is_trace_name, load_record, summarize
+from mixins.analysis.records import load_record
+from mixins.analysis.serialise import summarize
 from mixins.output_dir import sweep_path
 
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
@@ -36,19 +39,19 @@ def add_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("ls", help="one row per trace in a directory: identity, size, events, segments")
     p.add_argument("dir", metavar="DIR", help="directory holding *.json.gz traces (or one trace file)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_limited(cmd_ls, p))
+    p.set_defaults(func=with_limits(cmd_ls, p))
 
     p = subparsers.add_parser("summary", help="per trace and segment: ops, signatures, launches, kernels")
     p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--top", type=int, default=5, metavar="N", help="top N signatures per segment (default 5)")
-    p.set_defaults(func=_limited(cmd_summary, p))
+    p.set_defaults(func=with_limits(cmd_summary, p))
 
     p = subparsers.add_parser("diff", help="compare two traces' op-signature sequences per segment")
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_limited(cmd_diff, p))
+    p.set_defaults(func=with_limits(cmd_diff, p))
 
     p = subparsers.add_parser("check", help="verify all TP ranks of each runner captured the same sequences")
     p.add_argument("dir", metavar="DIR", help="directory holding one capture's traces")
@@ -56,7 +59,11 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument(
         "-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)"
     )
-    p.set_defaults(func=_limited(cmd_check, p))
+    p.set_defaults(func=with_limits(cmd_check, p))
+
+    from mixins.analysis.attribute_cmd import add_attribute_command  # imports this module
+
+    add_attribute_command(subparsers)
 
 
 def _positive(text: str) -> int:
@@ -69,7 +76,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def _limited(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser) -> Callable[..., int]:
+def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser) -> Callable[..., int]:
     """Give ``p`` the --max-events / --max-value-mib options; ``cmd`` runs under those limits."""
     d = Limits()
     p.add_argument(
@@ -229,7 +236,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     diffs = diff_traces(a, b)
     different = any(d.status != "same" for d in diffs)
     if args.json:
-        render.print_json({"a": args.a, "b": args.b, "same": not different, "segments": [d.as_json() for d in diffs]})
+        render.print_json({"a": args.a, "b": args.b, "same": not different, "segments": diffs})
     else:
         render.render_diff(args.a, args.b, diffs)
     return DIFFERENT if different else OK
@@ -250,7 +257,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 "dir": args.dir,
                 "ok": not divergent and not bad,
                 "bad_files": [f for f in files if f not in {t.path for t in traces}],
-                "groups": [g.as_json() for g in groups],
+                "groups": groups,
             }
         )
     elif groups:
@@ -258,3 +265,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if bad:
         return TROUBLE
     return DIFFERENT if divergent else OK
+
+
+# The ``attribute`` command (attribute_cmd) reads its inputs the same way.
+map_files = _map
+collect_results = _collect

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from mixins.analysis.records import CompactTrace, op_json
+from mixins.analysis.model import CompactTrace
+from mixins.analysis.serialise import op_json
 
 __all__ = ["SegmentDiff", "Divergence", "GroupCheck", "diff_traces", "check_traces", "group_key"]
 
@@ -59,6 +60,11 @@ class SegmentDiff:
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def add(self, kind: str, item: Any) -> None:
+        """Counts are kept by the caller; only the first few examples of each kind are kept."""
+        if len(self.examples[kind]) < _EXAMPLES:
+            self.examples[kind].append(item)
+
 
 def _first_diff(a: array, b: array) -> int | None:
     if a == b:
@@ -79,6 +85,52 @@ def _changed_fields(ka: tuple[Any, ...], kb: tuple[Any, ...]) -> list[str]:
     return [n for n, x, y in zip(names, ka, kb, strict=True) if x != y]
 
 
+def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[Any, ...]]) -> None:
+    """Too big to align: report the multiset difference instead."""
+    d.aligned = False
+    ca, cb = Counter(mid_a), Counter(mid_b)
+    for k, n in (cb - ca).items():
+        d.added += n
+        d.add("added", {**op_json(keys[k]), "count": n})
+    for k, n in (ca - cb).items():
+        d.removed += n
+        d.add("removed", {**op_json(keys[k]), "count": n})
+
+
+def _aligned_diff(d: SegmentDiff, mid_a: array, mid_b: array, first: int, keys: list[tuple[Any, ...]]) -> None:
+    """Align the differing middles; the same op name in the same place is a change, else remove + add."""
+    sm = SequenceMatcher(None, list(mid_a), list(mid_b), autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        for n in range(paired):
+            x, y = mid_a[i1 + n], mid_b[j1 + n]
+            if keys[x][0] == keys[y][0]:
+                d.changed += 1
+                d.add(
+                    "changed",
+                    {
+                        "position_a": first + i1 + n,
+                        "position_b": first + j1 + n,
+                        "fields": _changed_fields(keys[x], keys[y]),
+                        "a": op_json(keys[x]),
+                        "b": op_json(keys[y]),
+                    },
+                )
+            else:
+                d.removed += 1
+                d.added += 1
+                d.add("removed", {"position": first + i1 + n, **op_json(keys[x])})
+                d.add("added", {"position": first + j1 + n, **op_json(keys[y])})
+        for n in range(i1 + paired, i2):
+            d.removed += 1
+            d.add("removed", {"position": first + n, **op_json(keys[mid_a[n]])})
+        for n in range(j1 + paired, j2):
+            d.added += 1
+            d.add("added", {"position": first + n, **op_json(keys[mid_b[n]])})
+
+
 def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> SegmentDiff:
     d = SegmentDiff(label, "same", len(a), len(b))
     first = _first_diff(a, b)
@@ -94,52 +146,10 @@ def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> Se
         end_a -= 1
         end_b -= 1
     mid_a, mid_b = a[first:end_a], b[first:end_b]
-    ex = d.examples
-
-    def add(kind: str, item: Any) -> None:
-        if len(ex[kind]) < _EXAMPLES:
-            ex[kind].append(item)
-
     if len(mid_a) * len(mid_b) > _ALIGN_LIMIT:
-        d.aligned = False  # too big to align: report the multiset difference instead
-        ca, cb = Counter(mid_a), Counter(mid_b)
-        for k, n in (cb - ca).items():
-            d.added += n
-            add("added", {**op_json(keys[k]), "count": n})
-        for k, n in (ca - cb).items():
-            d.removed += n
-            add("removed", {**op_json(keys[k]), "count": n})
-        return d
-    sm = SequenceMatcher(None, list(mid_a), list(mid_b), autojunk=False)
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        if tag == "equal":
-            continue
-        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        for n in range(paired):  # same op name in the same place: a change, else remove + add
-            x, y = mid_a[i1 + n], mid_b[j1 + n]
-            if keys[x][0] == keys[y][0]:
-                d.changed += 1
-                add(
-                    "changed",
-                    {
-                        "position_a": first + i1 + n,
-                        "position_b": first + j1 + n,
-                        "fields": _changed_fields(keys[x], keys[y]),
-                        "a": op_json(keys[x]),
-                        "b": op_json(keys[y]),
-                    },
-                )
-            else:
-                d.removed += 1
-                d.added += 1
-                add("removed", {"position": first + i1 + n, **op_json(keys[x])})
-                add("added", {"position": first + j1 + n, **op_json(keys[y])})
-        for n in range(i1 + paired, i2):
-            d.removed += 1
-            add("removed", {"position": first + n, **op_json(keys[mid_a[n]])})
-        for n in range(j1 + paired, j2):
-            d.added += 1
-            add("added", {"position": first + n, **op_json(keys[mid_b[n]])})
+        _multiset_diff(d, mid_a, mid_b, keys)
+    else:
+        _aligned_diff(d, mid_a, mid_b, first, keys)
     return d
 
 
@@ -217,6 +227,38 @@ class GroupCheck:
         }
 
 
+def _first_divergence(
+    ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: _Keys
+) -> Divergence | None:
+    """The first segment (reference order, then the member's extras) where member ``m`` differs."""
+    seqs = dict(zip(m.labels, keys.remap(m), strict=True))
+    for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
+        a, b = ref_seqs.get(label), seqs.get(label)
+        if (a is None or b is None) and not (a or b):
+            continue  # present on one side without any op: nothing captured either way
+        rank = m.identity.tp_rank
+        if a is None or b is None:
+            return Divergence(label, rank, m.path, None, None, None, len(a or ()), len(b or ()))
+        pos = _first_diff(a, b)
+        if pos is not None:  # the first divergent op of this rank is what matters
+            at_a = op_json(keys.keys[a[pos]]) if pos < len(a) else None
+            at_b = op_json(keys.keys[b[pos]]) if pos < len(b) else None
+            return Divergence(label, rank, m.path, pos, at_a, at_b, len(a), len(b))
+    return None
+
+
+def _rank_problems(g: GroupCheck, members: list[CompactTrace]) -> None:
+    """Two files claiming one TP rank fail the group; gaps in the ranks are noted."""
+    ranks = Counter(m.identity.tp_rank for m in members)
+    for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
+        paths = ", ".join(m.path for m in members if m.identity.tp_rank == r)
+        g.problems.append(f"{n} traces claim TP rank {r}: {paths}")
+    present = sorted(r for r in ranks if r is not None)
+    missing = sorted(set(range(max(present) + 1)) - set(present)) if present else []
+    if missing:
+        g.notes.append(f"TP ranks missing from the directory: {', '.join(map(str, missing))}")
+
+
 def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
     """Group traces and compare every TP rank of a group against the lowest rank, per segment."""
     groups: dict[tuple[Any, ...], list[CompactTrace]] = {}
@@ -231,10 +273,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         ref = members[0]
         ident = ref.identity
         g = GroupCheck(
-            ident.runner,
-            ident.pp_rank,
-            ident.capture_index,
-            [(m.identity.tp_rank, m.path) for m in members],
+            ident.runner, ident.pp_rank, ident.capture_index, [(m.identity.tp_rank, m.path) for m in members]
         )
         out.append(g)
         if ident.tp_rank is None:
@@ -242,51 +281,13 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
                 "no TP rank in metadata, file name or distributedInfo: not compared with other files"
             )
             continue
-        ranks = Counter(m.identity.tp_rank for m in members)
-        for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
-            paths = ", ".join(m.path for m in members if m.identity.tp_rank == r)
-            g.problems.append(f"{n} traces claim TP rank {r}: {paths}")
-        present = sorted(r for r in ranks if r is not None)
-        missing = sorted(set(range(max(present) + 1)) - set(present)) if present else []
-        if missing:
-            g.notes.append(f"TP ranks missing from the directory: {', '.join(map(str, missing))}")
+        _rank_problems(g, members)
         if len(members) == 1:
             g.notes.append("only one rank: nothing to compare")
             continue
         ref_seqs = dict(zip(ref.labels, keys.remap(ref), strict=True))
         for m in members[1:]:
-            seqs = dict(zip(m.labels, keys.remap(m), strict=True))
-            for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
-                a, b = ref_seqs.get(label), seqs.get(label)
-                if (a is None or b is None) and not (a or b):
-                    continue  # present on one side without any op: nothing captured either way
-                if a is None or b is None:
-                    g.divergences.append(
-                        Divergence(
-                            label,
-                            m.identity.tp_rank,
-                            m.path,
-                            None,
-                            None,
-                            None,
-                            len(a) if a is not None else 0,
-                            len(b) if b is not None else 0,
-                        )
-                    )
-                    break
-                pos = _first_diff(a, b)
-                if pos is not None:
-                    g.divergences.append(
-                        Divergence(
-                            label,
-                            m.identity.tp_rank,
-                            m.path,
-                            pos,
-                            op_json(keys.keys[a[pos]]) if pos < len(a) else None,
-                            op_json(keys.keys[b[pos]]) if pos < len(b) else None,
-                            len(a),
-                            len(b),
-                        )
-                    )
-                    break  # the first divergent op of this rank is what matters
+            d = _first_divergence(ref, ref_seqs, m, keys)
+            if d is not None:
+                g.divergences.append(d)
     return out

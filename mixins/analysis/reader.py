@@ -120,6 +120,7 @@ class Args(
         "block": "block",
         "smem": "shared memory",
         "regs": "registers per thread",
+        "node": "graph node id",
     },
 ):
     """The ``args`` fields the analyzer reads; everything else is skipped by the decoder."""
@@ -134,6 +135,7 @@ class Args(
     block: list[int] | None = None
     smem: int | None = None
     regs: int | None = None
+    node: int | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -200,6 +202,7 @@ def _tolerant_event(obj: Any) -> Event | None:
             block=ints("block"),
             smem=pick(raw_args, "shared memory", (int,)),
             regs=pick(raw_args, "registers per thread", (int,)),
+            node=pick(raw_args, "graph node id", (int,)),
         )
     ts = _as_float(pick(obj, "ts", (int, float)))
     dur = _as_float(pick(obj, "dur", (int, float)))

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mixins.analysis.compare import GroupCheck, SegmentDiff
+from mixins.analysis.serialise import to_json
 
 __all__ = [
     "console",
@@ -23,6 +24,7 @@ __all__ = [
     "render_summary",
     "render_diff",
     "render_check",
+    "render_attribute",
     "progress_bytes",
     "progress_files",
 ]
@@ -38,7 +40,8 @@ def console() -> Console:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    """Every ``--json`` output: results through the one serialisation path, then indented JSON."""
+    sys.stdout.write(json.dumps(to_json(obj), indent=2) + "\n")
 
 
 def one_line(text: str) -> str:
@@ -264,6 +267,51 @@ def render_check(groups: list[GroupCheck]) -> None:
             out.print(f"  TP {d.rank}: {_op_text(d.other)}")
         for n in g.notes:
             out.print(f"{head}: note: {n}")
+
+
+def _attribute_table(res: dict[str, Any], top: int) -> Table:
+    table = Table(title=f"{res['replay']}: ops by GPU time", title_justify="left")
+    for col in ("op", "module", "input dims", "input types", "source", "segment", "kernels", "count"):
+        table.add_column(col, justify="right" if col in ("kernels", "count") else "left")
+    for col in ("total µs", "mean µs", "share"):
+        table.add_column(col, justify="right")
+    total = res["coverage"]["gpu_time_us"] or 1.0
+    for op in res["ops"][:top]:
+        table.add_row(
+            op["name"] if len(op["name"]) <= 60 else op["name"][:57] + "...",
+            op["module"],
+            _shown(op["input_dims"]),
+            _shown(op["input_types"]),
+            op["source"],
+            op["segment"] or "-",
+            f"{op['kernels']:,}",
+            f"{op['count']:,}",
+            f"{op['gpu_time_us']:,.1f}",
+            f"{op['mean_us']:,.1f}",
+            f"{100 * op['gpu_time_us'] / total:.1f} %",
+        )
+    return table
+
+
+def render_attribute(results: list[Any], top: int = 30) -> None:
+    """Per replay: ops ranked by GPU time, a coverage line, and what stayed unattributed and why."""
+    out = console()
+    for result in results:
+        res = to_json(result)
+        out.print(_attribute_table(res, top))
+        if len(res["ops"]) > top:
+            out.print(f"… {len(res['ops']) - top} more rows (--json or --csv for all)")
+        cov = res["coverage"]
+        share = 100 * cov["attributed_us"] / cov["gpu_time_us"] if cov["gpu_time_us"] else 0.0
+        out.print(
+            f"coverage: graph kernels {cov['graph_kernels_attributed']:,}/{cov['graph_kernels']:,} attributed, "
+            f"GPU time {cov['attributed_us']:,.1f}/{cov['gpu_time_us']:,.1f} µs ({share:.1f} %)"
+        )
+        for u in res["unattributed"]:
+            out.print(
+                f"unattributed ({u['source']}): {u['kernels']:,} kernels, {u['gpu_time_us']:,.1f} µs "
+                f"in {u['launches']:,} launch(es): {u['reason']}"
+            )
 
 
 @contextmanager

@@ -1,0 +1,428 @@
+"""``attribute``: put each replayed graph kernel on the capture op, module and shapes that launched it.
+
+A graph launch in the replay (``cudaGraphLaunch`` / ``hipGraphLaunch``) owns the device work that
+shares its ``correlation``. It is matched to one capture window and *verified* by the kernel
+sequence: every replayed node must be found, in order, among the window's nodes with the same kind,
+name and (when both sides have them) grid and block; extra captured launches may be skipped. A graph
+that no window verifies, or that several windows verify differently, stays unattributed with the
+reason: nothing is spread over the nearest-looking window. Eager device work is attributed through
+its own launch's innermost ``cpu_op`` and ``nn.Module``, so the totals cover the whole replay.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from mixins.analysis.identity import identity_of, rank_from_name
+from mixins.analysis.model import Kernel
+from mixins.analysis.serialise import json_value
+from mixins.analysis.timeline import C_GRAPH, D_COPY, D_KERNEL, NODE_KIND_OF_CALL, Timeline, load_timeline
+from mixins.analysis.windows import Node, Site, Window, sites_of_calls
+
+__all__ = ["Row", "Unattributed", "Attribution", "attribute_replay", "verify"]
+
+_BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d+)"), re.compile(r"^execute_(\d+)_"))
+_RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
+_KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
+_KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id
+
+
+@dataclass
+class Row:
+    """One op at one shape (per segment and runner for graph work): its GPU time over all executions."""
+
+    name: str
+    module: str
+    dims: str
+    types: str
+    source: str  # "graph" | "eager"
+    runner: str | None
+    segment: str | None
+    kernels: int = 0
+    count: int = 0  # op executions
+    gpu_time_us: float = 0.0
+    min_us: float = float("inf")
+    max_us: float = 0.0
+    verified: bool = True
+
+    def add(self, us: float, kernels: int) -> None:
+        self.kernels += kernels
+        self.count += 1
+        self.gpu_time_us += us
+        self.min_us = min(self.min_us, us)
+        self.max_us = max(self.max_us, us)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "module": self.module,
+            "input_dims": json_value(self.dims),
+            "input_types": json_value(self.types),
+            "source": self.source,
+            "runner": self.runner,
+            "segment": self.segment,
+            "kernels": self.kernels,
+            "count": self.count,
+            "gpu_time_us": round(self.gpu_time_us, 3),
+            "mean_us": round(self.gpu_time_us / self.count, 3) if self.count else 0.0,
+            "min_us": round(self.min_us, 3) if self.count else 0.0,
+            "max_us": round(self.max_us, 3),
+            "verified": self.verified,
+        }
+
+
+@dataclass
+class Unattributed:
+    """Device work nobody could attribute, grouped by reason."""
+
+    source: str
+    reason: str
+    launches: int = 0
+    kernels: int = 0
+    gpu_time_us: float = 0.0
+    example_correlation: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "reason": self.reason,
+            "launches": self.launches,
+            "kernels": self.kernels,
+            "gpu_time_us": round(self.gpu_time_us, 3),
+            "example_correlation": self.example_correlation,
+        }
+
+
+@dataclass
+class Attribution:
+    replay: str
+    captures: list[str]
+    rank: int | None = None
+    gpu_time_us: float = 0.0
+    graph_kernels: int = 0
+    graph_kernels_attributed: int = 0
+    graph_launches: int = 0
+    rows: list[Row] = field(default_factory=list)
+    unattributed: list[Unattributed] = field(default_factory=list)
+    annotations: dict[tuple[int, float, str], dict[str, Any]] | None = None  # (corr, ts, name) -> args
+
+    @property
+    def attributed_us(self) -> float:
+        return sum(r.gpu_time_us for r in self.rows)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "replay": self.replay,
+            "captures": self.captures,
+            "coverage": {
+                "gpu_time_us": round(self.gpu_time_us, 3),
+                "attributed_us": round(self.attributed_us, 3),
+                "graph_kernels": self.graph_kernels,
+                "graph_kernels_attributed": self.graph_kernels_attributed,
+            },
+            "ops": [r.as_json() for r in self.rows],
+            "unattributed": [u.as_json() for u in self.unattributed],
+        }
+
+
+# -- verification ---------------------------------------------------------------------------------
+
+
+def _same(node: Node, kind: int, k: Kernel) -> bool:
+    if node.kind != kind:
+        return False
+    if kind != D_KERNEL:
+        return True
+    own = node.kernel
+    if own is None or own.name != k.name:
+        return False
+    if own.grid and k.grid and own.grid != k.grid:
+        return False
+    return not (own.block and k.block and own.block != k.block)
+
+
+def verify(window: Window, replay: list[tuple[int, Kernel]]) -> list[int] | str:
+    """Positions in ``window.nodes`` of each replayed node, in order; or why the sequence does not verify."""
+    kernels = sum(1 for kind, _ in replay if kind == D_KERNEL)
+    captured = sum(1 for n in window.nodes if n.kind == D_KERNEL)
+    if kernels > captured:
+        return f"graph has {kernels} kernels, capture window has {captured} launches"
+    if window.unnamed:
+        return (
+            f"{window.unnamed} of {captured} captured launches have no kernel name "
+            "(no launch names and no eager warm-up pass in the segment to name them)"
+        )
+    out: list[int] = []
+    j, nodes = 0, window.nodes
+    for n, (kind, k) in enumerate(replay):
+        while j < len(nodes) and not _same(nodes[j], kind, k):
+            j += 1
+        if j == len(nodes):
+            return f"replayed node #{n} ({k.name}) not found in order in the capture window"
+        out.append(j)
+        j += 1
+    return out
+
+
+# -- replay side ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Replay:
+    """Per replay lookups: device work by correlation, graph launches, hints."""
+
+    tl: Timeline
+    by_corr: dict[int, list[int]]
+    graphs: list[int]  # call indices of graph launches, time order
+    eager_call: dict[int, int]  # correlation -> non-graph call index
+    hints: _Hints
+
+
+def _index(tl: Timeline) -> _Replay:
+    by_corr: dict[int, list[int]] = {}
+    d = tl.device
+    for i in range(len(d.kind)):
+        by_corr.setdefault(d.corr[i], []).append(i)
+    c = tl.calls
+    graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
+    eager_call = {c.corr[i]: i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0}
+    return _Replay(tl, by_corr, graphs, eager_call, _Hints(tl))
+
+
+def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
+    """A graph launch's device work in node order: CUPTI graph node id when all have one, else time."""
+    d = tl.device
+    if items and all(d.node[i] >= 0 for i in items):
+        return sorted(items, key=lambda i: d.node[i])
+    return sorted(items, key=lambda i: d.start[i])
+
+
+class _Hints:
+    """Batch size and runner a replay states around a graph launch: ``…bs=N…``, vLLM's
+    ``execute_N_…``, ``runner=Name`` in an enclosing range (innermost first). Hints only: the
+    kernel sequence decides, a hint only chooses among windows that verify."""
+
+    def __init__(self, tl: Timeline) -> None:
+        found = []
+        for r in tl.ranges:
+            bs = next((int(m.group(1)) for pat in _BS_HINT if (m := pat.search(r.name))), None)
+            rm = _RUNNER_HINT.search(r.name)
+            if bs is not None or rm:
+                found.append((r.ts, r.ts + r.dur, r.pid, bs, rm.group(1) if rm else None))
+        found.sort()
+        self.ranges = found
+        self.starts = [f[0] for f in found]
+        self.longest = max((f[1] - f[0] for f in found), default=0.0)
+
+    def at(self, t: float, pid: Any) -> tuple[int | None, str | None]:
+        bs: int | None = None
+        runner: str | None = None
+        j = bisect_right(self.starts, t) - 1
+        while j >= 0 and self.starts[j] >= t - self.longest:  # later starts are inner ranges
+            start, end, rpid, rbs, rrunner = self.ranges[j]
+            if rpid == pid and end >= t:
+                bs = rbs if bs is None else bs
+                runner = rrunner if runner is None else runner
+            j -= 1
+        return bs, runner
+
+
+class _Matcher:
+    """Matches graph launches to windows; verification is cached per replayed sequence."""
+
+    def __init__(self, windows: list[Window]) -> None:
+        self.windows = windows
+        self.cache: dict[tuple[int, ...], tuple[list[tuple[Window, list[int]]], str]] = {}
+        self.plans: dict[tuple[int, tuple[int, ...]], list[_Group]] = {}
+        self.previous: Window | None = None
+
+    def candidates(
+        self, key: tuple[int, ...], seq: Callable[[], list[tuple[int, Kernel]]]
+    ) -> tuple[list[tuple[Window, list[int]]], str]:
+        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached."""
+        got = self.cache.get(key)
+        if got is None:
+            replay = seq()
+            ok: list[tuple[Window, list[int]]] = []
+            reasons: dict[str, int] = {}
+            for w in self.windows:
+                res = verify(w, replay)
+                if isinstance(res, str):
+                    reasons[res] = reasons.get(res, 0) + 1
+                else:
+                    ok.append((w, res))
+            why = min(reasons, key=lambda r: (-reasons[r], r)) if reasons else "no capture windows"
+            got = self.cache[key] = (ok, why)
+        return got
+
+    def pick(
+        self, ok: list[tuple[Window, list[int]]], hints: tuple[int | None, str | None]
+    ) -> tuple[Window, list[int]] | str:
+        """One verified window, or why not.
+
+        Narrowed in turn by: no skipped capture launches, the replay's runner and batch-size hints,
+        piecewise order (the window after the previous match); windows that remain are taken only
+        if they attribute identically (same segment, runner and site per kernel).
+        """
+        bs, runner = hints
+        prev = self.previous
+        filters = (
+            lambda x: len(x[0].nodes) == len(x[1]),
+            lambda x: runner is not None and x[0].runner == runner,
+            lambda x: bs is not None and x[0].bs == bs,
+            lambda x: prev is not None and x[0].capture == prev.capture and x[0].order == prev.order + 1,
+        )
+        for keep in filters:
+            if len(ok) == 1:
+                break
+            ok = [x for x in ok if keep(x)] or ok
+        first_w, first_pos = ok[0]
+        same = (first_w.segment, first_w.runner, tuple(first_w.nodes[p].site for p in first_pos))
+        if all((w.segment, w.runner, tuple(w.nodes[p].site for p in pos)) == same for w, pos in ok[1:]):
+            return ok[0]
+        labels = sorted({f"{w.runner or os.path.basename(w.capture)} {w.segment} window {w.order}" for w, _ in ok})
+        return f"ambiguous: {len(ok)} capture windows verify ({', '.join(labels[:4])})"
+
+
+class _Rows:
+    """Rows keyed by (source, runner, segment, site); per op execution totals are added at once."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[Any, ...], Row] = {}
+        self.unattributed: dict[tuple[str, str], Unattributed] = {}
+
+    def row(self, key: tuple[Any, ...], site: Site, name: str) -> Row:
+        got = self.rows.get(key)
+        if got is None:
+            source, runner, segment = key[:3]
+            got = self.rows[key] = Row(name, site.module, site.dims, site.types, source, runner, segment)
+        return got
+
+    def miss(self, source: str, reason: str, kernels: int, us: float, corr: int, launches: int = 1) -> None:
+        u = self.unattributed.get((source, reason))
+        if u is None:
+            u = self.unattributed[(source, reason)] = Unattributed(source, reason, example_correlation=corr)
+        u.launches += launches
+        u.kernels += kernels
+        u.gpu_time_us += us
+
+
+class _Group(NamedTuple):
+    """Replayed items (offsets in the launch) that one op execution ran, and the row they add to."""
+
+    row: Row
+    offsets: list[int]
+    nodes: list[Node]
+
+
+def _plan(
+    m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key: tuple[int, ...]
+) -> list[_Group]:
+    """How a verified (window, sequence) pair spreads over rows; computed once per pair."""
+    plan = m.plans.get((id(w), key))
+    if plan is not None:
+        return plan
+    groups: dict[tuple[Any, ...], _Group] = {}
+    for off, (k, p) in enumerate(zip(key, pos, strict=True)):
+        node = w.nodes[p]
+        kind, kernel = divmod(k, _KIND_SHIFT)
+        name = node.site.name if kind == D_KERNEL else tl.kernels[kernel].name or _KIND_NAME[D_COPY]
+        rkey = ("graph", w.runner, w.segment, node.site, name)
+        g = groups.get((rkey, node.inst))
+        if g is None:
+            g = groups[(rkey, node.inst)] = _Group(rows.row(rkey, node.site, name), [], [])
+        g.offsets.append(off)
+        g.nodes.append(node)
+    plan = m.plans[(id(w), key)] = list(groups.values())
+    return plan
+
+
+def _graph_launch(
+    rp: _Replay, call: int, m: _Matcher, rows: _Rows, res: Attribution, annotate: bool
+) -> None:
+    tl = rp.tl
+    corr = tl.calls.corr[call]
+    items = _replay_nodes(tl, rp.by_corr.get(corr, []) if corr >= 0 else [])
+    d = tl.device
+    res.graph_launches += 1
+    res.graph_kernels += len(items)
+    if not items:
+        return
+    key = tuple(d.kind[i] * _KIND_SHIFT + d.kernel[i] for i in items)
+    ok, why = m.candidates(key, lambda: [(d.kind[i], tl.kernels[d.kernel[i]]) for i in items])
+    hints = rp.hints.at(tl.calls.start[call], tl.thread_pid[tl.calls.thread[call]])
+    got = m.pick(ok, hints) if ok else why
+    if isinstance(got, str):
+        rows.miss("graph", got, len(items), sum(d.dur[i] for i in items), corr)
+        return
+    w, pos = got
+    m.previous = w
+    res.graph_kernels_attributed += len(items)
+    dur = d.dur
+    for g in _plan(m, rows, tl, w, pos, key):
+        g.row.add(sum(dur[items[o]] for o in g.offsets), len(g.offsets))
+        if annotate and res.annotations is not None:
+            for o, node in zip(g.offsets, g.nodes, strict=True):
+                i = items[o]
+                res.annotations[(corr, d.start[i], tl.kernels[d.kernel[i]].name or "")] = _annotation(w, node)
+
+
+def _annotation(w: Window, node: Node) -> dict[str, Any]:
+    return {
+        "capture_op": node.site.name,
+        "capture_module": node.site.module,
+        "capture_input_dims": json_value(node.site.dims),
+        "capture_input_types": json_value(node.site.types),
+        "capture_segment": w.segment,
+        "capture_runner": w.runner,
+    }
+
+
+def _eager(rp: _Replay, graph_corrs: set[int], rows: _Rows) -> None:
+    """Device work launched outside graphs, on the innermost cpu_op and module of its own launch."""
+    tl, d = rp.tl, rp.tl.device
+    work = [i for i in range(len(d.kind)) if d.corr[i] not in graph_corrs]
+    calls = [rp.eager_call.get(d.corr[i], -1) for i in work]
+    linked = [c for c in calls if c >= 0]
+    sites, insts = sites_of_calls(tl, linked)
+    site_of = dict(zip(linked, zip(sites, insts, strict=True), strict=True))
+    per_exec: dict[tuple[Any, ...], list[Any]] = {}
+    for i, c in zip(work, calls, strict=True):
+        got = site_of.get(c)
+        if got is None or got[1] < 0:
+            why = "no launching runtime call" if got is None else "launch outside any cpu_op"
+            rows.miss("eager", why, 1, d.dur[i], d.corr[i])
+            continue
+        site, inst = got
+        key = ("eager", None, None, site, site.name)
+        acc = per_exec.setdefault((key, inst), [site, 0.0, 0])
+        acc[1] += d.dur[i]
+        acc[2] += 1
+    for (key, _), (site, us, n) in per_exec.items():
+        rows.row(key, site, site.name).add(us, n)
+
+
+def attribute_replay(
+    path: str, windows: list[Window], captures: list[str], annotate: bool = False
+) -> Attribution:
+    """Attribute one replay trace against the capture windows (raises TraceError on bad input)."""
+    tl = load_timeline(path)
+    identity = identity_of(path, tl.metadata)
+    rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
+    res = Attribution(path, captures, rank, annotations={} if annotate else None)
+    res.gpu_time_us = sum(tl.device.dur)
+    rp = _index(tl)
+    rows = _Rows()
+    m = _Matcher(windows)
+    graph_corrs = {tl.calls.corr[c] for c in rp.graphs if tl.calls.corr[c] >= 0}
+    for call in rp.graphs:
+        _graph_launch(rp, call, m, rows, res, annotate)
+    _eager(rp, graph_corrs, rows)
+    res.rows = sorted(rows.rows.values(), key=lambda r: (-r.gpu_time_us, r.name, r.module))
+    res.unattributed = sorted(rows.unattributed.values(), key=lambda u: -u.gpu_time_us)
+    return res

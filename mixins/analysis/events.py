@@ -1,0 +1,186 @@
+"""What a trace event is: named predicates over Kineto's categories and names, in one place.
+
+Why one home: CUDA and HIP name the same things differently (``cudaLaunchKernel`` /
+``hipExtModuleLaunchKernel``, ``cudaStreamBeginCapture`` / ``hipStreamBeginCapture``), and every
+consumer (records, attribute, time) must agree on what counts as a launch, a graph launch, a kernel,
+a capture window or one of our segment markers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mixins.analysis.reader import Event
+
+__all__ = [
+    "K_OTHER",
+    "K_CPU_OP",
+    "K_LAUNCH",
+    "K_GRAPH",
+    "K_KERNEL",
+    "K_RUNTIME",
+    "K_GPU",
+    "K_ANNOT",
+    "K_FLOW_F",
+    "kind_of",
+    "is_cpu_op",
+    "is_kernel",
+    "is_gpu_copy",
+    "is_gpu_activity",
+    "is_runtime",
+    "is_launch",
+    "is_graph_launch",
+    "is_kernel_launch",
+    "is_copy_call",
+    "is_set_call",
+    "is_gpu_memcpy",
+    "is_gpu_memset",
+    "is_capture_begin",
+    "is_capture_end",
+    "is_annotation",
+    "is_flow",
+    "is_module",
+    "module_name",
+    "segment_marker",
+    "OUR_SEGMENT",
+    "FOREIGN_SEGMENT",
+    "nan_ts",
+]
+
+# Event kinds stored per event (one byte each).
+K_OTHER, K_CPU_OP, K_LAUNCH, K_GRAPH, K_KERNEL, K_RUNTIME, K_GPU, K_ANNOT, K_FLOW_F = range(9)
+
+OUR_SEGMENT = re.compile(r"^capture::(?P<label>.+)$")
+FOREIGN_SEGMENT = re.compile(r"^capture_(?P<bs>\d+)(?:_(?P<variant>[A-Za-z0-9]+))?$")
+_BS = re.compile(r"(?:^|,)bs=(\d+)(?:,|$)")
+_MODULE_SUFFIX = re.compile(r"_\d+$")
+_MODULE_PREFIX = "nn.Module: "
+
+
+def is_cpu_op(cat: str) -> bool:
+    return cat == "cpu_op"
+
+
+def is_kernel(cat: str) -> bool:
+    """A kernel that ran on the device (``kernel``)."""
+    return cat == "kernel"
+
+
+def is_gpu_copy(cat: str) -> bool:
+    """A memcpy / memset the device did: GPU time of its own, a row of its own."""
+    return cat in ("gpu_memcpy", "gpu_memset")
+
+
+def is_gpu_activity(cat: str) -> bool:
+    """Other device-side records (memcpy, memset, gpu_user_annotation …), linked like kernels."""
+    return cat.startswith("gpu_")
+
+
+def is_runtime(cat: str) -> bool:
+    """A CUDA/HIP runtime or driver call (carries the ``correlation`` its device work shares)."""
+    return "runtime" in cat or "driver" in cat
+
+
+def is_graph_launch(name: str) -> bool:
+    """``cudaGraphLaunch`` / ``hipGraphLaunch`` (and ``cuGraphLaunch``): replays a whole graph."""
+    return "GraphLaunch" in name
+
+
+def is_kernel_launch(name: str) -> bool:
+    """One kernel launch (``cudaLaunchKernel[ExC]``, ``cuLaunchKernel``, ``hip[Ext]ModuleLaunchKernel`` …)."""
+    return "LaunchKernel" in name
+
+
+def is_launch(name: str) -> bool:
+    """A kernel launch or a graph launch."""
+    return is_kernel_launch(name) or is_graph_launch(name)
+
+
+def is_copy_call(name: str) -> bool:
+    """A runtime memcpy (``cudaMemcpyAsync``, ``hipMemcpyWithStream`` …): a memcpy node when captured."""
+    return "Memcpy" in name
+
+
+def is_set_call(name: str) -> bool:
+    """A runtime memset (``cudaMemsetAsync``, ``hipMemsetD32Async`` …): a memset node when captured."""
+    return "Memset" in name
+
+
+def is_gpu_memcpy(cat: str) -> bool:
+    return cat == "gpu_memcpy"
+
+
+def is_gpu_memset(cat: str) -> bool:
+    return cat == "gpu_memset"
+
+
+def is_capture_begin(name: str) -> bool:
+    """``cudaStreamBeginCapture[_v2]`` / ``hipStreamBeginCapture``: a capture window opens."""
+    return "StreamBeginCapture" in name
+
+
+def is_capture_end(name: str) -> bool:
+    return "StreamEndCapture" in name
+
+
+def is_annotation(cat: str) -> bool:
+    """A ``record_function`` range on the CPU (our ``capture::…`` segments are these)."""
+    return cat == "user_annotation"
+
+
+def is_flow(ev: Event, cat: str) -> bool:
+    """An ``ac2g`` flow event pairing a launch (``s``) with its device work (``f``)."""
+    return cat == "ac2g" or (ev.ph in ("s", "f") and ev.id is not None and cat.startswith("ac2g"))
+
+
+def is_module(cat: str, name: str) -> bool:
+    """A ``python_function`` event for an ``nn.Module`` call (``nn.Module: Linear_3``)."""
+    return cat == "python_function" and name.startswith(_MODULE_PREFIX)
+
+
+def module_name(name: str) -> str:
+    """``nn.Module: Linear_3`` -> ``nn.Module: Linear`` (the instance suffix removed, as TraceLens does)."""
+    return _MODULE_SUFFIX.sub("", name)
+
+
+def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
+    """(label, batch size, ours?) if ``name`` is a capture segment range, else None.
+
+    Ours: ``capture::bs=8`` (any label after ``capture::``). Foreign: vLLM-style ``capture_32_FULL``.
+    """
+    m = OUR_SEGMENT.match(name)
+    if m:
+        label = m["label"]
+        bs = _BS.search(label)
+        return label, int(bs.group(1)) if bs else None, True
+    m = FOREIGN_SEGMENT.match(name)
+    if m:
+        label = f"bs={m['bs']}" + (f",variant={m['variant']}" if m["variant"] else "")
+        return label, int(m["bs"]), False
+    return None
+
+
+def kind_of(ev: Event, cat: str) -> int:
+    """The one-byte kind the compact record stores for ``ev``."""
+    if is_cpu_op(cat):
+        return K_CPU_OP
+    if is_kernel(cat):
+        return K_KERNEL
+    if is_runtime(cat):
+        name = ev.name or ""
+        if is_graph_launch(name):
+            return K_GRAPH
+        return K_LAUNCH if is_kernel_launch(name) else K_RUNTIME
+    if is_annotation(cat):
+        return K_ANNOT
+    if is_flow(ev, cat):
+        return K_FLOW_F if ev.ph == "f" else K_OTHER
+    if is_gpu_activity(cat):
+        return K_GPU
+    return K_OTHER
+
+
+def nan_ts(ts: Any) -> float:
+    """A timestamp, NaN when the event had none (compares false with everything)."""
+    return float("nan") if ts is None else ts

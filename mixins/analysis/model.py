@@ -1,0 +1,169 @@
+"""The compact per-trace model: kernels, op signatures, ops, segments, the record, compact sequences.
+
+Why compact: ``summary``, ``diff`` and ``check`` only need, per segment, counts and the ordered
+sequence of op signatures with their kernels; everything here is small, interned and picklable.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from mixins.analysis.identity import Identity
+
+__all__ = ["OUTSIDE", "ALL", "Kernel", "Signature", "Op", "Segment", "TraceRecord", "CompactTrace", "compact"]
+
+OUTSIDE = "(outside)"
+ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """A launch's kernel as far as the trace knows it; ``name`` None means unknown (captured launch)."""
+
+    name: str | None
+    grid: tuple[int, ...] | None = None
+    block: tuple[int, ...] | None = None
+    smem: int | None = None
+    regs: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "grid": list(self.grid) if self.grid else None,
+            "block": list(self.block) if self.block else None,
+            "shared_memory": self.smem,
+            "registers": self.regs,
+        }
+
+    def merged(self, other: Kernel) -> Kernel:
+        """This launch's own view, gaps filled from the kernel record it is linked to."""
+        return Kernel(
+            self.name,
+            self.grid or other.grid,
+            self.block or other.block,
+            self.smem if self.smem is not None else other.smem,
+            self.regs if self.regs is not None else other.regs,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """(op name, Input Dims, Input type, Concrete Inputs) as compact JSON text, layout-independent."""
+
+    name: str
+    dims: str
+    types: str
+    concrete: str
+
+    @property
+    def shape_key(self) -> tuple[str, str, str]:
+        return (self.name, self.dims, self.types)
+
+
+@dataclass(slots=True)
+class Op:
+    """One cpu_op in time order with what it launched (kernels in launch order)."""
+
+    sig: Signature
+    ts: float
+    kernels: tuple[Kernel, ...] = ()
+    graph_launches: int = 0
+    has_shapes: bool = True
+    attributed: tuple[str | None, ...] = ()  # names recovered by alignment, per unnamed launch
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What diff/check compare: no timestamps, ids, pids or durations."""
+        return (
+            self.sig.name,
+            self.sig.dims,
+            self.sig.types,
+            self.sig.concrete,
+            self.kernels,
+            self.graph_launches,
+        )
+
+
+@dataclass
+class Segment:
+    label: str
+    bs: int | None = None
+    start: float = float("-inf")
+    end: float = float("inf")
+    pid: int | str | None = None
+    events: int = 0
+    cpu_ops: int = 0
+    launches: int = 0
+    graph_launches: int = 0
+    kernels: int = 0
+    unnamed_launches: int = 0
+    ops_without_shapes: int = 0
+    linked_kernels: int = 0
+    attributed_launches: int = 0
+    ops: list[Op] = field(default_factory=list)
+
+    @property
+    def signatures(self) -> int:
+        return len({op.sig.shape_key for op in self.ops})
+
+    @property
+    def unknown_launches(self) -> int:
+        return self.unnamed_launches - self.attributed_launches
+
+    def contains(self, ts: float) -> bool:
+        return self.start <= ts <= self.end
+
+
+@dataclass
+class TraceRecord:
+    path: str
+    size: int
+    identity: Identity
+    events: int
+    segments: list[Segment]
+    segment_source: str  # "capture::" | "filename" | "foreign" | "all"
+    top_keys: list[str] = field(default_factory=list)
+
+    def segment(self, label: str) -> Segment | None:
+        for s in self.segments:
+            if s.label == label:
+                return s
+        return None
+
+
+@dataclass
+class CompactTrace:
+    """Per-segment op sequences as small ints into ``table`` (unique op keys): cheap to pickle and compare."""
+
+    path: str
+    identity: Identity
+    events: int
+    segment_source: str
+    labels: list[str]
+    seqs: list[array]  # array("i") per segment, indexes into table
+    table: list[tuple[Any, ...]]
+
+
+def compact(rec: TraceRecord) -> CompactTrace:
+    index: dict[tuple[Any, ...], int] = {}
+    seqs = []
+    for s in rec.segments:
+        seq = array("i")
+        for op in s.ops:
+            key = op.key
+            j = index.get(key)
+            if j is None:
+                j = index[key] = len(index)
+            seq.append(j)
+        seqs.append(seq)
+    return CompactTrace(
+        rec.path,
+        rec.identity,
+        rec.events,
+        rec.segment_source,
+        [s.label for s in rec.segments],
+        seqs,
+        list(index),
+    )

@@ -1,0 +1,93 @@
+"""Segments: the capture ranges of a trace (ours ``capture::…``, a per-bs file name, vLLM's ``capture_N``).
+
+Why a module of its own: ``summary``/``check`` count per segment, ``attribute`` looks for capture
+windows inside a segment and ``time`` splits per segment; all must cut a trace the same way.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from mixins.analysis.events import segment_marker
+from mixins.analysis.identity import Identity
+from mixins.analysis.model import ALL, Segment
+
+__all__ = ["Range", "segments_of", "assigner"]
+
+
+class Range(NamedTuple):
+    """A ``user_annotation`` range: its name, start, duration and process."""
+
+    name: str
+    ts: float
+    dur: float
+    pid: Any
+
+
+def _unique_labels(segs: list[Segment]) -> None:
+    """The same label twice stays two segments, in time order (``bs=8``, ``bs=8#2``)."""
+    seen: Counter[str] = Counter()
+    for s in segs:
+        seen[s.label] += 1
+        if seen[s.label] > 1:
+            s.label = f"{s.label}#{seen[s.label]}"
+
+
+def segments_of(ranges: Iterable[Range], identity: Identity) -> tuple[list[Segment], str]:
+    """The trace's segments in time order and where they came from.
+
+    ``capture::`` ranges win; else a per-batch-size file name (one segment holding everything);
+    else vLLM-style ``capture_<bs>[_<variant>]`` ranges; else one segment ``all``.
+    """
+    ours: list[Segment] = []
+    foreign: list[Segment] = []
+    for r in ranges:
+        got = segment_marker(r.name)
+        if got is not None:
+            label, bs, is_ours = got
+            (ours if is_ours else foreign).append(Segment(label, bs, r.ts, r.ts + r.dur, r.pid))
+    if ours:
+        segs, source = ours, "capture::"
+    elif identity.bs is not None:
+        return [Segment(f"bs={identity.bs}", identity.bs)], "filename"
+    elif foreign:
+        segs, source = foreign, "foreign"
+    else:
+        return [Segment(ALL)], "all"
+    segs.sort(key=lambda s: s.start)
+    _unique_labels(segs)
+    return segs, source
+
+
+def assigner(segs: list[Segment], pids: dict[Any, int]) -> Callable[[float, int], int]:
+    """Map (ts, pid index) to the innermost containing segment (same process first), else -1."""
+    by_pid: dict[int | None, list[int]] = {}
+    for j, s in enumerate(segs):
+        by_pid.setdefault(pids.get(s.pid, -1), []).append(j)
+    tables: dict[int | None, tuple[list[float], list[float], list[float], list[int]]] = {}
+    for key, idx in list(by_pid.items()) + [(None, list(range(len(segs))))]:
+        idx.sort(key=lambda j: segs[j].start)
+        starts = [segs[j].start for j in idx]
+        ends = [segs[j].end for j in idx]
+        maxend, m = [], float("-inf")
+        for e in ends:
+            m = max(m, e)
+            maxend.append(m)
+        tables[key] = (starts, ends, maxend, idx)
+    fallback = tables[None]
+
+    def find(ts: float, pid: int) -> int:
+        if ts != ts:  # NaN: no timestamp
+            return -1
+        starts, ends, maxend, idx = tables.get(pid, fallback)
+        k = bisect_right(starts, ts) - 1
+        while k >= 0 and maxend[k] >= ts:
+            if ends[k] >= ts:
+                return idx[k]
+            k -= 1
+        return -1
+
+    return find

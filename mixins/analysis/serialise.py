@@ -1,0 +1,132 @@
+"""One serialisation path: every result the analyzer prints as JSON goes through ``to_json``.
+
+Why: ``summary``, ``diff``, ``check`` and ``attribute`` share field names (op, input_dims, kernels …)
+and value forms (signature fields decoded from their compact JSON text); one place keeps them equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+import msgspec
+
+from mixins.analysis.identity import Identity
+from mixins.analysis.model import Kernel, Segment, TraceRecord
+
+__all__ = ["to_json", "json_value", "op_json", "identity_json", "summarize"]
+
+
+def to_json(obj: Any) -> Any:
+    """Plain JSON values from results: objects with ``as_json``, dataclasses, containers."""
+    as_json = getattr(obj, "as_json", None)
+    if callable(as_json):
+        return to_json(as_json())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_json(v) for v in obj]
+    return obj
+
+
+def json_value(text: str) -> Any:
+    """A signature field (kept as compact JSON text for hashing) as the value it encodes; None if absent."""
+    return msgspec.json.decode(text) if text else None
+
+
+def op_json(key: tuple[Any, ...]) -> dict[str, Any]:
+    """Human/JSON form of an op key (see ``Op.key``)."""
+    name, dims, types, concrete, kernels, graphs = key
+    out: dict[str, Any] = {
+        "op": name,
+        "input_dims": json_value(dims),
+        "input_types": json_value(types),
+        "concrete": json_value(concrete),
+    }
+    if kernels:
+        out["kernels"] = [k.as_json() for k in kernels]
+    if graphs:
+        out["graph_launches"] = graphs
+    return out
+
+
+def identity_json(ident: Identity) -> dict[str, Any]:
+    return ident.as_json()
+
+
+_COUNTS = (
+    "cpu_ops",
+    "launches",
+    "graph_launches",
+    "kernels",
+    "linked_kernels",
+    "unnamed_launches",
+    "attributed_launches",
+    "unknown_launches",
+    "ops_without_shapes",
+)
+
+ShapeKey = tuple[str, str, str]
+
+
+def _kernels_per_signature(s: Segment) -> tuple[Counter[ShapeKey], dict[ShapeKey, Counter[tuple[Kernel, bool]]]]:
+    """How often each signature ran, and its kernels (named by alignment or not) with counts."""
+    counts: Counter[ShapeKey] = Counter()
+    kernels: dict[ShapeKey, Counter[tuple[Kernel, bool]]] = {}
+    for op in s.ops:
+        sk = op.sig.shape_key
+        counts[sk] += 1
+        if op.kernels:
+            kc = kernels.setdefault(sk, Counter())
+            for n, k in enumerate(op.kernels):
+                if k.name is None and n < len(op.attributed) and op.attributed[n] is not None:
+                    kc[(Kernel(op.attributed[n]), True)] += 1
+                else:
+                    kc[(k, False)] += 1
+    return counts, kernels
+
+
+def _segment_json(s: Segment, top: int) -> dict[str, Any]:
+    counts, kernels = _kernels_per_signature(s)
+    top_rows = []
+    for (name, dims, types), count in counts.most_common(top):
+        kc = kernels.get((name, dims, types), Counter())
+        top_rows.append(
+            {
+                "op": name,
+                "input_dims": json_value(dims),
+                "input_types": json_value(types),
+                "count": count,
+                "kernels": [
+                    {**k.as_json(), "count": c, **({"attributed": True} if attributed else {})}
+                    for (k, attributed), c in kc.most_common()
+                ],
+            }
+        )
+    return {
+        "label": s.label,
+        "bs": s.bs,
+        "events": s.events,
+        "signatures": s.signatures,
+        **{k: getattr(s, k) for k in _COUNTS},
+        "top": top_rows,
+    }
+
+
+def summarize(rec: TraceRecord, top: int = 10) -> dict[str, Any]:
+    """The ``summary --json`` object for one trace (also what ``ls`` shows)."""
+    segments = [_segment_json(s, top) for s in rec.segments]
+    totals: dict[str, int] = {k: sum(int(seg[k]) for seg in segments) for k in _COUNTS}
+    totals["signatures"] = len({op.sig.shape_key for s in rec.segments for op in s.ops})
+    return {
+        "path": rec.path,
+        **rec.identity.as_json(),
+        "size": rec.size,
+        "events": rec.events,
+        "segment_source": rec.segment_source,
+        "totals": totals,
+        "segments": segments,
+    }

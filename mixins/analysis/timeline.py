@@ -1,0 +1,302 @@
+"""A time-resolved view of one trace: op and module intervals, runtime calls, device work.
+
+Why a second collector next to ``collect``: attribution needs what ``summary`` throws away —
+durations, threads, nesting (the *innermost* ``cpu_op`` and ``nn.Module`` around a launch) and the
+capture windows. Everything is kept in parallel arrays with interned labels, one pass over the
+streaming reader, so a serving profile costs a few dozen bytes per kept event. Events of no use
+(most ``python_function`` calls, flows, counters) are never stored.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from mixins.analysis import events as E
+from mixins.analysis.model import Kernel
+from mixins.analysis.reader import Event, TraceError, open_trace
+from mixins.analysis.segments import Range
+
+__all__ = [
+    "C_LAUNCH",
+    "C_GRAPH",
+    "C_COPY",
+    "C_SET",
+    "C_BEGIN",
+    "C_END",
+    "D_KERNEL",
+    "D_COPY",
+    "D_SET",
+    "Intervals",
+    "Timeline",
+    "load_timeline",
+    "innermost",
+    "compact_json",
+]
+
+# Runtime calls kept (kind per call) and device work kinds.
+C_LAUNCH, C_GRAPH, C_COPY, C_SET, C_BEGIN, C_END = range(6)
+D_KERNEL, D_COPY, D_SET = range(3)
+NODE_KIND_OF_CALL = {C_LAUNCH: D_KERNEL, C_COPY: D_COPY, C_SET: D_SET}
+_SKIP, _CPU_OP, _PYTHON, _RUNTIME, _ANNOTATION = range(5)  # what an event category is to us
+_DEVICE = 8  # _DEVICE + D_KERNEL / D_COPY / D_SET
+
+
+def compact_json(raw: bytes) -> str:
+    """Layout-independent text of a raw JSON value ('' when absent)."""
+    if not raw:
+        return ""
+    try:
+        return msgspec.json.encode(msgspec.json.decode(raw)).decode()
+    except msgspec.DecodeError:  # pragma: no cover - the reader validated it
+        return raw.decode("utf-8", "replace")
+
+
+class _Interner:
+    """Values -> small ints, and back."""
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> int:
+        got = self.ids.get(value)
+        if got is None:
+            got = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return got
+
+
+@dataclass
+class Intervals:
+    """[start, end] ranges on a thread with a label id (ops: signature, modules: name)."""
+
+    start: array = field(default_factory=lambda: array("d"))
+    end: array = field(default_factory=lambda: array("d"))
+    thread: array = field(default_factory=lambda: array("i"))
+    label: array = field(default_factory=lambda: array("i"))
+
+    def add(self, start: float, dur: float, thread: int, label: int) -> None:
+        self.start.append(start)
+        self.end.append(start + dur)
+        self.thread.append(thread)
+        self.label.append(label)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class Calls:
+    """Runtime calls that matter: launches, graph launches, copies, sets, capture begin/end."""
+
+    start: array = field(default_factory=lambda: array("d"))
+    thread: array = field(default_factory=lambda: array("i"))
+    kind: array = field(default_factory=lambda: array("b"))
+    corr: array = field(default_factory=lambda: array("q"))  # -1: none
+    kernel: array = field(default_factory=lambda: array("i"))  # the launch's own kernel (ROCm), -1: none
+
+
+@dataclass
+class Device:
+    """Device work: kernels, memcpy, memset with duration, correlation and (CUDA) graph node id."""
+
+    start: array = field(default_factory=lambda: array("d"))
+    dur: array = field(default_factory=lambda: array("d"))
+    kind: array = field(default_factory=lambda: array("b"))
+    corr: array = field(default_factory=lambda: array("q"))
+    kernel: array = field(default_factory=lambda: array("i"))
+    node: array = field(default_factory=lambda: array("q"))  # -1: none
+
+
+def _ident(v: int | None) -> int:
+    return v if v is not None and 0 <= v < 1 << 62 else -1
+
+
+@dataclass
+class Timeline:
+    """One trace, reduced to what attribution and timing need."""
+
+    path: str
+    size: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    ops: Intervals = field(default_factory=Intervals)
+    modules: Intervals = field(default_factory=Intervals)
+    calls: Calls = field(default_factory=Calls)
+    device: Device = field(default_factory=Device)
+    ranges: list[Range] = field(default_factory=list)
+    range_thread: array = field(default_factory=lambda: array("i"))
+    signatures: list[tuple[str, str, str]] = field(default_factory=list)  # (name, dims, types) JSON text
+    module_names: list[str] = field(default_factory=list)
+    kernels: list[Kernel] = field(default_factory=list)
+    thread_pid: list[Any] = field(default_factory=list)
+
+
+class _Builder:
+    """Fills a Timeline slice by slice."""
+
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
+        self.threads = _Interner()
+        self.raw_sigs = _Interner()
+        self.modules = _Interner()
+        self.kernels = _Interner()
+        self.categories: dict[str, int] = {}
+        self.kernel_ids: dict[tuple[Any, ...], int] = {}
+
+    def thread(self, ev: Event) -> int:
+        return self.threads((ev.pid, ev.tid))
+
+    def kernel(self, name: str | None, ev: Event) -> int:
+        """Interned kernel identity; keyed by a plain tuple (hashed in C) before any Kernel is built."""
+        a = ev.args
+        grid = tuple(a.grid) if a is not None and a.grid else None
+        block = tuple(a.block) if a is not None and a.block else None
+        key = (name, grid, block)
+        got = self.kernel_ids.get(key)
+        if got is None:
+            got = self.kernel_ids[key] = self.kernels(Kernel(name, grid, block))
+        return got
+
+    def _category(self, cat: str) -> int:
+        """What a category is to the timeline, decided once per distinct category string."""
+        if E.is_cpu_op(cat):
+            return _CPU_OP
+        if cat == "python_function":
+            return _PYTHON
+        if E.is_runtime(cat):
+            return _RUNTIME
+        if E.is_kernel(cat):
+            return _DEVICE + D_KERNEL
+        if E.is_gpu_memcpy(cat):
+            return _DEVICE + D_COPY
+        if E.is_gpu_memset(cat):
+            return _DEVICE + D_SET
+        return _ANNOTATION if E.is_annotation(cat) else _SKIP
+
+    def add(self, events: list[Event]) -> None:
+        kinds = self.categories
+        for ev in events:
+            cat = ev.cat or ""
+            kind = kinds.get(cat)
+            if kind is None:
+                kind = kinds[cat] = self._category(cat)
+            if kind == _SKIP or ev.ts is None:
+                continue
+            name = ev.name or ""
+            if kind >= _DEVICE:  # most events of a replay
+                self._device(ev, kind - _DEVICE, name)
+            elif kind == _PYTHON:  # most events of a capture
+                if E.is_module(cat, name):
+                    self.tl.modules.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(name)))
+            elif kind == _CPU_OP:
+                a = ev.args
+                raw = (name, bytes(a.dims), bytes(a.types)) if a is not None else (name, b"", b"")
+                self.tl.ops.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.raw_sigs(raw))
+            elif kind == _RUNTIME:
+                self._call(ev, name)
+            else:
+                self.tl.ranges.append(Range(name, ev.ts, ev.dur or 0.0, ev.pid))
+                self.tl.range_thread.append(self.thread(ev))
+
+    def _call(self, ev: Event, name: str) -> None:
+        if E.is_graph_launch(name):
+            kind = C_GRAPH
+        elif E.is_kernel_launch(name):
+            kind = C_LAUNCH
+        elif E.is_copy_call(name):
+            kind = C_COPY
+        elif E.is_set_call(name):
+            kind = C_SET
+        elif E.is_capture_begin(name):
+            kind = C_BEGIN
+        elif E.is_capture_end(name):
+            kind = C_END
+        else:
+            return
+        a = ev.args
+        c = self.tl.calls
+        c.start.append(ev.ts or 0.0)
+        c.thread.append(self.thread(ev))
+        c.kind.append(kind)
+        c.corr.append(_ident(a.correlation if a is not None else None))
+        own = a.kernel if a is not None and kind == C_LAUNCH else None
+        c.kernel.append(self.kernel(own, ev) if own is not None else -1)
+
+    def _device(self, ev: Event, kind: int, name: str) -> None:
+        a = ev.args
+        d = self.tl.device
+        d.start.append(ev.ts or 0.0)
+        d.dur.append(ev.dur or 0.0)
+        d.kind.append(kind)
+        d.corr.append(_ident(a.correlation if a is not None else None))
+        d.kernel.append(self.kernel(name, ev))
+        d.node.append(_ident(a.node if a is not None else None))
+
+    def finish(self) -> None:
+        tl = self.tl
+        cache: dict[bytes, str] = {}
+
+        def text(raw: bytes) -> str:
+            got = cache.get(raw)
+            if got is None:
+                got = cache[raw] = compact_json(raw)
+            return got
+
+        tl.signatures = [(n, text(d), text(t)) for n, d, t in self.raw_sigs.values]
+        tl.module_names = list(self.modules.values)
+        tl.kernels = list(self.kernels.values)
+        tl.thread_pid = [pid for pid, _ in self.threads.values]
+
+
+def load_timeline(path: str, progress: Callable[[int, int], None] | None = None) -> Timeline:
+    """Read ``path`` in one streaming pass; raises TraceError for any bad input."""
+    stream = open_trace(path, progress)
+    tl = Timeline(path)
+    b = _Builder(tl)
+    for events in stream.events():
+        b.add(events)
+    try:
+        b.finish()
+    except (MemoryError, RecursionError) as exc:  # pragma: no cover - defensive
+        raise TraceError(path, f"cannot analyse: {type(exc).__name__}") from None
+    tl.size = stream.size
+    tl.metadata = stream.metadata
+    return tl
+
+
+def innermost(iv: Intervals, times: list[float], threads: list[int]) -> list[int]:
+    """For each (time, thread) query, the index of the innermost interval containing it, else -1.
+
+    One sweep per thread over intervals sorted by (start, -end) with a stack of open intervals;
+    well-formed traces nest ranges on a thread, which is what makes the stack top the innermost.
+    """
+    out = [-1] * len(times)
+    queries: dict[int, list[int]] = {}
+    for q, th in enumerate(threads):
+        queries.setdefault(th, []).append(q)
+    spans: dict[int, list[int]] = {th: [] for th in queries}
+    for j, th in enumerate(iv.thread):
+        got = spans.get(th)
+        if got is not None:
+            got.append(j)
+    start, end = iv.start, iv.end
+    for th, qs in queries.items():
+        order = sorted(spans[th], key=lambda j: (start[j], -end[j]))
+        qs.sort(key=lambda q: times[q])
+        stack: list[int] = []
+        k = 0
+        for q in qs:
+            t = times[q]
+            while k < len(order) and start[order[k]] <= t:
+                stack.append(order[k])
+                k += 1
+            while stack and end[stack[-1]] < t:
+                stack.pop()
+            if stack:
+                out[q] = stack[-1]
+    return out

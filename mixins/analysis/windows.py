@@ -1,0 +1,260 @@
+"""Capture side of attribution: capture windows and, per captured node, where it came from.
+
+A capture window is what one ``…StreamBeginCapture`` .. ``…StreamEndCapture`` pair on a thread
+recorded: its kernel launches, memcpys and memsets in order, each with the innermost ``cpu_op``
+(name, input dims, input types) and ``nn.Module`` around it. Kernel identity comes from the launch
+itself on ROCm (``args.kernel``); on NVIDIA launches carry no name, so the segment's eager warm-up
+pass (kernels that really ran, same ops in the same order) names them, or they stay unnamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import Any, NamedTuple
+
+from mixins.analysis.identity import Identity, identity_of, rank_from_name
+from mixins.analysis.model import Kernel, Segment
+from mixins.analysis.reader import TraceError
+from mixins.analysis.segments import assigner, segments_of
+from mixins.analysis.timeline import (
+    C_BEGIN,
+    C_END,
+    C_LAUNCH,
+    D_KERNEL,
+    NODE_KIND_OF_CALL,
+    Timeline,
+    innermost,
+    load_timeline,
+)
+
+__all__ = ["Site", "Node", "Window", "Capture", "load_capture", "read_execution_details", "sites_of_calls"]
+
+NO_MODULE = "NA"  # TraceLens's parent_module when no nn.Module encloses the op
+NO_OP = "(no cpu_op)"
+_ALIGN_LIMIT = 4e8
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """The innermost op (name, input dims, input types as compact JSON text) and module of a launch."""
+
+    name: str
+    module: str
+    dims: str
+    types: str
+
+
+class Node(NamedTuple):
+    """One captured launch / memcpy / memset: kind, kernel identity if known, site, op instance."""
+
+    kind: int
+    kernel: Kernel | None
+    site: Site
+    inst: int  # the enclosing op interval (unique per op execution), -1 when none
+
+
+@dataclass
+class Window:
+    """One capture window of a capture trace, with its segment and runner."""
+
+    capture: str
+    runner: str | None
+    segment: str
+    bs: int | None
+    order: int  # position among this capture's windows, in time order
+    start: float
+    nodes: list[Node]
+    unnamed: int  # kernel nodes whose kernel name nobody knows
+    naming: str  # "launch" | "warm-up" | "none": where kernel names came from
+
+
+@dataclass
+class Capture:
+    path: str
+    identity: Identity
+    rank: int | None
+    windows: list[Window]
+
+
+def read_execution_details(directory: str) -> dict[str, tuple[int, str | None]]:
+    """TraceLens's ``execution_details.json`` of a capture folder: file name -> (batch size, mode)."""
+    path = os.path.join(directory, "execution_details.json")
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise TraceError(path, f"cannot read execution details: {exc}") from None
+    out: dict[str, tuple[int, str | None]] = {}
+    entries = doc if isinstance(doc, list) else []
+    for e in entries:
+        if isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("batch_size"), int):
+            mode = e.get("mode")
+            out[os.path.basename(e["file"])] = (e["batch_size"], mode if isinstance(mode, str) else None)
+    if not out:
+        raise TraceError(path, 'expected a list of {"file", "batch_size", "mode"} objects')
+    return out
+
+
+def sites_of_calls(tl: Timeline, calls: list[int]) -> tuple[list[Site], list[int]]:
+    """Site and op instance (interval index, -1 none) of each runtime call, by time nesting on its thread."""
+    times = [tl.calls.start[c] for c in calls]
+    threads = [tl.calls.thread[c] for c in calls]
+    ops = innermost(tl.ops, times, threads)
+    mods = innermost(tl.modules, times, threads)
+    cache: dict[tuple[int, int], Site] = {}
+    sites = []
+    for o, m in zip(ops, mods, strict=True):
+        sig = tl.ops.label[o] if o >= 0 else -1
+        mod = tl.modules.label[m] if m >= 0 else -1
+        site = cache.get((sig, mod))
+        if site is None:
+            name, dims, types = tl.signatures[sig] if sig >= 0 else (NO_OP, "", "")
+            site = cache[(sig, mod)] = Site(name, tl.module_names[mod] if mod >= 0 else NO_MODULE, dims, types)
+        sites.append(site)
+    return sites, ops
+
+
+def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
+    """(thread, begin, end) of each capture window, in time order; an unclosed begin runs to the end."""
+    c = tl.calls
+    begins = sorted((c.start[i], c.thread[i]) for i in range(len(c.kind)) if c.kind[i] == C_BEGIN)
+    ends: dict[int, list[float]] = {}
+    for i in range(len(c.kind)):
+        if c.kind[i] == C_END:
+            ends.setdefault(c.thread[i], []).append(c.start[i])
+    for v in ends.values():
+        v.sort()
+    out = []
+    for ts, th in begins:
+        e = ends.get(th, [])
+        k = bisect_left(e, ts)
+        out.append((th, ts, e[k] if k < len(e) else float("inf")))
+    return out
+
+
+def _calls_by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
+    """Launch/copy/set calls per thread, sorted by start: (starts, call indices)."""
+    c = tl.calls
+    got: dict[int, list[tuple[float, int]]] = {}
+    for i in range(len(c.kind)):
+        if c.kind[i] in NODE_KIND_OF_CALL:
+            got.setdefault(c.thread[i], []).append((c.start[i], i))
+    out = {}
+    for th, items in got.items():
+        items.sort()
+        out[th] = ([t for t, _ in items], [i for _, i in items])
+    return out
+
+
+def _eager_kernels(tl: Timeline) -> dict[int, Kernel]:
+    """correlation -> the kernel that ran for it (eager launches only have one)."""
+    d = tl.device
+    out: dict[int, Kernel] = {}
+    for i in range(len(d.kind)):
+        if d.kind[i] == D_KERNEL and d.corr[i] >= 0:
+            out.setdefault(d.corr[i], tl.kernels[d.kernel[i]])
+    return out
+
+
+def _name_by_warmup(nodes: list[Node], eager: list[tuple[Site, Kernel]]) -> tuple[list[Node], int]:
+    """Name unnamed kernel nodes from the eager pass: align on sites, copy names where runs match."""
+    todo = [k for k, n in enumerate(nodes) if n.kind == D_KERNEL and n.kernel is None]
+    if not todo or not eager:
+        return nodes, len(todo)
+    kernel_pos = [k for k, n in enumerate(nodes) if n.kind == D_KERNEL]
+    if len(kernel_pos) * len(eager) > _ALIGN_LIMIT:
+        return nodes, len(todo)
+    matcher = SequenceMatcher(None, [s for s, _ in eager], [nodes[k].site for k in kernel_pos], autojunk=False)
+    named = list(nodes)
+    for a, b, size in matcher.get_matching_blocks():
+        for d in range(size):
+            k = kernel_pos[b + d]
+            if named[k].kernel is None:
+                named[k] = named[k]._replace(kernel=eager[a + d][1])
+    return named, sum(1 for k in todo if named[k].kernel is None)
+
+
+class _Context:
+    """Per-capture lookups shared by its windows."""
+
+    def __init__(self, tl: Timeline, segs: list[Segment], source: str) -> None:
+        self.tl = tl
+        self.segs = segs
+        self.source = source
+        pids = {pid: n for n, pid in enumerate(dict.fromkeys(tl.thread_pid))}
+        self.find = assigner(segs, pids)
+        self.thread_pidx = [pids[p] for p in tl.thread_pid]
+        self.by_thread = _calls_by_thread(tl)
+        all_calls = [i for _, idx in self.by_thread.values() for i in idx]
+        sites, insts = sites_of_calls(tl, all_calls)
+        self.site = dict(zip(all_calls, sites, strict=True))
+        self.inst = dict(zip(all_calls, insts, strict=True))
+        self.ran = _eager_kernels(tl)
+
+    def segment(self, ts: float, thread: int) -> int:
+        if self.source in ("filename", "all"):
+            return 0
+        return self.find(ts, self.thread_pidx[thread])
+
+    def nodes(self, th: int, lo: float, hi: float) -> list[Node]:
+        starts, idx = self.by_thread.get(th, ([], []))
+        out = []
+        c = self.tl.calls
+        for i in idx[bisect_left(starts, lo) : bisect_right(starts, hi)]:
+            own = self.tl.kernels[c.kernel[i]] if c.kernel[i] >= 0 else None
+            out.append(Node(NODE_KIND_OF_CALL[c.kind[i]], own, self.site[i], self.inst[i]))
+        return out
+
+    def eager(self, th: int, lo: float, hi: float) -> list[tuple[Site, Kernel]]:
+        """Launches on ``th`` in (lo, hi) whose kernel really ran: the warm-up pass."""
+        starts, idx = self.by_thread.get(th, ([], []))
+        c = self.tl.calls
+        out = []
+        for i in idx[bisect_right(starts, lo) : bisect_left(starts, hi)]:
+            k = self.ran.get(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
+            if k is not None:
+                out.append((self.site[i], k))
+        return out
+
+
+def _windows(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
+    ctx = _Context(tl, segs, source)
+    out: list[Window] = []
+    last_end: dict[int, float] = {}
+    for order, (th, b, e) in enumerate(_spans(tl)):
+        j = ctx.segment(b, th)
+        seg = segs[j] if j >= 0 else None
+        nodes = ctx.nodes(th, b, e)
+        named_by_launch = all(n.kernel is not None for n in nodes if n.kind == D_KERNEL)
+        lo = max(last_end.get(th, float("-inf")), seg.start if seg is not None else float("-inf"))
+        nodes, unnamed = _name_by_warmup(nodes, ctx.eager(th, lo, b))
+        last_end[th] = e
+        naming = "launch" if named_by_launch else "warm-up" if unnamed == 0 else "none"
+        label = seg.label if seg is not None else "(outside)"
+        bs = seg.bs if seg is not None else None
+        out.append(Window(tl.path, identity.runner, label, bs, order, b, nodes, unnamed, naming))
+    return out
+
+
+def load_capture(path: str, details: dict[str, tuple[int, str | None]] | None = None) -> Capture:
+    """Read one capture trace into its windows (raises TraceError on bad input)."""
+    tl = load_timeline(path)
+    identity = identity_of(path, tl.metadata)
+    segs, source = segments_of(tl.ranges, identity)
+    got = (details or {}).get(os.path.basename(path))
+    if got is not None and source == "all":
+        bs, mode = got
+        segs, source = [Segment(f"bs={bs}" + (f",variant={mode}" if mode else ""), bs)], "filename"
+    rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
+    return Capture(path, identity, rank, _windows(tl, identity, segs, source))
+
+
+def capture_summary(cap: Capture) -> dict[str, Any]:
+    """Small description of a capture's windows (for errors and --json)."""
+    return {"path": cap.path, "rank": cap.rank, "windows": len(cap.windows)}

@@ -1,0 +1,448 @@
+"""``capture-trace attribute`` on the real ROCm vLLM pair and on pairs DERIVED from real traces.
+
+The acceptance test reproduces TraceLens's own ``ops_summary.csv`` for the real pair. Every other
+pair here is derived (see pairs.py and tests/data/PROVENANCE.md) and says so in its test name.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pairs import (
+    H100,
+    VLLM_CAPTURE,
+    VLLM_DETAILS,
+    VLLM_OPS_SUMMARY,
+    VLLM_REPLAY,
+    extra_launches,
+    graph_kernels,
+    load,
+    nvidia_pair,
+    piecewise,
+    rotate_names,
+    save,
+    with_rank,
+)
+
+from mixins.analysis.attribute import attribute_replay
+from mixins.analysis.windows import load_capture
+
+
+def _attribute(run_cli: Any, *argv: Any) -> dict[str, Any]:
+    rc, out, err = run_cli("attribute", *argv, "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def _by_name_module(res: dict[str, Any]) -> dict[tuple[str, str], float]:
+    tot: dict[tuple[str, str], float] = defaultdict(float)
+    for op in res["ops"]:
+        tot[(op["name"], op["module"])] += op["gpu_time_us"]
+    return dict(tot)
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The real pair's docs, loaded once for the derived variants."""
+    return {"capture": load(VLLM_CAPTURE), "replay": load(VLLM_REPLAY)}
+
+
+def test_real_vllm_pair_reproduces_tracelens_ops_summary(run_cli: Any) -> None:
+    res = _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE)
+    cov = res["coverage"]
+    assert (cov["graph_kernels"], cov["graph_kernels_attributed"]) == (421, 421)
+    assert res["unattributed"] == []
+    assert all(op["verified"] for op in res["ops"])
+    ours = _by_name_module(res)
+    with open(VLLM_OPS_SUMMARY, newline="") as f:
+        ref = {(r["name"], r["parent_module"]): float(r["total_direct_kernel_time_sum"]) for r in csv.DictReader(f)}
+    total = sum(ref.values())
+    checked = 0
+    for key, us in ref.items():
+        if us > 0.005 * total:
+            assert ours.get(key, 0.0) == pytest.approx(us, rel=0.002), key
+            checked += 1
+    assert checked == 11  # the rows above 0.5 % of the total in TraceLens's table
+    assert cov["attributed_us"] == pytest.approx(cov["gpu_time_us"])
+    assert cov["gpu_time_us"] == pytest.approx(total, rel=0.002)
+    graph = [op for op in res["ops"] if op["source"] == "graph"]
+    assert {op["segment"] for op in graph} == {"bs=32,variant=FULL"}
+    moe = next(op for op in graph if op["name"] == "vllm::moe_forward")
+    assert (moe["count"], moe["kernels"], moe["input_dims"][0]) == (24, 72, [32, 3072])
+
+
+def test_text_output_has_table_and_coverage(run_cli: Any) -> None:
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE)
+    assert rc == 0 and err == ""
+    assert "vllm::moe_forward" in out
+    assert "coverage: graph kernels 421/421 attributed" in out
+
+
+def test_derived_wrong_capture_attributes_nothing(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+    wrong = save(rotate_names(real["capture"]), tmp_path / "wrong_capture.json.gz")
+    res = _attribute(run_cli, VLLM_REPLAY, wrong)
+    assert res["coverage"]["graph_kernels_attributed"] == 0
+    assert not [op for op in res["ops"] if op["source"] == "graph"]
+    (miss,) = [u for u in res["unattributed"] if u["source"] == "graph"]
+    assert miss["kernels"] == 421 and "not found in order" in miss["reason"]
+    assert [op for op in res["ops"] if op["source"] == "eager"]  # eager work still on its own ops
+    rc, _, _ = run_cli("attribute", VLLM_REPLAY, wrong, "--min-coverage", "0.5")
+    assert rc == 1
+
+
+def test_derived_capture_with_extra_launches_still_verifies(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path
+) -> None:
+    extra = save(extra_launches(real["capture"]), tmp_path / "extra_capture.json.gz")
+    assert len(load_capture(str(extra)).windows[0].nodes) == 421 + 11
+    res = _attribute(run_cli, VLLM_REPLAY, extra)
+    assert res["coverage"]["graph_kernels_attributed"] == 421
+    assert _by_name_module(res) == pytest.approx(_by_name_module(_attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE)))
+
+
+def test_derived_piecewise_pair_matches_window_by_window(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path
+) -> None:
+    cap, rep = piecewise(real["capture"], real["replay"], cut=200)
+    cap_p, rep_p = save(cap, tmp_path / "pw_capture.json.gz"), save(rep, tmp_path / "pw_replay.json.gz")
+    windows = load_capture(str(cap_p)).windows
+    assert [len(w.nodes) for w in windows] == [200, 221]
+    res = _attribute(run_cli, rep_p, cap_p)
+    assert res["coverage"]["graph_kernels"] == res["coverage"]["graph_kernels_attributed"] == 421
+    full = _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE)
+    assert _by_name_module(res) == pytest.approx(_by_name_module(full))
+
+
+def test_rank_mismatch_is_a_clean_error(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+    other = save(with_rank(real["capture"], 1), tmp_path / "capture_other.json.gz")
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, other)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(f"capture-trace: error: {VLLM_REPLAY}: replay is rank 0, captures are rank 1")
+    rc, out, _ = run_cli("attribute", VLLM_REPLAY, other, "--any-rank", "--json")
+    assert rc == 0 and json.loads(out)["coverage"]["graph_kernels_attributed"] == 421
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, other)
+    assert rc == 2 and "captures come from different ranks" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("which", ["replay", "capture"])
+@pytest.mark.parametrize(
+    "content,expect",
+    [
+        (b"\x1f\x8b\x08\x00truncated", "gzip"),
+        (b'{"traceEvents": [{"ph": "X", "name": 1', "invalid JSON"),
+        (None, "no such file"),
+    ],
+)
+def test_bad_replay_or_capture_exits_2_with_one_line(
+    run_cli: Any, tmp_path: Path, which: str, content: bytes | None, expect: str
+) -> None:
+    bad = tmp_path / f"bad_{which}.json.gz"
+    if content is not None:
+        bad.write_bytes(content)
+    argv = (bad, VLLM_CAPTURE) if which == "replay" else (VLLM_REPLAY, bad)
+    rc, out, err = run_cli("attribute", *argv)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"capture-trace: error: {bad}: ")
+    assert expect.lower() in err.lower()
+
+
+def _annotated(run_cli: Any, out_dir: Path) -> Path:
+    out_dir.mkdir()
+    out = out_dir / "annotated_rank0.json.gz"
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--annotate", out, "--json")
+    assert rc == 0, err
+    assert [p.name for p in out_dir.iterdir()] == [out.name]  # no temp file left behind
+    return out
+
+
+def test_annotate_adds_args_only_and_loads_with_json(run_cli: Any, tmp_path: Path) -> None:
+    out = _annotated(run_cli, tmp_path / "annotated")
+    with gzip.open(out, "rt") as f:
+        doc = json.load(f)
+    original = load(VLLM_REPLAY)
+    added = ("capture_op", "capture_module", "capture_input_dims", "capture_input_types", "capture_segment",
+             "capture_runner")
+    tagged = [e for e in doc["traceEvents"] if "capture_op" in e.get("args", {})]
+    assert len(tagged) == 421
+    assert {e["args"]["capture_segment"] for e in tagged} == {"bs=32,variant=FULL"}
+    moe = [e for e in tagged if e["args"]["capture_op"] == "vllm::moe_forward"]
+    assert len(moe) == 72 and moe[0]["args"]["capture_module"] == "nn.Module: GraphModule"
+    assert moe[0]["args"]["capture_input_dims"][0] == [32, 3072]
+    for e in tagged:
+        for k in added:
+            e["args"].pop(k)
+    assert doc == original
+
+
+def test_annotate_output_loads_in_hta(run_cli: Any, tmp_path: Path) -> None:
+    """HolisticTraceAnalysis reads the annotated replay and sees the added args (HTA: the ``bench`` extra)."""
+    pytest.importorskip("hta", reason="HolisticTraceAnalysis not installed (pip install '.[bench]')")
+    from hta.common.trace import Trace
+    from hta.configs.default_values import AttributeSpec, ValueType, YamlVersion
+    from hta.configs.parser_config import ParserConfig
+
+    out = _annotated(run_cli, tmp_path / "hta")
+    cfg = ParserConfig()
+    cfg.add_args([AttributeSpec("capture_op", "capture_op", ValueType.String, "", YamlVersion(1, 0, 0))])
+    trace = Trace(trace_dir=str(out.parent), parser_config=cfg)
+    trace.parse_traces()
+    df = trace.get_trace(0)
+    ops = df[df["capture_op"] != ""]["capture_op"]
+    assert (ops == "vllm::moe_forward").sum() == 72
+    assert len(ops) == 421
+
+
+def test_csv_rows_equal_json_rows(run_cli: Any, tmp_path: Path) -> None:
+    out = tmp_path / "rows.csv"
+    res = _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE, "--csv", out)
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(res["ops"]) > 0
+    for row, op in zip(rows, res["ops"], strict=True):
+        assert row["replay"] == str(VLLM_REPLAY)
+        for k, v in op.items():
+            got = row[k]
+            if k in ("input_dims", "input_types"):
+                assert (json.loads(got) if got else None) == v
+            elif isinstance(v, bool):
+                assert got == str(v)
+            elif isinstance(v, (int, float)):
+                assert float(got) == v
+            else:
+                assert got == ("" if v is None else v)
+
+
+def _without_capture_range(doc: dict[str, Any]) -> dict[str, Any]:
+    events = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("capture_32")]
+    return {**doc, "traceEvents": events}
+
+
+def test_derived_tracelens_folder_with_execution_details(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path
+) -> None:
+    """A capture folder as TraceLens reads it: vLLM's file name, batch size and mode from its index."""
+    folder = tmp_path / "capture_folder"
+    folder.mkdir()
+    shutil.copy(VLLM_DETAILS, folder / "execution_details.json")
+    name = json.loads(VLLM_DETAILS.read_text())[0]["file"]
+    save(_without_capture_range(real["capture"]), folder / name)
+    res = _attribute(run_cli, VLLM_REPLAY, folder)
+    assert res["captures"] == [str(folder / name)]
+    assert res["coverage"]["graph_kernels_attributed"] == 421
+    assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"bs=32,variant=FULL"}
+
+
+def test_derived_sglang_per_bs_layout(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+    folder = tmp_path / "capture_traces"
+    folder.mkdir()
+    save(_without_capture_range(real["capture"]), folder / "bs_32_rank0.json.gz")
+    res = _attribute(run_cli, VLLM_REPLAY, folder)
+    assert res["coverage"]["graph_kernels_attributed"] == 421
+    assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"bs=32"}
+
+
+# -- NVIDIA-style pairs DERIVED from the real H100 trace --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def h100() -> dict[str, Any]:
+    return load(H100)
+
+
+def _innermost(events: list[dict[str, Any]], t: float, tid: Any) -> dict[str, Any] | None:
+    best = None
+    for e in events:
+        if e["tid"] == tid and e["ts"] <= t <= e["ts"] + e["dur"] and (best is None or e["ts"] >= best["ts"]):
+            best = e
+    return best
+
+
+def test_derived_nvidia_pair_named_by_warmup_pass(h100: dict[str, Any], tmp_path: Path) -> None:
+    cap, rep = nvidia_pair(h100)
+    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
+    (window,) = load_capture(str(cap_p)).windows
+    assert window.naming == "warm-up" and window.unnamed == 0
+    res = attribute_replay(str(rep_p), [window], [str(cap_p)], annotate=True)
+    n = len(graph_kernels(rep))
+    assert n > 1000 and res.graph_kernels == res.graph_kernels_attributed == n
+    assert res.attributed_us == pytest.approx(res.gpu_time_us)
+    memsets = [r for r in res.rows if r.name.startswith("Memset")]  # graph memset nodes: rows of their own
+    assert memsets and {r.source for r in memsets} == {"graph"}
+    # Brute force, independent of the sweep: the innermost op/module of each original launch.
+    ev = h100["traceEvents"]
+    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    mods = [e for e in ev if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
+    assert res.annotations is not None
+    launches = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    originals = {k["ts"]: k for k in ev if k.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")}
+    checked = 0
+    for (_, ts, _name), args in list(res.annotations.items())[::7]:
+        launch = launches[originals[ts]["args"]["correlation"]]
+        op = _innermost(ops, launch["ts"], launch["tid"])
+        mod = _innermost(mods, launch["ts"], launch["tid"])
+        assert args["capture_op"] == (op["name"] if op else "(no cpu_op)")
+        assert args["capture_module"] == (mod["name"].rsplit("_", 1)[0] if mod else "NA")
+        checked += 1
+    assert checked > 100
+
+
+def test_derived_nvidia_pair_without_warmup_is_not_guessed(h100: dict[str, Any], tmp_path: Path) -> None:
+    cap, rep = nvidia_pair(h100, warmup=False)
+    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
+    capture = load_capture(str(cap_p))
+    res = attribute_replay(str(rep_p), capture.windows, [str(cap_p)])
+    assert res.graph_kernels_attributed == 0 and not [r for r in res.rows if r.source == "graph"]
+    (miss,) = res.unattributed
+    assert "no kernel name" in miss.reason
+
+
+def test_derived_nvidia_graph_node_ids_give_the_order(h100: dict[str, Any], tmp_path: Path) -> None:
+    """Replay kernels out of start-time order: only CUPTI's graph node ids put them in capture order."""
+    cap, rep = nvidia_pair(h100, node_ids=True)
+    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
+    windows = load_capture(str(cap_p)).windows
+    res = attribute_replay(str(rep_p), windows, [str(cap_p)])
+    assert res.graph_kernels_attributed == res.graph_kernels > 1000
+    for e in rep["traceEvents"]:
+        e.get("args", {}).pop("graph node id", None)
+    no_ids = attribute_replay(str(save(rep, tmp_path / "nv_replay_no_ids.json.gz")), windows, [str(cap_p)])
+    assert no_ids.graph_kernels_attributed == 0
+
+
+def test_csv_header_is_stable(run_cli: Any, tmp_path: Path) -> None:
+    out = tmp_path / "rows.csv"
+    _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE, "--csv", out)
+    header = next(csv.reader(io.StringIO(out.read_text())))
+    assert header[:4] == ["replay", "name", "module", "input_dims"]
+
+
+def test_demo_replay_on_cpu_says_it_needs_cuda_graphs(tmp_path: Path) -> None:
+    """No GPU here: ``demo --replay`` must refuse clearly, before capturing anything."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = tmp_path / "demo"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mixins", "demo", "--device", "cpu", "--replay", "2", "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 2
+    expected = "capture-trace: error: --replay needs CUDA graphs: run with --device cuda on a machine with a GPU\n"
+    assert proc.stderr == expected
+    assert not out.exists()
+
+
+def test_derived_identical_windows_need_the_batch_size_hint(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path
+) -> None:
+    """Two segments with the same kernels: the replay's ``execute_<bs>_…`` annotation picks one;
+    without it the graph is ambiguous and stays unattributed (never spread over a guess)."""
+    from pairs import scaled
+
+    cap, rep = scaled(real["capture"], real["replay"], segments=2, launches=2)
+    cap_p, rep_p = save(cap, tmp_path / "two_capture.json.gz"), save(rep, tmp_path / "two_replay.json.gz")
+    res = _attribute(run_cli, rep_p, cap_p)
+    assert res["coverage"]["graph_kernels_attributed"] == res["coverage"]["graph_kernels"] == 842
+    assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"bs=32", "bs=64"}
+    rep["traceEvents"] = [e for e in rep["traceEvents"] if e.get("cat") != "user_annotation"]
+    res = _attribute(run_cli, save(rep, tmp_path / "no_hint.json.gz"), cap_p)
+    assert res["coverage"]["graph_kernels_attributed"] == 0
+    (miss,) = [u for u in res["unattributed"] if u["source"] == "graph"]
+    assert miss["launches"] == 2 and miss["reason"].startswith("ambiguous: 2 capture windows verify")
+
+
+def test_many_replays_in_a_directory_run_in_worker_processes(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = tmp_path / "replays"
+    folder.mkdir()
+    shutil.copy(VLLM_REPLAY, folder / "a_rank0.json.gz")
+    _, rep = piecewise(real["capture"], real["replay"], cut=200)
+    save(rep, folder / "b_rank0.json.gz")
+    rc, out, err = run_cli("attribute", folder, VLLM_CAPTURE, "--json", "-j", "2")
+    assert rc == 0, err
+    got = json.loads(out)["replays"]
+    assert [Path(r["replay"]).name for r in got] == ["a_rank0.json.gz", "b_rank0.json.gz"]
+    assert got[0]["coverage"]["graph_kernels_attributed"] == 421
+    # each piece is found, in order, inside the one full window (captured launches may be skipped)
+    assert got[1]["coverage"]["graph_kernels_attributed"] == 421
+
+
+@pytest.mark.parametrize("option", ["--annotate", "--csv"])
+def test_unwritable_output_is_one_line_and_leaves_nothing(run_cli: Any, tmp_path: Path, option: str) -> None:
+    """ENOTDIR (the parent is a regular file): root cannot write there either."""
+    parent = tmp_path / "not_a_dir"
+    parent.write_text("x")
+    out = parent / "out.json.gz"
+    rc, stdout, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, out)
+    assert rc == 2 and stdout == ""
+    assert err.count("\n") == 1 and err.startswith(f"capture-trace: error: {out}: cannot write: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_dir"]
+
+
+def test_output_written_under_rlimit_fsize_is_all_or_nothing(tmp_path: Path) -> None:
+    """EFBIG half-way through the write: the target never appears, the temp file is removed."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "annotated.json"
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
+        "from mixins.cli import main\n"
+        "sys.argv = ['capture-trace', 'attribute', sys.argv[1], sys.argv[2], '--annotate', sys.argv[3]]\n"
+        "sys.exit(main())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(VLLM_REPLAY), str(VLLM_CAPTURE), str(out)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"capture-trace: error: {out}: cannot write: File too large")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_option_errors(run_cli: Any, tmp_path: Path) -> None:
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--min-coverage", "1.5")
+    assert rc == 2 and err == "capture-trace: error: --min-coverage: expected a fraction between 0 and 1, got 1.5\n"
+    folder = tmp_path / "replays"
+    folder.mkdir()
+    shutil.copy(VLLM_REPLAY, folder / "a.json.gz")
+    shutil.copy(VLLM_REPLAY, folder / "b.json.gz")
+    rc, _, err = run_cli("attribute", folder, VLLM_CAPTURE, "--annotate", tmp_path / "x.json.gz")
+    assert rc == 2 and "--annotate takes one replay trace, got 2" in err
+
+
+def test_derived_our_layout_two_runners_runner_hint(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+    """Our files (metadata identity, ``capture::bs=…``): two runners captured the same kernels, so only
+    the replay's ``runner=`` hint decides; without it the graph stays unattributed."""
+    from pairs import as_ours, with_replay_range
+
+    folder = tmp_path / "graph_capture_profile"
+    folder.mkdir()
+    for runner in ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner"):
+        save(as_ours(real["capture"], runner), folder / f"cuda_graph_capture-{runner}-TP-0.json.gz")
+    hinted = save(with_replay_range(real["replay"], "replay::runner=EAGLEDraftCudaGraphRunner,bs=32"),
+                  tmp_path / "replay-TP-0.json.gz")
+    res = _attribute(run_cli, hinted, folder)
+    assert res["coverage"]["graph_kernels_attributed"] == 421
+    graph = [op for op in res["ops"] if op["source"] == "graph"]
+    assert {(op["runner"], op["segment"]) for op in graph} == {("EAGLEDraftCudaGraphRunner", "bs=32")}
+    res = _attribute(run_cli, VLLM_REPLAY, folder)
+    assert res["coverage"]["graph_kernels_attributed"] == 0
+    assert res["unattributed"][0]["reason"].startswith("ambiguous: 2 capture windows verify")
