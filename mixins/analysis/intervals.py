@@ -1,4 +1,4 @@
-"""Sets of half-open integer intervals ``[start, end)``: union, difference, clip, length, membership.
+"""Sets of half-open integer intervals ``[start, end)``: union, difference, clip, length.
 
 Why integers (nanoseconds): unions and differences are then exact, so the phases ``time`` cuts a
 segment into add up to its wall time with nothing lost to rounding.
@@ -6,10 +6,9 @@ segment into add up to its wall time with nothing lost to rounding.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterable
 
-__all__ = ["Interval", "union", "subtract", "clip", "length", "contains"]
+__all__ = ["Interval", "union", "subtract", "clip", "length"]
 
 Interval = tuple[int, int]
 
@@ -51,9 +50,3 @@ def clip(intervals: Iterable[Interval], lo: int, hi: int) -> list[Interval]:
 
 def length(intervals: Iterable[Interval]) -> int:
     return sum(e - s for s, e in intervals)
-
-
-def contains(intervals: list[Interval], starts: list[int], t: int) -> bool:
-    """Whether ``t`` lies in one of ``intervals`` (as ``union`` returns them; ``starts`` their starts)."""
-    k = bisect_right(starts, t) - 1
-    return k >= 0 and t < intervals[k][1]

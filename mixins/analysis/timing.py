@@ -28,7 +28,7 @@ from typing import Any
 
 from mixins.analysis import events as E
 from mixins.analysis.identity import Identity, identity_of
-from mixins.analysis.intervals import Interval, clip, contains, length, subtract, union
+from mixins.analysis.intervals import Interval, clip, length, subtract, union
 from mixins.analysis.model import Segment
 from mixins.analysis.reader import Event, open_trace
 from mixins.analysis.segments import Range, segments_of
@@ -141,60 +141,80 @@ class _Timeline:
         self.name = array("i")
         self.op = array("b")  # 1: a cpu_op, 0: a runtime/driver call
         self.names: dict[str, int] = {}
+        self.mark_of: list[int | None] = []  # per name id: _BEGIN / _END / _INSTANTIATE / None
         self.threads: dict[tuple[Any, Any], int] = {}
         self.thread_pid: list[Any] = []
         self.marks: list[tuple[int, int, int, int]] = []  # (ts, kind, thread, end)
         self.ranges: list[Range] = []
-        self.lo, self.hi = _FOREVER, -_FOREVER
 
     def add(self, events: list[Event]) -> None:
+        ts_a, end_a, thread_a, name_a, op_a = self.ts, self.end, self.thread, self.name, self.op
+        threads, names, mark_of = self.threads, self.names, self.mark_of
         for ev in events:
-            if ev.ts is None:
+            t, cat = ev.ts, ev.cat
+            if t is None or cat is None:
                 continue
-            cat = ev.cat or ""
-            start, end = _ns(ev.ts), _ns(ev.ts + (ev.dur or 0.0))
-            if E.is_annotation(cat):
-                self.ranges.append(Range(ev.name or "", ev.ts, ev.dur or 0.0, ev.pid))
-            elif E.is_cpu_op(cat) or E.is_runtime(cat):
-                self._call(ev, start, end, E.is_runtime(cat))
-            else:
+            is_op = E.is_cpu_op(cat)
+            if not is_op and not E.is_runtime(cat):
+                if E.is_annotation(cat):
+                    self.ranges.append(Range(ev.name or "", t, ev.dur or 0.0, ev.pid))
                 continue
-            self.lo, self.hi = min(self.lo, start), max(self.hi, end)
+            thread = threads.get((ev.pid, ev.tid))
+            if thread is None:
+                thread = self._thread(ev.pid, ev.tid)
+            name = ev.name or ""
+            nid = names.get(name)
+            if nid is None:
+                nid = self._name(name)
+            start, end = round(t * 1000), round((t + (ev.dur or 0.0)) * 1000)  # ns
+            ts_a.append(start)
+            end_a.append(end)
+            thread_a.append(thread)
+            name_a.append(nid)
+            op_a.append(is_op)
+            if not is_op:
+                mark = mark_of[nid]
+                if mark is not None:
+                    self.marks.append((start, mark, thread, end))
 
-    def _call(self, ev: Event, start: int, end: int, runtime: bool) -> None:
-        name = ev.name or ""
-        thread = self.threads.get((ev.pid, ev.tid))
-        if thread is None:
-            thread = self.threads[(ev.pid, ev.tid)] = len(self.thread_pid)
-            self.thread_pid.append(ev.pid)
-        nid = self.names.get(name)
-        if nid is None:
-            nid = self.names[name] = len(self.names)
-        self.ts.append(start)
-        self.end.append(end)
-        self.thread.append(thread)
-        self.name.append(nid)
-        self.op.append(0 if runtime else 1)
-        if runtime:
-            kind = (
-                _BEGIN if E.is_capture_begin(name)
-                else _END if E.is_capture_end(name)
-                else _INSTANTIATE if E.is_graph_instantiate(name)
-                else None
-            )
-            if kind is not None:
-                self.marks.append((start, kind, thread, end))
+    def _thread(self, pid: Any, tid: Any) -> int:
+        self.threads[(pid, tid)] = len(self.thread_pid)
+        self.thread_pid.append(pid)
+        return len(self.thread_pid) - 1
 
-    def self_times(self) -> array:
+    def _name(self, name: str) -> int:
+        """Intern ``name``; runtime calls of this name mark a capture boundary or an instantiate, or not."""
+        self.names[name] = len(self.mark_of)
+        self.mark_of.append(
+            _BEGIN if E.is_capture_begin(name)
+            else _END if E.is_capture_end(name)
+            else _INSTANTIATE if E.is_graph_instantiate(name)
+            else None
+        )
+        return len(self.mark_of) - 1
+
+    def span(self) -> tuple[int, int]:
+        """First start and last end of the CPU calls and annotation ranges (0, 0 when there are none)."""
+        starts = [min(self.ts, default=_FOREVER)] + [_ns(r.ts) for r in self.ranges]
+        ends = [max(self.end, default=-_FOREVER)] + [_ns(r.ts + r.dur) for r in self.ranges]
+        lo, hi = min(starts), max(ends)
+        return (lo, hi) if lo <= hi else (0, 0)
+
+    def start_order(self) -> array:
+        """Call indexes by start, the longer first on a tie (a parent before its children).
+
+        Two stable sorts on C-level keys: no per-call key tuples, so memory stays a few arrays.
+        """
+        by_end = sorted(range(len(self.ts)), key=self.end.__getitem__, reverse=True)
+        return array("i", sorted(by_end, key=self.ts.__getitem__))
+
+    def self_times(self, order: array) -> array:
         """Each call's duration minus what calls nested in it on the same thread took."""
         ts, end, thread = self.ts, self.end, self.thread
         own = array("q", (e - s for s, e in zip(ts, end, strict=True)))
-        stack: list[int] = []
-        current = -1
-        for i in sorted(range(len(ts)), key=lambda i: (thread[i], ts[i], -end[i], i)):
-            if thread[i] != current:
-                stack.clear()
-                current = thread[i]
+        stacks: dict[int, list[int]] = {}
+        for i in order:
+            stack = stacks.setdefault(thread[i], [])
             while stack and end[stack[-1]] <= ts[i]:
                 stack.pop()
             if stack:
@@ -229,13 +249,14 @@ class _Context:
     """What every segment's computation reads: the timeline in start order, windows, self times."""
 
     tl: _Timeline
-    order: list[int]
-    starts: list[int]
+    order: array
+    starts: array
     windows: list[tuple[Any, int, int]]
     instantiates: list[tuple[Any, int, int]]
     own: array
     top: int
     names: list[str]
+    span: tuple[int, int]
 
 
 def _phase_intervals(
@@ -274,15 +295,18 @@ class _Spent:
 
 
 def _spent(ctx: _Context, members: list[int], sets: dict[str, list[Interval]]) -> _Spent:
-    """Each call's self time, in the phase where it starts."""
-    starts = {p: [s for s, _ in iv] for p, iv in sets.items()}
+    """Each call's self time, in the phase where it starts (members come in start order)."""
+    pieces = sorted((a, b, p) for p, ivs in sets.items() for a, b in ivs)  # disjoint by construction
     out = _Spent()
-    tl = ctx.tl
+    tl, own = ctx.tl, ctx.own
+    k = 0
     for i in members:
         t = tl.ts[i]
-        phase = next((p for p in ("capture", "instantiate", "warmup") if contains(sets[p], starts[p], t)), "other")
+        while k < len(pieces) and pieces[k][1] <= t:
+            k += 1
+        phase = pieces[k][2] if k < len(pieces) and pieces[k][0] <= t else "other"
         key = (phase, tl.name[i])
-        out.ns[key] += ctx.own[i]
+        out.ns[key] += own[i]
         out.calls[key] += 1
     return out
 
@@ -290,7 +314,7 @@ def _spent(ctx: _Context, members: list[int], sets: dict[str, list[Interval]]) -
 def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
     tl = ctx.tl
     bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
-    s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else (tl.lo, tl.hi)
+    s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
     pid = seg.pid if bounded else None
     members = [
@@ -310,13 +334,10 @@ def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
 def build(path: str, identity: Identity, tl: _Timeline, top: int) -> TraceTime:
     """The TraceTime of a collected timeline."""
     segs, source = segments_of(tl.ranges, identity)
-    if tl.lo > tl.hi:
-        tl.lo = tl.hi = 0
-    order = sorted(range(len(tl.ts)), key=tl.ts.__getitem__)
+    order = tl.start_order()
     names = sorted(tl.names, key=tl.names.__getitem__)
-    ctx = _Context(
-        tl, order, [tl.ts[i] for i in order], tl.windows(), tl.instantiates(), tl.self_times(), top, names
-    )
+    starts = array("q", (tl.ts[i] for i in order))
+    ctx = _Context(tl, order, starts, tl.windows(), tl.instantiates(), tl.self_times(order), top, names, tl.span())
     total = _Spent()
     segments = [_segment(ctx, s, total) for s in segs]
     return TraceTime(path, identity, source, segments, total.top(top, names))
