@@ -47,7 +47,8 @@ def _who(t: dict[str, Any]) -> str:
 
 
 def _ms(us: float) -> str:
-    return f"{us / 1000:,.1f}"
+    ms = us / 1000
+    return f"{ms:,.1f}" if ms >= 10 or ms == 0 else f"{ms:.2f}"
 
 
 def _cells(row: dict[str, Any]) -> list[str]:
