@@ -224,20 +224,25 @@ class _Timeline:
         return own
 
     def windows(self) -> list[tuple[Any, int, int]]:
-        """Capture windows (pid, BeginCapture end, EndCapture end); an unclosed one runs to the end."""
-        opened: dict[int, int] = {}
+        """Capture windows (pid, BeginCapture end, EndCapture end).
+
+        An EndCapture closes the latest open BeginCapture of its thread (captures on two streams may
+        nest), else the oldest open one of its process; an unclosed window runs to the segment's end.
+        """
+        opened: dict[int, list[int]] = {}
         out: list[tuple[Any, int, int]] = []
         for _, kind, thread, end in sorted(self.marks):
             if kind == _BEGIN:
-                opened.setdefault(thread, end)
+                opened.setdefault(thread, []).append(end)
             elif kind == _END:
                 pid = self.thread_pid[thread]
-                key = thread if thread in opened else next(
-                    (t for t in opened if self.thread_pid[t] == pid), None
-                )
-                if key is not None:
-                    out.append((pid, opened.pop(key), end))
-        out += [(self.thread_pid[t], start, _FOREVER) for t, start in opened.items()]
+                if opened.get(thread):
+                    out.append((pid, opened[thread].pop(), end))
+                    continue
+                other = next((t for t, st in opened.items() if st and self.thread_pid[t] == pid), None)
+                if other is not None:
+                    out.append((pid, opened[other].pop(0), end))
+        out += [(self.thread_pid[t], start, _FOREVER) for t, st in opened.items() for start in st]
         return out
 
     def instantiates(self) -> list[tuple[Any, int, int]]:

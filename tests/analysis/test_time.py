@@ -278,6 +278,25 @@ def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
     assert (seg["label"], seg["bs"], seg["wall_us"], seg["capture_windows"]) == ("all", None, 2595.0, 3)
 
 
+def test_nested_windows_and_an_end_on_another_thread(tmp_path: Path, run_cli: Run) -> None:
+    events = [
+        _x("user_annotation", "capture::bs=2,stream=1", 0, 400),
+        _x("cuda_runtime", "cudaStreamBeginCapture", 10, 1),  # outer: 11..201
+        _x("cuda_runtime", "cudaStreamBeginCapture", 50, 2),  # inner, another stream: 52..103
+        _x("cuda_runtime", "cudaStreamEndCapture", 100, 3),
+        _x("cuda_runtime", "cudaStreamEndCapture", 200, 1),
+        _x("cuda_runtime", "cudaStreamBeginCapture", 250, 1),  # closed from thread 2: 251..305
+        _x("cuda_runtime", "cudaStreamEndCapture", 300, 5, tid=2),
+        _x("cuda_runtime", "cudaGraphInstantiate", 310, 20, tid=2),
+    ]
+    path = _write(tmp_path / "nested.json.gz", events)
+    (t,) = time_json(run_cli, path)["traces"]
+    assert_matches_reference(t, path)
+    (seg,) = t["segments"]
+    assert (seg["bs"], seg["variant"], seg["capture_windows"]) == (2, None, 3)
+    assert seg["phases"] == {"warmup": 0.0, "capture": 244.0, "instantiate": 20.0, "other": 136.0}
+
+
 def test_upstream_per_batch_size_file_is_one_segment(tmp_path: Path, run_cli: Run) -> None:
     path = _write(tmp_path / "DecodeCudaGraphRunner_bs_8_rank1.json.gz", FAKE_TWO_WINDOWS[1:15])
     (t,) = time_json(run_cli, path)["traces"]
