@@ -85,11 +85,11 @@ def _top_table(t: dict[str, Any]) -> Table | None:
 
 
 def _side_by_side(traces: list[dict[str, Any]]) -> Table:
-    """Rows: segment labels (first-seen order); columns: traces; the slowest cell of a row in bold."""
+    """Rows: segment labels (first-seen order); columns: traces; the slowest cell of a row marked."""
     labels: list[str] = []
     for t in traces:
         labels += [s["label"] for s in t["segments"] if s["label"] not in labels]
-    table = Table(title="wall ms per segment, runners side by side", title_justify="left")
+    table = Table(title="wall ms per segment, runners side by side (* the slowest)", title_justify="left")
     table.add_column("segment")
     for t in traces:
         table.add_column(_who(t), justify="right")
@@ -103,7 +103,7 @@ def _side_by_side(traces: list[dict[str, Any]]) -> Table:
         table.add_row(
             label,
             *(
-                "-" if v is None else f"[bold]{_ms(v)}[/bold]" if v == worst and len(traces) > 1 else _ms(v)
+                "-" if v is None else f"[bold]{_ms(v)} *[/bold]" if v == worst and len(traces) > 1 else _ms(v)
                 for v in values
             ),
         )

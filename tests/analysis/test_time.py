@@ -193,6 +193,9 @@ def test_text_output_has_a_bar_per_segment_and_runners_side_by_side(
     bar_rows = [line for line in out.splitlines() if re.match(r"^│ bs=\d", line)]
     assert len(bar_rows) == 3 * 3 + 1 + 4  # 9 demo rows, vLLM's row; side by side: 4 labels
     assert "█" in out and "░" in out  # vLLM's capture window and the demo's eager passes
+    side = out.split("runners side by side", 1)[1].splitlines()
+    rows = [line for line in side if line.startswith("│")]
+    assert len(rows) == 5 and all(row.count(" *") == 1 for row in rows)  # the slowest of each row marked
 
 
 # -- hand-written CUDA capture traces (named fakes: no GPU here) ---------------------------------------
