@@ -54,7 +54,7 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[st
     out = {p: phases_ns[p] / 1000 for p in PHASES[:-1]}
     parts = sum(out.values())
     other = wall - parts
-    rounded = round(other, 3)
+    rounded = max(0.0, round(other, 3)) + 0.0  # never -0.0
     for candidate in (rounded, *(max(0.0, rounded + k * math.ulp(wall)) for k in (1, -1, 2, -2)), other):
         if parts + candidate == wall:
             other = candidate
