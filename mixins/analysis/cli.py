@@ -1,4 +1,4 @@
-"""The analyzer's sub-commands: ``ls``, ``summary``, ``diff``, ``check`` (and ``attribute``, in attribute_cmd).
+"""The analyzer's sub-commands: ``ls``, ``summary``, ``diff``, ``check``, ``time`` (``attribute``: attribute_cmd).
 
 Exit codes (as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or usage; trouble
 (2) wins over a difference (1), so a CI gate never passes on an unreadable rank.
@@ -26,7 +26,8 @@ from mixins.analysis.identity import is_trace_name
 from mixins.analysis.model import CompactTrace, compact
 from mixins.analysis.reader import Limits, TraceError, current_limits, using_limits
 from mixins.analysis.records import load_record
-from mixins.analysis.serialise import summarize
+from mixins.analysis.serialise import summarize, to_json
+from mixins.analysis.timing import NOTE, time_trace
 from mixins.output_dir import sweep_path
 
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
@@ -60,6 +61,13 @@ def add_commands(subparsers: Any) -> None:
         "-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)"
     )
     p.set_defaults(func=with_limits(cmd_check, p))
+
+    p = subparsers.add_parser("time", help="where capture time goes: warmup / capture / instantiate / other")
+    p.add_argument("paths", metavar="TRACE_OR_DIR", nargs="+", help="trace files or directories of traces")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--top", type=int, default=5, metavar="N", help="top N ops per phase (default 5)")
+    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)")
+    p.set_defaults(func=with_limits(cmd_time, p))
 
     from mixins.analysis.attribute_cmd import add_attribute_command  # imports this module
 
@@ -265,6 +273,32 @@ def cmd_check(args: argparse.Namespace) -> int:
     if bad:
         return TROUBLE
     return DIFFERENT if divergent else OK
+
+
+def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    return to_json(time_trace(path, top, progress))  # type: ignore[no-any-return]
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        render.error(f"--top: must be >= 0, got {args.top}")
+        return TROUBLE
+    files: list[str] = []
+    bad = False
+    for path in args.paths:
+        try:
+            files += trace_files(path) if os.path.isdir(path) else [path]  # the reader names a bad file
+        except TraceError as exc:
+            render.error(str(exc))
+            bad = True
+    traces, bad_files = _collect(_map(_time_job, files, (args.top,), args.jobs, not args.json))
+    if args.json:
+        render.print_json({"note": NOTE, "traces": traces})
+    elif traces:
+        from mixins.analysis.render_time import render_time
+
+        render_time(traces)
+    return TROUBLE if bad or bad_files else OK
 
 
 # The ``attribute`` command (attribute_cmd) reads its inputs the same way.

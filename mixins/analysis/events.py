@@ -38,11 +38,13 @@ __all__ = [
     "is_gpu_memset",
     "is_capture_begin",
     "is_capture_end",
+    "is_graph_instantiate",
     "is_annotation",
     "is_flow",
     "is_module",
     "module_name",
     "segment_marker",
+    "segment_variant",
     "OUR_SEGMENT",
     "FOREIGN_SEGMENT",
     "nan_ts",
@@ -54,6 +56,7 @@ K_OTHER, K_CPU_OP, K_LAUNCH, K_GRAPH, K_KERNEL, K_RUNTIME, K_GPU, K_ANNOT, K_FLO
 OUR_SEGMENT = re.compile(r"^capture::(?P<label>.+)$")
 FOREIGN_SEGMENT = re.compile(r"^capture_(?P<bs>\d+)(?:_(?P<variant>[A-Za-z0-9]+))?$")
 _BS = re.compile(r"(?:^|,)bs=(\d+)(?:,|$)")
+_VARIANT = re.compile(r"(?:^|,)variant=([^,#]+)")
 _MODULE_SUFFIX = re.compile(r"_\d+$")
 _MODULE_PREFIX = "nn.Module: "
 
@@ -124,6 +127,12 @@ def is_capture_end(name: str) -> bool:
     return "StreamEndCapture" in name
 
 
+def is_graph_instantiate(name: str) -> bool:
+    """Turning a captured graph into an executable one: ``cudaGraphInstantiate[WithFlags]``,
+    ``hipGraphInstantiate…``, ``cuGraphInstantiate…``, and the ``…GraphUpload`` that may follow."""
+    return "GraphInstantiate" in name or "GraphUpload" in name
+
+
 def is_annotation(cat: str) -> bool:
     """A ``record_function`` range on the CPU (our ``capture::…`` segments are these)."""
     return cat == "user_annotation"
@@ -159,6 +168,12 @@ def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
         label = f"bs={m['bs']}" + (f",variant={m['variant']}" if m["variant"] else "")
         return label, int(m["bs"]), False
     return None
+
+
+def segment_variant(label: str) -> str | None:
+    """The ``variant=`` of a segment label (``bs=8,variant=FULL`` -> ``FULL``), None when it has none."""
+    m = _VARIANT.search(label)
+    return m.group(1) if m else None
 
 
 def kind_of(ev: Event, cat: str) -> int:

@@ -1,0 +1,344 @@
+"""``capture-trace time``: phase boundaries checked against the events themselves.
+
+The reference below reads the raw JSON with ``json.load`` and sweeps boundary points with depth
+counters (no interval algebra, no code shared with ``mixins.analysis.timing``). It runs on the real
+vLLM capture trace, on the demo's real CPU traces, and on hand-written CUDA capture traces (named
+fakes: no GPU here) with several windows, instantiate/upload calls, vLLM/HIP names and no segment.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mixins.analysis.timing import PHASES
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+REPO = Path(__file__).resolve().parent.parent.parent
+RUNNERS = ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
+Run = Callable[..., tuple[int, str, str]]  # the run_cli fixture
+TOL = 0.005  # µs: Kineto timestamps are ns-precise; ours are rounded to whole ns
+
+
+# -- the independent reference -----------------------------------------------------------------------
+
+
+def _segments(calls: list[dict], annotations: list[dict]) -> list[tuple[str, float, float, Any]]:
+    ours = [(a["name"][len("capture::") :], a) for a in annotations if a["name"].startswith("capture::")]
+    foreign = []
+    for a in annotations:
+        m = re.fullmatch(r"capture_(\d+)(?:_([A-Za-z0-9]+))?", a["name"])
+        if m:
+            foreign.append((f"bs={m[1]}" + (f",variant={m[2]}" if m[2] else ""), a))
+    picked = ours or foreign
+    if picked:
+        return [(label, a["ts"], a["ts"] + a.get("dur", 0), a["pid"]) for label, a in picked]
+    ends = [e["ts"] + e.get("dur", 0) for e in calls + annotations]
+    return [("all", min(e["ts"] for e in calls + annotations), max(ends), None)]
+
+
+def _sweep(s0: float, s1: float, sets: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
+    """Walk the boundary points; each piece goes to the deepest-precedence phase open over it."""
+    points = []
+    for phase, ivs in sets.items():
+        for a, b in ivs:
+            a, b = max(a, s0), min(b, s1)
+            if b > a:
+                points += [(a, 1, phase), (b, -1, phase)]
+    points.sort(key=lambda p: (p[0], p[1]))
+    depth = dict.fromkeys(sets, 0)
+    out = dict.fromkeys(PHASES, 0.0)
+    last = s0
+    for t, step, phase in points:
+        open_phase = next((p for p in ("capture", "instantiate", "warmup") if depth[p] > 0), "other")
+        out[open_phase] += t - last
+        depth[phase] += step
+        last = t
+    out["other"] += s1 - last
+    return out
+
+
+def reference(path: Path) -> dict[str, dict[str, Any]]:
+    """label -> {wall, phases, windows} by the issue's definitions, from the raw JSON."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and "ts" in e]
+    calls = [e for e in events if e.get("cat") == "cpu_op" or re.search("runtime|driver", e.get("cat", ""))]
+    annotations = [e for e in events if e.get("cat") == "user_annotation"]
+    out = {}
+    for label, s0, s1, pid in _segments(calls, annotations):
+        mine = sorted((c for c in calls if pid is None or c["pid"] == pid), key=lambda c: c["ts"])
+        begins = [c["ts"] + c["dur"] for c in mine if "StreamBeginCapture" in c["name"]]
+        ends = [c["ts"] + c["dur"] for c in mine if "StreamEndCapture" in c["name"]]
+        windows = [(b, e) for b, e in zip(begins, ends, strict=False) if e > s0 and b < s1]
+        inst = [(c["ts"], c["ts"] + c["dur"]) for c in mine if re.search("GraphInstantiate|GraphUpload", c["name"])]
+        first = min([max(b, s0) for b, _ in windows], default=s1)
+        ops = [
+            (c["ts"], min(c["ts"] + c["dur"], first))
+            for c in mine
+            if c.get("cat") == "cpu_op" and s0 <= c["ts"] <= s1 and c["ts"] < first
+        ]
+        phases = _sweep(s0, s1, {"capture": windows, "instantiate": inst, "warmup": ops})
+        out[label] = {"wall": s1 - s0, "phases": phases, "windows": len(windows)}
+    return out
+
+
+def assert_matches_reference(got: dict[str, Any], path: Path) -> None:
+    want = reference(path)
+    assert [s["label"] for s in got["segments"]] == list(want)
+    for seg in got["segments"]:
+        ref = want[seg["label"]]
+        assert seg["wall_us"] == pytest.approx(ref["wall"], abs=TOL)
+        assert seg["capture_windows"] == ref["windows"]
+        for p in PHASES:
+            assert seg["phases"][p] == pytest.approx(ref["phases"][p], abs=4 * TOL), (seg["label"], p)
+        assert sum(seg["phases"].values()) == seg["wall_us"]  # exactly
+        assert sum(seg["shares"].values()) == pytest.approx(1.0, abs=1e-3) or seg["wall_us"] == 0
+
+
+def time_json(run_cli: Run, *args: Any) -> dict[str, Any]:
+    rc, out, err = run_cli("time", *args, "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+# -- real traces ------------------------------------------------------------------------------------
+
+
+def test_vllm_capture_trace_phases_match_its_events(run_cli: Run) -> None:
+    doc = time_json(run_cli, VLLM)
+    assert "profiling inflates CPU time" in doc["note"]
+    (t,) = doc["traces"]
+    assert (t["path"], t["runner"], t["tp_rank"]) == (str(VLLM), None, 0)
+    (seg,) = t["segments"]
+    assert (seg["label"], seg["bs"], seg["variant"], seg["capture_windows"]) == ("bs=32,variant=FULL", 32, "FULL", 1)
+    assert_matches_reference(t, VLLM)
+    # the boundaries themselves, as the trace states them (capture_32_FULL; hipStreamBeginCapture ends at
+    # ...66387.623, hipStreamEndCapture at ...121373.322, hipGraphInstantiateWithFlags lasts 817.066 µs)
+    assert seg["wall_us"] == pytest.approx(58406.933, abs=TOL)
+    assert seg["phases"]["capture"] == pytest.approx(121373.322 - 66387.623, abs=TOL)
+    assert seg["phases"]["instantiate"] == pytest.approx(817.066, abs=TOL)
+    top = {(r["phase"], r["op"]): r for r in seg["top"]}
+    assert top[("instantiate", "hipGraphInstantiateWithFlags")]["count"] == 1
+    assert top[("other", "hipFree")]["count"] == 2  # 808.497 + 7.94 µs, outside every op
+    assert top[("other", "hipFree")]["self_us"] == pytest.approx(808.497 + 7.94, abs=TOL)
+    assert t["totals"]["phases"] == seg["phases"]
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's real CPU traces (three runners, batch sizes 1, 2, 4), made in a subprocess."""
+    out = tmp_path_factory.mktemp("demo")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run(
+        [sys.executable, "-m", "mixins", "demo", "--out", str(out), "--device", "cpu", "--batch-sizes", "1,2,4"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return out / "graph_capture_profile"
+
+
+def test_demo_every_batch_size_of_every_runner_is_a_row(
+    demo_dir: Path, run_cli: Run
+) -> None:
+    doc = time_json(run_cli, demo_dir)
+    assert sorted(t["runner"] for t in doc["traces"]) == sorted(RUNNERS)
+    for t in doc["traces"]:
+        assert [(s["label"], s["bs"], s["variant"]) for s in t["segments"]] == [
+            ("bs=4", 4, None), ("bs=2", 2, None), ("bs=1", 1, None)  # sglang captures the largest first
+        ]
+        for s in t["segments"]:  # on CPU there is no capture window: the passes are eager
+            assert s["capture_windows"] == 0 and s["phases"]["capture"] == s["phases"]["instantiate"] == 0
+            assert s["phases"]["warmup"] > 0
+            assert {r["phase"] for r in s["top"]} <= {"warmup", "other"}
+            assert any(r["op"] == "aten::addmm" for r in s["top"])
+        assert_matches_reference(t, Path(t["path"]))
+        assert t["totals"]["wall_us"] == pytest.approx(sum(s["wall_us"] for s in t["segments"]), abs=TOL)
+
+
+def test_directory_of_ranks_uses_the_pool_with_the_same_result(
+    demo_dir: Path, tmp_path: Path, run_cli: Run
+) -> None:
+    for rank in range(3):
+        shutil.copy(
+            demo_dir / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
+            tmp_path / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{rank}.json.gz",
+        )
+    shutil.copy(VLLM, tmp_path / VLLM.name)
+    serial = time_json(run_cli, tmp_path, "-j", "1")
+    pooled = time_json(run_cli, tmp_path, "-j", "2")
+    assert pooled == serial and len(serial["traces"]) == 4
+
+
+def test_text_output_has_a_bar_per_segment_and_runners_side_by_side(
+    demo_dir: Path, run_cli: Run
+) -> None:
+    rc, out, err = run_cli("time", demo_dir, VLLM)
+    assert rc == 0, err
+    assert "profiling inflates CPU time" in out
+    assert "runners side by side" in out
+    for runner in RUNNERS:
+        assert f"{runner} TP 0" in out
+    bar_rows = [line for line in out.splitlines() if re.match(r"^│ bs=\d", line)]
+    assert len(bar_rows) == 3 * 3 + 1 + 4  # 9 demo rows, vLLM's row; side by side: 4 labels
+    assert "█" in out and "░" in out  # vLLM's capture window and the demo's eager passes
+    side = out.split("runners side by side", 1)[1].splitlines()
+    rows = [line for line in side if line.startswith("│")]
+    assert len(rows) == 5 and all(row.count(" *") == 1 for row in rows)  # the slowest of each row marked
+
+
+# -- hand-written CUDA capture traces (named fakes: no GPU here) ---------------------------------------
+
+
+def _x(cat: str, name: str, ts: float, dur: float, pid: int = 1, tid: int = 1) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": {}}
+
+
+def _write(path: Path, events: list[dict[str, Any]]) -> Path:
+    with gzip.open(path, "wt") as f:
+        json.dump({"schemaVersion": 1, "traceEvents": events}, f)
+    return path
+
+
+FAKE_TWO_WINDOWS = [
+    _x("user_annotation", "capture::bs=8,variant=decode", 0, 1000),
+    _x("cpu_op", "warm_forward", 10, 100),  # warm-up pass: 10..110, with a child op and a launch
+    _x("cpu_op", "aten::mm", 20, 20),
+    _x("cuda_runtime", "cudaLaunchKernel", 50, 5),
+    _x("cuda_runtime", "cudaDeviceSynchronize", 120, 30),  # other
+    _x("cuda_runtime", "cudaStreamBeginCapture", 200, 5),  # window 1: 205..410
+    _x("cpu_op", "captured_forward", 210, 190),
+    _x("cuda_runtime", "cudaStreamEndCapture", 400, 10),
+    _x("cuda_runtime", "cudaGraphInstantiateWithFlags", 420, 100),  # instantiate 420..540
+    _x("cuda_runtime", "cudaGraphUpload", 520, 20),
+    _x("cuda_runtime", "cudaStreamBeginCapture", 600, 2),  # window 2: 602..703
+    _x("cpu_op", "captured_forward", 605, 95),
+    _x("cuda_runtime", "cudaStreamEndCapture", 700, 3),
+    _x("cuda_driver", "cuGraphInstantiate", 710, 50),
+    _x("cpu_op", "aten::copy_", 800, 50),  # after the windows: other
+    _x("user_annotation", "capture::bs=4", 2000, 500),
+    _x("cpu_op", "warm_forward", 2010, 90),
+    _x("cuda_runtime", "cudaStreamBeginCapture", 2390, 11),  # window runs past the segment's end
+    _x("cuda_runtime", "cudaStreamEndCapture", 2600, 5),
+    {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 30, "dur": 500, "pid": 0, "tid": 7},  # device: ignored
+]
+
+
+def test_several_windows_instantiate_and_upload(tmp_path: Path, run_cli: Run) -> None:
+    path = _write(tmp_path / "fake_cuda_capture.json.gz", FAKE_TWO_WINDOWS)
+    (t,) = time_json(run_cli, path)["traces"]
+    assert_matches_reference(t, path)
+    bs8, bs4 = t["segments"]
+    assert (bs8["bs"], bs8["variant"], bs8["capture_windows"]) == (8, "decode", 2)
+    assert bs8["phases"] == {"warmup": 100.0, "capture": 306.0, "instantiate": 170.0, "other": 424.0}
+    assert bs8["shares"] == {"warmup": 0.1, "capture": 0.306, "instantiate": 0.17, "other": 0.424}
+    assert bs4["phases"] == {"warmup": 90.0, "capture": 99.0, "instantiate": 0.0, "other": 311.0}
+    top = {(r["phase"], r["op"]): (r["self_us"], r["count"]) for r in bs8["top"]}
+    assert top[("warmup", "warm_forward")] == (75.0, 1)  # 100 minus its child (20) and its launch (5)
+    assert top[("capture", "captured_forward")] == (285.0, 2)
+    assert top[("instantiate", "cudaGraphInstantiateWithFlags")] == (100.0, 1)
+    assert top[("instantiate", "cuGraphInstantiate")] == (50.0, 1)
+    assert top[("other", "cudaDeviceSynchronize")] == (30.0, 1)
+    assert top[("other", "aten::copy_")] == (50.0, 1)
+    assert t["totals"]["phases"]["capture"] == 405.0
+
+
+def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
+    piecewise = [
+        _x("user_annotation", "capture_16_PIECEWISE", 0, 300),
+        _x("cpu_op", "aten::fill_", 5, 10),
+        _x("cuda_runtime", "hipStreamBeginCapture", 20, 1),
+        _x("cuda_runtime", "hipStreamEndCapture", 60, 1),
+        _x("cuda_runtime", "hipGraphInstantiate", 62, 8),
+        _x("cpu_op", "vllm::unified_attention", 75, 20),  # eager between the pieces: other
+        _x("cuda_runtime", "hipStreamBeginCapture", 100, 1),
+        _x("cuda_runtime", "hipStreamEndCapture", 150, 1),
+        _x("cuda_runtime", "hipGraphInstantiate", 152, 8),
+    ]
+    path = _write(tmp_path / "piecewise.json.gz", piecewise)
+    (t,) = time_json(run_cli, path)["traces"]
+    assert_matches_reference(t, path)
+    (seg,) = t["segments"]
+    want = ("bs=16,variant=PIECEWISE", 16, "PIECEWISE", 2)
+    assert (seg["label"], seg["bs"], seg["variant"], seg["capture_windows"]) == want
+    assert seg["phases"] == {"warmup": 10.0, "capture": 90.0, "instantiate": 16.0, "other": 184.0}
+
+    no_segment = _write(tmp_path / "plain.json.gz", [e for e in FAKE_TWO_WINDOWS if e["cat"] != "user_annotation"])
+    (t,) = time_json(run_cli, no_segment)["traces"]
+    assert_matches_reference(t, no_segment)
+    (seg,) = t["segments"]
+    assert (seg["label"], seg["bs"], seg["wall_us"], seg["capture_windows"]) == ("all", None, 2595.0, 3)
+
+
+def test_nested_windows_and_an_end_on_another_thread(tmp_path: Path, run_cli: Run) -> None:
+    events = [
+        _x("user_annotation", "capture::bs=2,stream=1", 0, 400),
+        _x("cuda_runtime", "cudaStreamBeginCapture", 10, 1),  # outer: 11..201
+        _x("cuda_runtime", "cudaStreamBeginCapture", 50, 2),  # inner, another stream: 52..103
+        _x("cuda_runtime", "cudaStreamEndCapture", 100, 3),
+        _x("cuda_runtime", "cudaStreamEndCapture", 200, 1),
+        _x("cuda_runtime", "cudaStreamBeginCapture", 250, 1),  # closed from thread 2: 251..305
+        _x("cuda_runtime", "cudaStreamEndCapture", 300, 5, tid=2),
+        _x("cuda_runtime", "cudaGraphInstantiate", 310, 20, tid=2),
+    ]
+    path = _write(tmp_path / "nested.json.gz", events)
+    (t,) = time_json(run_cli, path)["traces"]
+    assert_matches_reference(t, path)
+    (seg,) = t["segments"]
+    assert (seg["bs"], seg["variant"], seg["capture_windows"]) == (2, None, 3)
+    assert seg["phases"] == {"warmup": 0.0, "capture": 244.0, "instantiate": 20.0, "other": 136.0}
+
+
+def test_upstream_per_batch_size_file_is_one_segment(tmp_path: Path, run_cli: Run) -> None:
+    path = _write(tmp_path / "DecodeCudaGraphRunner_bs_8_rank1.json.gz", FAKE_TWO_WINDOWS[1:15])
+    (t,) = time_json(run_cli, path)["traces"]
+    assert (t["runner"], t["tp_rank"], t["segment_source"]) == ("DecodeCudaGraphRunner", 1, "filename")
+    (seg,) = t["segments"]
+    assert (seg["label"], seg["bs"], seg["wall_us"]) == ("bs=8", 8, 840.0)  # the CPU span: 10..850
+    assert seg["phases"] == {"warmup": 100.0, "capture": 306.0, "instantiate": 170.0, "other": 264.0}
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+
+
+def test_bad_input_is_one_line_and_exit_2_while_good_files_are_still_timed(
+    tmp_path: Path, run_cli: Run
+) -> None:
+    good = _write(tmp_path / "a.json.gz", FAKE_TWO_WINDOWS)
+    truncated = tmp_path / "b.json.gz"
+    truncated.write_bytes(good.read_bytes()[:-20])
+    rc, out, err = run_cli("time", tmp_path, "--json")
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and err.startswith(f"capture-trace: error: {truncated}: ")
+    assert "truncated gzip" in err
+    assert [t["path"] for t in json.loads(out)["traces"]] == [str(good)]
+
+    rc, out, err = run_cli("time", tmp_path / "missing")
+    assert (rc, out) == (2, "")
+    assert err == f"capture-trace: error: {tmp_path / 'missing'}: no such file\n"
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rc, _, err = run_cli("time", empty, good)
+    assert rc == 2 and err == f"capture-trace: error: {empty}: no traces (*.json.gz or *.json) in this directory\n"
+
+    rc, _, err = run_cli("time", good, "--top", "-1")
+    assert rc == 2 and err == "capture-trace: error: --top: must be >= 0, got -1\n"
+
+
+def test_top_zero_lists_no_ops(tmp_path: Path, run_cli: Run) -> None:
+    path = _write(tmp_path / "a.json.gz", FAKE_TWO_WINDOWS)
+    (t,) = time_json(run_cli, path, "--top", "0")["traces"]
+    assert all(s["top"] == [] for s in t["segments"]) and t["totals"]["top"] == []
+    assert t["segments"][0]["phases"]["capture"] == 306.0
