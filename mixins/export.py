@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mixins import settings
-from mixins.metadata import build_metadata
+from mixins.metadata import build_metadata, trace_header
 from mixins.naming import capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
 
 logger = logging.getLogger("mixins")
@@ -41,16 +41,20 @@ def export_cuda_graph_capture_trace(
     tp_rank: int | None = None,
     pp_rank: int | None = None,
     pp_size: int | None = None,
+    tp_size: int | None = None,
 ) -> Path | None:
     """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``.
 
     A no-op returning ``None`` unless ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` is on. Returns the
     final path (the file appears there once compression finishes; ``wait_for_exports()`` waits), or
-    ``None`` when the export failed and was logged. Same keywords as upstream sglang's function.
+    ``None`` when the export failed and was logged. Same keywords as upstream sglang's function, plus
+    ``tp_size`` (recorded so ``capture-trace check`` can tell a missing rank; discovered when omitted).
     """
     if not settings.trace_enabled():
         return None
-    return export_profile(prof, runner_name=runner_name, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
+    return export_profile(
+        prof, runner_name=runner_name, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size, tp_size=tp_size
+    )
 
 
 def export_profile(
@@ -61,6 +65,7 @@ def export_profile(
     tp_rank: int | None = None,
     pp_rank: int | None = None,
     pp_size: int | None = None,
+    tp_size: int | None = None,
 ) -> Path | None:
     """The export itself, switch already checked; ``runner`` feeds rank discovery and metadata."""
     final: Path | None = None
@@ -69,7 +74,7 @@ def export_profile(
         ranks = discover_ranks(runner, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
         directory = trace_dir(settings.profiler_dir())
         final, index = capture_numbers.reserve(directory, trace_stem(name, ranks))
-        metadata = build_metadata(name, ranks, index, runner)
+        metadata = build_metadata(name, ranks, index, runner, tp_size=tp_size)
         directory.mkdir(parents=True, exist_ok=True)
         raw = _kineto_json(prof, final)
         job = _Compression(raw, final, metadata, settings.gzip_level(), runner_name=name)
@@ -129,7 +134,6 @@ class _Compression:
 
     def _compress_into(self, out: Any) -> None:
         deflate = zlib.compressobj(self.level, zlib.DEFLATED, 31)  # wbits 31: gzip container
-        header = ('{"capture_trace": ' + json.dumps(self.metadata) + ",").encode()
         pending = b""
         started = saw_events = False
         with open(self.raw, "rb") as src:
@@ -142,7 +146,7 @@ class _Compression:
                     if not body.startswith(b"{"):
                         raise IncompleteTraceError(f"{self.raw.name} does not start with a JSON object")
                     pending, started = body[1:], True
-                    out.write(deflate.compress(header))
+                    out.write(deflate.compress(trace_header(self.metadata, pending)))
                 saw_events = saw_events or b'"traceEvents"' in pending
                 if len(pending) > 2 * _TAIL_KEEP:
                     cut = len(pending) - _TAIL_KEEP

@@ -107,7 +107,8 @@ def identity_of(path: str, metadata: dict[str, Any]) -> Identity:
     ):
         runner = meta.get("runner")
         idx = _int_or_none(meta.get("capture_index"))
-        keep = ("sglang_version", "torch_version", "package_version", "hostname", "device", "time_utc", "pid")
+        keep = ("sglang_version", "torch_version", "package_version", "hostname", "device", "time_utc", "pid",
+                "tp_size", "dp_size", "world_size", "rank_source", "size_source", "capture_bs")
         return Identity(
             runner=runner if isinstance(runner, str) else None,
             runner_class=meta.get("runner_class") if isinstance(meta.get("runner_class"), str) else None,
@@ -123,7 +124,8 @@ def identity_of(path: str, metadata: dict[str, Any]) -> Identity:
         return from_name
     dist = metadata.get("distributedInfo")
     if isinstance(dist, dict) and _int_or_none(dist.get("rank")) is not None:
-        return Identity(tp_rank=dist["rank"], pp_rank=0, source="distributedInfo")
+        world = _int_or_none(dist.get("world_size"))  # the rank is a world rank: the world is the group
+        return Identity(tp_rank=dist["rank"], pp_rank=0, source="distributedInfo", extra={"tp_size": world})
     return Identity()
 
 
