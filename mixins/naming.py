@@ -120,12 +120,19 @@ def _runner_value(runner: object, name: str, owners: tuple[tuple[str, ...], ...]
         return None
     for path in owners:
         owner: Any = runner
-        for attribute in path:
-            owner = _call_quietly(lambda o=owner, a=attribute: getattr(o, a, None))
-        value: Any = _call_quietly(lambda o=owner: getattr(o, name, None)) if owner is not None else None
-        if _is_int(value):
-            return int(value)
+        for attribute in (*path, name):
+            owner = _attribute(owner, attribute)
+        if _is_int(owner):
+            return int(owner)
     return None
+
+
+def _attribute(owner: object, name: str) -> Any:
+    """``getattr`` that survives properties raising (a runner half built, a config not published)."""
+    try:
+        return getattr(owner, name, None)
+    except Exception:
+        return None
 
 
 def _torch_dist(call: str) -> int | None:
