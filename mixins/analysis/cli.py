@@ -17,7 +17,9 @@ from typing import Any
 from mixins.analysis import render
 from mixins.analysis.compare import check_traces, diff_traces
 from mixins.analysis.reader import TraceError
-from mixins.analysis.records import CompactTrace, compact, is_trace_name, load_record, summarize
+from mixins.analysis.records import CompactTrace, Identity, compact, is_trace_name, load_record, summarize
+from mixins.helptext import add_command, non_negative_int
+from mixins.naming import SUBDIR
 
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
 
@@ -26,30 +28,73 @@ OK, DIFFERENT, TROUBLE = 0, 1, 2
 
 def add_commands(subparsers: Any) -> None:
     """Register ``ls``, ``summary``, ``diff``, ``check`` on an argparse sub-parsers object."""
-    p = subparsers.add_parser("ls", help="one row per trace in a directory: identity, size, events, segments")
-    p.add_argument("dir", metavar="DIR", help="directory holding *.json.gz traces (or one trace file)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = add_command(
+        subparsers,
+        "ls",
+        "one row per trace in a directory: identity, size, events, segments",
+        "List the traces of a directory (or one trace file): who wrote each (runner, TP/PP rank, capture "
+        "number and where that came from), its size, event count and per-batch-size segments. --long "
+        "prints each trace's recorded metadata instead: runner, ranks and group sizes, versions, host, "
+        "device and time.",
+        ["capture-trace ls /tmp/graph_capture_profile", "capture-trace ls --long demo-out"],
+    )
+    p.add_argument("dir", metavar="DIR", help=DIR_HELP)
+    p.add_argument("-l", "--long", action="store_true", help="one block per trace with its recorded metadata")
+    p.add_argument("--json", action="store_true", help="machine-readable output (includes the metadata)")
     p.set_defaults(func=cmd_ls)
 
-    p = subparsers.add_parser("summary", help="per trace and segment: ops, signatures, launches, kernels")
-    p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz)")
+    p = add_command(
+        subparsers,
+        "summary",
+        "per trace and segment: ops, signatures, launches, kernels",
+        "Summarise traces per segment (one per captured batch size): events, CPU ops, distinct op "
+        "signatures, kernel launches, graph launches, kernels and how they link, and the most frequent "
+        "signatures with their kernels.",
+        ["capture-trace summary cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
+         "capture-trace summary --top 10 --json demo-out"],
+    )
+    p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz) or directories")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--top", type=int, default=5, metavar="N", help="top N signatures per segment (default 5)")
+    p.add_argument(
+        "--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N signatures per segment"
+    )
     p.set_defaults(func=cmd_summary)
 
-    p = subparsers.add_parser("diff", help="compare two traces' op-signature sequences per segment")
-    p.add_argument("a", metavar="A")
-    p.add_argument("b", metavar="B")
+    p = add_command(
+        subparsers,
+        "diff",
+        "compare two traces' op-signature sequences per segment",
+        "Compare two traces segment by segment (matched by label): ops added, removed and changed "
+        "(shapes, types, scalar inputs, kernels), and the first op where they differ. Timestamps, ids "
+        "and durations never count.",
+        ["capture-trace diff run1/cuda_graph_capture-X-TP-0.json.gz run2/cuda_graph_capture-X-TP-0.json.gz"],
+        exit_codes=("the traces captured the same", "they differ", "bad input or usage"),
+    )
+    p.add_argument("a", metavar="A", help="the reference trace file")
+    p.add_argument("b", metavar="B", help="the trace compared with A")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_diff)
 
-    p = subparsers.add_parser("check", help="verify all TP ranks of each runner captured the same sequences")
-    p.add_argument("dir", metavar="DIR", help="directory holding one capture's traces")
+    p = add_command(
+        subparsers,
+        "check",
+        "verify every TP rank of each runner is present and captured the same sequences",
+        "Group a capture's traces by runner, pipeline stage and capture number; fail when a TP or PP "
+        "rank is missing (from the group sizes the traces recorded) or when a rank captured a "
+        "different op sequence than the lowest rank, naming the first divergent op. Files are read in "
+        "parallel.",
+        ["capture-trace check /tmp/graph_capture_profile", "capture-trace check -j 4 --json run1"],
+    )
+    p.add_argument("dir", metavar="DIR", help=DIR_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
-        "-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)"
+        "-j", "--jobs", type=non_negative_int("--jobs"), default=0, metavar="N",
+        help="worker processes; 0: one per core",
     )
     p.set_defaults(func=cmd_check)
+
+
+DIR_HELP = f"directory of *.json[.gz] traces (or one trace file); a directory with only {SUBDIR}/ is searched there"
 
 
 def trace_files(directory: str) -> list[str]:
@@ -68,13 +113,42 @@ def trace_files(directory: str) -> list[str]:
         raise TraceError(directory, exc.strerror or str(exc)) from None
     files = [os.path.join(directory, n) for n in names if is_trace_name(n)]
     files = [f for f in files if not os.path.isdir(f)]
+    if not files and SUBDIR in names and os.path.isdir(os.path.join(directory, SUBDIR)):
+        return trace_files(os.path.join(directory, SUBDIR))  # the profiler dir itself was given
     if not files:
         raise TraceError(directory, "no traces (*.json.gz or *.json) in this directory")
     return files
 
 
+def _expand(paths: list[str]) -> tuple[list[str], bool]:
+    """Files as given, directories as their traces; bad directories reported (``True``)."""
+    files, bad = [], False
+    for path in paths:
+        if not os.path.isdir(path):
+            files.append(path)
+            continue
+        try:
+            files += trace_files(path)
+        except TraceError as exc:
+            render.error(str(exc))
+            bad = True
+    return files, bad
+
+
 def _summary_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     return summarize(load_record(path, progress), top)
+
+
+def metadata_json(ident: Identity) -> dict[str, Any] | None:
+    """What the trace recorded about its writer (``capture_trace``); None for traces without it."""
+    if ident.source != "metadata":
+        return None
+    return {"runner_class": ident.runner_class, "pp_size": ident.pp_size, **ident.extra}
+
+
+def _ls_job(path: str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    rec = load_record(path, progress)
+    return summarize(rec, 0) | {"metadata": metadata_json(rec.identity)}
 
 
 def _compact_job(path: str, progress: Callable[[int, int], None] | None = None) -> CompactTrace:
@@ -125,7 +199,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    rows, bad = _collect(_map(_summary_job, files, (0,), 0, not args.json))
+    rows, bad = _collect(_map(_ls_job, files, (), 0, not args.json))
     if args.json:
         render.print_json(
             {
@@ -135,16 +209,17 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 ]
             }
         )
+    elif rows and args.long:
+        render.render_ls_long(rows)
     elif rows:
         render.render_ls(rows)
     return TROUBLE if bad else OK
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    if args.top < 0:
-        render.error(f"--top: must be >= 0, got {args.top}")
-        return TROUBLE
-    traces, bad = _collect(_map(_summary_job, list(args.traces), (args.top,), 0, not args.json))
+    files, bad_dir = _expand(list(args.traces))
+    traces, bad = _collect(_map(_summary_job, files, (args.top,), 0, not args.json))
+    bad = bad or bad_dir
     if bad and not traces:
         return TROUBLE
     if args.json:
