@@ -20,7 +20,6 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     from mixins import demo
     from mixins.analysis import cli as analysis_cli
-
     from mixins.helptext import HelpFormatter
 
     parser = argparse.ArgumentParser(

@@ -123,18 +123,30 @@ def _of(rank: Any, size: Any) -> str:
     return f"{'?' if rank is None else rank} of {'?' if size is None else size}"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _sources(ranks: Any, sizes: Any) -> str:
+    if ranks == sizes == "default":
+        return "nothing named them: one process assumed"
+    return f"ranks from {ranks or '?'}, sizes from {sizes or 'nowhere: unknown'}"
+
+
 def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
     """``ls --long``: one trace's recorded metadata as (field, text) rows."""
     m = t.get("metadata")
     segments = [s["label"] for s in t["segments"]]
-    rows = [("file", f"{size_text(t['size'])}, {count_text(t['events'])} events, {len(segments)} segments: "
-             + ", ".join(cut(segments, 12)))]
+    rows = [("file", f"{size_text(t['size'])}, {count_text(t['events'])} events, "
+             + f"{_plural(len(segments), 'segment')}: " + ", ".join(cut(segments, 12)))]
     if m is None:
-        return rows + [("metadata", f"none in the trace (identity from {t['identity_source']}: {_who(t)})")]
+        source = t["identity_source"]
+        found = "no identity anywhere" if source == "none" else f"identity from {source}: {_who(t)}"
+        return rows + [("metadata", f"none in the trace ({found})")]
     runner = t.get("runner") or "?"
     sizes = [f"TP {_of(t.get('tp_rank'), m.get('tp_size'))}", f"PP {_of(t.get('pp_rank'), m.get('pp_size'))}"]
     sizes += [f"{k.split('_')[0].upper()} size {m[k]}" for k in ("dp_size", "world_size") if m.get(k) is not None]
-    sources = f"ranks from {m.get('rank_source') or '?'}, sizes from {m.get('size_source') or 'nowhere (unknown)'}"
+    sources = _sources(m.get("rank_source"), m.get("size_source"))
     bs = m.get("capture_bs")
     versions = ", ".join(
         f"{name} {m.get(key) or 'not installed'}"
@@ -154,13 +166,9 @@ def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
 def render_ls_long(rows: list[dict[str, Any]]) -> None:
     out = console()
     for n, t in enumerate(rows):
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold")
-        table.add_column()
-        for name, text in _long_fields(t):
-            table.add_row(name, escape(text))
         out.print(("\n" if n else "") + escape(t["path"]))
-        out.print(table)
+        for name, text in _long_fields(t):
+            out.print(f"  {name:<9} {escape(text)}")
 
 
 _COLS = (
@@ -296,7 +304,7 @@ def _result(g: GroupCheck) -> str:
     if g.ok:
         return "ok" if g.complete is not None or g.members[0][0] is None else "ok (size unknown)"
     if g.divergences:
-        return f"DIVERGENT ({len(g.divergences):,} rank{'s' if len(g.divergences) > 1 else ''})"
+        return f"DIVERGENT ({_plural(len(g.divergences), 'rank')})"
     return "INCOMPLETE" if g.complete is False else "PROBLEM"
 
 
