@@ -37,13 +37,12 @@ UNWRAPPED = 1 << 20  # "no width": piped tables take their natural width, lines 
 
 
 def console() -> Console:
-    """Stdout console: a terminal's width (rich reads ``COLUMNS`` too). Piped: ``COLUMNS`` when set,
-    else no wrapping at all, so a row or a line is never broken in two for grep/awk/less -S."""
+    """Stdout console: on a terminal its width (``COLUMNS`` when set, as rich reads it). Piped, no
+    wrapping at all, whatever ``COLUMNS`` says (shells and test runners export stale values): a row
+    or a line is never broken in two for grep/awk/``less -S``."""
     if sys.stdout.isatty():
         return Console(highlight=False)
-    columns = os.environ.get("COLUMNS", "")
-    width = int(columns) if columns.isdigit() and int(columns) > 0 else UNWRAPPED
-    return Console(width=width, highlight=False, no_color=True, soft_wrap=width == UNWRAPPED)
+    return Console(width=UNWRAPPED, highlight=False, no_color=True, soft_wrap=True)
 
 
 def print_json(obj: Any) -> None:

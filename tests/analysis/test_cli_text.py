@@ -107,9 +107,37 @@ def test_piped_output_never_breaks_a_row(many_segments: Path, tmp_path: Path) ->
     assert "bs=1, bs=2" in row and "4 more" in row  # the whole record on one line
 
 
-def test_piped_output_respects_columns(many_segments: Path) -> None:
-    done = _cli("ls", many_segments, columns=80)
-    assert done.returncode == 0 and max(len(line) for line in done.stdout.splitlines()) <= 80
+def test_piped_output_is_not_wrapped_even_with_columns_set(many_segments: Path) -> None:
+    done = _cli("ls", many_segments, columns=40)
+    (row,) = [line for line in done.stdout.splitlines() if "cuda_graph_capture-R-TP-0.json.gz" in line]
+    assert done.returncode == 0 and "4 more" in row
+
+
+def test_terminal_output_respects_columns(many_segments: Path) -> None:
+    """On a real pseudo-terminal the table fits COLUMNS."""
+    import pty
+
+    main, child = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), COLUMNS="70")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mixins", "ls", str(many_segments)], stdout=child, stderr=child, env=env
+    )
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    assert proc.wait(timeout=300) == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())  # drop colour codes
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert any("KiB" in line for line in lines), lines
+    assert max(len(line) for line in lines) <= 70, lines
 
 
 def test_ls_long_shows_the_recorded_metadata(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
