@@ -20,10 +20,13 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     from mixins import demo
     from mixins.analysis import cli as analysis_cli
+    from mixins.helptext import HelpFormatter
 
     parser = argparse.ArgumentParser(
         prog="capture-trace",
         description="Record and inspect SGLang CUDA-graph capture traces.",
+        epilog="Run 'capture-trace COMMAND --help' for its options, examples and exit codes.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -200,6 +200,7 @@ def _count_events(path: Path) -> tuple[int, dict[str, int]]:
 
 
 def _command(args: argparse.Namespace) -> int:
+    from mixins.analysis.render import size_text
     out = Path(args.out).resolve()
     print(f"capture-trace demo: setting {settings.ENABLE}=1 and {settings.PROFILER_DIR}={out} for this process")
     try:
@@ -212,19 +213,37 @@ def _command(args: argparse.Namespace) -> int:
         return 1
     for path in paths:
         total, by_cat = _count_events(path)
-        counts = ", ".join(f"{cat} {n}" for cat, n in sorted(by_cat.items()))
-        print(f"{path}  {path.stat().st_size:,} bytes  {total:,} events ({counts})")
-    print(f"Open them in https://ui.perfetto.dev or chrome://tracing, or run: capture-trace summary {paths[0]}")
+        counts = ", ".join(f"{cat} {n:,}" for cat, n in sorted(by_cat.items()))
+        print(f"{path}  {size_text(path.stat().st_size)}  {total:,} events ({counts})")
+    print(f"Open them in https://ui.perfetto.dev or chrome://tracing, or run: capture-trace ls --long {out}")
     if args.replay:
         print(f"Attribute the replays: capture-trace attribute {paths[-1]} {paths[-1].parent}")
     return 0
 
 
 def add_command(commands: Any) -> None:
-    parser = commands.add_parser("demo", help="capture three demo runners and write their traces")
-    parser.add_argument("--out", default=DEFAULT_OUT, help=f"profiler directory (default: ./{DEFAULT_OUT})")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    parser.add_argument("--batch-sizes", type=_batch_sizes, default=[1, 2, 4, 8], metavar="1,2,4,8")
+    from mixins.helptext import add_command as add_documented
+
+    parser = add_documented(
+        commands,
+        "demo",
+        "capture three demo runners and write their traces",
+        "Capture a tiny model with three runners named like sglang's EAGLE3 set-up (decode, draft, "
+        "draft-extend) under torch.profiler, one labelled segment per batch size, and write one trace "
+        f"each to OUT/graph_capture_profile/. Turns {settings.ENABLE} on for this process only.",
+        ["capture-trace demo --out demo-out --device cpu --batch-sizes 1,2,4,8",
+         "capture-trace ls --long demo-out"],
+        exit_codes=("the three traces were written", "a trace is missing", "bad input or usage"),
+    )
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help="profiler directory the traces go under")
+    parser.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto",
+        help="cuda: real CUDA graph captures; cpu: eager passes; auto: cuda when available",
+    )
+    parser.add_argument(
+        "--batch-sizes", type=_batch_sizes, default="1,2,4,8", metavar="LIST",
+        help="comma-separated batch sizes to capture",
+    )
     parser.add_argument(
         "--replay",
         type=_replays,

@@ -27,7 +27,7 @@ from typing import Any
 
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
-from mixins.metadata import build_metadata
+from mixins.metadata import build_metadata, trace_header
 from mixins.naming import capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
 
 logger = logging.getLogger("mixins")
@@ -50,6 +50,7 @@ def export_cuda_graph_capture_trace(
     tp_rank: int | None = None,
     pp_rank: int | None = None,
     pp_size: int | None = None,
+    tp_size: int | None = None,
 ) -> Path | None:
     """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``.
 
@@ -57,11 +58,14 @@ def export_cuda_graph_capture_trace(
     when the export failed (and was logged). In the background mode (the default) the path is returned
     once Kineto's JSON is safely staged: it is the path the file will have when compression finishes,
     and a failure after that point is logged; ``wait_for_exports()`` waits for that. With
-    ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` a returned path is a finished file. Upstream's keywords.
+    ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` a returned path is a finished file. Upstream's keywords, plus
+    ``tp_size`` (recorded so ``capture-trace check`` can tell a missing rank; discovered when omitted).
     """
     if not settings.trace_enabled():
         return None
-    return export_profile(prof, runner_name=runner_name, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
+    return export_profile(
+        prof, runner_name=runner_name, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size, tp_size=tp_size
+    )
 
 
 def export_profile(
@@ -72,6 +76,7 @@ def export_profile(
     tp_rank: int | None = None,
     pp_rank: int | None = None,
     pp_size: int | None = None,
+    tp_size: int | None = None,
 ) -> Path | None:
     """The export itself, switch already checked; ``runner`` feeds rank discovery and metadata."""
     final: Path | None = None
@@ -79,7 +84,7 @@ def export_profile(
         name = validate_runner_name(runner_name)
         ranks = discover_ranks(runner, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
         final, index = capture_numbers.reserve(trace_dir(settings.profiler_dir()), trace_stem(name, ranks))
-        metadata = build_metadata(name, ranks, index, runner)
+        metadata = build_metadata(name, ranks, index, runner, tp_size=tp_size)
         job = _Export.stage(prof, final, metadata, runner_name=name)
     except Exception as exc:
         report_failure(runner_name, final, exc)
@@ -92,11 +97,6 @@ def export_profile(
 
 # -- the rewrite step: our metadata first, Kineto's traceName fixed ---------------------------------
 # Kept apart from the file handling so that what a trace says about itself changes here only.
-
-
-def metadata_header(metadata: dict[str, Any]) -> bytes:
-    """The bytes that open the trace's top-level object: our ``capture_trace`` key, then Kineto's keys."""
-    return ('{"capture_trace": ' + json.dumps(metadata) + ",").encode()
 
 
 def rewrite_tail(tail: bytes, kineto_path: str, final: Path) -> bytes:
@@ -121,7 +121,7 @@ def compress_trace(src: Any, out: Any, metadata: dict[str, Any], level: int, kin
             if not body.startswith(b"{"):
                 raise IncompleteTraceError("Kineto's JSON does not start with an object")
             pending, started = body[1:], True
-            out.write(deflate.compress(metadata_header(metadata)))
+            out.write(deflate.compress(trace_header(metadata, pending)))
         saw_events = saw_events or kineto.EVENTS_KEY in pending
         if len(pending) > 2 * _TAIL_KEEP:
             cut = len(pending) - _TAIL_KEEP

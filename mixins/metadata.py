@@ -4,6 +4,7 @@ without trusting its file name (renamed, copied, collected from many hosts)."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import socket
 import sys
@@ -12,7 +13,7 @@ from functools import cache
 from numbers import Integral
 from typing import Any
 
-from mixins.naming import Ranks
+from mixins.naming import Ranks, discover_sizes
 
 PACKAGE = "sglang-capture-trace"
 
@@ -53,17 +54,22 @@ def _batch_sizes(runner: object) -> list[int] | None:
 
 
 def build_metadata(
-    runner_name: str, ranks: Ranks, capture_index: int, runner: object = None
+    runner_name: str, ranks: Ranks, capture_index: int, runner: object = None, *, tp_size: int | None = None
 ) -> dict[str, Any]:
     cls = type(runner) if runner is not None else None
     torch = sys.modules.get("torch")
+    sizes = discover_sizes(runner, ranks, tp_size=tp_size)
     return {
         "runner": runner_name,
         "runner_class": f"{cls.__module__}.{cls.__qualname__}" if cls is not None else None,
         "tp_rank": ranks.tp_rank,
         "pp_rank": ranks.pp_rank,
         "pp_size": ranks.pp_size,
+        "tp_size": sizes.tp_size,
+        "dp_size": sizes.dp_size,
+        "world_size": sizes.world_size,
         "rank_source": ranks.source,
+        "size_source": sizes.source,
         "capture_index": capture_index,
         "capture_bs": _batch_sizes(runner) if runner is not None else None,
         "sglang_version": distribution_version("sglang"),
@@ -74,3 +80,41 @@ def build_metadata(
         "device": _device_name(),
         "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+# -- the top of the file: our metadata, and distributedInfo when Kineto wrote none ---------------------
+
+KINETO_DISTRIBUTED_KEY = b'"distributedInfo"'
+
+
+def distributed_info(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """HTA's ``distributedInfo`` from our ranks: the rank in the (tp x pp) world, as sglang numbers it.
+
+    HTA keys traces by ``distributedInfo.rank`` (files without one all count as rank 0, one kept).
+    With pipeline stages and no known tp_size the world rank is unknown: then nothing is invented.
+    """
+    tp_rank, pp_rank, pp_size, tp_size = (metadata.get(k) for k in ("tp_rank", "pp_rank", "pp_size", "tp_size"))
+    if not isinstance(tp_rank, int) or not isinstance(pp_rank, int):
+        return None
+    if tp_size is None and pp_rank != 0:
+        return None
+    info: dict[str, Any] = {"rank": tp_rank + pp_rank * (tp_size or 0)}
+    if tp_size is not None and isinstance(pp_size, int):
+        info["world_size"] = tp_size * pp_size
+    info["source"] = PACKAGE  # not Kineto's: no backend, no process groups
+    return info
+
+
+def trace_header(metadata: dict[str, Any], kineto_head: bytes) -> bytes:
+    """What goes before Kineto's first key: ``{"capture_trace": ..., ["distributedInfo": ...,]``.
+
+    ``kineto_head`` is the start of Kineto's JSON after its ``{``; Kineto writes its top-level keys,
+    ``distributedInfo`` among them, before ``traceEvents``, so that prefix tells whether it wrote one.
+    On one line, so HTA (which finds the rank by a line regex) reads it from the first line.
+    """
+    head = '{"capture_trace": ' + json.dumps(metadata) + ", "
+    before_events = kineto_head.split(b'"traceEvents"', 1)[0]
+    info = None if KINETO_DISTRIBUTED_KEY in before_events else distributed_info(metadata)
+    if info is not None:
+        head += '"distributedInfo": ' + json.dumps(info) + ", "
+    return head.encode()

@@ -9,6 +9,12 @@ Rank discovery order, per value (tp_rank, pp_rank, pp_size), first hit wins:
 3. the runner's own attributes: ``runner.<name>`` then ``runner.model_runner.<name>``;
 4. ``torch.distributed.get_rank()`` when a process group is initialised (tp_rank only);
 5. 0 for ranks, 1 for pp_size.
+
+Group sizes (``discover_sizes``: tp_size, dp_size, world_size) follow the same ladder, so ``check``
+can tell a missing rank from a group of one: explicit > sglang's parallel state > the runner, its
+``model_runner`` and that one's ``server_args`` > ``torch.distributed`` (world size; it stands for
+tp_size only when tp_rank came from ``torch.distributed`` too) > unknown (``None``), except that a
+process where nothing named a rank at all is rank 0 of 1.
 """
 
 from __future__ import annotations
@@ -75,41 +81,73 @@ def _call_quietly(fn: Callable[[], Any]) -> Any:
         return None
 
 
+# -- sglang knowledge (read from the 0.4.10, 0.5.5, 0.5.13, 0.5.23 wheels) -------------------------------
+# Era C (0.5.16+): ``runtime_context.get_parallel()`` carries tp_rank/tp_size/pp_rank/pp_size/dp_size
+# and raises until published. Older: ``distributed.parallel_state`` getters (AssertionError until the
+# groups exist; dp has no getter there). Runners: ``CudaGraphRunner.tp_size/pp_size/dp_size`` (0.4.10-
+# 0.5.13, from server_args), ``ModelRunner.tp_rank/tp_size/pp_rank/pp_size/dp_size`` (<= 0.5.13),
+# ``BaseRunner.pp_size`` (0.5.23), ``ModelRunner.server_args.tp_size/pp_size/dp_size`` (every version).
+_SGLANG_RUNTIME_CONTEXT = "sglang.srt.runtime_context"
+_SGLANG_PARALLEL_STATE = "sglang.srt.distributed.parallel_state"
+_SGLANG_LEGACY_GETTERS = {
+    "tp_rank": "get_tensor_model_parallel_rank",
+    "pp_rank": "get_pipeline_model_parallel_rank",
+    "pp_size": "get_pipeline_model_parallel_world_size",
+    "tp_size": "get_tensor_model_parallel_world_size",
+}
+_RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",))
+_RUNNER_SIZE_OWNERS: tuple[tuple[str, ...], ...] = _RUNNER_OWNERS + (("model_runner", "server_args"),)
+# ------------------------------------------------------------------------------------------------------
+
+
 def _sglang_value(name: str) -> int | None:
-    runtime_context = sys.modules.get("sglang.srt.runtime_context")
+    runtime_context = sys.modules.get(_SGLANG_RUNTIME_CONTEXT)
     if runtime_context is not None and hasattr(runtime_context, "get_parallel"):
         value = _call_quietly(lambda: getattr(runtime_context.get_parallel(), name))
         if _is_int(value):
             return int(value)
-    parallel_state = sys.modules.get("sglang.srt.distributed.parallel_state")
-    getter = {
-        "tp_rank": "get_tensor_model_parallel_rank",
-        "pp_rank": "get_pipeline_model_parallel_rank",
-        "pp_size": "get_pipeline_model_parallel_world_size",
-    }[name]
-    if parallel_state is not None and hasattr(parallel_state, getter):
+    parallel_state = sys.modules.get(_SGLANG_PARALLEL_STATE)
+    getter = _SGLANG_LEGACY_GETTERS.get(name)
+    if parallel_state is not None and getter is not None and hasattr(parallel_state, getter):
         value = _call_quietly(getattr(parallel_state, getter))
         if _is_int(value):
             return int(value)
     return None
 
 
-def _runner_value(runner: object, name: str) -> int | None:
+def _runner_value(runner: object, name: str, owners: tuple[tuple[str, ...], ...] = _RUNNER_OWNERS) -> int | None:
     if runner is None:
         return None
-    for owner in (runner, getattr(runner, "model_runner", None)):
-        value: Any = getattr(owner, name, None) if owner is not None else None
-        if _is_int(value):
-            return int(value)
+    for path in owners:
+        owner: Any = runner
+        for attribute in (*path, name):
+            owner = _attribute(owner, attribute)
+        if _is_int(owner):
+            return int(owner)
     return None
 
 
-def _torch_rank() -> int | None:
+def _attribute(owner: object, name: str) -> Any:
+    """``getattr`` that survives properties raising (a runner half built, a config not published)."""
+    try:
+        return getattr(owner, name, None)
+    except Exception:
+        return None
+
+
+def _torch_dist(call: str) -> int | None:
+    """``torch.distributed.<call>()`` when a process group is initialised (never imports torch)."""
     dist = sys.modules.get("torch.distributed")
     if dist is None:
         return None
-    value: Any = _call_quietly(lambda: dist.get_rank() if dist.is_available() and dist.is_initialized() else None)
+    value: Any = _call_quietly(
+        lambda: getattr(dist, call)() if dist.is_available() and dist.is_initialized() else None
+    )
     return int(value) if _is_int(value) else None
+
+
+def _torch_rank() -> int | None:
+    return _torch_dist("get_rank")
 
 
 def _is_int(value: object) -> bool:
@@ -140,6 +178,37 @@ def discover_ranks(
     pp, _ = pick("pp_rank", pp_rank, 0, 0)
     size, _ = pick("pp_size", pp_size, 1, 1)
     return Ranks(tp_rank=tp, pp_rank=pp, pp_size=size, source=source)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Group sizes of the capturing process; ``None`` = unknown (``check`` then says so)."""
+
+    tp_size: int | None
+    dp_size: int | None
+    world_size: int | None
+    source: str | None  # where tp_size came from: explicit, sglang, runner, torch.distributed, default
+
+
+def discover_sizes(runner: object, ranks: Ranks, *, tp_size: int | None = None) -> Sizes:
+    """tp_size/dp_size/world_size by the module's ladder; a tp_size not above tp_rank is not believed."""
+    world = _torch_dist("get_world_size")
+    tp, source = None, None
+    if tp_size is not None:
+        tp, source = _as_rank(tp_size, "tp_size", ranks.tp_rank + 1), "explicit"
+    else:
+        for where, lookup in (
+            ("sglang", lambda: _sglang_value("tp_size")),
+            ("runner", lambda: _runner_value(runner, "tp_size", _RUNNER_SIZE_OWNERS)),
+            ("torch.distributed", lambda: world if ranks.source == "torch.distributed" else None),
+            ("default", lambda: 1 if ranks.source == "default" else None),
+        ):
+            value = lookup()
+            if value is not None and value > ranks.tp_rank:
+                tp, source = value, where
+                break
+    dp = _sglang_value("dp_size") or _runner_value(runner, "dp_size", _RUNNER_SIZE_OWNERS)
+    return Sizes(tp_size=tp, dp_size=dp or None, world_size=world or None, source=source)
 
 
 # -- per-process numbering ---------------------------------------------------------------------------

@@ -22,12 +22,14 @@ import msgspec
 
 from mixins.analysis import render
 from mixins.analysis.compare import check_traces, diff_traces
-from mixins.analysis.identity import is_trace_name
+from mixins.analysis.identity import Identity, is_trace_name
 from mixins.analysis.model import CompactTrace, compact
 from mixins.analysis.reader import Limits, TraceError, current_limits, using_limits
 from mixins.analysis.records import load_record
 from mixins.analysis.serialise import summarize, to_json
 from mixins.analysis.timing import NOTE, time_trace
+from mixins.helptext import add_command, non_negative_int
+from mixins.naming import SUBDIR
 from mixins.output_dir import sweep_path
 
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
@@ -37,36 +39,88 @@ OK, DIFFERENT, TROUBLE = 0, 1, 2
 
 def add_commands(subparsers: Any) -> None:
     """Register ``ls``, ``summary``, ``diff``, ``check`` on an argparse sub-parsers object."""
-    p = subparsers.add_parser("ls", help="one row per trace in a directory: identity, size, events, segments")
-    p.add_argument("dir", metavar="DIR", help="directory holding *.json.gz traces (or one trace file)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = add_command(
+        subparsers,
+        "ls",
+        "one row per trace in a directory: identity, size, events, segments",
+        "List the traces of a directory (or one trace file): who wrote each (runner, TP/PP rank, capture "
+        "number and where that came from), its size, event count and per-batch-size segments. --long "
+        "prints each trace's recorded metadata instead: runner, ranks and group sizes, versions, host, "
+        "device and time.",
+        ["capture-trace ls /tmp/graph_capture_profile", "capture-trace ls --long demo-out"],
+    )
+    p.add_argument("dir", metavar="DIR", help=DIR_HELP)
+    p.add_argument("-l", "--long", action="store_true", help="one block per trace with its recorded metadata")
+    p.add_argument("--json", action="store_true", help="machine-readable output (includes the metadata)")
     p.set_defaults(func=with_limits(cmd_ls, p))
 
-    p = subparsers.add_parser("summary", help="per trace and segment: ops, signatures, launches, kernels")
-    p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz)")
+    p = add_command(
+        subparsers,
+        "summary",
+        "per trace and segment: ops, signatures, launches, kernels",
+        "Summarise traces per segment (one per captured batch size): events, CPU ops, distinct op "
+        "signatures, kernel launches, graph launches, kernels and how they link, and the most frequent "
+        "signatures with their kernels.",
+        ["capture-trace summary cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
+         "capture-trace summary --top 10 --json demo-out"],
+    )
+    p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz) or directories")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--top", type=int, default=5, metavar="N", help="top N signatures per segment (default 5)")
+    p.add_argument(
+        "--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N signatures per segment"
+    )
     p.set_defaults(func=with_limits(cmd_summary, p))
 
-    p = subparsers.add_parser("diff", help="compare two traces' op-signature sequences per segment")
-    p.add_argument("a", metavar="A")
-    p.add_argument("b", metavar="B")
+    p = add_command(
+        subparsers,
+        "diff",
+        "compare two traces' op-signature sequences per segment",
+        "Compare two traces segment by segment (matched by label): ops added, removed and changed "
+        "(shapes, types, scalar inputs, kernels), and the first op where they differ. Timestamps, ids "
+        "and durations never count.",
+        ["capture-trace diff run1/cuda_graph_capture-X-TP-0.json.gz run2/cuda_graph_capture-X-TP-0.json.gz"],
+        exit_codes=("the traces captured the same", "they differ", "bad input or usage"),
+    )
+    p.add_argument("a", metavar="A", help="the reference trace file")
+    p.add_argument("b", metavar="B", help="the trace compared with A")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=with_limits(cmd_diff, p))
 
-    p = subparsers.add_parser("check", help="verify all TP ranks of each runner captured the same sequences")
-    p.add_argument("dir", metavar="DIR", help="directory holding one capture's traces")
+    p = add_command(
+        subparsers,
+        "check",
+        "verify every TP rank of each runner is present and captured the same sequences",
+        "Group a capture's traces by runner, pipeline stage and capture number; fail when a TP or PP "
+        "rank is missing (from the group sizes the traces recorded) or when a rank captured a "
+        "different op sequence than the lowest rank, naming the first divergent op. Files are read in "
+        "parallel.",
+        ["capture-trace check /tmp/graph_capture_profile", "capture-trace check -j 4 --json run1"],
+    )
+    p.add_argument("dir", metavar="DIR", help=DIR_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
-        "-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)"
+        "-j", "--jobs", type=non_negative_int("--jobs"), default=0, metavar="N",
+        help="worker processes; 0: one per core",
     )
     p.set_defaults(func=with_limits(cmd_check, p))
 
-    p = subparsers.add_parser("time", help="where capture time goes: warmup / capture / instantiate / other")
+    p = add_command(
+        subparsers,
+        "time",
+        "where capture time goes: warmup / capture / instantiate / other",
+        "Split each segment (batch size, variant) of each runner's capture into warm-up passes, the "
+        "capture window, graph instantiation and the rest; bars per segment, top CPU ops by self time per "
+        "phase, runners side by side. Profiling inflates CPU time: compare shares, runners and batch sizes.",
+        ["capture-trace time /tmp/graph_capture_profile", "capture-trace time --json --top 3 run1"],
+        exit_codes=("every trace was timed", "(not used)", "bad input or usage (other files still reported)"),
+    )
     p.add_argument("paths", metavar="TRACE_OR_DIR", nargs="+", help="trace files or directories of traces")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--top", type=int, default=5, metavar="N", help="top N ops per phase (default 5)")
-    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)")
+    p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N ops per phase")
+    p.add_argument(
+        "-j", "--jobs", type=non_negative_int("--jobs"), default=0, metavar="N",
+        help="worker processes; 0: one per core",
+    )
     p.set_defaults(func=with_limits(cmd_time, p))
 
     from mixins.analysis.attribute_cmd import add_attribute_command  # imports this module
@@ -110,6 +164,9 @@ def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentPa
     return run
 
 
+DIR_HELP = f"directory of *.json[.gz] traces (or one trace file); a directory with only {SUBDIR}/ is searched there"
+
+
 def trace_files(directory: str) -> list[str]:
     """Visible ``*.json[.gz]`` files of ``directory``, sorted; raises TraceError if none / unreadable."""
     if os.path.isfile(directory):
@@ -128,13 +185,42 @@ def trace_files(directory: str) -> list[str]:
         raise TraceError(directory, "invalid path (contains a NUL byte)") from None
     files = [os.path.join(directory, n) for n in names if is_trace_name(n)]
     files = [f for f in files if not os.path.isdir(f)]
+    if not files and SUBDIR in names and os.path.isdir(os.path.join(directory, SUBDIR)):
+        return trace_files(os.path.join(directory, SUBDIR))  # the profiler dir itself was given
     if not files:
         raise TraceError(directory, "no traces (*.json.gz or *.json) in this directory")
     return files
 
 
+def _expand(paths: list[str]) -> tuple[list[str], bool]:
+    """Files as given, directories as their traces; bad directories reported (``True``)."""
+    files, bad = [], False
+    for path in paths:
+        if not os.path.isdir(path):
+            files.append(path)
+            continue
+        try:
+            files += trace_files(path)
+        except TraceError as exc:
+            render.error(str(exc))
+            bad = True
+    return files, bad
+
+
 def _summary_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     return summarize(load_record(path, progress), top)
+
+
+def metadata_json(ident: Identity) -> dict[str, Any] | None:
+    """What the trace recorded about its writer (``capture_trace``); None for traces without it."""
+    if ident.source != "metadata":
+        return None
+    return {"runner_class": ident.runner_class, "pp_size": ident.pp_size, **ident.extra}
+
+
+def _ls_job(path: str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    rec = load_record(path, progress)
+    return summarize(rec, 0) | {"metadata": metadata_json(rec.identity)}
 
 
 def _compact_job(path: str, progress: Callable[[int, int], None] | None = None) -> CompactTrace:
@@ -206,7 +292,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    rows, bad = _collect(_map(_summary_job, files, (0,), 0, not args.json))
+    rows, bad = _collect(_map(_ls_job, files, (), 0, not args.json))
     if args.json:
         render.print_json(
             {
@@ -217,16 +303,17 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 "temporaries": [dataclasses.asdict(t) for t in temps],
             }
         )
+    elif rows and args.long:
+        render.render_ls_long(rows)
     elif rows:
         render.render_ls(rows)
     return TROUBLE if bad else OK
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    if args.top < 0:
-        render.error(f"--top: must be >= 0, got {args.top}")
-        return TROUBLE
-    traces, bad = _collect(_map(_summary_job, list(args.traces), (args.top,), 0, not args.json))
+    files, bad_dir = _expand(list(args.traces))
+    traces, bad = _collect(_map(_summary_job, files, (args.top,), 0, not args.json))
+    bad = bad or bad_dir
     if bad and not traces:
         return TROUBLE
     if args.json:
@@ -280,17 +367,7 @@ def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None =
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    if args.top < 0:
-        render.error(f"--top: must be >= 0, got {args.top}")
-        return TROUBLE
-    files: list[str] = []
-    bad = False
-    for path in args.paths:
-        try:
-            files += trace_files(path) if os.path.isdir(path) else [path]  # the reader names a bad file
-        except TraceError as exc:
-            render.error(str(exc))
-            bad = True
+    files, bad = _expand(list(args.paths))
     traces, bad_files = _collect(_map(_time_job, files, (args.top,), args.jobs, not args.json))
     if args.json:
         render.print_json({"note": NOTE, "traces": traces})

@@ -208,6 +208,8 @@ class GroupCheck:
     divergences: list[Divergence] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # make the group fail
     notes: list[str] = field(default_factory=list)  # informational only
+    tp_size: int | None = None  # from the traces' metadata; None: unknown
+    complete: bool | None = None  # every TP rank of tp_size present; None: could not be checked
 
     @property
     def ok(self) -> bool:
@@ -224,6 +226,8 @@ class GroupCheck:
             "divergences": [d.as_json() for d in self.divergences],
             "problems": self.problems,
             "notes": self.notes,
+            "tp_size": self.tp_size,
+            "complete": self.complete,
         }
 
 
@@ -248,15 +252,12 @@ def _first_divergence(
 
 
 def _rank_problems(g: GroupCheck, members: list[CompactTrace]) -> None:
-    """Two files claiming one TP rank fail the group; gaps in the ranks are noted."""
+    """Two files claiming one TP rank fail the group; so does a missing rank (``_check_complete``)."""
     ranks = Counter(m.identity.tp_rank for m in members)
     for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
         paths = ", ".join(m.path for m in members if m.identity.tp_rank == r)
         g.problems.append(f"{n} traces claim TP rank {r}: {paths}")
-    present = sorted(r for r in ranks if r is not None)
-    missing = sorted(set(range(max(present) + 1)) - set(present)) if present else []
-    if missing:
-        g.notes.append(f"TP ranks missing from the directory: {', '.join(map(str, missing))}")
+    _check_complete(g, members)
 
 
 def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
@@ -290,4 +291,63 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
             d = _first_divergence(ref, ref_seqs, m, keys)
             if d is not None:
                 g.divergences.append(d)
+    _check_stages(out, traces)
     return out
+
+
+# -- completeness: a rank that wrote nothing is how "ok" would lie ------------------------------------
+
+SIZES_UNKNOWN = "TP size unknown (trace written without it: an older or foreign trace): completeness not checked"
+
+
+def _size_of(t: CompactTrace, name: str) -> int | None:
+    value = t.identity.extra.get(name) if name != "pp_size" else t.identity.pp_size
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _ranks_text(kind: str, ranks: list[int]) -> str:
+    return f"{kind} rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+
+
+def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
+    """Every TP rank of the recorded tp_size present; without a size, at least no gap below the top."""
+    present = sorted({m.identity.tp_rank for m in members if m.identity.tp_rank is not None})
+    sizes = sorted({s for s in (_size_of(m, "tp_size") for m in members) if s is not None})
+    if len(sizes) > 1:
+        g.problems.append(f"traces disagree on tp_size ({', '.join(map(str, sizes))}): completeness not checked")
+        return
+    if not sizes:
+        gaps = sorted(set(range(present[-1] + 1)) - set(present)) if present else []
+        if gaps:
+            g.problems.append(f"{_ranks_text('TP', gaps)} missing (below TP {present[-1]})")
+            g.complete = False
+        g.notes.append(SIZES_UNKNOWN)
+        return
+    g.tp_size = size = sizes[0]
+    missing = sorted(set(range(size)) - set(present))
+    beyond = [r for r in present if r >= size]
+    if missing:
+        g.problems.append(f"{_ranks_text('TP', missing)} missing (tp_size {size})")
+    if beyond:
+        g.problems.append(f"{_ranks_text('TP', beyond)} outside tp_size {size}")
+    g.complete = not missing and not beyond
+
+
+def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
+    """A pipeline stage with no trace at all has no group: report it on the runner's first stage."""
+    sizes: dict[tuple[Any, ...], set[int]] = {}
+    for t in traces:
+        size = _size_of(t, "pp_size")
+        if t.identity.tp_rank is not None and size is not None:
+            sizes.setdefault((t.identity.runner or "", t.identity.capture_index), set()).add(size)
+    for (runner, index), found in sorted(sizes.items(), key=repr):
+        family = [
+            g for g in groups if (g.runner or "", g.capture_index) == (runner, index) and g.members[0][0] is not None
+        ]
+        stages = {g.pp_rank or 0 for g in family}
+        missing = sorted(set(range(max(found))) - stages) if len(found) == 1 else []
+        if missing:
+            first = min(family, key=lambda g: g.pp_rank or 0)
+            size = max(found)
+            first.problems.append(f"{_ranks_text('PP', missing)} missing (pp_size {size}): no trace of any TP rank")
+            first.complete = False

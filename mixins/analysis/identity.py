@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Identity", "identity_from_name", "identity_of", "is_trace_name", "rank_from_name"]
@@ -33,6 +33,8 @@ class Identity:
     capture_index: int = 1
     source: str = "none"  # "metadata" | "filename" | "distributedInfo" | "none"
     bs: int | None = None  # only from an upstream per-batch-size file name
+    # the rest of our metadata (sizes, versions, host, device, time): `ls --long`, `check`'s completeness
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +45,12 @@ class Identity:
             "capture_index": self.capture_index,
             "identity_source": self.source,
         }
+
+
+_KEPT_METADATA = (
+    "sglang_version", "torch_version", "package_version", "hostname", "device", "time_utc", "pid",
+    "tp_size", "dp_size", "world_size", "rank_source", "size_source", "capture_bs",
+)
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -93,10 +101,12 @@ def identity_of(path: str, metadata: dict[str, Any]) -> Identity:
             capture_index=idx if idx is not None else (from_name.capture_index if from_name else 1),
             source="metadata",
             bs=from_name.bs if from_name else None,
+            extra={k: meta[k] for k in _KEPT_METADATA if k in meta},
         )
     if from_name is not None:
         return from_name
     dist = metadata.get("distributedInfo")
     if isinstance(dist, dict) and _int_or_none(dist.get("rank")) is not None:
-        return Identity(tp_rank=dist["rank"], pp_rank=0, source="distributedInfo")
+        world = _int_or_none(dist.get("world_size"))  # the rank is a world rank: the world is the group
+        return Identity(tp_rank=dist["rank"], pp_rank=0, source="distributedInfo", extra={"tp_size": world})
     return Identity()

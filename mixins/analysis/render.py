@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mixins.analysis.compare import GroupCheck, SegmentDiff
@@ -21,6 +23,9 @@ __all__ = [
     "one_line",
     "render_ls",
     "render_temps",
+    "render_ls_long",
+    "size_text",
+    "count_text",
     "render_summary",
     "render_diff",
     "render_check",
@@ -32,11 +37,16 @@ __all__ = [
 PROGRESS_MIN_BYTES = 4 << 20  # below this (gzip size) a file reads in about a second or less: no bar
 
 
+UNWRAPPED = 1 << 20  # "no width": piped tables take their natural width, lines are never broken
+
+
 def console() -> Console:
-    """Stdout console; a wide fixed width when piped so tables are not squeezed to 80 columns."""
+    """Stdout console: on a terminal its width (``COLUMNS`` when set, as rich reads it). Piped, no
+    wrapping at all, whatever ``COLUMNS`` says (shells and test runners export stale values): a row
+    or a line is never broken in two for grep/awk/``less -S``."""
     if sys.stdout.isatty():
         return Console(highlight=False)
-    return Console(width=200, highlight=False, no_color=True)
+    return Console(width=UNWRAPPED, highlight=False, no_color=True, soft_wrap=True)
 
 
 def print_json(obj: Any) -> None:
@@ -55,12 +65,23 @@ def error(message: str) -> None:
     print(f"capture-trace: error: {one_line(message)}", file=sys.stderr)
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+def size_text(n: float) -> str:
+    """The one unit system of every output: binary (B, KiB, MiB, GiB), one decimal above bytes."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
     return str(n)  # pragma: no cover
+
+
+def count_text(n: int | None) -> str:
+    """The one number format: thousands separated by commas; blank for nothing."""
+    return "" if n is None else f"{n:,}"
+
+
+def cut(items: list[str], keep: int) -> list[str]:
+    """At most ``keep`` items, then "N more" so a cut list never looks complete."""
+    return items if len(items) <= keep else items[:keep] + [f"{len(items) - keep:,} more"]
 
 
 def _who(t: dict[str, Any]) -> str:
@@ -72,6 +93,10 @@ def _who(t: dict[str, Any]) -> str:
     if t.get("capture_index", 1) != 1:
         parts.append(f"#{t['capture_index']}")
     return " ".join(parts)
+
+
+def _rank(value: int | None) -> str:
+    return "" if value is None else str(value)
 
 
 def render_ls(rows: list[dict[str, Any]]) -> None:
@@ -90,17 +115,16 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for t in rows:
         labels = [s["label"] for s in t["segments"]]
-        shown = ", ".join(labels[:8]) + (f", … (+{len(labels) - 8})" if len(labels) > 8 else "")
         table.add_row(
-            t["path"].rsplit("/", 1)[-1],
-            t.get("runner") or "?",
-            "" if t.get("tp_rank") is None else str(t["tp_rank"]),
-            "" if t.get("pp_rank") is None else str(t["pp_rank"]),
+            escape(os.path.basename(t["path"])),
+            escape(t.get("runner") or "?"),
+            _rank(t.get("tp_rank")),
+            _rank(t.get("pp_rank")),
             str(t.get("capture_index", "")),
             t["identity_source"],
-            _size(t["size"]),
-            f"{t['events']:,}",
-            f"{len(labels)}: {shown}",
+            size_text(t["size"]),
+            count_text(t["events"]),
+            escape(f"{len(labels)}: {', '.join(cut(labels, 8))}"),
         )
     console().print(table)
 
@@ -114,7 +138,57 @@ def render_temps(temps: list[Any]) -> None:
             state = "its process is gone; not removed (another user's)"
         else:
             state = f"pid {t.pid} on {t.host} is running or not on this host: kept"
-        console().print(f"temporary {t.name}: {_size(t.bytes)}, {state}", markup=False, highlight=False)
+        console().print(f"temporary {t.name}: {size_text(t.bytes)}, {state}", markup=False, highlight=False)
+def _of(rank: Any, size: Any) -> str:
+    return f"{'?' if rank is None else rank} of {'?' if size is None else size}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _sources(ranks: Any, sizes: Any) -> str:
+    if ranks == sizes == "default":
+        return "nothing named them: one process assumed"
+    return f"ranks from {ranks or '?'}, sizes from {sizes or 'nowhere: unknown'}"
+
+
+def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
+    """``ls --long``: one trace's recorded metadata as (field, text) rows."""
+    m = t.get("metadata")
+    segments = [s["label"] for s in t["segments"]]
+    rows = [("file", f"{size_text(t['size'])}, {count_text(t['events'])} events, "
+             + f"{_plural(len(segments), 'segment')}: " + ", ".join(cut(segments, 12)))]
+    if m is None:
+        source = t["identity_source"]
+        found = "no identity anywhere" if source == "none" else f"identity from {source}: {_who(t)}"
+        return rows + [("metadata", f"none in the trace ({found})")]
+    runner = t.get("runner") or "?"
+    sizes = [f"TP {_of(t.get('tp_rank'), m.get('tp_size'))}", f"PP {_of(t.get('pp_rank'), m.get('pp_size'))}"]
+    sizes += [f"{k.split('_')[0].upper()} size {m[k]}" for k in ("dp_size", "world_size") if m.get(k) is not None]
+    sources = _sources(m.get("rank_source"), m.get("size_source"))
+    bs = m.get("capture_bs")
+    versions = ", ".join(
+        f"{name} {m.get(key) or 'not installed'}"
+        for name, key in (("sglang", "sglang_version"), ("torch", "torch_version"),
+                          ("sglang-capture-trace", "package_version"))
+    )
+    return rows + [
+        ("runner", runner + (f" ({m['runner_class']})" if m.get("runner_class") else "")),
+        ("ranks", f"{', '.join(sizes)} ({sources})"),
+        ("capture", f"#{t.get('capture_index', 1)}" + (f", batch sizes {', '.join(map(str, bs))}" if bs else "")),
+        ("versions", versions),
+        ("host", f"{m.get('hostname') or '?'}, pid {m.get('pid') or '?'}, device {m.get('device') or '?'}"),
+        ("time", str(m.get("time_utc") or "?")),
+    ]
+
+
+def render_ls_long(rows: list[dict[str, Any]]) -> None:
+    out = console()
+    for n, t in enumerate(rows):
+        out.print(("\n" if n else "") + escape(t["path"]))
+        for name, text in _long_fields(t):
+            out.print(f"  {name:<9} {escape(text)}")
 
 
 _COLS = (
@@ -153,15 +227,15 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
     out = console()
     for t in traces:
         out.print(
-            f"[bold]{t['path']}[/bold]  {_who(t)}  (identity: {t['identity_source']}, "
-            f"segments: {t['segment_source']}, {t['events']:,} events)"
+            f"[bold]{escape(t['path'])}[/bold]  {escape(_who(t))}  (identity: {t['identity_source']}, "
+            f"segments: {escape(t['segment_source'])}, {t['events']:,} events)"
         )
         table = Table()
         table.add_column("segment")
         for _, title in _COLS:
             table.add_column(title, justify="right")
         for s in t["segments"]:
-            table.add_row(s["label"], *(f"{s[k]:,}" for k, _ in _COLS))
+            table.add_row(escape(s["label"]), *(f"{s[k]:,}" for k, _ in _COLS))
         tot = t["totals"]
         table.add_row("[bold]total[/bold]", f"{t['events']:,}", *(f"{tot[k]:,}" for k, _ in _COLS[1:]))
         out.print(table)
@@ -170,19 +244,20 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
         for s in t["segments"]:
             if not s["top"]:
                 continue
-            tt = Table(title=f"{s['label']}: top {len(s['top'])} signatures", title_justify="left")
+            tt = Table(title=escape(f"{s['label']}: top {len(s['top'])} signatures"), title_justify="left")
             tt.add_column("count", justify="right")
             tt.add_column("op")
             tt.add_column("input dims")
             tt.add_column("input types")
             tt.add_column("kernels")
             for row in s["top"]:
+                kernels = [_kernel_text(k) for k in row["kernels"]]
                 tt.add_row(
                     f"{row['count']:,}",
-                    row["op"],
-                    _shown(row["input_dims"]),
-                    _shown(row["input_types"]),
-                    "\n".join(_kernel_text(k) for k in row["kernels"][:4]) or "-",
+                    escape(row["op"]),
+                    escape(_shown(row["input_dims"])),
+                    escape(_shown(row["input_types"])),
+                    escape("\n".join(cut(kernels, 4))) or "-",
                 )
             out.print(tt)
 
@@ -207,66 +282,82 @@ def _op_text(op: dict[str, Any] | None) -> str:
 
 def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
     out = console()
-    out.print(f"A: {path_a}\nB: {path_b}")
+    out.print(escape(f"A: {path_a}\nB: {path_b}"))
     table = Table()
     for col in ("segment", "status", "ops A", "ops B", "first diff", "added", "removed", "changed"):
         table.add_column(col, justify="left" if col in ("segment", "status") else "right")
     for d in diffs:
         table.add_row(
-            d.label,
+            escape(d.label),
             d.status.replace("only_a", "only in A").replace("only_b", "only in B"),
-            f"{d.ops_a:,}",
-            f"{d.ops_b:,}",
-            "" if d.first_diff is None else str(d.first_diff),
-            str(d.added),
-            str(d.removed),
-            str(d.changed),
+            count_text(d.ops_a),
+            count_text(d.ops_b),
+            count_text(d.first_diff),
+            count_text(d.added),
+            count_text(d.removed),
+            count_text(d.changed),
         )
     out.print(table)
     for d in diffs:
         if d.status != "changed":
             continue
-        out.print(f"[bold]{d.label}[/bold]: first difference at op #{d.first_diff}")
-        out.print(f"  A: {_op_text(d.at_a)}")
-        out.print(f"  B: {_op_text(d.at_b)}")
+        out.print(f"[bold]{escape(d.label)}[/bold]: first difference at op #{count_text(d.first_diff)}")
+        out.print(escape(f"  A: {_op_text(d.at_a)}"))
+        out.print(escape(f"  B: {_op_text(d.at_b)}"))
         if not d.aligned:
             out.print("  (sequences too long to align: added/removed are counted as multisets)")
-        for ex in d.examples["changed"]:
-            out.print(f"  changed ({', '.join(ex['fields'])}): {_op_text(ex['a'])}  ->  {_op_text(ex['b'])}")
-        for ex in d.examples["removed"]:
-            out.print(f"  removed: {_op_text(ex)}")
-        for ex in d.examples["added"]:
-            out.print(f"  added:   {_op_text(ex)}")
+        lines = {
+            "changed": [f"  changed ({', '.join(ex['fields'])}): {_op_text(ex['a'])}  ->  {_op_text(ex['b'])}"
+                        for ex in d.examples["changed"]],
+            "removed": [f"  removed: {_op_text(ex)}" for ex in d.examples["removed"]],
+            "added": [f"  added:   {_op_text(ex)}" for ex in d.examples["added"]],
+        }
+        for kind, total in (("changed", d.changed), ("removed", d.removed), ("added", d.added)):
+            for line in lines[kind]:
+                out.print(escape(line))
+            shown = sum(ex.get("count", 1) for ex in d.examples[kind])  # unaligned examples carry counts
+            if total > shown:
+                out.print(f"  … {total - shown:,} more {kind}")
+
+
+def _result(g: GroupCheck) -> str:
+    if g.ok:
+        return "ok" if g.complete is not None or g.members[0][0] is None else "ok (size unknown)"
+    if g.divergences:
+        return f"DIVERGENT ({_plural(len(g.divergences), 'rank')})"
+    return "INCOMPLETE" if g.complete is False else "PROBLEM"
 
 
 def render_check(groups: list[GroupCheck]) -> None:
     out = console()
     table = Table()
-    for col in ("runner", "PP", "idx", "TP ranks", "result"):
+    for col in ("runner", "PP", "idx", "TP ranks", "TP size", "result"):
         table.add_column(col)
     for g in groups:
         ranks = ", ".join("?" if r is None else str(r) for r, _ in g.members)
-        result = "ok" if g.ok else f"DIVERGENT ({len(g.divergences)} rank(s))" if g.divergences else "PROBLEM"
-        table.add_row(g.runner or "?", str(g.pp_rank), str(g.capture_index), ranks, result)
+        table.add_row(
+            escape(g.runner or "?"), _rank(g.pp_rank), str(g.capture_index), ranks, _rank(g.tp_size), _result(g)
+        )
     out.print(table)
     for g in groups:
-        head = f"{g.runner or '?'} PP {g.pp_rank} #{g.capture_index}"
+        head = escape(" ".join(x for x in (g.runner or "?", f"PP {g.pp_rank}" if g.pp_rank is not None else "",
+                                           f"#{g.capture_index}") if x))
         for p in g.problems:
-            out.print(f"[bold]{head}[/bold]: {p}")
+            out.print(f"[bold]{head}[/bold]: {escape(p)}")
         for d in g.divergences:
             ref_rank = g.members[0][0]
             if d.position is None:
                 out.print(
-                    f"[bold]{head}[/bold]: segment {d.segment!r} present on only one of TP {ref_rank} "
-                    f"({d.ops_reference} ops) and TP {d.rank} ({d.ops_other} ops)"
+                    f"[bold]{head}[/bold]: segment {escape(repr(d.segment))} present on only one of TP {ref_rank} "
+                    f"({d.ops_reference:,} ops) and TP {d.rank} ({d.ops_other:,} ops)"
                 )
                 continue
-            where = f"in {d.segment!r} at op #{d.position}"
+            where = f"in {escape(repr(d.segment))} at op #{d.position:,}"
             out.print(f"[bold]{head}[/bold]: TP {d.rank} diverges from TP {ref_rank} {where}")
-            out.print(f"  TP {ref_rank}: {_op_text(d.reference)}")
-            out.print(f"  TP {d.rank}: {_op_text(d.other)}")
+            out.print(escape(f"  TP {ref_rank}: {_op_text(d.reference)}"))
+            out.print(escape(f"  TP {d.rank}: {_op_text(d.other)}"))
         for n in g.notes:
-            out.print(f"{head}: note: {n}")
+            out.print(f"{head}: note: {escape(n)}")
 
 
 def _attribute_table(res: dict[str, Any], top: int) -> Table:

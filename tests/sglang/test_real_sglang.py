@@ -295,3 +295,23 @@ def test_rank_discovery_reads_the_real_sglang_parallel_state() -> None:
     with get_parallel().override(tp_rank=3, pp_rank=1, pp_size=2):
         ranks = discover_ranks(runner)
     assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (3, 1, 2, "sglang")
+
+
+def test_size_discovery_reads_the_real_sglang_parallel_state() -> None:
+    """tp_size for ``check``: sglang's written state wins; its 'not initialised' errors fall back to
+    the runner's attributes (as sglang's CudaGraphRunner copies them from server_args)."""
+    import types
+
+    from mixins.naming import Ranks, discover_sizes
+
+    importlib.import_module("sglang.srt.distributed.parallel_state")  # not initialised here
+    runner = types.SimpleNamespace(model_runner=types.SimpleNamespace(server_args=types.SimpleNamespace(tp_size=2)))
+    sizes = discover_sizes(runner, Ranks(1, 0, 1, "runner"))
+    assert (sizes.tp_size, sizes.source) == (2, "runner")
+    if importlib.util.find_spec("sglang.srt.runtime_context") is None:
+        return  # sglang < 0.5.16: no runtime_context
+    from sglang.srt.runtime_context import get_parallel
+
+    with get_parallel().override(tp_rank=3, tp_size=4, pp_rank=0, pp_size=1):
+        sizes = discover_sizes(runner, Ranks(3, 0, 1, "sglang"))
+    assert (sizes.tp_size, sizes.source) == (4, "sglang")

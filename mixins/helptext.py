@@ -1,0 +1,59 @@
+"""One look for every ``capture-trace`` sub-command's ``--help``: description, example, exit codes,
+and each option's default, wrapped to the terminal (``COLUMNS`` included, as argparse reads it)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usage (wins over 1)")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Wraps prose to the width, keeps multi-line text (examples) as written, adds "(default: …)"."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS:
+            return text  # a flag's False, or an option without a default, says nothing useful
+        if "%(default)" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+def add_command(
+    subparsers: Any,
+    name: str,
+    summary: str,
+    description: str,
+    examples: list[str],
+    exit_codes: tuple[str, ...] = EXIT_CODES,
+) -> argparse.ArgumentParser:
+    """A sub-parser whose ``--help`` says what it does, shows how to call it and what it returns."""
+    epilog = "\n".join(
+        ["examples:", *(f"  {line}" for line in examples), "", "exit codes:"]
+        + [f"  {code}  {meaning}" for code, meaning in enumerate(exit_codes)]
+    )
+    return subparsers.add_parser(  # type: ignore[no-any-return]
+        name, help=summary, description=description, epilog=epilog, formatter_class=HelpFormatter
+    )
+
+
+def non_negative_int(what: str) -> Any:
+    """An argparse ``type`` that refuses anything but an integer >= 0 (exit 2 with a one-line message)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer >= 0, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer >= 0, got {text!r}")
+        return value
+
+    return parse

@@ -1,0 +1,165 @@
+"""A CLI that reads well (issue #9 item 7): help, widths, units, cut lists, directories, ``ls --long``."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import VLLM, make_trace
+from mixins.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*argv: object, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    """The real console entry point in a child process, stdout piped (not a terminal)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env.pop("COLUMNS", None)
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    return subprocess.run(
+        [sys.executable, "-m", "mixins", *map(str, argv)], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("name", ["demo", "ls", "summary", "diff", "check"])
+def test_every_subcommand_has_description_example_exit_codes_and_option_help(name: str) -> None:
+    parser = _subcommands()[name]
+    text = parser.format_help()
+    assert parser.description and "examples:\n  capture-trace " + name in text
+    assert re.search(r"exit codes:\n  0  .+\n  1  .+\n  2  ", text), text
+    for action in parser._actions:
+        assert action.help, f"{name} {action.dest} has no help"
+        shows_default = action.default not in (None, False, argparse.SUPPRESS) or action.default == 0
+        if action.option_strings and shows_default and action.default is not False:
+            assert f"(default: {action.default})" in " ".join(text.split()), (name, action.dest)
+
+
+def test_help_wraps_to_columns() -> None:
+    done = _cli("check", "--help", columns=60)
+    assert done.returncode == 0
+    prose = done.stdout.split("examples:")[0]
+    assert max(len(line) for line in prose.splitlines()) <= 60, prose
+
+
+@pytest.mark.parametrize("argv", [("check", "-j", "-1"), ("check", "-j", "many"), ("summary", "--top", "-2")])
+def test_nonsense_numbers_are_refused_with_exit_2(argv: tuple[str, ...], tmp_path: Path) -> None:
+    done = _cli(*argv, tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "must be an integer >= 0, got" in done.stderr.splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def many_segments(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real trace with eleven batch sizes, in a profiler dir: only graph_capture_profile/ inside."""
+    profiler_dir = tmp_path_factory.mktemp("profiler_dir")
+    (profiler_dir / "graph_capture_profile").mkdir()
+    make_trace(
+        profiler_dir / "graph_capture_profile" / "cuda_graph_capture-R-TP-0.json.gz",
+        tuple(range(1, 12)),
+        meta={"runner": "R", "tp_rank": 0, "pp_rank": 0, "pp_size": 1, "tp_size": 1, "capture_index": 1},
+    )
+    return profiler_dir
+
+
+def test_profiler_dir_is_searched_and_summary_takes_directories(many_segments: Path) -> None:
+    """Before: 'no traces in this directory' for the profiler dir; summary refused a directory."""
+    for command in ("ls", "check", "summary"):
+        done = _cli(command, many_segments, "--json")
+        assert done.returncode == 0, (command, done.stderr)
+        assert "cuda_graph_capture-R-TP-0.json.gz" in done.stdout
+    summary = json.loads(_cli("summary", many_segments / "graph_capture_profile", "--json").stdout)
+    assert [Path(t["path"]).name for t in summary["traces"]] == ["cuda_graph_capture-R-TP-0.json.gz"]
+
+
+def test_a_cut_list_says_how_many_more_and_sizes_use_one_unit(many_segments: Path) -> None:
+    done = _cli("ls", many_segments)
+    assert done.returncode == 0
+    assert "12: bs=1, bs=2, bs=3, bs=4, bs=5, bs=6, bs=7, bs=8, 4 more" in done.stdout  # 11 sizes + (outside)
+    assert re.search(r"\d KiB", done.stdout) and not re.search(r"\d (KB|MB|GB)\b", done.stdout)
+
+
+def test_piped_output_never_breaks_a_row(many_segments: Path, tmp_path: Path) -> None:
+    """Before: piped output was cut to 200 columns, so long rows broke mid-record."""
+    deep = tmp_path / ("a-rather-long-directory-name-" * 8) / "graph_capture_profile"
+    deep.mkdir(parents=True)
+    trace = deep / "cuda_graph_capture-DecodeCudaGraphRunner-with-a-long-name-TP-0.json.gz"
+    shutil.copy(many_segments / "graph_capture_profile" / "cuda_graph_capture-R-TP-0.json.gz", trace)
+    summary = _cli("summary", trace, "--top", "1")
+    assert summary.returncode == 0
+    assert any(line.startswith(str(trace)) and "R TP 0" in line for line in summary.stdout.splitlines())
+    listing = _cli("ls", deep)
+    (row,) = [line for line in listing.stdout.splitlines() if trace.name in line]
+    assert "bs=1, bs=2" in row and "4 more" in row  # the whole record on one line
+
+
+def test_piped_output_is_not_wrapped_even_with_columns_set(many_segments: Path) -> None:
+    done = _cli("ls", many_segments, columns=40)
+    (row,) = [line for line in done.stdout.splitlines() if "cuda_graph_capture-R-TP-0.json.gz" in line]
+    assert done.returncode == 0 and "4 more" in row
+
+
+def test_terminal_output_respects_columns(many_segments: Path) -> None:
+    """On a real pseudo-terminal the table fits COLUMNS."""
+    import pty
+
+    main, child = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), COLUMNS="70")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mixins", "ls", str(many_segments)], stdout=child, stderr=child, env=env
+    )
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    assert proc.wait(timeout=300) == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())  # drop colour codes
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert any("KiB" in line for line in lines), lines
+    assert max(len(line) for line in lines) <= 70, lines
+
+
+def test_ls_long_shows_the_recorded_metadata(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rc, text, _ = run_cli("ls", "--long", cpu_traces["r1"])
+    assert rc == 0
+    lines = text.splitlines()
+    assert lines[0] == str(cpu_traces["r1"])
+    fields = dict(re.match(r"  (\w+) +(.*)", line).groups() for line in lines[1:])  # type: ignore[union-attr]
+    assert fields["runner"] == "DecodeCudaGraphRunner (sglang.srt.model_executor.runner.DecodeCudaGraphRunner)"
+    assert fields["ranks"].startswith("TP 1 of ?, PP 0 of 1")
+    assert fields["capture"] == "#1, batch sizes 1, 4"
+    assert fields["versions"] == "sglang not installed, torch 2.13.0, sglang-capture-trace 0.1.0"
+    assert fields["host"] == "test, pid 1, device cpu" and fields["time"] == "2026-01-01T00:00:00Z"
+    rc, out, _ = run_cli("ls", "--json", cpu_traces["r1"])
+    assert json.loads(out)["traces"][0]["metadata"]["hostname"] == "test"
+    shutil.copy(VLLM, tmp_path / VLLM.name)
+    rc, text, _ = run_cli("ls", "--long", tmp_path)
+    assert rc == 0 and "metadata  none in the trace (identity from distributedInfo: ? TP 0)" in text
+
+
+def test_no_pp_none_for_traces_without_ranks(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(gzip.open(cpu_traces["nometa"]).read())
+    (tmp_path / "a.json").write_text(json.dumps({k: v for k, v in doc.items() if k != "capture_trace"}))
+    rc, text, _ = run_cli("check", tmp_path)
+    assert rc == 0 and "None" not in text

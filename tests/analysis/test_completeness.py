@@ -1,0 +1,77 @@
+"""``check`` notices a rank that wrote nothing (issue #9 item 1), from the sizes in the metadata."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+NAME = "cuda_graph_capture-DecodeCudaGraphRunner-TP-{tp}{pp}.json.gz"
+
+
+def _copy_with_meta(src: Path, directory: Path, **changes: Any) -> Path:
+    """A real trace of the fixture with its ``capture_trace`` metadata changed (None removes a key)."""
+    doc = json.load(gzip.open(src))
+    meta = {k: v for k, v in {**doc["capture_trace"], **changes}.items() if v is not None}
+    pp = f"-PP-{meta['pp_rank']}" if meta.get("pp_size", 1) > 1 else ""
+    dst = directory / NAME.format(tp=meta["tp_rank"], pp=pp)
+    with gzip.open(dst, "wt") as handle:
+        json.dump({**doc, "capture_trace": meta}, handle)
+    return dst
+
+
+def test_missing_highest_rank_fails_naming_runner_and_rank(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before: TP-0 present, TP-1 deleted printed ok and exited 0."""
+    _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=2)
+    rc, text, _ = run_cli("check", tmp_path)
+    assert rc == 1
+    assert "DecodeCudaGraphRunner" in text and "TP rank 1 missing (tp_size 2)" in text
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    (group,) = json.loads(out)["groups"]
+    assert rc == 1 and group["ok"] is False and group["complete"] is False and group["tp_size"] == 2
+
+
+def test_complete_group_passes_and_says_so(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=2)
+    _copy_with_meta(cpu_traces["r1"], tmp_path, tp_size=2)
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    (group,) = json.loads(out)["groups"]
+    assert rc == 0 and group["complete"] is True and group["problems"] == [] and group["notes"] == []
+
+
+def test_unknown_sizes_are_said_plainly(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=None)  # a trace written before sizes were recorded
+    rc, text, _ = run_cli("check", tmp_path)
+    assert rc == 0
+    assert "TP size unknown" in text and "completeness not checked" in text
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    assert json.loads(out)["groups"][0]["complete"] is None
+
+
+def test_a_gap_below_the_highest_rank_fails_even_without_sizes(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _copy_with_meta(cpu_traces["r0"], tmp_path)
+    _copy_with_meta(cpu_traces["r1"], tmp_path, tp_rank=2)
+    rc, text, _ = run_cli("check", tmp_path)
+    assert rc == 1 and "TP rank 1 missing (below TP 2)" in text
+
+
+def test_disagreeing_sizes_and_ranks_beyond_the_size_fail(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=2)
+    _copy_with_meta(cpu_traces["r1"], tmp_path, tp_size=4)
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    assert rc == 1 and "traces disagree on tp_size (2, 4)" in json.loads(out)["groups"][0]["problems"][0]
+    _copy_with_meta(cpu_traces["r1"], tmp_path, tp_size=1)
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    assert rc == 1
+
+
+def test_a_whole_missing_pipeline_stage_fails(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for src in ("r0", "r1"):
+        _copy_with_meta(cpu_traces[src], tmp_path, tp_size=2, pp_size=2, pp_rank=0)
+    rc, text, _ = run_cli("check", tmp_path)
+    assert rc == 1 and "PP rank 1 missing (pp_size 2): no trace of any TP rank" in text
+    for src in ("r0", "r1"):
+        _copy_with_meta(cpu_traces[src], tmp_path, tp_size=2, pp_size=2, pp_rank=1)
+    rc, _, _ = run_cli("check", tmp_path)
+    assert rc == 0

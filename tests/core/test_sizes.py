@@ -1,0 +1,164 @@
+"""Group sizes in the metadata (issue #9 item 1) and HTA-ready ``distributedInfo`` (item 3).
+
+Real profiles, real files; the torch.distributed case runs two real gloo ranks in subprocesses.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_helpers import PYTHON, load_trace, matmul_work, profile_of, subprocess_env
+
+from mixins import export_cuda_graph_capture_trace, wait_for_exports
+from mixins.metadata import distributed_info, trace_header
+from mixins.naming import Ranks, Sizes, discover_sizes
+
+
+class _Holder:
+    def __init__(self, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+
+
+def test_sizes_from_the_runner_its_model_runner_and_server_args() -> None:
+    ranks = Ranks(1, 0, 1, "runner")
+    # sglang 0.4.10-0.5.13: CudaGraphRunner.tp_size / dp_size copied from server_args
+    assert discover_sizes(_Holder(tp_size=4, dp_size=2), ranks) == Sizes(4, 2, None, "runner")
+    # ModelRunner.tp_size (<= 0.5.13)
+    assert discover_sizes(_Holder(model_runner=_Holder(tp_size=2)), ranks) == Sizes(2, None, None, "runner")
+    # ModelRunner.server_args (every version)
+    runner = _Holder(model_runner=_Holder(server_args=_Holder(tp_size=8, dp_size=1)))
+    assert discover_sizes(runner, ranks) == Sizes(8, 1, None, "runner")
+
+
+def test_unknown_sizes_stay_unknown_and_impossible_ones_are_not_believed() -> None:
+    # an explicit rank with nothing saying how many: unknown, never guessed
+    assert discover_sizes(None, Ranks(1, 0, 1, "explicit")) == Sizes(None, None, None, None)
+    # a size that cannot hold the rank is skipped, not recorded
+    assert discover_sizes(_Holder(tp_size=2), Ranks(3, 0, 1, "runner")).tp_size is None
+    not_sizes = _Holder(tp_size="2", model_runner=_Holder(tp_size=True))
+    assert discover_sizes(not_sizes, Ranks(0, 0, 1, "runner")).tp_size is None
+    # nothing named a rank at all: a single process, rank 0 of 1
+    assert discover_sizes(None, Ranks(0, 0, 1, "default")) == Sizes(1, None, None, "default")
+
+
+def test_explicit_tp_size_wins_and_is_validated(trace_env: Path) -> None:
+    assert discover_sizes(_Holder(tp_size=8), Ranks(1, 0, 1, "explicit"), tp_size=2).tp_size == 2
+    with pytest.raises(ValueError, match="tp_size must be an integer >= 4"):
+        discover_sizes(None, Ranks(3, 0, 1, "explicit"), tp_size=2)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=1, tp_size=2)
+    assert path is not None and wait_for_exports(60)
+    meta = load_trace(path)["capture_trace"]
+    assert (meta["tp_size"], meta["pp_size"], meta["size_source"]) == (2, 1, "explicit")
+    assert meta["dp_size"] is None and meta["world_size"] is None
+
+
+def test_distributed_info_is_the_rank_in_the_tp_pp_world() -> None:
+    meta = {"tp_rank": 1, "pp_rank": 1, "pp_size": 2, "tp_size": 4}
+    assert distributed_info(meta) == {"rank": 5, "world_size": 8, "source": "sglang-capture-trace"}
+    assert distributed_info({**meta, "pp_rank": 0, "pp_size": 1, "tp_size": None}) == {
+        "rank": 1,
+        "source": "sglang-capture-trace",
+    }
+    # a later pipeline stage without a TP size has no knowable world rank: nothing is invented
+    assert distributed_info({**meta, "tp_size": None}) is None
+
+
+def test_header_keeps_kinetos_distributed_info() -> None:
+    meta = {"tp_rank": 1, "pp_rank": 0, "pp_size": 1, "tp_size": 2}
+    kineto = b'\n  "schemaVersion": 1,\n  "distributedInfo": {"backend": "gloo", "rank": 1},\n  "traceEvents": ['
+    assert b"distributedInfo" not in trace_header(meta, kineto)
+    added = json.loads(trace_header(meta, b'"schemaVersion": 1, "traceEvents": [').decode() + '"x": 0}')
+    assert added["distributedInfo"]["rank"] == 1
+    # a "distributedInfo" string inside an event does not count
+    late = b'"schemaVersion": 1, "traceEvents": [{"name": "distributedInfo"}'
+    assert b'"distributedInfo": {' in trace_header(meta, late)
+
+
+def test_hta_loads_two_ranks_without_torch_distributed(trace_env: Path) -> None:
+    """Before: no distributedInfo, HTA took every file as rank 0 and kept one."""
+    from hta.trace_analysis import TraceAnalysis
+
+    for rank in (0, 1):
+        path = export_cuda_graph_capture_trace(profile_of(matmul_work(3)), runner_name="Decode", tp_rank=rank)
+        assert path is not None
+    assert wait_for_exports(60)
+    analysis = TraceAnalysis(trace_dir=str(trace_env))
+    assert sorted(analysis.t.traces) == [0, 1]
+    for rank in (0, 1):
+        trace = load_trace(trace_env / f"cuda_graph_capture-Decode-TP-{rank}.json.gz")
+        assert trace["distributedInfo"] == {"rank": rank, "source": "sglang-capture-trace"}
+
+
+_GLOO_RANK = textwrap.dedent(
+    """
+    import json, os, sys, torch, torch.distributed as dist
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
+    rank = int(sys.argv[1])
+    dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
+    class Runner:  # no rank attributes: ranks and sizes come from torch.distributed
+        pass
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.mm(torch.ones(2, 4), torch.ones(4, 3))  # the same capture on both ranks
+    from mixins.export import export_profile
+    path = export_profile(prof, runner_name="GlooRunner", runner=Runner())
+    assert wait_for_exports(60)
+    dist.barrier()  # neither rank leaves before both are fully connected
+    print("RESULT " + json.dumps(str(path)))
+    dist.destroy_process_group()
+    """
+)
+
+
+def _run_gloo_ranks(tmp_path: Path) -> list[Path]:
+    env = subprocess_env(
+        SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path / "profiles")
+    )
+    procs = [
+        subprocess.Popen(
+            [PYTHON, "-c", _GLOO_RANK, str(rank), str(tmp_path / "store")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for rank in (0, 1)
+    ]
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=300)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    lines = [line for out in outputs for line in out.splitlines()]  # torch may print banners: find ours
+    return [Path(json.loads(line.removeprefix("RESULT "))) for line in lines if line.startswith("RESULT ")]
+
+
+def test_two_gloo_ranks_record_sizes_and_check_notices_a_missing_rank(tmp_path: Path) -> None:
+    paths = _run_gloo_ranks(tmp_path)
+    assert [p.name for p in paths] == [f"cuda_graph_capture-GlooRunner-TP-{r}.json.gz" for r in (0, 1)]
+    for rank, path in enumerate(paths):
+        with gzip.open(path, "rt") as handle:
+            trace = json.load(handle)
+        meta = trace["capture_trace"]
+        assert (meta["tp_rank"], meta["tp_size"], meta["world_size"]) == (rank, 2, 2)
+        assert meta["rank_source"] == meta["size_source"] == "torch.distributed"
+        assert trace["distributedInfo"]["backend"] == "gloo"  # Kineto's own, kept as it was
+        assert "source" not in trace["distributedInfo"]
+    directory = paths[0].parent
+    cli = [PYTHON, "-m", "mixins", "check"]
+    ok = subprocess.run([*cli, str(directory)], capture_output=True, text=True, env=subprocess_env())
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    paths[1].unlink()
+    missing = subprocess.run([*cli, str(directory)], capture_output=True, text=True, env=subprocess_env())
+    assert missing.returncode == 1
+    assert "GlooRunner" in missing.stdout and "TP rank 1 missing (tp_size 2)" in missing.stdout
