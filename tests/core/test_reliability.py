@@ -166,7 +166,7 @@ def test_capture_trace_ls_lists_temps_and_removes_dead_ones(trace_env: Path) -> 
     done = subprocess.run([PYTHON, "-m", "mixins", "ls", str(trace_env)], env=subprocess_env(), capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
-    assert f"temporary {dead}: 1000 B, its process is gone: removed" in done.stdout
+    assert f"temporary {dead}: 1,000 B, its process is gone: removed" in done.stdout
     assert f"temporary {running}: 0 B, pid {os.getpid()} on" in done.stdout and "kept" in done.stdout
     assert "Listed" in done.stdout
     assert sorted(os.listdir(trace_env)) == sorted([path.name, running])
