@@ -83,9 +83,13 @@ def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - t0
-    *lines, hwm = err.strip().splitlines()
+    lines = err.strip().splitlines()
+    hwm = [int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM:")]
+    lines = [line for line in lines if not line.startswith("VmHWM:")]
     last = lines[-1] if lines else ""
-    return seconds, usage.ru_utime + usage.ru_stime, int(hwm.split()[1]) / 1024, proc.returncode, last[:150]
+    # Without VmHWM (the child died before printing it) fall back to wait4's figure, an upper bound.
+    rss = hwm[0] if hwm else usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, rss, proc.returncode, last[:150]
 
 
 def main() -> None:
