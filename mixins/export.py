@@ -29,6 +29,7 @@ from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
 from mixins.metadata import build_metadata, trace_header
 from mixins.naming import capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
+from mixins.one_line import one_line
 
 logger = logging.getLogger("mixins")
 
@@ -248,14 +249,6 @@ def _sweep(out_fd: int) -> None:
     if removed:
         logger.info("removed %d staging director%s of processes that are gone: %s", len(removed),
                     "y" if len(removed) == 1 else "ies", ", ".join(removed))
-
-
-def one_line(value: object) -> str:
-    """``str(value)`` with newlines, NUL and other control characters escaped: a log line stays one line."""
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def report_failure(runner_name: object, path: Path | None, exc: BaseException) -> None:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from mixins.analysis.compare import GroupCheck, SegmentDiff
 from mixins.analysis.serialise import to_json
+from mixins.one_line import one_line
 
 __all__ = [
     "console",
@@ -52,12 +53,6 @@ def console() -> Console:
 def print_json(obj: Any) -> None:
     """Every ``--json`` output: results through the one serialisation path, then indented JSON."""
     sys.stdout.write(json.dumps(to_json(obj), indent=2) + "\n")
-
-
-def one_line(text: str) -> str:
-    """``text`` with every non-printable character escaped as Python writes it (``\\n``, ``\\x00``,
-    ``\\u2028``, an undecodable file-name byte as ``\\udcff``): a path with a newline stays one line."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def error(message: str) -> None:
