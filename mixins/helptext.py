@@ -44,16 +44,21 @@ def add_command(
     )
 
 
-def non_negative_int(what: str) -> Any:
-    """An argparse ``type`` that refuses anything but an integer >= 0 (exit 2 with a one-line message)."""
+def int_at_least(low: int, what: str) -> Any:
+    """An argparse ``type`` that refuses anything but an integer >= ``low`` (exit 2 with a one-line message)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be an integer >= 0, got {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{what} must be an integer >= 0, got {text!r}")
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer >= {low}, got {text!r}")
         return value
 
     return parse
+
+
+def non_negative_int(what: str) -> Any:
+    """``int_at_least(0, what)``: counts such as --top and --jobs (0: none, or one per core)."""
+    return int_at_least(0, what)

@@ -28,7 +28,7 @@ from mixins.analysis.reader import Limits, TraceError, current_limits, using_lim
 from mixins.analysis.records import load_record
 from mixins.analysis.serialise import summarize, to_json
 from mixins.analysis.timing import NOTE, time_trace
-from mixins.helptext import add_command, non_negative_int
+from mixins.helptext import add_command, int_at_least, non_negative_int
 from mixins.naming import SUBDIR
 from mixins.output_dir import sweep_path
 
@@ -128,29 +128,19 @@ def add_commands(subparsers: Any) -> None:
     add_attribute_command(subparsers)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser) -> Callable[..., int]:
     """Give ``p`` the --max-events / --max-value-mib options; ``cmd`` runs under those limits."""
     d = Limits()
     p.add_argument(
         "--max-events",
-        type=_positive,
+        type=int_at_least(1, "--max-events"),
         default=d.max_events,
         metavar="N",
         help=f"refuse a trace with more traceEvents elements (default {d.max_events:,})",
     )
     p.add_argument(
         "--max-value-mib",
-        type=_positive,
+        type=int_at_least(1, "--max-value-mib"),
         default=d.max_value_bytes >> 20,
         metavar="MIB",
         help=f"refuse a larger key, top-level value or event (default {d.max_value_bytes >> 20})",
