@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import logging
 
-import _sglang_capture_trace_bootstrap as bootstrap
 import pytest
 
+import _sglang_capture_trace_bootstrap as bootstrap
 from mixins import settings
 
 
