@@ -61,7 +61,7 @@ fi
 start=$SECONDS
 src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT
-tar -C "$repo" --exclude=./.git --exclude=./.venv --exclude=./build --exclude='*.egg-info' \
+tar -C "$repo" --exclude=./.git --exclude='./.venv*' --exclude=./build --exclude='*.egg-info' \
     --exclude=__pycache__ -cf - . | tar -C "$src" -xf -
 "$venv/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall "$src" 2>&1 | quiet
 echo "installed sglang-capture-trace into it in $((SECONDS - start)) s" >&2
