@@ -16,7 +16,8 @@ heavy = ("wrapt", "torch", "mixins.capture_trace", "mixins.export", "mixins.sgla
 before = sorted(m for m in heavy if m in sys.modules)
 from mixins import with_capture_trace, wait_for_exports
 import mixins.capture_trace, mixins.export
-same = with_capture_trace is mixins.capture_trace.with_capture_trace and wait_for_exports is mixins.export.wait_for_exports
+same = (with_capture_trace is mixins.capture_trace.with_capture_trace
+        and wait_for_exports is mixins.export.wait_for_exports)
 try:
     mixins.no_such_name
     missing = "no error"
