@@ -11,12 +11,11 @@ It is also the one home of the switch grammar (sglang's ``EnvBool``) and of the 
 ``mixins.settings`` imports it from here, so the ``.pth`` and the package can never disagree.
 """
 
-from __future__ import annotations
-
 import os
 
+# No __future__, typing or collections.abc import at interpreter start-up: annotations are strings.
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # no typing import at interpreter start-up
+if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from importlib.metadata import Distribution
 
@@ -34,7 +33,7 @@ BOOL_VALUES = "one of " + "/".join(TRUE + FALSE) + " (case-insensitive)"
 
 # (variable, value) pairs already warned about. dict.setdefault is atomic under the GIL, so no lock
 # (threading is not imported at start-up).
-_warned: dict[tuple[str, str], object] = {}
+_warned: "dict[tuple[str, str], object]" = {}
 
 
 def warn_once(name: str, value: str, accepted: str, default: object) -> None:
@@ -48,7 +47,7 @@ def warn_once(name: str, value: str, accepted: str, default: object) -> None:
     logger.warning("Invalid value %r for %s: expected %s; using %r", value, name, accepted, default)
 
 
-def parse_env_bool(value: str | None, *, name: str, default: bool) -> bool:
+def parse_env_bool(value: "str | None", *, name: str, default: bool) -> bool:
     """sglang's EnvBool.parse (no stripping) plus its fallback to the default, with a warning, on bad input."""
     if value is None:
         return default
@@ -61,16 +60,16 @@ def parse_env_bool(value: str | None, *, name: str, default: bool) -> bool:
     return default
 
 
-def env_bool(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+def env_bool(name: str, default: bool, environ: "Mapping[str, str] | None" = None) -> bool:
     return parse_env_bool((os.environ if environ is None else environ).get(name), name=name, default=default)
 
 
-def trace_enabled(environ: Mapping[str, str] | None = None) -> bool:
+def trace_enabled(environ: "Mapping[str, str] | None" = None) -> bool:
     """The opt-in switch (the variable upstream's native export reads): the one decision of "enabled"."""
     return env_bool(ENABLE, False, environ)
 
 
-def startup_hook_wanted(environ: Mapping[str, str] | None = None) -> bool:
+def startup_hook_wanted(environ: "Mapping[str, str] | None" = None) -> bool:
     """Trace switch on, start-up hook not switched off, and ``SGLANG_PLUGINS`` (when set) names us, read
     as sglang's ``load_plugins`` reads it (a value of only commas and blanks allows no plugin)."""
     environ = os.environ if environ is None else environ
@@ -94,7 +93,7 @@ def _file_hash(path: str) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def _editable_roots(dist: Distribution) -> Iterator[str]:
+def _editable_roots(dist: "Distribution") -> "Iterator[str]":
     """Source directories an editable install put on sys.path (the path lines of its own ``.pth``)."""
     for record in dist.files or ():
         if record.suffix != ".pth" or record.name == OWN_PTH:
@@ -108,7 +107,7 @@ def _editable_roots(dist: Distribution) -> Iterator[str]:
                 yield line.strip()
 
 
-def _is_recorded_init(dist: Distribution, origin: str) -> bool:
+def _is_recorded_init(dist: "Distribution", origin: str) -> bool:
     """``origin`` is the ``mixins/__init__.py`` the wheel installed, with the recorded content."""
     for record in dist.files or ():
         if record.as_posix() != f"{PACKAGE}/__init__.py":
@@ -119,7 +118,7 @@ def _is_recorded_init(dist: Distribution, origin: str) -> bool:
     return False
 
 
-def ownership_problem() -> str | None:
+def ownership_problem() -> "str | None":
     """None when the importable ``mixins`` is this distribution's, else why not (nothing is imported)."""
     from importlib import metadata, util
 

@@ -43,10 +43,10 @@ class Venv:
     def site_packages(self) -> Path:
         return next((self.root / "lib").glob("python3*/site-packages"))
 
-    def run(self, code: str, cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
-        """``python -c code`` with a clean environment: no SGLANG_* and no PYTHONPATH unless given."""
-        return subprocess.run([self.python, "-c", code], cwd=cwd, capture_output=True, text=True,
-                              timeout=timeout, env=clean_env(**env))
+    def run(self, code: str, cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
+        """``python [options] -c code`` with a clean environment: no SGLANG_* and no PYTHONPATH unless given."""
+        return subprocess.run([self.python, *options, "-c", code], cwd=cwd, capture_output=True, text=True,
+                              timeout=120, env=clean_env(**env))
 
 
 def clean_env(**extra: str) -> dict[str, str]:

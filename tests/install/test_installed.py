@@ -71,6 +71,18 @@ def test_hook_off_imports_nothing(wheel_venv: Venv, tmp_path: Path, env: dict[st
     assert stderr == ""
 
 
+@pytest.mark.parametrize("env", [{}, {ENABLE: "1", HOOK: "0"}], ids=["unset", "hook-off"])
+def test_bootstrap_itself_imports_nothing_when_off(wheel_venv: Venv, tmp_path: Path, env: dict[str, str]) -> None:
+    """``-X importtime``: the bootstrap the .pth imports has no child imports (its self time is its
+    cumulative time), so off costs one small module and an environment lookup."""
+    done = wheel_venv.run("pass", tmp_path, "-X", "importtime", **env)
+    rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")]
+    timings = {name.strip(): (int(own.split(":")[1]), int(total)) for own, total, name in rows[1:]}
+    own, total = timings["_sglang_capture_trace_bootstrap"]
+    assert own == total
+    assert not {"mixins", "wrapt", "importlib.metadata", "logging"} & set(timings)
+
+
 def test_plugins_list_naming_us_keeps_the_hook(wheel_venv: Venv, tmp_path: Path) -> None:
     result, _ = probe(wheel_venv, tmp_path, **{ENABLE: "1", PLUGINS: "other, capture_trace"})
     assert result["installed"] is True
