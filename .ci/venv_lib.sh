@@ -14,10 +14,10 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-python3}"
 cache="${SGLANG_CAPTURE_TRACE_VENV_CACHE:-$HOME/.cache/sglang-capture-trace}"
 
-# Build tools to install us without build isolation (hatchling + pathspec + trove-classifiers (+
-# packaging, pluggy)) and pytest (+ iniconfig, pluggy) to run the tests.
-tools=(hatchling==1.33.0 pathspec==1.1.1 trove-classifiers==2026.9.21.13 pytest==9.2.0 iniconfig==2.3.1
-       pluggy==1.7.0)
+# Build tools to install us without build isolation (hatchling + packaging + pathspec + pluggy +
+# trove-classifiers) and pytest (+ iniconfig, packaging, pluggy) to run the tests.
+tools=(hatchling==1.33.0 packaging==26.4 pathspec==1.1.1 pluggy==1.7.0 trove-classifiers==2026.9.21.13
+       pytest==9.2.0 iniconfig==2.3.1)
 
 quiet() { grep -v "is ignored: it is neither a file nor a directory" >&2 || true; }
 
@@ -56,11 +56,11 @@ cached_venv() {
 # install_project: this checkout into $venv, built from a clean copy (an in-tree build/ directory could
 # ship files deleted since; the worktree's own venvs stay behind).
 install_project() {
-    local start=$SECONDS src
-    src="$(mktemp -d)"
-    trap 'rm -rf "$src"' EXIT
+    local start=$SECONDS
+    project_src="$(mktemp -d)"  # global: the EXIT trap runs after this function has returned
+    trap 'rm -rf "$project_src"' EXIT
     tar -C "$repo" --exclude=./.git --exclude='./.venv*' --exclude=./build --exclude='*.egg-info' \
-        --exclude=__pycache__ -cf - . | tar -C "$src" -xf -
-    "$venv/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall "$src" 2>&1 | quiet
+        --exclude=__pycache__ -cf - . | tar -C "$project_src" -xf -
+    "$venv/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall "$project_src" 2>&1 | quiet
     echo "installed sglang-capture-trace into it in $((SECONDS - start)) s" >&2
 }
