@@ -160,3 +160,13 @@ def test_demo_without_torch_says_how_to_get_it(wheel_venv: Venv, tmp_path: Path)
         "capture-trace: error: the demo needs torch, which is not installed: pip install 'sglang-capture-trace[torch]'"
     ]
     assert not (tmp_path / "out" / "graph_capture_profile").exists()
+
+
+def test_wheel_ships_type_hints_and_torch_only_as_an_extra(wheel_venv: Venv) -> None:
+    site = wheel_venv.site_packages
+    assert (site / "mixins" / "py.typed").is_file()
+    (dist_info,) = site.glob("sglang_capture_trace-*.dist-info")
+    requires = [line for line in (dist_info / "METADATA").read_text().splitlines() if line.startswith("Requires-Dist:")]
+    torch = [line for line in requires if line.split()[1].startswith("torch")]
+    extras = sorted(line.split("extra ==")[-1].strip(" '\"") for line in torch if "extra ==" in line)
+    assert extras == ["test", "torch"], torch  # never an unconditional torch requirement
