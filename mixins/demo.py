@@ -1,9 +1,8 @@
-"""``capture-trace demo``: three small runners named like SGLang's EAGLE3 set-up capture a tiny model
-for a few batch sizes under ``torch.profiler`` and write one trace each.
+"""``capture-trace demo``: three small runners named like SGLang's EAGLE3 set-up (``mixins.demo_runners``)
+capture a tiny model for a few batch sizes under ``torch.profiler`` and write one trace each.
 
-On CUDA each batch size is warmed up on a side stream and captured into a real ``torch.cuda.CUDAGraph``
-(as sglang does); on CPU the same loop runs eager forward passes, which is enough to see the traces,
-their per-batch-size segments and their metadata.
+The runners, wrapt and torch are imported only when the command runs; without torch (the analyzer-only
+install) the command says how to get it.
 """
 
 from __future__ import annotations
@@ -17,100 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from mixins import settings
-from mixins.capture_trace import CaptureTraceMixin, with_capture_trace
-from mixins.export import wait_for_exports
 
 DEFAULT_OUT = "capture-trace-demo"
-
-
-def _torch() -> Any:
-    import warnings
-
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # CPU torch without numpy
-    import torch
-
-    return torch
-
-
-class _DemoRunner:
-    """The shape of an sglang graph runner: capture() profiles a loop of per-shape captures, then
-    calls the post-profile hook with the profile."""
-
-    hidden = 64
-    layers = 2
-
-    def __init__(self, device: str, batch_sizes: list[int]) -> None:
-        torch = _torch()
-        self.device = torch.device(device)
-        self.capture_bs = list(batch_sizes)
-        self.enable_profile_cuda_graph = True
-        self.graphs: dict[int, Any] = {}
-        torch.manual_seed(0)
-        blocks: list[Any] = []
-        for _ in range(self.layers):
-            width = self.hidden
-            blocks += [torch.nn.Linear(width, width * 2), torch.nn.SiLU(), torch.nn.Linear(width * 2, width)]
-        self.model = torch.nn.Sequential(*blocks, torch.nn.LayerNorm(self.hidden)).to(self.device).eval()
-
-    def forward(self, hidden_states: Any) -> Any:
-        return self.model(hidden_states)
-
-    def capture(self) -> None:
-        torch = _torch()
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self.device.type == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with torch.inference_mode(), torch.profiler.profile(activities=activities, record_shapes=True) as prof:
-            for bs in reversed(self.capture_bs):  # sglang captures the largest batch first
-                self.capture_one_batch_size(bs, self.forward)
-        self._post_process_after_profile(prof)
-
-    def capture_one_batch_size(self, bs: int, forward: Any) -> Any:
-        torch = _torch()
-        static_input = torch.randn(bs, self.hidden, device=self.device)
-        if self.device.type != "cuda":
-            forward(static_input)  # warm-up
-            return forward(static_input)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                forward(static_input)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            output = forward(static_input)
-        self.graphs[bs] = graph
-        return output
-
-    def _post_process_after_profile(self, prof: Any) -> None:
-        """Upstream logs key_averages tables here; the trace is exported after this returns."""
-
-
-@with_capture_trace(shape_method="capture_one_batch_size")
-class DecodeCudaGraphRunner(_DemoRunner):
-    """The target model's decode runner: decorated."""
-
-
-class EAGLEDraftCudaGraphRunner(DecodeCudaGraphRunner):
-    """A smaller draft model; inherits the decorated hook and still gets its own file."""
-
-    hidden = 32
-    layers = 1
-
-
-class EAGLEDraftExtendCudaGraphRunner(CaptureTraceMixin, _DemoRunner):
-    """The draft-extend runner: uses the mixin and overrides the hook without calling super()."""
-
-    hidden = 32
-    layers = 1
-    capture_trace_shape_method = "capture_one_batch_size"
-
-    def _post_process_after_profile(self, prof: Any) -> None:
-        pass
-
-
-RUNNERS = (DecodeCudaGraphRunner, EAGLEDraftCudaGraphRunner, EAGLEDraftExtendCudaGraphRunner)
+TORCH_HINT = "the demo needs torch, which is not installed: pip install 'sglang-capture-trace[torch]'"
 
 
 def _batch_sizes(text: str) -> list[int]:
@@ -127,7 +35,9 @@ REPLAY_TRACE = "replay-TP-0.json.gz"
 
 
 def _resolve_device(device: str) -> str:
-    torch = _torch()
+    from mixins.demo_runners import import_torch
+
+    torch = import_torch()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
@@ -135,13 +45,15 @@ def _resolve_device(device: str) -> str:
     return device
 
 
-def _profile_replays(runners: list[_DemoRunner], replays: int, path: Path) -> Path:
+def _profile_replays(runners: list[Any], replays: int, path: Path) -> Path:
     """Replay every captured graph ``replays`` times under the profiler, as serving would.
 
     Each runner/batch size is wrapped in ``replay::runner=<name>,bs=<bs>`` so ``attribute`` can use
     the runner and batch size as hints (the kernel sequence still decides).
     """
-    torch = _torch()
+    from mixins.demo_runners import import_torch
+
+    torch = import_torch()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
         for runner in runners:
@@ -168,13 +80,16 @@ def run_demo(
     out: Path, device: str = "auto", batch_sizes: list[int] | None = None, replays: int = 0
 ) -> list[Path]:
     """Capture with the three runners (and profile ``replays`` replays of each graph); the written files."""
+    from mixins.demo_runners import RUNNERS
+    from mixins.export import wait_for_exports
+
     device = _resolve_device(device)
     if replays and device != "cuda":
         raise RuntimeError("--replay needs CUDA graphs: run with --device cuda on a machine with a GPU")
     os.environ[settings.ENABLE] = "1"
     os.environ[settings.PROFILER_DIR] = str(out)
     paths: list[Path] = []
-    runners: list[_DemoRunner] = []
+    runners: list[Any] = []
     for runner_class in RUNNERS:
         runner = runner_class(device, batch_sizes or [1, 2, 4, 8])
         runner.capture()
@@ -201,10 +116,17 @@ def _count_events(path: Path) -> tuple[int, dict[str, int]]:
 
 def _command(args: argparse.Namespace) -> int:
     from mixins.analysis.render import size_text
+    from mixins.demo_runners import RUNNERS
+
     out = Path(args.out).resolve()
     print(f"capture-trace demo: setting {settings.ENABLE}=1 and {settings.PROFILER_DIR}={out} for this process")
     try:
         paths = run_demo(out, args.device, args.batch_sizes, args.replay)
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        print(f"capture-trace: error: {TORCH_HINT}", file=sys.stderr)
+        return 2
     except RuntimeError as exc:
         print(f"capture-trace: error: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ logged and never breaks sglang's own import.
 
 Activation in every process: ``register()`` is the ``sglang.srt.plugins`` entry point (sglang >= 0.5.13
 calls it in each scheduler process), and the ``sglang_capture_trace.pth`` start-up hook
-(``mixins._startup``) covers sglang without a plugin loader.
+(``_sglang_capture_trace_bootstrap``, docs/DESIGN.md §4) covers sglang without a plugin loader.
 """
 
 from __future__ import annotations

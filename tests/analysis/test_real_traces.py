@@ -73,7 +73,7 @@ def test_totals_match_independent_count(path: Path) -> None:
 
 
 def test_h100_known_figures() -> None:
-    """Anchors from DESIGN.md §7 and a hand count (no capture ranges: one segment 'all')."""
+    """Anchors from tests/data/PROVENANCE.md and a hand count (no capture ranges: one segment 'all')."""
     got = summarize(load_record(str(H100)))
     assert got["events"] == 18221
     assert [s["label"] for s in got["segments"]] == ["all"]

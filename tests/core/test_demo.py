@@ -26,7 +26,7 @@ def test_demo_command_writes_one_labelled_trace_per_runner(tmp_path: Path) -> No
         trace = load_trace(path)
         meta = trace["capture_trace"]
         assert (meta["runner"], meta["capture_bs"], meta["capture_index"]) == (runner, [1, 3], 1)
-        assert meta["runner_class"] == f"mixins.demo.{runner}"
+        assert meta["runner_class"] == f"mixins.demo_runners.{runner}"
         labels = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
         assert sorted(labels) == ["capture::bs=1", "capture::bs=3"]
         hidden = 64 if runner == "DecodeCudaGraphRunner" else 32

@@ -109,27 +109,54 @@ def test_sglang_state_beats_runner_attributes_once_initialised(fake_sglang_paral
     assert discover_ranks(runner, tp_rank=1).tp_rank == 1
 
 
+RESULT = "RANK-RESULT "
+
+
+def _run_ranks(script: str, world_size: int) -> list[dict[str, Any]]:
+    """Start one child per rank, wait for all (generous deadline: torch import and gloo set-up are slow on
+    a loaded machine) and kill every child still running if anything goes wrong: none is left behind.
+    Each child prints one ``RANK-RESULT {json}`` line; everything else on stdout (torch 2.8 prints a Gloo
+    banner there) is ignored."""
+    import json
+    import subprocess
+    import time
+
+    procs = [
+        subprocess.Popen([PYTHON, "-c", script, str(rank)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=subprocess_env())
+        for rank in range(world_size)
+    ]
+    deadline = time.monotonic() + 600
+    try:
+        outputs = [p.communicate(timeout=max(1.0, deadline - time.monotonic())) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    results = []
+    for out, err in outputs:
+        lines = [line for line in out.splitlines() if line.startswith(RESULT)]
+        assert len(lines) == 1, f"no single {RESULT!r} line in stdout:\n{out}\n{err[-2000:]}"
+        results.append(json.loads(lines[0].removeprefix(RESULT)))
+    return results
+
+
 def test_torch_distributed_rank_is_used_last(tmp_path: Path) -> None:
     """Two real gloo ranks in subprocesses: rank 1 discovers tp_rank 1 without any other source."""
-    import subprocess
-
     script = textwrap.dedent(
         f"""
-        import sys, torch.distributed as dist
+        import json, sys, torch.distributed as dist
         from mixins.naming import discover_ranks
         rank = int(sys.argv[1])
         dist.init_process_group("gloo", init_method="file://{tmp_path}/store", rank=rank, world_size=2)
         class Runner: tp_rank = None
         r = discover_ranks(Runner())
         dist.barrier()  # neither rank leaves before both are fully connected
-        print(r.tp_rank, r.source)
+        print({RESULT!r} + json.dumps([r.tp_rank, r.source]), flush=True)
         dist.destroy_process_group()
         """
     )
-    procs = [
-        subprocess.Popen([PYTHON, "-c", script, str(rank)], stdout=subprocess.PIPE, text=True, env=subprocess_env())
-        for rank in (0, 1)
-    ]
-    outputs = [p.communicate(timeout=120)[0].split() for p in procs]
-    assert [p.returncode for p in procs] == [0, 0]
-    assert outputs == [["0", "torch.distributed"], ["1", "torch.distributed"]]
+    assert _run_ranks(script, 2) == [[0, "torch.distributed"], [1, "torch.distributed"]]

@@ -4,6 +4,7 @@ import logging
 
 import pytest
 
+import _sglang_capture_trace_bootstrap as bootstrap
 from mixins import settings
 
 
@@ -23,7 +24,7 @@ def test_switch_accepts_sglang_envbool_values(monkeypatch: pytest.MonkeyPatch, r
 def test_invalid_switch_value_warns_once_naming_variable_and_counts_as_off(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str
 ) -> None:
-    settings._warned.clear()
+    bootstrap._warned.clear()
     monkeypatch.setenv(settings.ENABLE, raw)
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert settings.trace_enabled() is False
@@ -67,3 +68,44 @@ def test_strict_and_background_switches(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(settings.STRICT, "yes")
     monkeypatch.setenv(settings.BACKGROUND, "0")
     assert settings.strict() is True and settings.background() is False
+
+
+def test_package_and_start_up_hook_share_one_switch_definition() -> None:
+    """The .pth bootstrap and the package decide "enabled" with the same function and grammar."""
+    assert settings.trace_enabled is bootstrap.trace_enabled
+    assert settings.parse_env_bool is bootstrap.parse_env_bool
+    assert settings.ENABLE == bootstrap.ENABLE == "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE"
+
+
+ON = {settings.ENABLE: "1"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "wanted"),
+    [
+        ({}, False),
+        ({settings.ENABLE: "0"}, False),
+        (ON, True),
+        ({settings.ENABLE: "YES"}, True),
+        ({**ON, settings.STARTUP_HOOK: "0"}, False),
+        ({**ON, settings.STARTUP_HOOK: "false"}, False),
+        ({**ON, settings.STARTUP_HOOK: "1"}, True),
+        ({**ON, settings.PLUGINS: "other"}, False),
+        ({**ON, settings.PLUGINS: "other, capture_trace"}, True),
+        ({**ON, settings.PLUGINS: ""}, True),  # unset or empty: no allow-list
+        ({**ON, settings.PLUGINS: " , "}, False),  # sglang 0.5.23 load_plugins: allows no plugin
+        ({settings.PLUGINS: "capture_trace"}, False),
+    ],
+)
+def test_startup_hook_wanted(environ: dict[str, str], wanted: bool) -> None:
+    assert settings.startup_hook_wanted(environ) is wanted
+
+
+def test_invalid_startup_switch_warns_once_and_keeps_the_hook_on(caplog: pytest.LogCaptureFixture) -> None:
+    bootstrap._warned.clear()
+    environ = {**ON, settings.STARTUP_HOOK: "off"}
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert settings.startup_hook_wanted(environ) is True
+        assert settings.startup_hook_wanted(environ) is True
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(messages) == 1 and settings.STARTUP_HOOK in messages[0] and "'off'" in messages[0]

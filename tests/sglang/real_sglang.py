@@ -35,13 +35,31 @@ HOOK = "_post_process_after_profile"
 INIT = "_init_profile_context_and_memory_record"
 
 
-def load_class(module_name: str, cls_name: str) -> type | None:
-    """The class, or None when this sglang has no such module or class."""
+class MissingDependency(ImportError):
+    """An sglang module exists but cannot be imported because another package is missing from the venv:
+    a broken test environment (fix the deps list), never a "not in this version" skip."""
+
+
+def import_optional(module_name: str) -> types.ModuleType | None:
+    """The module, or None when this sglang has no such module (it or a parent package is absent).
+    Any other missing module, a third-party dependency such as xgrammar or sgl_kernel, raises
+    MissingDependency naming it."""
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError:
-        return None
-    cls = vars(module).get(cls_name)
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            return None
+        raise MissingDependency(
+            f"importing {module_name} needs {missing or exc}, which is not installed in this venv "
+            "(add it to tests/sglang-envs/sglang-<version>-cpu-deps.txt or to cpu_shims.py)"
+        ) from exc
+
+
+def load_class(module_name: str, cls_name: str) -> type | None:
+    """The class, or None when this sglang has no such module or class (see import_optional)."""
+    module = import_optional(module_name)
+    cls = vars(module).get(cls_name) if module is not None else None
     return cls if isinstance(cls, type) else None
 
 
@@ -177,10 +195,7 @@ def import_targets() -> None:
     from mixins.sglang_targets import modules
 
     for name in modules():
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError:
-            pass
+        import_optional(name)
 
 
 MATRIX = {

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PTH = REPO / "mixins" / "sglang_capture_trace.pth"
 
 FAKE_ERA_A = {
     "sglang/srt/model_executor/cuda_graph_runner.py": '''
@@ -366,40 +365,3 @@ out(installed=sglang_patch.is_installed())
         **env,
     )
     assert result["installed"] is installed
-
-
-@pytest.mark.parametrize(
-    ("env", "expect"),
-    [
-        ({}, "off"),
-        ({"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "1"}, "installed"),
-        ({"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "1", "SGLANG_CAPTURE_TRACE_STARTUP_HOOK": "0"}, "not-installed"),
-        ({"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "1", "SGLANG_PLUGINS": "other"}, "not-installed"),
-        ({"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "1", "SGLANG_PLUGINS": "other, capture_trace"}, "installed"),
-    ],
-)
-def test_pth_line(env: dict, expect: str) -> None:
-    """Runs the shipped .pth line as site.py would: off costs an environ lookup and imports nothing."""
-    code = f"""
-import sys
-exec(compile({PTH.read_text()!r}, "sglang_capture_trace.pth", "exec"))
-loaded = sorted(m for m in ("mixins", "wrapt", "torch", "sglang") if m in sys.modules)
-if "mixins" in sys.modules:
-    from mixins import sglang_patch
-    print("installed" if sglang_patch.is_installed() else "not-installed", loaded)
-else:
-    print("off", loaded)
-"""
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(PYTHONPATH=str(REPO), **env),
-    )
-    assert proc.returncode == 0, proc.stderr
-    state, _, loaded = proc.stdout.strip().partition(" ")
-    assert state == expect
-    if expect == "off":
-        assert loaded == "[]"
-    assert "torch" not in loaded and "sglang" not in loaded

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import multiprocessing
 import os
+import re
 import site
 import subprocess
 import sys
@@ -61,6 +62,14 @@ def runner_class(module: str, name: str) -> type:
     return cls
 
 
+def module_or_skip(name: str):
+    """The sglang module, or a skip when this version has none (a missing dependency still fails)."""
+    module = real_sglang.import_optional(name)
+    if module is None:
+        pytest.skip(f"{name} does not exist in sglang {metadata.version('sglang')}")
+    return module
+
+
 def base_runner() -> tuple[str, type]:
     for module, name in ((real_sglang.DECODE, "DecodeCudaGraphRunner"), (real_sglang.OLD, "CudaGraphRunner")):
         cls = real_sglang.load_class(module, name)
@@ -107,7 +116,7 @@ def test_trace_switch_off_writes_nothing(trace_dir: Path, installed: None, monke
 
 def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
     """Era C: the runner module's name for the native export is ours while installed, sglang's after."""
-    decode = pytest.importorskip(real_sglang.DECODE)
+    decode = module_or_skip(real_sglang.DECODE)
     from sglang.srt.utils import profile_utils
 
     native = profile_utils.export_cuda_graph_capture_trace
@@ -121,28 +130,45 @@ def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
     assert vars(decode)[NATIVE_EXPORT] is native
 
 
-def test_per_batch_size_mode_untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: None) -> None:
-    """Upstream's SGLANG_GRAPH_BATCH_CAPTURE (0.5.23) still writes its per-shape files, and we add none."""
-    decode = pytest.importorskip(real_sglang.DECODE)
+def _per_batch_size_files(directory: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Drive the decode runner's real profiling path with upstream's SGLANG_GRAPH_BATCH_CAPTURE=1 and
+    return the names written: its scheduled profiler flushes once per captured shape."""
+    decode = module_or_skip(real_sglang.DECODE)
     runner = real_sglang.make_runner(decode.DecodeCudaGraphRunner)
-    if not hasattr(runner, "_graph_batch_capture_active"):
-        pytest.skip("this sglang has no per-batch-size capture mode")
+    runner.capture_bs = [1]  # 0.5.18-0.5.21 name each flush after capture_bs
     import torch
 
+    directory.mkdir()
     monkeypatch.setenv("SGLANG_GRAPH_BATCH_CAPTURE", "1")
     monkeypatch.delenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", raising=False)
-    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(directory))
+    monkeypatch.chdir(directory)
     cpu_shims.disable_cuda_memory_history()
     with real_sglang.rank_context():
         prof_context = runner._init_profile_context_and_memory_record()
-        runner._profile_trace_tag = "bs_1"
+        runner._profile_trace_tag = "bs_1"  # 0.5.22+ name it after the tag the capture loop sets
         with prof_context as prof:
-            for _ in range(3):  # schedule(wait=2, active=1): the third step is recorded and flushed
+            for _ in range(3):  # schedule(wait=2, active=1) where the mode exists: the third step flushes
                 (torch.ones(4) * 2).sum()
                 prof.step()
         runner._post_process_after_profile(prof)
-    assert real_sglang.trace_names(tmp_path) == ["DecodeCudaGraphRunner_bs_1_rank0.json.gz"]
+    return real_sglang.trace_names(directory)
+
+
+def test_per_batch_size_mode_untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's per-batch-size files (SGLANG_GRAPH_BATCH_CAPTURE) are the same with and without our
+    patch, and we add none. Keyed on what this sglang writes, not on which methods it has."""
+    unpatched = _per_batch_size_files(tmp_path / "unpatched", monkeypatch)
+    if not unpatched:
+        pytest.skip("this sglang writes no per-batch-size file under SGLANG_GRAPH_BATCH_CAPTURE=1")
+    assert len(unpatched) == 1 and re.fullmatch(r"(DecodeCudaGraphRunner_)?bs_1_rank0\.json\.gz", unpatched[0])
+    sglang_patch.install()
+    try:
+        patched = _per_batch_size_files(tmp_path / "patched", monkeypatch)
+    finally:
+        sglang_patch.uninstall()
+    assert patched == unpatched
+    assert not any(real_sglang.is_ours(p) for p in real_sglang.traces(tmp_path / "patched"))
 
 
 # -- install / uninstall on the real classes -----------------------------------------------------------
@@ -262,7 +288,7 @@ def test_spawn_child_exports_through_pth(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_spawn_child_exports_through_plugin_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("sglang.srt.plugins")
+    module_or_skip("sglang.srt.plugins")
     report, ours, cls = _spawn_capture(tmp_path, monkeypatch, startup_hook=False, load_plugins=True)
     assert report["installed"] is True
     assert ours == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]

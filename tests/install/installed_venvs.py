@@ -1,0 +1,149 @@
+"""Fresh virtual environments with this project really installed by pip, as a user gets it: from the
+wheel (non-editable), editable (``pip install -e``), and the wheel with a foreign distribution that ships
+a top-level ``mixins`` installed after it. No torch in any of them (the analyzer-only install).
+
+Built once per test run: with pytest-xdist the first worker builds under a lock in the run's shared base
+temp directory and the others reuse it (the pattern pytest-xdist documents for session fixtures).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# The runtime dependencies without torch (rich's own: markdown-it-py, mdurl, pygments), pinned to the
+# versions this interpreter has so pip resolves nothing and reuses its cache.
+RUNTIME = ("wrapt", "msgspec", "rich", "markdown-it-py", "mdurl", "pygments")
+FOREIGN_MARK = "FOREIGN_MIXINS_IMPORTED"
+
+
+@dataclass(frozen=True)
+class Venv:
+    root: Path
+
+    @property
+    def python(self) -> str:
+        return str(self.root / "bin" / "python")
+
+    @property
+    def site_packages(self) -> Path:
+        return next((self.root / "lib").glob("python3*/site-packages"))
+
+    def run(self, code: str, cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
+        """``python [options] -c code`` with a clean environment: no SGLANG_* and no PYTHONPATH unless given."""
+        return subprocess.run([self.python, *options, "-c", code], cwd=cwd, capture_output=True, text=True,
+                              timeout=120, env=clean_env(**env))
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "PYTHON"))}
+    env.update(extra)
+    return env
+
+
+def _run(*cmd: str, cwd: Path | None = None) -> None:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900, env=clean_env())
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+
+
+def pip_install(venv: Venv, *args: str) -> None:
+    """This interpreter's pip installing into ``venv`` (``--python``, pip >= 22.3): no ensurepip per venv."""
+    _run(sys.executable, "-m", "pip", "--python", venv.python, "install", "-q", "--no-deps", *args)
+
+
+def _new_venv(root: Path, *packages: str) -> Venv:
+    _run(sys.executable, "-m", "venv", "--without-pip", str(root))
+    venv = Venv(root)
+    pip_install(venv, *(f"{name}=={metadata.version(name)}" for name in RUNTIME), *packages)
+    return venv
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def write_foreign_wheel(directory: Path) -> Path:
+    """A real wheel of another distribution ("foreign-mixins") whose top-level package is ``mixins``,
+    like PyPI's ``mixins`` / ``django-mixins``. Importing it leaves a mark on stderr."""
+    files = {
+        "mixins/__init__.py": f'import sys\nsys.stderr.write("{FOREIGN_MARK}\\n")\n'.encode(),
+        "foreign_mixins-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: foreign-mixins\nVersion: 1.0\n",
+        "foreign_mixins-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+    }
+    record = [_record_line(name, data) for name, data in files.items()]
+    record.append("foreign_mixins-1.0.dist-info/RECORD,,")
+    path = directory / "foreign_mixins-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr("foreign_mixins-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+@contextmanager
+def _shared_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
+    """A directory shared by all xdist workers of this run; True when it still has to be built."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    target = base / name
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield target, not (target / "done.json").exists()
+
+
+def _built(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], dict]) -> dict:
+    with _shared_once(tmp_path_factory, name) as (target, todo):
+        if todo:
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "done.json").write_text(json.dumps(build(target)))
+        return json.loads((target / "done.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    def build(target: Path) -> dict:
+        _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(target), str(REPO))
+        return {"wheel": str(next(target.glob("sglang_capture_trace-*.whl")))}
+
+    return Path(_built(tmp_path_factory, "wheel", build)["wheel"])
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> Venv:
+    return Venv(Path(_built(tmp_path_factory, "venv-wheel",
+                            lambda t: {"root": str(_new_venv(t / "venv", str(project_wheel)).root)})["root"]))
+
+
+@pytest.fixture(scope="session")
+def editable_venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    return Venv(Path(_built(tmp_path_factory, "venv-editable",
+                            lambda t: {"root": str(_new_venv(t / "venv", "-e", str(REPO)).root)})["root"]))
+
+
+@pytest.fixture(scope="session")
+def foreign_venv(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> Venv:
+    """Ours first, then the foreign distribution, which overwrites ``mixins/__init__.py``."""
+
+    def build(target: Path) -> dict:
+        venv = _new_venv(target / "venv", str(project_wheel))
+        pip_install(venv, str(write_foreign_wheel(target)))
+        return {"root": str(venv.root)}
+
+    return Venv(Path(_built(tmp_path_factory, "venv-foreign", build)["root"]))

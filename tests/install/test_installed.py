@@ -1,0 +1,172 @@
+"""The start-up hook and the analyzer as pip really installs them (fixtures in conftest.py): the ``.pth``
+and its bootstrap in site-packages, switches read in a fresh interpreter, a real foreign ``mixins``,
+an editable install, and no torch anywhere (docs/DESIGN.md §4)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from installed_venvs import FOREIGN_MARK, REPO, Venv, clean_env
+
+ENABLE = "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE"
+HOOK = "SGLANG_CAPTURE_TRACE_STARTUP_HOOK"
+PLUGINS = "SGLANG_PLUGINS"
+TRACE = REPO / "tests" / "data" / "h100_qwen1.5-0.5b_inference.json.gz"
+
+# What a fresh interpreter holds right after start-up (the .pth has run), and whether sglang is patched.
+PROBE = """
+import json, sys
+modules = sorted(sys.modules)
+patch = sys.modules.get("mixins.sglang_patch")
+print(json.dumps({"modules": modules, "installed": bool(patch and patch.is_installed())}))
+"""
+
+
+def probe(venv: Venv, cwd: Path, **env: str) -> tuple[dict, str]:
+    done = venv.run(PROBE, cwd, **env)
+    assert done.returncode == 0, done.stderr
+    assert "Error processing line" not in done.stderr, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+@pytest.fixture(params=["wheel", "editable"])
+def venv(request: pytest.FixtureRequest) -> Venv:
+    return request.getfixturevalue(f"{request.param}_venv")
+
+
+def test_pth_and_bootstrap_are_installed_beside_each_other(venv: Venv) -> None:
+    """Editable installs get the hook too (hatchling copies both files into site-packages)."""
+    site = venv.site_packages
+    assert (site / "sglang_capture_trace.pth").read_text() == (REPO / "mixins" / "sglang_capture_trace.pth").read_text()
+    bootstrap = REPO / "_sglang_capture_trace_bootstrap.py"
+    assert (site / bootstrap.name).read_text() == bootstrap.read_text()
+
+
+def test_switch_on_patches_sglang_at_start_up_without_importing_it(venv: Venv, tmp_path: Path) -> None:
+    result, stderr = probe(venv, tmp_path, **{ENABLE: "1"})
+    assert result["installed"] is True, stderr
+    assert "wrapt" in result["modules"]
+    assert not {"torch", "sglang"} & set(result["modules"])
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {ENABLE: "0"},
+        {ENABLE: "1", HOOK: "0"},
+        {ENABLE: "1", PLUGINS: "other"},
+    ],
+    ids=["switch-off", "hook-off", "plugins-without-us"],
+)
+def test_hook_off_imports_nothing(wheel_venv: Venv, tmp_path: Path, env: dict[str, str]) -> None:
+    """The same modules as an interpreter without any of our variables: no mixins, no wrapt, no
+    importlib.metadata — only the environment lookups."""
+    baseline, _ = probe(wheel_venv, tmp_path)
+    result, stderr = probe(wheel_venv, tmp_path, **env)
+    assert result["modules"] == baseline["modules"]
+    assert "mixins" not in baseline["modules"] and "wrapt" not in baseline["modules"]
+    assert stderr == ""
+
+
+@pytest.mark.parametrize("env", [{}, {ENABLE: "1", HOOK: "0"}], ids=["unset", "hook-off"])
+def test_bootstrap_itself_imports_nothing_when_off(wheel_venv: Venv, tmp_path: Path, env: dict[str, str]) -> None:
+    """``-X importtime``: the bootstrap the .pth imports has no child imports (its self time is its
+    cumulative time), so off costs one small module and an environment lookup."""
+    done = wheel_venv.run("pass", tmp_path, "-X", "importtime", **env)
+    rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")]
+    timings = {name.strip(): (int(own.split(":")[1]), int(total)) for own, total, name in rows[1:]}
+    own, total = timings["_sglang_capture_trace_bootstrap"]
+    assert own == total
+    assert not {"mixins", "wrapt", "importlib.metadata", "logging"} & set(timings)
+
+
+def test_plugins_list_naming_us_keeps_the_hook(wheel_venv: Venv, tmp_path: Path) -> None:
+    result, _ = probe(wheel_venv, tmp_path, **{ENABLE: "1", PLUGINS: "other, capture_trace"})
+    assert result["installed"] is True
+
+
+@pytest.mark.parametrize(
+    ("env", "variable", "installed"),
+    [({ENABLE: "bogus"}, ENABLE, False), ({ENABLE: "1", HOOK: "maybe"}, HOOK, True)],
+    ids=["bad-switch", "bad-hook-switch"],
+)
+def test_invalid_switch_value_warns_once(
+    wheel_venv: Venv, tmp_path: Path, env: dict[str, str], variable: str, installed: bool
+) -> None:
+    result, stderr = probe(wheel_venv, tmp_path, **env)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and variable in lines[0] and repr(env[variable]) in lines[0], stderr
+    assert result["installed"] is installed
+    if not installed:
+        assert "mixins" not in result["modules"] and "wrapt" not in result["modules"]
+
+
+def _assert_foreign_left_alone(result: dict, stderr: str, origin: str) -> None:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr  # one warning, no "Error processing line", no traceback
+    assert "start-up hook does nothing" in lines[0] and origin in lines[0]
+    assert FOREIGN_MARK not in stderr  # the foreign package was never imported
+    assert "mixins" not in result["modules"] and "wrapt" not in result["modules"]
+    assert result["installed"] is False
+
+
+def test_foreign_mixins_installed_over_ours_is_left_alone(foreign_venv: Venv, tmp_path: Path) -> None:
+    """Another distribution's ``mixins/__init__.py`` replaced ours on disk: the recorded hash differs."""
+    init = foreign_venv.site_packages / "mixins" / "__init__.py"
+    assert FOREIGN_MARK in init.read_text()  # the clash really happened
+    result, stderr = probe(foreign_venv, tmp_path, **{ENABLE: "1"})
+    _assert_foreign_left_alone(result, stderr, str(init))
+    off, off_stderr = probe(foreign_venv, tmp_path)
+    assert off_stderr == "" and "mixins" not in off["modules"]
+
+
+def test_foreign_mixins_first_on_the_path_is_left_alone(wheel_venv: Venv, tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow"
+    (shadow / "mixins").mkdir(parents=True)
+    init = shadow / "mixins" / "__init__.py"
+    init.write_text(f'import sys\nsys.stderr.write("{FOREIGN_MARK}\\n")\n')
+    result, stderr = probe(wheel_venv, tmp_path, **{ENABLE: "1", "PYTHONPATH": str(shadow)})
+    _assert_foreign_left_alone(result, stderr, str(init.resolve()))
+
+
+# -- the analyzer without torch ------------------------------------------------------------------------
+
+CLI = """
+import json, sys
+from mixins.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "loaded": sorted(m for m in ("torch", "wrapt", "sglang") if m in sys.modules)}))
+"""
+
+
+def test_analyzer_runs_without_torch_and_without_wrapt(wheel_venv: Venv, tmp_path: Path) -> None:
+    no_torch = wheel_venv.run("import importlib.util as u; print(u.find_spec('torch') is None)", tmp_path)
+    assert no_torch.stdout.strip() == "True"
+    done = wheel_venv.run(CLI.replace("sys.argv[1:]", repr(["summary", "--json", str(TRACE)])), tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "loaded": []}
+
+
+def test_demo_without_torch_says_how_to_get_it(wheel_venv: Venv, tmp_path: Path) -> None:
+    script = wheel_venv.root / "bin" / "capture-trace"
+    done = subprocess.run([str(script), "demo", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=120, env=clean_env(), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "capture-trace: error: the demo needs torch, which is not installed: pip install 'sglang-capture-trace[torch]'"
+    ]
+    assert not (tmp_path / "out" / "graph_capture_profile").exists()
+
+
+def test_wheel_ships_type_hints_and_torch_only_as_an_extra(wheel_venv: Venv) -> None:
+    site = wheel_venv.site_packages
+    assert (site / "mixins" / "py.typed").is_file()
+    (dist_info,) = site.glob("sglang_capture_trace-*.dist-info")
+    requires = [line for line in (dist_info / "METADATA").read_text().splitlines() if line.startswith("Requires-Dist:")]
+    torch = [line for line in requires if line.split()[1].startswith("torch")]
+    extras = sorted(line.split("extra ==")[-1].strip(" '\"") for line in torch if "extra ==" in line)
+    assert extras == ["test", "torch"], torch  # never an unconditional torch requirement
