@@ -4,8 +4,8 @@ Rank discovery order, per value (tp_rank, pp_rank, pp_size), first hit wins:
 
 1. the explicit argument;
 2. sglang's parallel state, only if sglang already imported it in this process and it is
-   initialised (era C ``sglang.srt.runtime_context.get_parallel()``, older
-   ``sglang.srt.distributed.parallel_state``) — we never import sglang ourselves;
+   initialised (``get_parallel()`` of sglang's runtime context, 0.5.16+, else its older parallel
+   state; names in ``mixins.sglang_targets``) — we never import sglang ourselves;
 3. the runner's own attributes: ``runner.<name>`` then ``runner.model_runner.<name>``;
 4. ``torch.distributed.get_rank()`` when a process group is initialised (tp_rank only);
 5. 0 for ranks, 1 for pp_size.
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
 from typing import Any
+
+from mixins.sglang_targets import PARALLEL_STATE, PARALLEL_STATE_GETTERS, RUNTIME_CONTEXT
 
 TRACE_PREFIX = "cuda_graph_capture-"
 TRACE_SUFFIX = ".json.gz"
@@ -76,17 +78,13 @@ def _call_quietly(fn: Callable[[], Any]) -> Any:
 
 
 def _sglang_value(name: str) -> int | None:
-    runtime_context = sys.modules.get("sglang.srt.runtime_context")
+    runtime_context = sys.modules.get(RUNTIME_CONTEXT)
     if runtime_context is not None and hasattr(runtime_context, "get_parallel"):
         value = _call_quietly(lambda: getattr(runtime_context.get_parallel(), name))
         if _is_int(value):
             return int(value)
-    parallel_state = sys.modules.get("sglang.srt.distributed.parallel_state")
-    getter = {
-        "tp_rank": "get_tensor_model_parallel_rank",
-        "pp_rank": "get_pipeline_model_parallel_rank",
-        "pp_size": "get_pipeline_model_parallel_world_size",
-    }[name]
+    parallel_state = sys.modules.get(PARALLEL_STATE)
+    getter = PARALLEL_STATE_GETTERS[name]
     if parallel_state is not None and hasattr(parallel_state, getter):
         value = _call_quietly(getattr(parallel_state, getter))
         if _is_int(value):
