@@ -42,7 +42,7 @@ def _files(directory: Path) -> dict[str, Any]:
     return {p.name: load_trace(p) for p in sorted(directory.iterdir())}
 
 
-def _hierarchy(apply: str) -> tuple[type, type, type, type]:
+def _hierarchy(apply: str) -> tuple[type[Runner], type[Runner], type[Runner], type[Runner]]:
     if apply == "decorator":
         @with_capture_trace
         class Base(Runner):
@@ -106,7 +106,7 @@ def test_options_form_and_bad_targets() -> None:
     with pytest.raises(TypeError, match="has no method '_post_process_after_profile'"):
         with_capture_trace(WithOtherHook)
     with pytest.raises(TypeError, match="decorates a class"):
-        with_capture_trace(lambda: None)
+        with_capture_trace(lambda: None)  # type: ignore[call-overload]  # the wrong type is the point
     with pytest.raises(TypeError, match="no per-shape method 'capture_one'"):
         with_capture_trace(hook="after", shape_method="capture_one")(WithOtherHook)
 
