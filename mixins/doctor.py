@@ -37,10 +37,21 @@ def add_command(commands: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_arguments(parser)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-import", action="store_true", help="do not import sglang's runner modules (rows stay 'waiting')"
     )
     parser.set_defaults(func=run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mixins.doctor``: the same report without the analyzer's dependencies (rich, msgspec)."""
+    parser = argparse.ArgumentParser(prog="capture-trace doctor", description=__doc__)
+    _add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -180,3 +191,7 @@ def _importable(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,7 +18,7 @@ HOOK = "_post_process_after_profile"
 def doctor(fake: Path, *args: str, **env: str) -> tuple[int, str]:
     env.setdefault("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "0")
     proc = subprocess.run(
-        [sys.executable, "-m", "mixins", "doctor", *args],
+        [sys.executable, "-m", "mixins.doctor", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -72,13 +72,13 @@ def test_doctor_on_the_real_sglang(capsys: pytest.CaptureFixture[str], monkeypat
     import cpu_shims
 
     from mixins import sglang_patch
-    from mixins.cli import main
+    from mixins.doctor import main
 
     cpu_shims.prepare()
     for key in [k for k in os.environ if k.startswith("SGLANG_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
-    assert main(["doctor"]) == 0
+    assert main([]) == 0
     out = capsys.readouterr().out
     assert "plugin entry point 'capture_trace' in sglang.srt.plugins: mixins.sglang_patch:register" in out
     assert "live routes: " in out and ".pth" in out

@@ -10,7 +10,6 @@ position) and checked against a model of what must hold after each.
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -31,38 +30,15 @@ from fake_sglang import (  # noqa: F401  (clean_env, REPO: the .pth tests below)
     fake_with,
     run_child,
 )
+from orders import expected_states, installed_after, orders
 
 # -- the generated ordering matrix ---------------------------------------------------------------------
 
-ACTIVATION = ("install", "plugin", "uninstall")
-
-
-def orders(max_steps: int) -> list[tuple[str, ...]]:
-    """Every sequence of up to ``max_steps`` activation steps, with the import at every position."""
-    found: list[tuple[str, ...]] = []
-    for length in range(max_steps + 1):
-        for steps in itertools.product(ACTIVATION, repeat=length):
-            found.extend((*steps[:at], "import", *steps[at:]) for at in range(length + 1))
-    return found
-
-
-def expected_states(steps: tuple[str, ...], qualnames: list[str]) -> dict[str, str]:
-    """The model: install and plugin load (switch on) install, uninstall uninstalls; an installed row
-    waits until its module is imported, then is applied where the fake has its shape, else skipped."""
-    installed = False
-    for step in steps:
-        if step != "import":
-            installed = step != "uninstall"
-    imported = "import" in steps
-    expected = {}
-    for qualname in qualnames:
-        if not installed:
-            expected[qualname] = "not installed"
-        elif not imported or qualname.rsplit(".", 2)[0] not in ERA_C_MODULES:
-            expected[qualname] = "waiting for import"
-        else:
-            expected[qualname] = "applied" if qualname in ERA_C_APPLIED else "skipped"
-    return expected
+def era_c_applies(qualname: str) -> str | None:
+    """Rows of the era-C fake's modules apply where it has their shape; other modules do not exist."""
+    if qualname.rsplit(".", 2)[0] not in ERA_C_MODULES:
+        return None
+    return "applied" if qualname in ERA_C_APPLIED else "skipped"
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +53,8 @@ def test_order(steps: tuple[str, ...], pristine: dict[str, Any]) -> None:
     export per runner (ours while installed, sglang's otherwise), uninstall restores ``vars()`` exactly."""
     result, _ = run_child(FAKES / "era_c", "matrix", *steps, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
     for done, states in enumerate(result["after_each"], start=1):
-        assert states == expected_states(steps[:done], list(states)), steps[:done]
-    if expected_states(steps, [DECODE + ".capture_one_shape"])[DECODE + ".capture_one_shape"] == "applied":
+        assert states == expected_states(steps[:done], list(states), era_c_applies), steps[:done]
+    if installed_after(steps):
         assert set(result["applied"]) == ERA_C_APPLIED
         wrapped = [v for snap in result["end"].values() for v in snap.values() if v.startswith("wrapped")]
         assert len(wrapped) == 3 and all(v.startswith("wrapped*1(") for v in wrapped), result["end"]
