@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import itertools
 import json
 import multiprocessing
 import os
@@ -321,3 +322,36 @@ def test_rank_discovery_reads_the_real_sglang_parallel_state() -> None:
     with get_parallel().override(tp_rank=3, pp_rank=1, pp_size=2):
         ranks = discover_ranks(runner)
     assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (3, 1, 2, "sglang")
+
+
+@pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
+def test_shape_labels_are_unique_for_the_real_signature(module: str, name: str) -> None:
+    """Every per-shape method of this sglang, called as its capture loop calls it (positionally: size,
+    forward, then stream / LoRA variant / attention variant where the signature has them), labels each
+    combination differently (the loop itself needs a GPU; the label comes from the real signature)."""
+    import inspect
+
+    from mixins.capture_trace import shape_label
+    from mixins.sglang_targets import SHAPE_METHODS
+
+    cls = runner_class(module, name)
+    method = next((vars(cls)[m] for m in SHAPE_METHODS if m in vars(cls)), None)
+    if method is None:
+        pytest.skip(f"{name} defines no per-shape method in this sglang")
+    choices = {"stream_idx": (None, 1), "variant_label": (None, "lora", "nolora"), "attention_variant": (None, "dsa")}
+    params = list(inspect.signature(method).parameters)[3:]  # after self, size, forward
+    varying = [p for p in params if p in choices]
+    combos = [dict(zip(varying, values, strict=True)) for values in itertools.product(*(choices[p] for p in varying))]
+    runner = object.__new__(cls)
+    as_positional = params[: len(varying)] == varying  # as sglang's loop passes them
+    labels = [
+        shape_label(method, runner, (8, None, *combo.values()), {})
+        if as_positional
+        else shape_label(method, runner, (8, None), combo)
+        for combo in combos
+    ]
+    assert all(label and label.startswith("capture::bs=8") for label in labels), labels
+    assert len(set(labels)) == len(combos), labels
+    if metadata.version("sglang").split(".post")[0] == "0.5.23" and name == "DecodeCudaGraphRunner":
+        assert varying == ["stream_idx", "variant_label", "attention_variant"]  # the 0.5.23 signature
+        assert "capture::bs=8,variant=lora,stream=1,attention=dsa" in labels
