@@ -17,6 +17,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from orders import expected_states, installed_after, orders
@@ -342,7 +343,7 @@ def test_shape_labels_are_unique_for_the_real_signature(module: str, name: str) 
     params = list(inspect.signature(method).parameters)[3:]  # after self, size, forward
     varying = [p for p in params if p in choices]
     combos = [dict(zip(varying, values, strict=True)) for values in itertools.product(*(choices[p] for p in varying))]
-    runner = object.__new__(cls)
+    runner: Any = object.__new__(cls)
     as_positional = params[: len(varying)] == varying  # as sglang's loop passes them
     labels = [
         shape_label(method, runner, (8, None, *combo.values()), {})
