@@ -40,3 +40,10 @@ def test_bad_input_and_usage_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
         main(["no-such-command"])
     assert unknown.value.code == 2
     capsys.readouterr()
+
+
+def test_doctor_is_wired(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", raising=False)
+    rc, out, _ = run_main(capsys, "doctor", "--no-import")
+    assert rc == 1  # the switch is off
+    assert "activation routes" in out and "problem: SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE is unset" in out
