@@ -24,7 +24,7 @@ from typing import Any
 
 from mixins import settings
 from mixins.metadata import PACKAGE, distribution_version
-from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_NAME, PLUGINS_ALLOW_LIST, TARGETS, modules
+from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_LOADER, PLUGIN_NAME, PLUGINS_ALLOW_LIST, TARGETS, modules
 
 PTH_NAME = "sglang_capture_trace.pth"
 STARTUP_SWITCH = "SGLANG_CAPTURE_TRACE_STARTUP_HOOK"
@@ -116,7 +116,7 @@ def _pth_files() -> Iterator[str]:
 def _routes(problems: list[str]) -> tuple[str, list[str]]:
     lines = []
     entry_point = _entry_point()
-    loader = _importable("sglang.srt.plugins") if _importable("sglang") else False
+    loader = _importable(PLUGIN_LOADER) if _importable("sglang") else False
     allow = [name.strip() for name in os.environ.get(PLUGINS_ALLOW_LIST, "").split(",") if name.strip()]
     allowed = not allow or PLUGIN_NAME in allow
     lines.append(

@@ -46,7 +46,8 @@ PARALLEL_STATE_GETTERS = {
     "pp_size": "get_pipeline_model_parallel_world_size",
 }
 
-#: sglang's plugin loader (0.5.13+): entry-point group, our entry point's name, and the allow-list.
+#: sglang's plugin loader (0.5.13+): its module, the entry-point group, our entry point's name, the allow-list.
+PLUGIN_LOADER = "sglang.srt.plugins"
 PLUGIN_GROUP = "sglang.srt.plugins"
 PLUGIN_NAME = "capture_trace"
 PLUGINS_ALLOW_LIST = "SGLANG_PLUGINS"

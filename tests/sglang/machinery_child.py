@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from real_sglang import MISSING, describe
+
 from mixins import capture_trace, sglang_patch
 from mixins.patching import is_wrapped
 from mixins.sglang_targets import HOOK, INIT, SHAPE_METHODS, Strategy
@@ -35,22 +37,9 @@ def out(**values: Any) -> None:
     print("RESULT " + json.dumps(values))
 
 
-def describe(value: Any) -> str:
-    """A comparable-across-processes description: wrapper depth and what is finally wrapped."""
-    depth = 0
-    while is_wrapped(value):
-        depth += 1
-        value = value.__wrapped__
-    if value is None:
-        return "absent"
-    code = getattr(value, "__code__", None)
-    inner = f"{value.__qualname__}@{code.co_firstlineno}" if code is not None else type(value).__name__
-    return f"wrapped*{depth}({inner})" if depth else inner
-
-
 def snapshot(cls: type) -> dict[str, str]:
     names = ("capture", HOOK, INIT, *SHAPE_METHODS)
-    return {name: describe(vars(cls).get(name)) for name in names}
+    return {name: describe(vars(cls).get(name, MISSING)) for name in names}
 
 
 def classes(pairs: tuple[tuple[str, str], ...]) -> list[type]:

@@ -137,14 +137,14 @@ def is_ours(path: Path) -> bool:
 # -- the patch matrix, run in fresh subprocesses ------------------------------------------------------
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
     from mixins.patching import is_wrapped
 
     depth = 0
     while is_wrapped(value):
         depth += 1
         value = value.__wrapped__
-    if value is _MISSING:
+    if value is MISSING:
         inner = "absent"
     else:
         code = getattr(getattr(value, "__func__", value), "__code__", None)
@@ -153,7 +153,7 @@ def _describe(value: Any) -> str:
     return f"wrapped*{depth}({inner})" if depth else inner
 
 
-_MISSING = object()
+MISSING = object()
 
 
 def fingerprint() -> dict[str, str]:
@@ -167,10 +167,10 @@ def fingerprint() -> dict[str, str]:
         if cls is None:
             continue
         for name in (target.method, *target.base_requires, "capture"):
-            out[f"{target.module}.{target.cls}.{name}"] = _describe(vars(cls).get(name, _MISSING))
+            out[f"{target.module}.{target.cls}.{name}"] = describe(vars(cls).get(name, MISSING))
         namespace = vars(importlib.import_module(target.module))
         for name in (NATIVE_EXPORT, "profile"):
-            out[f"{target.module}:{name}"] = _describe(namespace.get(name, _MISSING))
+            out[f"{target.module}:{name}"] = describe(namespace.get(name, MISSING))
     return out
 
 
