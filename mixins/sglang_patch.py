@@ -11,8 +11,8 @@ imported before or after ``install()``, and it never imports sglang itself. Any 
 logged and never breaks sglang's own import.
 
 Activation in every process: ``register()`` is the ``sglang.srt.plugins`` entry point (sglang >= 0.5.13
-calls it in each scheduler process), and the ``sglang_capture_trace.pth`` start-up hook covers sglang
-without a plugin loader (docs/DESIGN.md §4).
+calls it in each scheduler process), and the ``sglang_capture_trace.pth`` start-up hook
+(``mixins._startup``) covers sglang without a plugin loader.
 """
 
 from __future__ import annotations
