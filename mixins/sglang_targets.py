@@ -142,7 +142,7 @@ _FROZEN = f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner"
 _UNO = f"{_SPEC}.uno_cuda_graph_runner"
 
 #: Releases run in CI (.ci/run) per era; a row's ``verified_in`` lists those where it applies.
-_CI_A, _CI_B, _CI_C = ("0.5.5",), ("0.5.13",), ("0.5.23",)
+_CI_A, _CI_B, _CI_C = ("0.5.5",), ("0.5.13",), ("0.5.20", "0.5.23")
 _ERA_A, _ERA_B, _ERA_C = span("0.4.10", "0.5.5"), span("0.5.6", "0.5.13"), span("0.5.14", "0.5.23")
 
 _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) and native export is deferred to"
