@@ -53,7 +53,7 @@ def _outermost(kind: str, instance: object) -> Iterator[bool]:
 
 
 def runner_name_for(runner: object, draft_base: type | None = None) -> str:
-    """``type(runner).__name__``; ``Draft{Name}`` for a draft worker's *plain* base runner (as sglang 0.5.23
+    """``type(runner).__name__``; ``Draft{Name}`` for a draft worker's *plain* base runner (as sglang 0.5.22+
     does, since such drafts capture at the target's shapes and would otherwise share its file name)."""
     cls = type(runner)
     if draft_base is not None and cls is draft_base:

@@ -4,7 +4,7 @@ Rank discovery order, per value (tp_rank, pp_rank, pp_size), first hit wins:
 
 1. the explicit argument;
 2. sglang's parallel state, only if sglang already imported it in this process and it is
-   initialised (``get_parallel()`` of sglang's runtime context, 0.5.16+, else its older parallel
+   initialised (``get_parallel()`` of sglang's runtime context, 0.5.14+, else its older parallel
    state; names in ``mixins.sglang_targets``) — we never import sglang ourselves;
 3. the runner's own attributes: ``runner.<name>`` then ``runner.model_runner.<name>``;
 4. ``torch.distributed.get_rank()`` when a process group is initialised (tp_rank only);
