@@ -21,13 +21,10 @@ from typing import Any, ClassVar, TypeVar, overload
 
 from mixins import settings
 from mixins.export import export_profile, report_failure
-from mixins.patching import find_attribute, is_wrapped, unwrap_method, wrap_method
+from mixins.patching import Wrapper, find_attribute, wrap_method
+from mixins.sglang_targets import HOOK, SHAPE_LABEL_NAMES, SHAPE_METHODS
 
 logger = logging.getLogger("mixins")
-
-HOOK = "_post_process_after_profile"
-# Older sglang: capture_one_batch_size(bs, forward); newer: capture_one_shape(size, forward, ...).
-SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
 DECORATOR_TAG = "with_capture_trace"
 MIXIN_TAG = "CaptureTraceMixin"
 AUTO = "auto"
@@ -56,7 +53,7 @@ def _outermost(kind: str, instance: object) -> Iterator[bool]:
 
 
 def runner_name_for(runner: object, draft_base: type | None = None) -> str:
-    """``type(runner).__name__``; ``Draft{Name}`` for a draft worker's *plain* base runner (as sglang 0.5.23
+    """``type(runner).__name__``; ``Draft{Name}`` for a draft worker's *plain* base runner (as sglang 0.5.22+
     does, since such drafts capture at the target's shapes and would otherwise share its file name)."""
     cls = type(runner)
     if draft_base is not None and cls is draft_base:
@@ -101,7 +98,10 @@ def bind_instance(
     return instance, args, wrapped
 
 
-def _hook_wrapper(draft_base: type | None) -> Callable[..., Any]:
+def export_after_hook(draft_base: type | None) -> Wrapper:
+    """The wrapper for a post-profile hook: export the profile it was given after it returns, once per
+    outermost call on an instance (``super()`` chains through several of our wrappers export once)."""
+
     def export_after_hook(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -113,18 +113,6 @@ def _hook_wrapper(draft_base: type | None) -> Callable[..., Any]:
         return result
 
     return export_after_hook
-
-
-def patch_hook(cls: type, hook: str = HOOK, *, tag: str, draft_base: type | None = None) -> bool:
-    """Wrap ``cls.<hook>``; False when ``cls`` already has (or inherits) our wrapper with this tag."""
-    found = find_attribute(cls, hook)
-    if found is not None and found[0] is not cls and is_wrapped(found[1], tag):
-        return False  # the inherited wrapper already exports under type(instance).__name__
-    return wrap_method(cls, hook, _hook_wrapper(draft_base), tag=tag)
-
-
-def unpatch_hook(cls: type, hook: str = HOOK, *, tag: str) -> bool:
-    return unwrap_method(cls, hook, tag=tag)
 
 
 # -- per-shape segments ------------------------------------------------------------------------------
@@ -141,10 +129,14 @@ def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
 def shape_label(
     function: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> str | None:
-    """``capture::bs={bs}[,variant={variant_label}][,stream={stream_idx}]`` from the call's own arguments
-    (never from counting calls, so repeated and multi-variant captures of one size stay right).
+    """``capture::bs={size}[,variant=..][,stream=..][,attention=..][,name=value..]`` from the call's own
+    arguments (never from counting calls, so repeated and multi-variant captures of one size stay right).
 
-    ``function`` is the method as found on the class (``instance`` is prepended) or already bound.
+    After the size, every scalar argument (str, int, float, bool) whose value is not its default is
+    labelled: sglang's ``variant_label``, ``stream_idx`` and ``attention_variant`` under their short
+    names (``sglang_targets.SHAPE_LABEL_NAMES``), in that order, then any other under its own name — so
+    two captures that differ in any such argument get different labels. ``function`` is the method as
+    found on the class (``instance`` is prepended) or already bound.
     """
     if hasattr(function, "__self__"):
         instance, function = function.__self__, getattr(function, "__func__", function)
@@ -155,17 +147,23 @@ def shape_label(
         bound = signature.bind(instance, *args, **kwargs)
     except TypeError:
         return None
-    params = list(signature.parameters)[1:]  # after self
-    if not params or params[0] not in bound.arguments:
+    params = list(signature.parameters.values())[1:]  # after self
+    if not params or params[0].name not in bound.arguments:
         return None
-    label = f"capture::bs={bound.arguments[params[0]]}"
-    variant = bound.arguments.get("variant_label")
-    if variant is not None:
-        label += f",variant={variant}"
-    stream = bound.arguments.get("stream_idx")
-    if stream is not None:
-        label += f",stream={stream}"
-    return label
+    parts = [f"bs={bound.arguments[params[0].name]}"]
+    known = [p for name in SHAPE_LABEL_NAMES for p in params[1:] if p.name == name]
+    others = [p for p in params[1:] if p.name not in SHAPE_LABEL_NAMES]
+    for param in known + others:
+        value = bound.arguments.get(param.name, param.default)
+        if _distinguishes(value, param.default):
+            parts.append(f"{SHAPE_LABEL_NAMES.get(param.name, param.name)}={value}")
+    return "capture::" + ",".join(parts)
+
+
+def _distinguishes(value: object, default: object) -> bool:
+    if value is None or not isinstance(value, (str, int, float, bool)):
+        return False  # forward callables, tensors, buffers: not a label
+    return default is inspect.Parameter.empty or value != default or type(value) is not type(default)
 
 
 def _profiling_now(instance: object) -> bool:
@@ -178,7 +176,9 @@ def _profiling_now(instance: object) -> bool:
         return False
 
 
-def _label_shape(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def label_shape(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The wrapper for a per-shape capture method: run it inside a ``record_function(shape_label)``
+    range while a capture is profiled (outermost call only: an override calling super() labels once)."""
     instance, args, call = bind_instance(wrapped, instance, args)
     if not _profiling_now(instance):
         return call(*args, **kwargs)
@@ -190,17 +190,6 @@ def _label_shape(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ..
 
         with torch.profiler.record_function(label):
             return call(*args, **kwargs)
-
-
-def patch_shape_method(cls: type, name: str, *, tag: str) -> bool:
-    found = find_attribute(cls, name)
-    if found is not None and found[0] is not cls and is_wrapped(found[1], tag):
-        return False
-    return wrap_method(cls, name, _label_shape, tag=tag)
-
-
-def unpatch_shape_method(cls: type, name: str, *, tag: str) -> bool:
-    return unwrap_method(cls, name, tag=tag)
 
 
 # -- decorator and mixin -----------------------------------------------------------------------------
@@ -215,7 +204,7 @@ class _Options:
 
 def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
     if find_attribute(cls, options.hook) is not None:
-        patch_hook(cls, options.hook, tag=tag, draft_base=options.draft_base)
+        wrap_method(cls, options.hook, export_after_hook(options.draft_base), tag=tag)
     elif required:
         raise TypeError(f"{cls.__qualname__} has no method {options.hook!r} to export after")
     if options.shape_method is None:
@@ -223,7 +212,7 @@ def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
     names = SHAPE_METHODS if options.shape_method == AUTO else (options.shape_method,)
     for name in names:
         if find_attribute(cls, name) is not None:
-            patch_shape_method(cls, name, tag=tag)
+            wrap_method(cls, name, label_shape, tag=tag)
         elif required and options.shape_method != AUTO:
             raise TypeError(f"{cls.__qualname__} has no per-shape method {name!r} to label")
 

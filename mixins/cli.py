@@ -18,7 +18,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mixins import demo
+    from mixins import demo, doctor
     from mixins.analysis import cli as analysis_cli
     from mixins.helptext import HelpFormatter
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.add_command(commands)
+    doctor.add_command(commands)
     analysis_cli.add_commands(commands)
     return parser
 

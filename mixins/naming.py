@@ -4,8 +4,8 @@ Rank discovery order, per value (tp_rank, pp_rank, pp_size), first hit wins:
 
 1. the explicit argument;
 2. sglang's parallel state, only if sglang already imported it in this process and it is
-   initialised (era C ``sglang.srt.runtime_context.get_parallel()``, older
-   ``sglang.srt.distributed.parallel_state``) — we never import sglang ourselves;
+   initialised (``get_parallel()`` of sglang's runtime context, 0.5.14+, else its older parallel
+   state; names in ``mixins.sglang_targets``) — we never import sglang ourselves;
 3. the runner's own attributes: ``runner.<name>`` then ``runner.model_runner.<name>``;
 4. ``torch.distributed.get_rank()`` when a process group is initialised (tp_rank only);
 5. 0 for ranks, 1 for pp_size.
@@ -28,6 +28,14 @@ from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
 from typing import Any
+
+from mixins.sglang_targets import (
+    PARALLEL_STATE,
+    PARALLEL_STATE_GETTERS,
+    RUNNER_OWNERS,
+    RUNNER_SIZE_OWNERS,
+    RUNTIME_CONTEXT,
+)
 
 TRACE_PREFIX = "cuda_graph_capture-"
 TRACE_SUFFIX = ".json.gz"
@@ -81,33 +89,14 @@ def _call_quietly(fn: Callable[[], Any]) -> Any:
         return None
 
 
-# -- sglang knowledge (read from the 0.4.10, 0.5.5, 0.5.13, 0.5.23 wheels) -------------------------------
-# Era C (0.5.16+): ``runtime_context.get_parallel()`` carries tp_rank/tp_size/pp_rank/pp_size/dp_size
-# and raises until published. Older: ``distributed.parallel_state`` getters (AssertionError until the
-# groups exist; dp has no getter there). Runners: ``CudaGraphRunner.tp_size/pp_size/dp_size`` (0.4.10-
-# 0.5.13, from server_args), ``ModelRunner.tp_rank/tp_size/pp_rank/pp_size/dp_size`` (<= 0.5.13),
-# ``BaseRunner.pp_size`` (0.5.23), ``ModelRunner.server_args.tp_size/pp_size/dp_size`` (every version).
-_SGLANG_RUNTIME_CONTEXT = "sglang.srt.runtime_context"
-_SGLANG_PARALLEL_STATE = "sglang.srt.distributed.parallel_state"
-_SGLANG_LEGACY_GETTERS = {
-    "tp_rank": "get_tensor_model_parallel_rank",
-    "pp_rank": "get_pipeline_model_parallel_rank",
-    "pp_size": "get_pipeline_model_parallel_world_size",
-    "tp_size": "get_tensor_model_parallel_world_size",
-}
-_RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",))
-_RUNNER_SIZE_OWNERS: tuple[tuple[str, ...], ...] = _RUNNER_OWNERS + (("model_runner", "server_args"),)
-# ------------------------------------------------------------------------------------------------------
-
-
 def _sglang_value(name: str) -> int | None:
-    runtime_context = sys.modules.get(_SGLANG_RUNTIME_CONTEXT)
+    runtime_context = sys.modules.get(RUNTIME_CONTEXT)
     if runtime_context is not None and hasattr(runtime_context, "get_parallel"):
         value = _call_quietly(lambda: getattr(runtime_context.get_parallel(), name))
         if _is_int(value):
             return int(value)
-    parallel_state = sys.modules.get(_SGLANG_PARALLEL_STATE)
-    getter = _SGLANG_LEGACY_GETTERS.get(name)
+    parallel_state = sys.modules.get(PARALLEL_STATE)
+    getter = PARALLEL_STATE_GETTERS.get(name)
     if parallel_state is not None and getter is not None and hasattr(parallel_state, getter):
         value = _call_quietly(getattr(parallel_state, getter))
         if _is_int(value):
@@ -115,7 +104,7 @@ def _sglang_value(name: str) -> int | None:
     return None
 
 
-def _runner_value(runner: object, name: str, owners: tuple[tuple[str, ...], ...] = _RUNNER_OWNERS) -> int | None:
+def _runner_value(runner: object, name: str, owners: tuple[tuple[str, ...], ...] = RUNNER_OWNERS) -> int | None:
     if runner is None:
         return None
     for path in owners:
@@ -199,7 +188,7 @@ def discover_sizes(runner: object, ranks: Ranks, *, tp_size: int | None = None) 
     else:
         for where, lookup in (
             ("sglang", lambda: _sglang_value("tp_size")),
-            ("runner", lambda: _runner_value(runner, "tp_size", _RUNNER_SIZE_OWNERS)),
+            ("runner", lambda: _runner_value(runner, "tp_size", RUNNER_SIZE_OWNERS)),
             ("torch.distributed", lambda: world if ranks.source == "torch.distributed" else None),
             ("default", lambda: 1 if ranks.source == "default" else None),
         ):
@@ -207,7 +196,7 @@ def discover_sizes(runner: object, ranks: Ranks, *, tp_size: int | None = None) 
             if value is not None and value > ranks.tp_rank:
                 tp, source = value, where
                 break
-    dp = _sglang_value("dp_size") or _runner_value(runner, "dp_size", _RUNNER_SIZE_OWNERS)
+    dp = _sglang_value("dp_size") or _runner_value(runner, "dp_size", RUNNER_SIZE_OWNERS)
     return Sizes(tp_size=tp, dp_size=dp or None, world_size=world or None, source=source)
 
 

@@ -42,7 +42,9 @@ def is_wrapped(obj: Any, tag: str | None = None) -> bool:
 
 
 def wrap_method(cls: type, name: str, wrapper: Wrapper, *, tag: str) -> bool:
-    """Wrap ``cls.<name>`` (defined or inherited) in ``vars(cls)``; False if already wrapped with ``tag``.
+    """Wrap ``cls.<name>`` (defined or inherited) in ``vars(cls)``; False when ``cls`` already holds or
+    inherits a wrapper with ``tag`` (an inherited one already runs for this class's instances, and a
+    second would run the extra work twice).
 
     Raises AttributeError when no class in the MRO defines ``name``.
     """
@@ -50,7 +52,7 @@ def wrap_method(cls: type, name: str, wrapper: Wrapper, *, tag: str) -> bool:
     if found is None:
         raise AttributeError(f"{cls.__qualname__} has no attribute {name!r} to wrap")
     owner, original = found
-    if owner is cls and is_wrapped(original, tag):
+    if is_wrapped(original, tag):
         return False
     saved = original if owner is cls else _ABSENT
     setattr(cls, name, CaptureTraceWrapper(original, wrapper, tag=tag, saved=saved, owner=cls))

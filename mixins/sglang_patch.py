@@ -1,9 +1,13 @@
 """Patch the installed sglang at import time so every CUDA-graph capture profile becomes a trace file.
 
 What is patched, where and why is data (``mixins.sglang_targets.TARGETS``); this module only knows how
-to apply each strategy. Lazy and order-proof: one ``wrapt`` post-import hook per target module, so it
-works whether sglang is imported before or after ``install()``, and it never imports sglang itself. A
-target missing in the installed version is skipped with a DEBUG line; any error while patching is
+to apply each strategy. ``SglangPatch`` is the patch as one object (as OpenTelemetry's instrumentors
+are): ``install()``, ``uninstall()`` and ``status()``, which says for every row whether it waits for
+its module's import, is applied, was skipped (and why) or deferred to sglang's native export. The
+module-level functions act on the one process-wide instance, ``PATCH``.
+
+Lazy and order-proof: one ``wrapt`` post-import hook per target module, so it works whether sglang is
+imported before or after ``install()``, and it never imports sglang itself. Any error while patching is
 logged and never breaks sglang's own import.
 
 Activation in every process: ``register()`` is the ``sglang.srt.plugins`` entry point (sglang >= 0.5.13
@@ -18,12 +22,15 @@ import sys
 import threading
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import wrapt
 
 from mixins import settings
-from mixins.sglang_targets import NATIVE_EXPORT, TARGETS, Strategy, Target, modules
+from mixins.patching import Wrapper, find_attribute, unwrap_method, wrap_method
+from mixins.sglang_targets import NATIVE_EXPORT, TARGETS, Strategy, Target
 
 logger = logging.getLogger("mixins.sglang_patch")
 
@@ -31,58 +38,149 @@ TAG = "sglang_patch"
 
 Undo = Callable[[], None]
 
-_lock = threading.RLock()
-_installed = False
-_applied: dict[str, Undo] = {}  # qualname -> how to restore it, in the order applied
-_pending: set[str] = set()  # modules with a post-import hook registered and not fired yet
+
+class State(str, Enum):
+    NOT_INSTALLED = "not installed"
+    WAITING = "waiting for import"
+    APPLIED = "applied"
+    SKIPPED = "skipped"
+    DEFERRED = "deferred to native"
 
 
-# -- public API --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RowStatus:
+    """One row's state; ``reason`` says why it was skipped or deferred."""
+
+    target: Target
+    state: State
+    reason: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.target.qualname}: {self.state.value}" + (f" ({self.reason})" if self.reason else "")
 
 
-def install() -> list[str]:
-    """Patch every known target now, or when its module is imported; returns the qualified names
-    handled (patched, or scheduled because their module is not imported yet). Idempotent."""
-    global _installed
-    with _lock:
-        if _installed:
-            logger.info("sglang-capture-trace: sglang patches already installed; nothing changed")
-            return _handled()
-        _installed = True
-        for name in modules():
-            if name in _pending:
-                continue  # a hook from an earlier install() still waits for this module
-            _pending.add(name)
-            wrapt.register_post_import_hook(_on_import, name)  # runs at once if already imported
-        handled = _handled()
-        logger.info("sglang-capture-trace: %d sglang targets handled", len(handled))
-        return handled
+class Skip(Exception):
+    """A row does not apply to this sglang (raised by the checks and strategies, reported by status())."""
+
+
+class Defer(Exception):
+    """A row leaves the export to sglang's native one (never two files)."""
+
+
+class SglangPatch:
+    """The sglang patch: install / uninstall / status over a table of targets."""
+
+    def __init__(self, targets: tuple[Target, ...] = TARGETS, tag: str = TAG) -> None:
+        self.targets = targets
+        self.tag = tag
+        self._lock = threading.RLock()
+        self._installed = False
+        self._undo: dict[str, Undo] = {}  # qualname -> how to restore it, in the order applied
+        self._outcome: dict[str, RowStatus] = {}  # rows whose module was imported while installed
+        self._hooked: set[str] = set()  # modules whose post-import hook is registered and not fired yet
+
+    @property
+    def installed(self) -> bool:
+        return self._installed
+
+    def install(self) -> list[RowStatus]:
+        """Patch every row now, or when its module is imported; idempotent. Returns ``status()``."""
+        with self._lock:
+            if self._installed:
+                logger.info("sglang-capture-trace: sglang patches already installed; nothing changed")
+                return self.status()
+            self._installed = True
+            for name in dict.fromkeys(t.module for t in self.targets):
+                if name not in self._hooked:  # a hook from an earlier install() may still wait
+                    self._hooked.add(name)
+                    wrapt.register_post_import_hook(self._on_import, name)  # runs at once if imported
+            status = self.status()
+            logger.info(
+                "sglang-capture-trace: sglang patches installed (%d applied, %d waiting for import)",
+                sum(s.state is State.APPLIED for s in status),
+                sum(s.state is State.WAITING for s in status),
+            )
+            return status
+
+    def uninstall(self) -> None:
+        """Restore every patched class and module exactly (``vars(cls)`` as before install())."""
+        with self._lock:
+            if not self._installed:
+                logger.debug("sglang-capture-trace: sglang patches not installed; nothing to undo")
+                return
+            self._installed = False
+            for qualname, undo in reversed(list(self._undo.items())):
+                try:
+                    undo()
+                except Exception:
+                    logger.warning("sglang-capture-trace: could not restore %s", qualname, exc_info=True)
+            self._undo.clear()
+            self._outcome.clear()
+
+    def status(self) -> list[RowStatus]:
+        """Every row's state, in table order."""
+        with self._lock:
+            if not self._installed:
+                return [RowStatus(t, State.NOT_INSTALLED) for t in self.targets]
+            return [self._outcome.get(t.qualname) or RowStatus(t, State.WAITING) for t in self.targets]
+
+    def applied(self) -> list[str]:
+        """Qualified names patched right now."""
+        with self._lock:
+            return list(self._undo)
+
+    def _on_import(self, module: types.ModuleType) -> None:
+        """Post-import hook: apply this module's rows. Catches everything (a raising hook breaks the import)."""
+        try:
+            with self._lock:
+                self._hooked.discard(module.__name__)
+                if not self._installed:
+                    return
+                for target in self.targets:
+                    if target.module == module.__name__ and target.qualname not in self._outcome:
+                        self._outcome[target.qualname] = self._apply(target, module)
+        except Exception:  # pragma: no cover - defensive: never break sglang's import
+            logger.warning("sglang-capture-trace: post-import hook for %s failed", module, exc_info=True)
+
+    def _apply(self, target: Target, module: types.ModuleType) -> RowStatus:
+        try:
+            cls = applicable_class(target, module)
+            self._undo[target.qualname] = _STRATEGIES[target.strategy](target, cls, self.tag)
+        except Skip as skip:
+            logger.debug("sglang-capture-trace: skipping %s: %s", target.qualname, skip)
+            return RowStatus(target, State.SKIPPED, str(skip))
+        except Defer as defer:
+            logger.info("sglang-capture-trace: %s: %s; deferring to sglang's own export", target.qualname, defer)
+            return RowStatus(target, State.DEFERRED, str(defer))
+        except Exception as exc:
+            logger.warning("sglang-capture-trace: could not patch %s", target.qualname, exc_info=True)
+            return RowStatus(target, State.SKIPPED, f"error: {exc!r}")
+        logger.debug("sglang-capture-trace: patched %s (%s)", target.qualname, target.strategy.value)
+        return RowStatus(target, State.APPLIED)
+
+
+#: The process-wide patch (what the plugin entry point and the start-up hook install).
+PATCH = SglangPatch()
+
+
+def install() -> list[RowStatus]:
+    return PATCH.install()
 
 
 def uninstall() -> None:
-    """Restore every patched class and module exactly (``vars(cls)`` as before install())."""
-    global _installed
-    with _lock:
-        if not _installed:
-            logger.debug("sglang-capture-trace: sglang patches not installed; nothing to undo")
-            return
-        _installed = False
-        for qualname, undo in reversed(list(_applied.items())):
-            try:
-                undo()
-            except Exception:
-                logger.warning("sglang-capture-trace: could not restore %s", qualname, exc_info=True)
-        _applied.clear()
+    PATCH.uninstall()
+
+
+def status() -> list[RowStatus]:
+    return PATCH.status()
 
 
 def is_installed() -> bool:
-    return _installed
+    return PATCH.installed
 
 
 def applied() -> list[str]:
-    """Qualified names patched right now (scheduled ones excluded)."""
-    with _lock:
-        return list(_applied)
+    return PATCH.applied()
 
 
 def register() -> None:
@@ -97,65 +195,31 @@ def register() -> None:
         logger.warning("sglang-capture-trace: could not install the sglang patches", exc_info=True)
 
 
-# -- applying the table --------------------------------------------------------------------------------
+# -- does a row apply? -----------------------------------------------------------------------------------
 
 
-def _handled() -> list[str]:
-    return [t.qualname for t in TARGETS if t.qualname in _applied or t.module not in sys.modules]
-
-
-def _on_import(module: types.ModuleType) -> None:
-    """Post-import hook: apply this module's rows. Catches everything (a raising hook breaks the import)."""
-    try:
-        with _lock:
-            _pending.discard(module.__name__)
-            if not _installed:
-                return
-            for target in TARGETS:
-                if target.module != module.__name__ or target.qualname in _applied:
-                    continue
-                try:
-                    undo = _apply(target, module)
-                except Exception:
-                    logger.warning("sglang-capture-trace: could not patch %s", target.qualname, exc_info=True)
-                    continue
-                if undo is not None:
-                    _applied[target.qualname] = undo
-                    logger.debug("sglang-capture-trace: patched %s (%s)", target.qualname, target.strategy.value)
-    except Exception:  # pragma: no cover - defensive: never break sglang's import
-        logger.warning("sglang-capture-trace: post-import hook for %s failed", module, exc_info=True)
-
-
-def _skip(target: Target, reason: str) -> None:
-    logger.debug("sglang-capture-trace: skipping %s: %s", target.qualname, reason)
-
-
-def _apply(target: Target, module: types.ModuleType) -> Undo | None:
-    """Check the row's structural preconditions on the real class, then apply its strategy."""
-    from mixins.patching import find_attribute
-
+def applicable_class(target: Target, module: types.ModuleType) -> type:
+    """The row's class when the real class has the shape the row patches; raises Skip otherwise."""
     cls = vars(module).get(target.cls)
     if not isinstance(cls, type):
-        _skip(target, f"no class {target.cls} in this sglang")
-        return None
+        raise Skip(f"no class {target.cls} in this sglang")
     missing = [name for name in target.requires if find_attribute(cls, name) is None]
+    if missing:
+        raise Skip(f"{target.cls} lacks {missing}")
     present = [name for name in target.absent if find_attribute(cls, name) is not None]
-    if missing or present:
-        _skip(target, f"{target.cls} lacks {missing}" if missing else f"{target.cls} already has {present}")
-        return None
+    if present:
+        raise Skip(f"{target.cls} already has {present}")
     if target.own and target.method not in vars(cls):
-        _skip(target, f"{target.cls} does not define {target.method} itself")
-        return None
+        raise Skip(f"{target.cls} does not define {target.method} itself")
     if target.code_names:
-        names = _code_names(vars(cls).get(target.code_of or target.method))
+        names = code_names(vars(cls).get(target.code_of or target.method))
         lacking = [name for name in target.code_names if name not in names]
         if lacking:
-            _skip(target, f"{target.code_of or target.method} does not reference {lacking}")
-            return None
-    return _STRATEGIES[target.strategy](target, cls)
+            raise Skip(f"{target.code_of or target.method} does not reference {lacking}")
+    return cls
 
 
-def _plain_function(attribute: Any) -> Any:
+def plain_function(attribute: Any) -> Any:
     """The function under any FunctionWrapper, staticmethod or classmethod."""
     while True:
         inner = getattr(attribute, "__wrapped__", None) or getattr(attribute, "__func__", None)
@@ -164,9 +228,9 @@ def _plain_function(attribute: Any) -> Any:
         attribute = inner
 
 
-def _code_names(attribute: Any) -> set[str]:
+def code_names(attribute: Any) -> set[str]:
     """Global and attribute names used by a function, including its nested functions."""
-    code = getattr(_plain_function(attribute), "__code__", None)
+    code = getattr(plain_function(attribute), "__code__", None)
     names: set[str] = set()
     stack = [code] if isinstance(code, types.CodeType) else []
     while stack:
@@ -176,34 +240,37 @@ def _code_names(attribute: Any) -> set[str]:
     return names
 
 
+# -- the one mechanism: wrap the row's method ----------------------------------------------------------------
+
+
+def _wrap(target: Target, cls: type, wrapper: Wrapper, tag: str) -> Undo:
+    if not wrap_method(cls, target.method, wrapper, tag=tag):
+        raise Skip("already wrapped")
+
+    def undo() -> None:
+        if not unwrap_method(cls, target.method, tag=tag):
+            logger.warning("sglang-capture-trace: %s was re-wrapped by someone else; left as is", target.qualname)
+
+    return undo
+
+
 def _draft_base(target: Target, cls: type) -> type | None:
     return cls if target.draft_base else None
 
 
-def _apply_hook(target: Target, cls: type) -> Undo | None:
-    from mixins.capture_trace import patch_hook, unpatch_hook
+def _export_after_hook(target: Target, cls: type, tag: str) -> Undo:
+    from mixins.capture_trace import export_after_hook
 
-    if not patch_hook(cls, target.method, tag=TAG, draft_base=_draft_base(target, cls)):
-        _skip(target, "already wrapped")
-        return None
-    return lambda: _check_restored(unpatch_hook(cls, target.method, tag=TAG), target)
+    return _wrap(target, cls, export_after_hook(_draft_base(target, cls)), tag)
 
 
-def _apply_shape(target: Target, cls: type) -> Undo | None:
-    from mixins.capture_trace import patch_shape_method, unpatch_shape_method
+def _label_shapes(target: Target, cls: type, tag: str) -> Undo:
+    from mixins.capture_trace import label_shape
 
-    if not patch_shape_method(cls, target.method, tag=TAG):
-        _skip(target, "already wrapped")
-        return None
-    return lambda: _check_restored(unpatch_shape_method(cls, target.method, tag=TAG), target)
+    return _wrap(target, cls, label_shape, tag)
 
 
-def _check_restored(restored: bool, target: Target) -> None:
-    if not restored:
-        logger.warning("sglang-capture-trace: %s was re-wrapped by someone else; left as is", target.qualname)
-
-
-# -- strategy: take over the native export (era C) ---------------------------------------------------
+# -- take over the native export (era C) -----------------------------------------------------------------
 
 
 def _native_export_taken_over(prof_context: Any = None, *args: Any, **kwargs: Any) -> None:
@@ -215,25 +282,18 @@ def _native_export_taken_over(prof_context: Any = None, *args: Any, **kwargs: An
     )
 
 
-def _apply_take_over(target: Target, cls: type) -> Undo | None:
+def _take_over_native(target: Target, cls: type, tag: str) -> Undo:
     hook = vars(cls)[target.method]
-    if NATIVE_EXPORT not in _code_names(hook):
-        return _apply_hook(target, cls)  # no native export in this hook: a plain hook
-    namespace: dict[str, Any] = getattr(_plain_function(hook), "__globals__", {})
+    if NATIVE_EXPORT not in code_names(hook):
+        return _export_after_hook(target, cls, tag)  # no native export in this hook: a plain hook
+    namespace: dict[str, Any] = getattr(plain_function(hook), "__globals__", {})
     native = namespace.get(NATIVE_EXPORT)
     if not callable(native):
         # The hook reaches the native export some other way (e.g. through a module attribute): we
         # cannot switch it off, so leave the export to sglang rather than write two files.
-        logger.info(
-            "sglang-capture-trace: %s exports natively in a way we cannot take over; deferring to sglang's own export",
-            target.qualname,
-        )
-        return None
-    undo_hook = _apply_hook(target, cls)
-    if undo_hook is None:
-        return None
-    if native is not _native_export_taken_over:
-        namespace[NATIVE_EXPORT] = _native_export_taken_over
+        raise Defer("the hook exports natively in a way we cannot take over")
+    undo_hook = _export_after_hook(target, cls, tag)
+    namespace[NATIVE_EXPORT] = _native_export_taken_over
 
     def undo() -> None:
         if namespace.get(NATIVE_EXPORT) is _native_export_taken_over:
@@ -245,7 +305,7 @@ def _apply_take_over(target: Target, cls: type) -> Undo | None:
     return undo
 
 
-# -- strategy: inline profiling in capture() (era A) -------------------------------------------------
+# -- inline profiling in capture() (era A) ---------------------------------------------------------------
 
 
 class _ProfileRecorder:
@@ -262,14 +322,12 @@ class _ProfileRecorder:
         return prof
 
 
-def _apply_inline_capture(target: Target, cls: type) -> Undo | None:
+def _inline_capture(target: Target, cls: type, tag: str) -> Undo:
     from mixins.capture_trace import bind_instance, export_from_runner
-    from mixins.patching import unwrap_method, wrap_method
 
-    namespace: dict[str, Any] = getattr(_plain_function(vars(cls)[target.method]), "__globals__", {})
+    namespace: dict[str, Any] = getattr(plain_function(vars(cls)[target.method]), "__globals__", {})
     if not callable(namespace.get("profile")):
-        _skip(target, "its module has no callable 'profile'")
-        return None
+        raise Skip("its module has no callable 'profile'")
     draft_base = _draft_base(target, cls)
 
     def capture_and_export(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -289,18 +347,13 @@ def _apply_inline_capture(target: Target, cls: type) -> Undo | None:
             export_from_runner(runner, prof, draft_base=draft_base)
         return result
 
-    if not wrap_method(cls, target.method, capture_and_export, tag=TAG):
-        _skip(target, "already wrapped")
-        return None
-    return lambda: _check_restored(unwrap_method(cls, target.method, tag=TAG), target)
+    return _wrap(target, cls, capture_and_export, tag)
 
 
-# -- strategy: adopt the base's profiling helpers (era B EAGLE runners) ------------------------------
+# -- adopt the base's profiling helpers (era B EAGLE runners) --------------------------------------------
 
 
 def _delegate(base: type, name: str, owner: type) -> Callable[..., Any]:
-    from mixins.patching import find_attribute
-
     def delegate(self: Any, *args: Any, **kwargs: Any) -> Any:
         # Looked up per call (so it sees our wrapper on the base) and bound to *this* instance by the
         # descriptor protocol: calling ``base.name(self, ...)`` would not bind it, since wrapt only
@@ -313,22 +366,16 @@ def _delegate(base: type, name: str, owner: type) -> Callable[..., Any]:
     delegate.__name__ = name
     delegate.__qualname__ = f"{owner.__qualname__}.{name}"
     delegate.__doc__ = f"Delegates to {base.__qualname__}.{name} (added by sglang-capture-trace)."
-    delegate._capture_trace_adopted = TAG  # type: ignore[attr-defined]
     return delegate
 
 
-def _apply_adopt(target: Target, cls: type) -> Undo | None:
-    from mixins.patching import find_attribute
-
-    module = sys.modules[cls.__module__]
-    base = vars(module).get(target.base or "")
+def _adopt_hook(target: Target, cls: type, tag: str) -> Undo:
+    base = vars(sys.modules[cls.__module__]).get(target.base or "")
     if not isinstance(base, type):
-        _skip(target, f"its module has no class {target.base}")
-        return None
+        raise Skip(f"its module has no class {target.base}")
     lacking = [name for name in target.base_requires if find_attribute(base, name) is None]
     if lacking:
-        _skip(target, f"{base.__qualname__} lacks {lacking} too (profiling is inline there)")
-        return None
+        raise Skip(f"{base.__qualname__} lacks {lacking} too (profiling is inline there)")
     added = {name: _delegate(base, name, cls) for name in target.base_requires}
     for name, function in added.items():
         setattr(cls, name, function)
@@ -345,11 +392,10 @@ def _apply_adopt(target: Target, cls: type) -> Undo | None:
     return undo
 
 
-_STRATEGIES: dict[Strategy, Callable[[Target, type], Undo | None]] = {
-    Strategy.HOOK: _apply_hook,
-    Strategy.OVERRIDE: _apply_hook,
-    Strategy.SHAPE: _apply_shape,
-    Strategy.TAKE_OVER_NATIVE: _apply_take_over,
-    Strategy.INLINE_CAPTURE: _apply_inline_capture,
-    Strategy.ADOPT_HOOK: _apply_adopt,
+_STRATEGIES: dict[Strategy, Callable[[Target, type, str], Undo]] = {
+    Strategy.EXPORT_AFTER_HOOK: _export_after_hook,
+    Strategy.TAKE_OVER_NATIVE: _take_over_native,
+    Strategy.INLINE_CAPTURE: _inline_capture,
+    Strategy.LABEL_SHAPES: _label_shapes,
+    Strategy.ADOPT_HOOK: _adopt_hook,
 }

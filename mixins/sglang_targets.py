@@ -1,9 +1,15 @@
-"""The sglang patch table: every class we touch, how, in which versions, why, and when to drop it.
+"""Everything this package knows about sglang: the patch table, the names it relies on, and the versions
+each fact was read in or run against.
 
-Version facts live here and only here (in ``versions``), each read from the PyPI wheel named; the code
-in ``sglang_patch`` never compares versions. Whether a row applies to the sglang at hand is decided by
-structural checks on the real class (``requires`` / ``absent`` / ``code_names``), so a row written for
-0.5.6-0.5.13 is a no-op on 0.5.5 or 0.5.23 without anyone asking which version is installed.
+One file is the whole sglang knowledge (docs/DESIGN.md §5): the rows say what is patched, how, why,
+where it applies and when to drop it; the constants below name the sglang modules, methods and
+arguments the rest of the package reads (rank discovery, per-shape labels, the plugin entry point).
+The code in ``sglang_patch`` never compares versions: whether a row applies to the sglang at hand is
+decided by structural checks on the real class (``requires`` / ``absent`` / ``own`` / ``code_names``),
+so a row written for 0.5.6-0.5.13 is a no-op on 0.5.5 or 0.5.23 without anyone asking which version
+is installed. The version fields are evidence, and tests hold them to the CI venvs
+(``tests/sglang/test_targets_data.py``); the README's compatibility table is generated from them
+(``scripts/compat_table.py``).
 
 Modelled on vllm-ascend's patch notes: one entry per patch, with the upstream fact it works around.
 """
@@ -13,42 +19,108 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+# -- names sglang defines that we rely on -----------------------------------------------------------------
+
+#: The runner's post-profile hook, ``_post_process_after_profile(prof_context)`` (0.5.6+).
+HOOK = "_post_process_after_profile"
+#: The helper that creates the capture profiler (0.5.6+); era-B EAGLE runners lack it.
+INIT = "_init_profile_context_and_memory_record"
+#: sglang's own export (0.5.14+), a module-level name in the decode runner's module.
+NATIVE_EXPORT = "export_cuda_graph_capture_trace"
+#: Per-shape capture methods, newest first: ``capture_one_shape(size, forward, ...)`` (0.5.14+),
+#: ``capture_one_batch_size(bs, forward)`` (0.4.10-0.5.13).
+SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
+#: Short label names for per-shape arguments that distinguish captures of one size (read from the
+#: wheels: ``stream_idx`` and ``variant_label`` from 0.5.14, ``attention_variant`` from 0.5.20).
+#: Any other scalar argument with a non-default value is labelled under its own name.
+SHAPE_LABEL_NAMES = {"variant_label": "variant", "stream_idx": "stream", "attention_variant": "attention"}
+
+#: Rank sources, read only when sglang already imported them: ``get_parallel()`` (0.5.14+; the
+#: native export reads its tp_rank from 0.5.16) ...
+RUNTIME_CONTEXT = "sglang.srt.runtime_context"
+#: ... and the older parallel state (every version read), with its getter per value.
+PARALLEL_STATE = "sglang.srt.distributed.parallel_state"
+PARALLEL_STATE_GETTERS = {
+    "tp_rank": "get_tensor_model_parallel_rank",
+    "pp_rank": "get_pipeline_model_parallel_rank",
+    "pp_size": "get_pipeline_model_parallel_world_size",
+    "tp_size": "get_tensor_model_parallel_world_size",
+}
+#: Where a runner keeps ranks and group sizes (read from the 0.4.10, 0.5.5, 0.5.13, 0.5.23 wheels):
+#: ``CudaGraphRunner.tp_size/pp_size/dp_size`` (0.4.10-0.5.13, from server_args),
+#: ``ModelRunner.tp_rank/tp_size/pp_rank/pp_size/dp_size`` (<= 0.5.13), ``BaseRunner.pp_size`` (0.5.23),
+#: ``ModelRunner.server_args.tp_size/pp_size/dp_size`` (every version). Paths of attributes from the runner.
+RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",))
+RUNNER_SIZE_OWNERS: tuple[tuple[str, ...], ...] = RUNNER_OWNERS + (("model_runner", "server_args"),)
+
+#: sglang's plugin loader (0.5.13+): its module, the entry-point group, our entry point's name, the allow-list.
+PLUGIN_LOADER = "sglang.srt.plugins"
+PLUGIN_GROUP = "sglang.srt.plugins"
+PLUGIN_NAME = "capture_trace"
+PLUGINS_ALLOW_LIST = "SGLANG_PLUGINS"
+
+# -- versions ------------------------------------------------------------------------------------------------
+
+#: sglang releases this table speaks about, in order (post releases are read as their base version).
+RELEASES: tuple[str, ...] = ("0.4.10", *(f"0.5.{minor}" for minor in range(1, 24)))
+
+
+def span(first: str, last: str) -> tuple[str, ...]:
+    """The releases from ``first`` to ``last`` inclusive, e.g. ``span("0.5.6", "0.5.13")``."""
+    start, stop = RELEASES.index(first), RELEASES.index(last)
+    if start > stop:
+        raise ValueError(f"span({first!r}, {last!r}): {first} comes after {last}")
+    return RELEASES[start : stop + 1]
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
 
 class Strategy(str, Enum):
-    """How a row is applied (see ``mixins.sglang_patch`` for each implementation)."""
+    """How a row is applied (see ``mixins.sglang_patch``). Every strategy but ADOPT_HOOK wraps one
+    method with one of our wrappers; what differs is the wrapper and what else the row changes."""
 
-    #: The class defines ``_post_process_after_profile(prof)``: export after it returns (core wrapper).
-    HOOK = "hook"
-    #: A subclass override of the hook that never exports (XPU, NPU ``pass``): wrap the override too.
-    OVERRIDE = "override"
-    #: Profiling inline in ``capture()``: during the call, record the ``torch.profiler.profile`` the
-    #: method creates (through its module's own ``profile`` name) and export it after the call.
+    #: Export the profile the method (the hook, or a subclass override of it that never exports,
+    #: as XPU's and NPU's ``pass``) was given, after it returns.
+    EXPORT_AFTER_HOOK = "export_after_hook"
+    #: Also replace the hook module's name for sglang's native export with a no-op while installed.
+    TAKE_OVER_NATIVE = "take_over_native"
+    #: Profiling inline in ``capture()``: record the ``torch.profiler.profile`` the call creates
+    #: (through its module's own ``profile`` name) and export it after the call.
     INLINE_CAPTURE = "inline_capture"
+    #: Label each shape's capture as a ``record_function`` range.
+    LABEL_SHAPES = "label_shapes"
     #: The class calls ``<base>.capture(self)`` but lacks the profiling helpers that method calls:
     #: give it delegating helpers so profiling works, export through the base's wrapped hook.
     ADOPT_HOOK = "adopt_hook"
-    #: The hook already calls sglang's native export: wrap the hook and replace the native function
-    #: name in the hook's module with a no-op for as long as we are installed (one file, ours).
-    TAKE_OVER_NATIVE = "take_over_native"
-    #: Per-shape capture method: label each shape's capture as a ``record_function`` range.
-    SHAPE = "shape"
 
 
 @dataclass(frozen=True)
 class Target:
-    """One patch. ``requires``: methods the class must have (own or inherited); ``absent``: methods it
-    must not have; ``own``: the method must be defined in the class's own body (not just inherited);
-    ``code_names``: names the code of ``code_of`` (default: ``method``) must reference; ``base``: for
-    ADOPT_HOOK, the module global naming the class whose helpers are delegated to, which must have
-    ``base_requires``; ``draft_base``: name a draft worker's exact instances ``Draft{Name}``."""
+    """One patch.
+
+    Applicability (checked on the real class): ``requires``: methods the class must have (own or
+    inherited); ``absent``: methods it must not have; ``own``: the method must be in the class's own
+    body; ``code_names``: names the code of ``code_of`` (default: ``method``) must reference; ``base``
+    (ADOPT_HOOK): the module global naming the class whose ``base_requires`` helpers are delegated to.
+    ``draft_base``: name a draft worker's exact instances ``Draft{Name}``.
+
+    Evidence: ``read_in``: releases whose wheel was read and where the row applies; ``verified_in``:
+    the subset run in CI (``.ci/run``), where the test suite checks the row really applies;
+    ``evidence``: what the wheels showed. ``note``: the row's effect for the README table.
+    """
 
     module: str
     cls: str
     method: str
     strategy: Strategy
-    versions: str
     why: str
     drop_when: str
+    note: str
+    read_in: tuple[str, ...]
+    verified_in: tuple[str, ...] = ()
+    evidence: str = ""
     requires: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     own: bool = True
@@ -63,21 +135,73 @@ class Target:
         return f"{self.module}.{self.cls}.{self.method}"
 
 
-HOOK = "_post_process_after_profile"
-INIT = "_init_profile_context_and_memory_record"
-NATIVE_EXPORT = "export_cuda_graph_capture_trace"
-
 _OLD = "sglang.srt.model_executor.cuda_graph_runner"
 _DECODE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
 _SPEC = "sglang.srt.speculative"
+_NPU_OLD = "sglang.srt.model_executor.npu_graph_runner"
 _NPU = "sglang.srt.hardware_backend.npu.graph_runner.npu_graph_runner"
 _XPU = "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner"
 
+_EAGLE = f"{_SPEC}.eagle_draft_cuda_graph_runner"
+_EAGLE_EXTEND = f"{_SPEC}.eagle_draft_extend_cuda_graph_runner"
+_MULTI_LAYER = f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
+_FROZEN = f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner"
+_UNO = f"{_SPEC}.uno_cuda_graph_runner"
+
+#: Releases run in CI (.ci/run) per era; a row's ``verified_in`` lists those where it applies.
+_CI_A, _CI_B, _CI_C = ("0.5.5",), ("0.5.13",), ("0.5.20", "0.5.23")
+_ERA_A, _ERA_B, _ERA_C = span("0.4.10", "0.5.5"), span("0.5.6", "0.5.13"), span("0.5.14", "0.5.23")
+
 _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) and native export is deferred to"
 
-def _shape_rows(method: str, *, why: str, drop_when: str, rows: tuple[tuple[str, str, str], ...]) -> list[Target]:
-    """Per-shape methods (one strategy, one reason) for several classes: (module, class, versions) each."""
-    return [Target(module, cls, method, Strategy.SHAPE, versions, why, drop_when) for module, cls, versions in rows]
+
+def _adopt_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str) -> Target:
+    return Target(
+        module,
+        cls,
+        HOOK,
+        Strategy.ADOPT_HOOK,
+        why="plain class whose capture() calls CudaGraphRunner.capture(self), which calls "
+        f"self.{INIT}() and self.{HOOK}(prof): the class lacks both, so upstream raises "
+        "AttributeError under --enable-profile-cuda-graph. Delegating helpers make profiling work "
+        "and route the export through CudaGraphRunner's wrapped hook under this class's name",
+        drop_when="drop with support for sglang < 0.5.14 (from 0.5.14 these subclass "
+        "DecodeCudaGraphRunner and inherit the hook)",
+        note="sglang crashes here with --enable-profile-cuda-graph; we add the two missing helpers "
+        "(delegating to CudaGraphRunner) and export",
+        read_in=read_in,
+        verified_in=tuple(v for v in _CI_B if v in read_in),
+        evidence=evidence,
+        absent=(INIT, HOOK),
+        own=False,
+        requires=("capture",),
+        code_names=("CudaGraphRunner",),
+        code_of="capture",
+        base="CudaGraphRunner",
+        base_requires=(INIT, HOOK),
+    )
+
+
+def _shape_rows(
+    method: str, *, why: str, drop_when: str, rows: tuple[tuple[str, str, tuple[str, ...], str], ...]
+) -> list[Target]:
+    """Per-shape methods (one strategy, one reason) for several classes: (module, class, read_in, evidence)."""
+    ci = (*_CI_A, *_CI_B, *_CI_C)
+    return [
+        Target(
+            module,
+            cls,
+            method,
+            Strategy.LABEL_SHAPES,
+            why,
+            drop_when,
+            note=f"`{method}` labelled per call",
+            read_in=read_in,
+            verified_in=tuple(v for v in ci if v in read_in),
+            evidence=evidence,
+        )
+        for module, cls, read_in, evidence in rows
+    ]
 
 
 TARGETS: tuple[Target, ...] = (
@@ -87,12 +211,16 @@ TARGETS: tuple[Target, ...] = (
         "CudaGraphRunner",
         "capture",
         Strategy.INLINE_CAPTURE,
-        versions="0.4.10, 0.5.5 (inline `profile(...)` in capture(), `from torch.profiler import profile`); "
-        "0.5.6-0.5.13 use the hook instead (row skipped: class has the hook); module gone in 0.5.14+",
         why="no hook and no export: the profile only feeds key_averages tables. EAGLEDraftCudaGraphRunner "
         "and EAGLEDraftExtendCudaGraphRunner (plain classes) call CudaGraphRunner.capture(self), so this "
         "wrapper sees them as the instance and names their files after their own class",
         drop_when="drop with support for sglang < 0.5.6",
+        note="`capture()` wrapped: the profile it creates inline is recorded during that call only, then "
+        "exported; EAGLE draft runners are covered through `CudaGraphRunner.capture(self)` under their own name",
+        read_in=_ERA_A,
+        verified_in=_CI_A,
+        evidence="inline `profile(...)` in capture(), `from torch.profiler import profile`; 0.5.6-0.5.13 use "
+        "the hook instead (row skipped: class has the hook); module gone in 0.5.14+",
         absent=(HOOK,),
         code_names=("profile",),
         draft_base=True,
@@ -102,103 +230,80 @@ TARGETS: tuple[Target, ...] = (
         _OLD,
         "CudaGraphRunner",
         HOOK,
-        Strategy.HOOK,
-        versions="0.5.6-0.5.13 (read: 0.5.6, 0.5.7, 0.5.8, 0.5.9, 0.5.10, 0.5.11, 0.5.12, 0.5.13); "
-        "absent in 0.4.10/0.5.5; module gone in 0.5.14+",
+        Strategy.EXPORT_AFTER_HOOK,
         why="the hook logs key_averages and a memory snapshot but never writes a trace",
         drop_when=_NO_NATIVE,
+        note="hook wrapped: export after it returns",
+        read_in=_ERA_B,
+        verified_in=_CI_B,
+        evidence="absent in 0.4.10-0.5.5; module gone in 0.5.14+",
         draft_base=True,
     ),
-    *(
-        Target(
-            f"{_SPEC}.{module}",
-            cls,
-            HOOK,
-            Strategy.ADOPT_HOOK,
-            versions=versions,
-            why="plain class whose capture() calls CudaGraphRunner.capture(self), which calls "
-            f"self.{INIT}() and self.{HOOK}(prof): the class lacks both, so upstream raises "
-            "AttributeError under --enable-profile-cuda-graph. Delegating helpers make profiling work "
-            "and route the export through CudaGraphRunner's wrapped hook under this class's name",
-            drop_when="drop with support for sglang < 0.5.14 (from 0.5.14 these subclass "
-            "DecodeCudaGraphRunner and inherit the hook)",
-            absent=(INIT, HOOK),
-            own=False,
-            requires=("capture",),
-            code_names=("CudaGraphRunner",),
-            code_of="capture",
-            base="CudaGraphRunner",
-            base_requires=(INIT, HOOK),
-        )
-        for module, cls, versions in (
-            (
-                "eagle_draft_cuda_graph_runner",
-                "EAGLEDraftCudaGraphRunner",
-                "0.5.6-0.5.13 (read each); 0.4.10/0.5.5 covered by the inline-capture row; 0.5.14+ inherit",
-            ),
-            (
-                "eagle_draft_extend_cuda_graph_runner",
-                "EAGLEDraftExtendCudaGraphRunner",
-                "0.5.6-0.5.13 (read each); 0.4.10/0.5.5 covered by the inline-capture row; 0.5.14+ inherit",
-            ),
-            (
-                "multi_layer_eagle_draft_extend_cuda_graph_runner",
-                "MultiLayerEagleDraftExtendCudaGraphRunner",
-                "0.5.7-0.5.13 (read each; module absent in 0.5.6); 0.5.14+ inherit",
-            ),
-            (
-                "frozen_kv_mtp_cuda_graph_runner",
-                "FrozenKVMTPCudaGraphRunner",
-                "0.5.12-0.5.13 (read; module absent in 0.5.11); 0.5.14+ inherit",
-            ),
-        )
+    _adopt_row(_EAGLE, "EAGLEDraftCudaGraphRunner", _ERA_B, "0.4.10-0.5.5 covered by the inline-capture row"),
+    _adopt_row(
+        _EAGLE_EXTEND, "EAGLEDraftExtendCudaGraphRunner", _ERA_B, "0.4.10-0.5.5 covered by the inline-capture row"
     ),
+    _adopt_row(_MULTI_LAYER, "MultiLayerEagleDraftExtendCudaGraphRunner", span("0.5.7", "0.5.13"),
+               "module absent in 0.5.6"),
+    _adopt_row(_FROZEN, "FrozenKVMTPCudaGraphRunner", span("0.5.12", "0.5.13"), "module absent in 0.5.11"),
     # -- era C: native export in DecodeCudaGraphRunner's hook --------------------------------------------
     Target(
         _DECODE,
         "DecodeCudaGraphRunner",
         HOOK,
         Strategy.TAKE_OVER_NATIVE,
-        versions="0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23): the hook calls the module-level name "
-        f"{NATIVE_EXPORT}(prof_context, runner_name=type(self).__name__, tp_rank=...) in 0.5.14/0.5.15, "
-        "(prof_context, runner_name=self._profile_runner_name()) in 0.5.23 (Draft{Name} for a draft "
-        "worker's plain decode runner; rank read inside). Subclasses inheriting the hook: EAGLEDraft, "
-        "EAGLEDraftExtend, MultiLayerEagleDraftExtend, FrozenKVMTP, UnoDecode (0.5.23), NPU EAGLE variants",
         why="native export fails server start-up on a write error, gzips at level 9 on the calling thread "
-        "and names a draft worker's plain runner like the target's before 0.5.23; we take it over (one "
+        "and names a draft worker's plain runner like the target's before 0.5.22; we take it over (one "
         "file per runner x rank, ours) by wrapping the hook and replacing the module's name for the "
         "native function with a no-op while installed. If the hook references the native export but "
         "not through that module name, the row defers to native (never two files)",
         drop_when="drop when native export is atomic, never fatal and fast (then defer to it)",
+        note="native export taken over (one file, ours); a draft worker's plain runner gets `Draft…`. "
+        "Subclasses inheriting the hook are covered: EAGLEDraft, EAGLEDraftExtend, MultiLayerEagleDraftExtend, "
+        "FrozenKVMTP, UnoDecode (0.5.20+), NPU EAGLE variants",
+        read_in=_ERA_C,
+        verified_in=_CI_C,
+        evidence=f"the hook calls the module-level name {NATIVE_EXPORT}(prof_context, ...) with "
+        "runner_name=type(self).__name__, tp_rank=get_tensor_model_parallel_rank() in 0.5.14-0.5.15; "
+        "runner_name=type(self).__name__, tp_rank=get_parallel().tp_rank in 0.5.16-0.5.20; "
+        "runner_name=type(self).__name__ only in 0.5.21; runner_name=self._profile_runner_name() "
+        "(Draft{Name} for a draft worker's plain runner) in 0.5.22-0.5.23",
         draft_base=True,
     ),
     Target(
         _XPU,
         "XPUGraphRunner",
         HOOK,
-        Strategy.OVERRIDE,
-        versions="0.5.15-0.5.23 (read 0.5.15, 0.5.23; module absent in 0.5.14): overrides the hook "
-        "with XPU tables and no super() call",
-        why="the override bypasses DecodeCudaGraphRunner's (exporting) hook",
+        Strategy.EXPORT_AFTER_HOOK,
+        why="overrides the hook with XPU tables and no super() call, bypassing DecodeCudaGraphRunner's "
+        "(exporting) hook",
         drop_when="drop when XPUGraphRunner's override exports or calls super()",
+        note="override wrapped: export after it returns",
+        read_in=span("0.5.15", "0.5.23"),
+        verified_in=_CI_C,
+        evidence="module absent in 0.5.14",
     ),
     Target(
-        "sglang.srt.model_executor.npu_graph_runner",
+        _NPU_OLD,
         "NPUGraphRunner",
         HOOK,
-        Strategy.OVERRIDE,
-        versions="0.5.6 (read): overrides the hook with `pass`; 0.5.5 has the class without the hook",
-        why="the `pass` override bypasses CudaGraphRunner's hook",
+        Strategy.EXPORT_AFTER_HOOK,
+        why="overrides the hook with `pass`, bypassing CudaGraphRunner's hook",
         drop_when="drop with support for sglang 0.5.6",
+        note="`pass` override wrapped: export after it returns",
+        read_in=("0.5.6",),
+        evidence="0.5.5 has the class without the hook; the module moved in 0.5.7",
     ),
     Target(
         _NPU,
         "NPUGraphRunner",
         HOOK,
-        Strategy.OVERRIDE,
-        versions="0.5.7-0.5.23 (read each of 0.5.7-0.5.15, 0.5.23): overrides the hook with `pass`",
-        why="the `pass` override bypasses the base class's hook (and its native export in 0.5.14+)",
+        Strategy.EXPORT_AFTER_HOOK,
+        why="overrides the hook with `pass`, bypassing the base class's hook (and its native export in 0.5.14+)",
         drop_when="drop when NPUGraphRunner's override exports or calls super()",
+        note="`pass` override wrapped: export after it returns (profiling needs torch_npu: not run in CI)",
+        read_in=span("0.5.7", "0.5.23"),
+        verified_in=(*_CI_B, *_CI_C),
     ),
     # -- per-shape segments (the seam for per-batch-size labels) ----------------------------------------
     *_shape_rows(
@@ -206,56 +311,29 @@ TARGETS: tuple[Target, ...] = (
         why="label each batch size's capture as a capture::bs=N range inside the one trace",
         drop_when="drop with support for sglang < 0.5.14",
         rows=(
-            (_OLD, "CudaGraphRunner", "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13)"),
-            (
-                f"{_SPEC}.eagle_draft_cuda_graph_runner",
-                "EAGLEDraftCudaGraphRunner",
-                "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13): own method, not super()",
-            ),
-            (
-                f"{_SPEC}.eagle_draft_extend_cuda_graph_runner",
-                "EAGLEDraftExtendCudaGraphRunner",
-                "0.4.10-0.5.13 (read 0.4.10, 0.5.5-0.5.13): own method, not super()",
-            ),
-            (
-                f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner",
-                "MultiLayerEagleDraftExtendCudaGraphRunner",
-                "0.5.7-0.5.13 (read each)",
-            ),
-            (f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner", "FrozenKVMTPCudaGraphRunner", "0.5.12-0.5.13 (read)"),
+            (_OLD, "CudaGraphRunner", (*_ERA_A, *_ERA_B), "capture_one_batch_size(self, bs, forward)"),
+            (_EAGLE, "EAGLEDraftCudaGraphRunner", (*_ERA_A, *_ERA_B), "own method, not super()"),
+            (_EAGLE_EXTEND, "EAGLEDraftExtendCudaGraphRunner", (*_ERA_A, *_ERA_B), "own method, not super()"),
+            (_MULTI_LAYER, "MultiLayerEagleDraftExtendCudaGraphRunner", span("0.5.7", "0.5.13"), ""),
+            (_FROZEN, "FrozenKVMTPCudaGraphRunner", span("0.5.12", "0.5.13"), ""),
         ),
     ),
     *_shape_rows(
         "capture_one_shape",
-        why="label each shape's capture as a capture::bs=N[,variant=..][,stream=..] range",
+        why="label each shape's capture as a capture::bs=N[,variant=..][,stream=..][,attention=..] range",
         drop_when="drop when sglang labels shapes in the single-file trace itself",
         rows=(
-            (_DECODE, "DecodeCudaGraphRunner", "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)"),
             (
-                f"{_SPEC}.eagle_draft_cuda_graph_runner",
-                "EAGLEDraftCudaGraphRunner",
-                "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23): own override",
+                _DECODE,
+                "DecodeCudaGraphRunner",
+                _ERA_C,
+                "(size, forward, stream_idx=None, variant_label=None); attention_variant=None from 0.5.20",
             ),
-            (
-                f"{_SPEC}.eagle_draft_extend_cuda_graph_runner",
-                "EAGLEDraftExtendCudaGraphRunner",
-                "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23): own override",
-            ),
-            (
-                f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner",
-                "MultiLayerEagleDraftExtendCudaGraphRunner",
-                "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)",
-            ),
-            (
-                f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner",
-                "FrozenKVMTPCudaGraphRunner",
-                "0.5.14-0.5.23 (read 0.5.14, 0.5.15, 0.5.23)",
-            ),
-            (
-                f"{_SPEC}.uno_cuda_graph_runner",
-                "UnoDecodeCudaGraphRunner",
-                "0.5.23 (read; calls super(), labelled once by the outermost wrapper)",
-            ),
+            (_EAGLE, "EAGLEDraftCudaGraphRunner", _ERA_C, "own override"),
+            (_EAGLE_EXTEND, "EAGLEDraftExtendCudaGraphRunner", _ERA_C, "own override"),
+            (_MULTI_LAYER, "MultiLayerEagleDraftExtendCudaGraphRunner", _ERA_C, ""),
+            (_FROZEN, "FrozenKVMTPCudaGraphRunner", _ERA_C, ""),
+            (_UNO, "UnoDecodeCudaGraphRunner", span("0.5.20", "0.5.23"), "calls super(): labelled once, outermost"),
         ),
     ),
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VLLM, make_trace
+from conftest import VLLM, make_trace  # type: ignore[attr-defined]  # tests/analysis/conftest.py at run time
 from mixins.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def test_ls_long_shows_the_recorded_metadata(cpu_traces, run_cli, tmp_path: Path
     assert rc == 0
     lines = text.splitlines()
     assert lines[0] == str(cpu_traces["r1"])
-    fields = dict(re.match(r"  (\w+) +(.*)", line).groups() for line in lines[1:])  # type: ignore[union-attr]
+    fields = dict(re.fullmatch(r"  (\w+) +(.*)", line).groups() for line in lines[1:])  # type: ignore[union-attr,misc]
     assert fields["runner"] == "DecodeCudaGraphRunner (sglang.srt.model_executor.runner.DecodeCudaGraphRunner)"
     assert fields["ranks"].startswith("TP 1 of ?, PP 0 of 1")
     assert fields["capture"] == "#1, batch sizes 1, 4"

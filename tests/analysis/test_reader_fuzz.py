@@ -181,7 +181,7 @@ def test_hostile_values_give_records_or_one_clean_line(
     """Big numbers, deep nesting, escapes and long values anywhere, under lowered limits: a record, or a
     TraceError that is one line naming the file — never another exception."""
     events = ['{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1}'] * count
-    top = []
+    top: list[str] = []
     for where, piece in pieces:
         if where == "top":
             top.append(f'"k{len(top)}": {piece}')

@@ -42,7 +42,7 @@ def _files(directory: Path) -> dict[str, Any]:
     return {p.name: load_trace(p) for p in sorted(directory.iterdir())}
 
 
-def _hierarchy(apply: str) -> tuple[type, type, type, type]:
+def _hierarchy(apply: str) -> tuple[type[Runner], type[Runner], type[Runner], type[Runner]]:
     if apply == "decorator":
         @with_capture_trace
         class Base(Runner):
@@ -106,7 +106,7 @@ def test_options_form_and_bad_targets() -> None:
     with pytest.raises(TypeError, match="has no method '_post_process_after_profile'"):
         with_capture_trace(WithOtherHook)
     with pytest.raises(TypeError, match="decorates a class"):
-        with_capture_trace(lambda: None)
+        with_capture_trace(lambda: None)  # type: ignore[call-overload]  # the wrong type is the point
     with pytest.raises(TypeError, match="no per-shape method 'capture_one'"):
         with_capture_trace(hook="after", shape_method="capture_one")(WithOtherHook)
 
@@ -346,3 +346,49 @@ def test_shape_label_for_older_sglang_signature() -> None:
     assert shape_label(method, Old(), (), {"bs": 2, "forward": None}) == "capture::bs=2"
     assert shape_label(Old().capture_one_batch_size, None, (3, None), {}) == "capture::bs=3"
     assert shape_label(method, Old(), (), {}) is None  # cannot bind: no label, the call itself reports it
+
+
+def test_shape_label_names_every_argument_that_distinguishes_a_capture() -> None:
+    """sglang 0.5.20+ captures each size once per (LoRA variant x attention variant) and per stream,
+    passing them positionally: every combination gets its own label."""
+
+    class Decode:  # capture_one_shape's signature as in sglang 0.5.20-0.5.23 (read from the wheels)
+        def capture_one_shape(
+            self,
+            size: int,
+            forward: Any,
+            stream_idx: int | None = None,
+            variant_label: str | None = None,
+            attention_variant: str | None = None,
+        ) -> None:
+            pass
+
+    method = Decode.capture_one_shape
+    calls = [
+        (8, None, stream, lora, attention)
+        for stream in (None, 1)
+        for lora in (None, "lora", "nolora")
+        for attention in (None, "dense", "sparse")
+    ]
+    labels = [shape_label(method, Decode(), call, {}) for call in calls]
+    assert len(set(labels)) == len(calls)
+    assert shape_label(method, Decode(), (8, None, 1, "lora", "sparse"), {}) == (
+        "capture::bs=8,variant=lora,stream=1,attention=sparse"
+    )
+    assert shape_label(method, Decode(), (8, None), {"attention_variant": "dense"}) == "capture::bs=8,attention=dense"
+
+
+def test_shape_label_names_unknown_scalar_arguments_that_are_not_their_default() -> None:
+    class Future:
+        def capture_one_shape(
+            self, size: int, forward: Any, *, prefix_num_chunks: int = 0, skip_cross_attention: bool = False
+        ) -> None:
+            pass
+
+    method = Future.capture_one_shape
+    assert shape_label(method, Future(), (4, None), {}) == "capture::bs=4"
+    assert shape_label(method, Future(), (4, None), {"prefix_num_chunks": 0}) == "capture::bs=4"
+    assert shape_label(method, Future(), (4, None), {"prefix_num_chunks": 2}) == "capture::bs=4,prefix_num_chunks=2"
+    assert shape_label(method, Future(), (4, print), {"skip_cross_attention": True}) == (
+        "capture::bs=4,skip_cross_attention=True"
+    )

@@ -45,9 +45,8 @@ def test_numbering_is_per_directory_and_name(tmp_path: Path) -> None:
     assert other.name == "cuda_graph_capture-B-TP-0.json.gz" and elsewhere.parent == tmp_path / "sub"
 
 
-class _Holder:
-    def __init__(self, **attrs: Any) -> None:
-        self.__dict__.update(attrs)
+class _Holder(types.SimpleNamespace):
+    """Any attributes, as a runner or its model_runner has them."""
 
 
 def test_runner_attributes_then_model_runner_then_default() -> None:

@@ -105,8 +105,8 @@ def swap_everything(directory: Path, secret: Path) -> Callable[[int], dict[str, 
                 if name.endswith(".moved") or path.is_symlink():
                     continue
                 for plant in [Path(f"{path}.tmp")] + [path / n for n in ("trace.json.tmp", "trace.json")]:
-                    plants += _errno_of(lambda p=plant: os.symlink(secret, p)) == "succeeded"
-                if _errno_of(lambda p=path: os.rename(p, f"{p}.moved")) == "succeeded":
+                    plants += _errno_of(lambda p=plant: os.symlink(secret, p)) == "succeeded"  # type: ignore[misc]
+                if _errno_of(lambda p=path: os.rename(p, f"{p}.moved")) == "succeeded":  # type: ignore[misc]
                     os.symlink(secret, path)
                     swaps += 1
         return {"rounds": rounds, "swaps": swaps, "plants": plants}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import importlib
 import json
+import sys
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -102,7 +103,7 @@ def patched_attributes(target: Any, values: dict[str, Any]) -> Iterator[None]:
 
 @contextmanager
 def rank_context() -> Iterator[None]:
-    """TP rank 0 without a process group: sglang >= 0.5.23 reads it from its runtime context (which
+    """TP rank 0 without a process group: sglang >= 0.5.16 reads it from its runtime context (which
     must be stated); 0.5.14/0.5.15's decode hook calls get_tensor_model_parallel_rank() (shimmed)."""
     decode = importlib.import_module(DECODE) if load_class(DECODE, "DecodeCudaGraphRunner") else None
     with patched_attributes(decode, cpu_shims.tp_rank_shims(decode)) if decode else nullcontext():
@@ -154,14 +155,14 @@ def is_ours(path: Path) -> bool:
 # -- the patch matrix, run in fresh subprocesses ------------------------------------------------------
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
     from mixins.patching import is_wrapped
 
     depth = 0
     while is_wrapped(value):
         depth += 1
         value = value.__wrapped__
-    if value is _MISSING:
+    if value is MISSING:
         inner = "absent"
     else:
         code = getattr(getattr(value, "__func__", value), "__code__", None)
@@ -170,7 +171,7 @@ def _describe(value: Any) -> str:
     return f"wrapped*{depth}({inner})" if depth else inner
 
 
-_MISSING = object()
+MISSING = object()
 
 
 def fingerprint() -> dict[str, str]:
@@ -184,10 +185,10 @@ def fingerprint() -> dict[str, str]:
         if cls is None:
             continue
         for name in (target.method, *target.base_requires, "capture"):
-            out[f"{target.module}.{target.cls}.{name}"] = _describe(vars(cls).get(name, _MISSING))
+            out[f"{target.module}.{target.cls}.{name}"] = describe(vars(cls).get(name, MISSING))
         namespace = vars(importlib.import_module(target.module))
         for name in (NATIVE_EXPORT, "profile"):
-            out[f"{target.module}:{name}"] = _describe(namespace.get(name, _MISSING))
+            out[f"{target.module}:{name}"] = describe(namespace.get(name, MISSING))
     return out
 
 
@@ -198,34 +199,34 @@ def import_targets() -> None:
         import_optional(name)
 
 
-MATRIX = {
-    "pristine": (),
-    "import-then-install": ("import", "install", "snap", "uninstall"),
-    "install-then-import": ("install", "import", "snap", "uninstall"),
-    "install-uninstall-import": ("install", "uninstall", "import", "snap"),
-    "install-twice": ("import", "install", "install", "snap", "uninstall"),
-    "uninstall-twice": ("import", "install", "uninstall", "uninstall", "snap"),
-    "install-uninstall-install": ("install", "uninstall", "install", "import", "snap", "uninstall"),
-}
-
-
-def matrix_main(case: str) -> None:
-    """Entry point of one matrix subprocess: run the steps, print one JSON line."""
+def run_order(*steps: str) -> None:
+    """One fresh process of the real-sglang matrix (``python -m real_sglang STEP...``): run the steps
+    (``plugin`` is sglang's own ``load_plugins()``), reporting every row's status after each, then what
+    the target classes hold, then uninstall and what they hold after. Prints one JSON line."""
     cpu_shims.prepare()
     from mixins import sglang_patch
 
-    result: dict[str, Any] = {"installed_results": []}
-    for step in MATRIX[case]:
+    after_each = []
+    for step in steps:
         if step == "import":
             import_targets()
         elif step == "install":
-            result["installed_results"].append(sglang_patch.install())
+            sglang_patch.install()
+        elif step == "plugin":
+            from sglang.srt.plugins import load_plugins
+
+            load_plugins()
         elif step == "uninstall":
             sglang_patch.uninstall()
-        elif step == "snap":
-            result["snap"] = fingerprint()
-            result["applied"] = sglang_patch.applied()
+        else:
+            raise SystemExit(f"unknown step {step!r}")
+        after_each.append({s.target.qualname: s.state.value for s in sglang_patch.status()})
     import_targets()
+    result = {"after_each": after_each, "end": fingerprint(), "applied": sglang_patch.applied()}
+    sglang_patch.uninstall()
     result["final"] = fingerprint()
-    result["is_installed"] = sglang_patch.is_installed()
     print("MATRIX-RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    run_order(*sys.argv[1:])

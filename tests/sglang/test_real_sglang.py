@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import itertools
 import json
 import multiprocessing
 import os
@@ -17,8 +18,10 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
+from orders import expected_states, installed_after, orders
 
 if importlib.util.find_spec("sglang") is None:
     pytest.skip("sglang is not installed in this environment", allow_module_level=True)
@@ -215,12 +218,29 @@ def test_applied_rows_are_wrapped_once_and_only_ours() -> None:
         sglang_patch.uninstall()
 
 
-def _run_matrix_case(case: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
-    env["SGLANG_CAPTURE_TRACE_STARTUP_HOOK"] = "0"
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), *sys.path])
-    code = f"import real_sglang; real_sglang.matrix_main({case!r})"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+#: The orders run on real sglang (each a fresh process of ~30 s, so a named subset of the generated
+#: matrix that test_patch_machinery runs in full on FAKE sglang), checked by the same model.
+REAL_ORDERS = (
+    ("import",),
+    ("import", "install"),
+    ("install", "import"),
+    ("install", "uninstall", "import"),
+    ("import", "install", "install"),
+    ("import", "install", "uninstall", "uninstall"),
+    ("install", "uninstall", "install", "import"),
+    ("import", "install", "uninstall", "install"),  # reinstall after an uninstall, on imported classes
+    # sglang 0.5.23's start-up order in a scheduler process: its module imports the runner modules,
+    # then run_scheduler_process() calls load_plugins() (the real loader, our real entry point)
+    ("import", "plugin"),
+)
+
+
+def _run_order(steps: tuple[str, ...], **env: str) -> dict:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
+    environ.update(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "real_sglang", *steps], capture_output=True, text=True, env=environ, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(li for li in proc.stdout.splitlines() if li.startswith("MATRIX-RESULT "))
     return json.loads(line.removeprefix("MATRIX-RESULT "))
@@ -228,24 +248,41 @@ def _run_matrix_case(case: str) -> dict:
 
 @pytest.fixture(scope="module")
 def pristine() -> dict:
-    return _run_matrix_case("pristine")["final"]
+    return _run_order(("import",))["final"]
 
 
-@pytest.mark.parametrize("case", [c for c in real_sglang.MATRIX if c != "pristine"])
-def test_patch_matrix_in_fresh_process(case: str, pristine: dict) -> None:
-    """ddtrace-style orderings: never double-wrapped while installed, exact restore after."""
-    result = _run_matrix_case(case)
-    snap = result["snap"]
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is absent in this version
+        return False
+
+
+def _verified_here(qualname: str) -> str | None:
+    """What the rows' data says about this row in the installed sglang (None: its module is absent)."""
+    target = next(t for t in TARGETS if t.qualname == qualname)
+    if not _module_exists(target.module):
+        return None
+    return "applied" if metadata.version("sglang").split(".post")[0] in target.read_in else "skipped"
+
+
+@pytest.mark.parametrize("steps", REAL_ORDERS, ids="-".join)
+def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict) -> None:
+    """Status after every step as the model says, never double-wrapped while installed, exact restore."""
+    assert steps in orders(3)
+    if "plugin" in steps and not _module_exists("sglang.srt.plugins"):
+        pytest.skip(f"sglang {metadata.version('sglang')} has no plugin loader (0.5.13+)")
+    result = _run_order(steps, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
+    for done, states in enumerate(result["after_each"], start=1):
+        assert states == expected_states(steps[:done], list(states), _verified_here), steps[:done]
     assert not any("wrapped*" in v for v in pristine.values())
-    if result["applied"]:
-        wrapped = [v for v in snap.values() if v.startswith("wrapped*")]
-        assert wrapped and all(v.startswith("wrapped*1(") for v in wrapped), snap
-        assert len(result["installed_results"]) >= 1 and all(result["installed_results"])
+    if installed_after(steps):
+        wrapped = [v for v in result["end"].values() if v.startswith("wrapped*")]
+        assert wrapped and all(v.startswith("wrapped*1(") for v in wrapped), result["end"]
+        assert result["applied"]
     else:
-        assert snap == pristine, "nothing applied but classes changed"
-        assert case in ("install-uninstall-import", "uninstall-twice")
+        assert result["end"] == pristine and result["applied"] == []
     assert result["final"] == pristine
-    assert result["is_installed"] is False
 
 
 # -- activation in every process ----------------------------------------------------------------------
@@ -315,7 +352,7 @@ def test_rank_discovery_reads_the_real_sglang_parallel_state() -> None:
     ranks = discover_ranks(runner)
     assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (5, 0, 1, "runner")
     if importlib.util.find_spec("sglang.srt.runtime_context") is None:
-        return  # sglang < 0.5.23: only the (uninitialised) parallel_state above exists
+        return  # sglang < 0.5.14: only the (uninitialised) parallel_state above exists
     from sglang.srt.runtime_context import get_parallel
 
     with get_parallel().override(tp_rank=3, pp_rank=1, pp_size=2):
@@ -341,3 +378,34 @@ def test_size_discovery_reads_the_real_sglang_parallel_state() -> None:
     with get_parallel().override(tp_rank=3, tp_size=4, pp_rank=0, pp_size=1):
         sizes = discover_sizes(runner, Ranks(3, 0, 1, "sglang"))
     assert (sizes.tp_size, sizes.source) == (4, "sglang")
+@pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
+def test_shape_labels_are_unique_for_the_real_signature(module: str, name: str) -> None:
+    """Every per-shape method of this sglang, called as its capture loop calls it (positionally: size,
+    forward, then stream / LoRA variant / attention variant where the signature has them), labels each
+    combination differently (the loop itself needs a GPU; the label comes from the real signature)."""
+    import inspect
+
+    from mixins.capture_trace import shape_label
+    from mixins.sglang_targets import SHAPE_METHODS
+
+    cls = runner_class(module, name)
+    method = next((vars(cls)[m] for m in SHAPE_METHODS if m in vars(cls)), None)
+    if method is None:
+        pytest.skip(f"{name} defines no per-shape method in this sglang")
+    choices = {"stream_idx": (None, 1), "variant_label": (None, "lora", "nolora"), "attention_variant": (None, "dsa")}
+    params = list(inspect.signature(method).parameters)[3:]  # after self, size, forward
+    varying = [p for p in params if p in choices]
+    combos = [dict(zip(varying, values, strict=True)) for values in itertools.product(*(choices[p] for p in varying))]
+    runner: Any = object.__new__(cls)
+    as_positional = params[: len(varying)] == varying  # as sglang's loop passes them
+    labels = [
+        shape_label(method, runner, (8, None, *combo.values()), {})
+        if as_positional
+        else shape_label(method, runner, (8, None), combo)
+        for combo in combos
+    ]
+    assert all(label and label.startswith("capture::bs=8") for label in labels), labels
+    assert len(set(labels)) == len(combos), labels
+    if metadata.version("sglang").split(".post")[0] == "0.5.23" and name == "DecodeCudaGraphRunner":
+        assert varying == ["stream_idx", "variant_label", "attention_variant"]  # the 0.5.23 signature
+        assert "capture::bs=8,variant=lora,stream=1,attention=dsa" in labels

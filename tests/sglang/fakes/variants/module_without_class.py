@@ -1,0 +1,1 @@
+"""FAKE module that exists in this version but has no FrozenKVMTPCudaGraphRunner."""

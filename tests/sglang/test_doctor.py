@@ -1,0 +1,86 @@
+"""``capture-trace doctor`` on a FAKE sglang (fresh interpreters, as a user runs it) and, inside the
+sglang venvs, on the real one."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_sglang import DECODE, EAGLE, FAKES, REPO, XPU, clean_env, fake_with
+
+HOOK = "_post_process_after_profile"
+
+
+def doctor(fake: Path, *args: str, **env: str) -> tuple[int, str]:
+    env.setdefault("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mixins.doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(PYTHONPATH=os.pathsep.join([str(fake), str(REPO)]), **env),
+    )
+    assert proc.stderr == ""
+    return proc.returncode, proc.stdout
+
+
+def test_doctor_reports_every_row_and_the_routes() -> None:
+    rc, out = doctor(FAKES / "era_c", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_PLUGINS="other")
+    assert f"{DECODE}.{HOOK}: applied" in out
+    assert f"{XPU}.{HOOK}: applied" in out
+    assert f"{EAGLE}.{HOOK}: skipped (EAGLEDraftCudaGraphRunner lacks ['capture'])" in out
+    assert "NPUGraphRunner._post_process_after_profile: skipped (no module " in out
+    assert "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1: on" in out
+    assert "SGLANG_PLUGINS=other: excludes capture_trace" in out
+    assert "live routes: none" in out  # start-up hook off, allow-list without us
+    assert "patch installed for this report only" in out
+    assert rc == 1 and "problem: no activation route is live" in out
+
+
+def test_doctor_names_the_switch_when_it_is_off() -> None:
+    rc, out = doctor(FAKES / "era_c", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="no")
+    assert rc == 1
+    assert "problem: SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE is 'no': set it to 1" in out
+
+
+def test_doctor_shows_deferred_rows_and_modules_that_fail_to_import(tmp_path: Path) -> None:
+    fake = fake_with(
+        tmp_path,
+        "era_c",
+        {
+            DECODE.rsplit(".", 1)[0]: "decode_via_module_attribute.py",
+            XPU.rsplit(".", 1)[0]: "needs_missing_dependency.py",
+        },
+    )
+    _, out = doctor(fake, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
+    assert f"{DECODE}.{HOOK}: deferred to native (the hook exports natively in a way we cannot take over)" in out
+    assert f"{XPU}.{HOOK}: cannot tell (" in out and "capture_trace_no_such_dependency" in out
+
+
+def test_doctor_without_import_leaves_rows_waiting() -> None:
+    _, out = doctor(FAKES / "era_c", "--no-import", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
+    assert f"{DECODE}.{HOOK}: waiting for import" in out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="sglang is not installed here")
+def test_doctor_on_the_real_sglang(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed package: entry point and .pth found, both routes live, rows applied for this sglang."""
+    import cpu_shims
+
+    from mixins import sglang_patch
+    from mixins.doctor import main
+
+    cpu_shims.prepare()
+    for key in [k for k in os.environ if k.startswith("SGLANG_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "plugin entry point 'capture_trace' in sglang.srt.plugins: mixins.sglang_patch:register" in out
+    assert "live routes: " in out and ".pth" in out
+    assert ": applied" in out and "cannot tell" not in out
+    assert not sglang_patch.is_installed()  # installed for the report only, and removed again
