@@ -22,12 +22,13 @@ from collections.abc import Iterator
 from importlib import metadata
 from typing import Any
 
+from _sglang_capture_trace_bootstrap import OWN_PTH as PTH_NAME  # noqa: E402
+from _sglang_capture_trace_bootstrap import ownership_problem  # noqa: E402
 from mixins import settings
 from mixins.metadata import PACKAGE, distribution_version
 from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_LOADER, PLUGIN_NAME, PLUGINS_ALLOW_LIST, TARGETS, modules
 
-PTH_NAME = "sglang_capture_trace.pth"
-STARTUP_SWITCH = "SGLANG_CAPTURE_TRACE_STARTUP_HOOK"
+STARTUP_SWITCH = settings.STARTUP_HOOK
 
 
 def add_command(commands: Any) -> None:
@@ -129,10 +130,14 @@ def _routes(problems: list[str]) -> tuple[str, list[str]]:
     )
     plugin_live = bool(entry_point) and loader and allowed
     pth = list(_pth_files())
-    hook_on = settings.parse_env_bool(os.environ.get(STARTUP_SWITCH), name=STARTUP_SWITCH, default=True)
+    hook_on = settings.env_bool(STARTUP_SWITCH, True)
     lines.append(f"start-up hook: {', '.join(pth) if pth else f'no {PTH_NAME} in site-packages'}")
     lines.append(f"{STARTUP_SWITCH}={os.environ.get(STARTUP_SWITCH, '(unset)')}: {'on' if hook_on else 'off'}")
-    pth_live = bool(pth) and hook_on and allowed
+    owner = ownership_problem()
+    if owner is not None:
+        lines.append(f"the start-up hook stands down: {owner}")
+        problems.append(owner)
+    pth_live = bool(pth) and hook_on and allowed and owner is None
     live = [name for name, on in (("plugin", plugin_live), (".pth", pth_live)) if on]
     lines.append(f"live routes: {', '.join(live) or 'none'}")
     if not (plugin_live or pth_live):

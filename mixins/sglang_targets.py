@@ -56,8 +56,10 @@ RUNNER_SIZE_OWNERS: tuple[tuple[str, ...], ...] = RUNNER_OWNERS + (("model_runne
 #: sglang's plugin loader (0.5.13+): its module, the entry-point group, our entry point's name, the allow-list.
 PLUGIN_LOADER = "sglang.srt.plugins"
 PLUGIN_GROUP = "sglang.srt.plugins"
-PLUGIN_NAME = "capture_trace"
-PLUGINS_ALLOW_LIST = "SGLANG_PLUGINS"
+# Our entry point's name and sglang's allow-list variable are defined once, in the standard-library-only
+# start-up bootstrap (it must stand alone before `mixins` may be imported: docs/DESIGN.md §4).
+from _sglang_capture_trace_bootstrap import PLUGIN_NAME as PLUGIN_NAME  # noqa: E402
+from _sglang_capture_trace_bootstrap import PLUGINS as PLUGINS_ALLOW_LIST  # noqa: E402, F401
 
 # -- versions ------------------------------------------------------------------------------------------------
 
