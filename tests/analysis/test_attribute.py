@@ -394,23 +394,15 @@ def test_unwritable_output_is_one_line_and_leaves_nothing(run_cli: Any, tmp_path
 
 def test_output_written_under_rlimit_fsize_is_all_or_nothing(tmp_path: Path) -> None:
     """EFBIG half-way through the write: the target never appears, the temp file is removed."""
-    import os
     import subprocess
-    import sys
+
+    from analysis_child import child_env, command
 
     root = Path(__file__).resolve().parents[2]
     out = tmp_path / "annotated.json"
-    code = (
-        "import resource, signal, sys\n"
-        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-        "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
-        "from mixins.cli import main\n"
-        "sys.argv = ['capture-trace', 'attribute', sys.argv[1], sys.argv[2], '--annotate', sys.argv[3]]\n"
-        "sys.exit(main())\n"
-    )
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(VLLM_REPLAY), str(VLLM_CAPTURE), str(out)],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300,
+        command("annotate_under_fsize_limit", VLLM_REPLAY, VLLM_CAPTURE, out),
+        capture_output=True, text=True, env=child_env(PYTHONPATH=str(root)), timeout=300,
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(f"capture-trace: error: {out}: cannot write: File too large")

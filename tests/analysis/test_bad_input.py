@@ -6,10 +6,10 @@ import gzip
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from analysis_child import child_env, command
 
 from mixins.analysis.reader import TraceError
 from mixins.analysis.records import load_record
@@ -147,20 +147,13 @@ def test_no_traceback_in_a_real_process(tmp_path: Path) -> None:
     bad = tmp_path / "cut.json.gz"
     data = VLLM.read_bytes()
     bad.write_bytes(data[: len(data) // 3])
-    code = (
-        "import argparse, sys\n"
-        "from mixins.analysis import cli\n"
-        "p = argparse.ArgumentParser(prog='capture-trace')\n"
-        "cli.add_commands(p.add_subparsers(dest='command', required=True))\n"
-        "a = p.parse_args(sys.argv[1:])\n"
-        "sys.exit(a.func(a))\n"
-    )
     root = Path(__file__).resolve().parents[2]
     res = subprocess.run(
-        [sys.executable, "-c", code, "summary", str(bad)],
+        command("analyzer_cli", "summary", bad),
         capture_output=True,
         text=True,
         cwd=root,
+        env=child_env(),
         timeout=120,
     )
     assert res.returncode == 2
@@ -170,10 +163,11 @@ def test_no_traceback_in_a_real_process(tmp_path: Path) -> None:
     )
     # the analyzer itself must not import torch
     res = subprocess.run(
-        [sys.executable, "-c", "import sys, mixins.analysis.cli; print('torch' in sys.modules)"],
+        command("analyzer_imports_torch"),
         capture_output=True,
         text=True,
         cwd=root,
+        env=child_env(),
         timeout=120,
     )
     assert res.stdout.strip() == "False"

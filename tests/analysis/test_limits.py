@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from analysis_child import child_env, command
 
 from mixins.analysis import reader
 from mixins.analysis.reader import Limits, TraceError, open_trace
@@ -156,31 +157,14 @@ def _members(path: Path, head: bytes, unit: bytes, total: int, tail: bytes) -> P
     return path
 
 
-CHILD = """
-import resource, sys
-limit = int(sys.argv[1])
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from mixins.cli import main
-try:
-    rc = main(sys.argv[2:])
-finally:
-    # VmHWM, not ru_maxrss: Linux carries the parent's high-water mark across fork + exec into
-    # ru_maxrss, so a child of a big pytest worker would report the worker's size.
-    with open("/proc/self/status") as status:
-        hwm = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
-    print(f"peak_rss_kib {hwm}", file=sys.stderr)
-sys.exit(rc)
-"""
-
-
 def _run_bounded(address_space: int, *argv: object) -> tuple[int, str, int]:
     """The real CLI in a child under RLIMIT_AS: (exit code, stderr without the RSS line, peak RSS bytes)."""
     res = subprocess.run(
-        [sys.executable, "-c", CHILD, str(address_space), *map(str, argv)],
+        command("bounded_cli", address_space, *argv),
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=child_env(PYTHONPATH=str(ROOT)),
         timeout=600,
     )
     *lines, last = res.stderr.splitlines()
@@ -437,18 +421,12 @@ def test_limits_reach_spawned_workers(tmp_path: Path) -> None:
     memory: the limits travel with each job."""
     for n in range(2):
         _trace(tmp_path, f"t{n}.json.gz", '{"traceEvents": [' + ", ".join([_event()] * 9) + "]}")
-    code = (
-        "import multiprocessing, sys\n"
-        "multiprocessing.set_start_method('spawn', force=True)\n"
-        "from mixins.cli import main\n"
-        "sys.exit(main(sys.argv[1:]))\n"
-    )
     res = subprocess.run(
-        [sys.executable, "-c", code, "check", str(tmp_path), "-j", "2", "--max-events", "5"],
+        command("spawn_cli", "check", tmp_path, "-j", 2, "--max-events", 5),
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=child_env(PYTHONPATH=str(ROOT)),
         timeout=300,
     )
     assert res.returncode == 2

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 
 
 def profile_of(work: Callable[[], Any]) -> Any:
@@ -49,12 +50,24 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """``subprocess_env`` with this directory first on the path, for ``python -m core_child``."""
+    env = subprocess_env(**extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env["PYTHONPATH"]])
+    return env
+
+
 PYTHON = sys.executable
 
 
-def strace_log(script: str, env: dict[str, str], calls: str, tmp: Path) -> list[str]:
-    """System calls ``calls`` (strace -e trace=...) made by a real ``python -c script``; skips where strace
-    or ptrace is not available."""
+def child(case: str, *args: str) -> list[str]:
+    """The command running one case of core_child.py in a fresh interpreter (with ``child_env``)."""
+    return [PYTHON, "-m", "core_child", case, *args]
+
+
+def strace_log(command: list[str], env: dict[str, str], calls: str, tmp: Path) -> list[str]:
+    """System calls ``calls`` (strace -e trace=...) made by a real ``command``; skips where strace or
+    ptrace is not available."""
     import shutil
     import subprocess
 
@@ -64,7 +77,7 @@ def strace_log(script: str, env: dict[str, str], calls: str, tmp: Path) -> list[
     if strace is None:
         pytest.skip("strace is not installed")
     log = tmp / "strace.log"
-    done = subprocess.run([strace, "-f", "-qq", "-e", f"trace={calls}", "-o", str(log), PYTHON, "-c", script],
+    done = subprocess.run([strace, "-f", "-qq", "-e", f"trace={calls}", "-o", str(log), *command],
                           env=env, capture_output=True, text=True)
     if done.returncode != 0 and ("ptrace" in done.stderr or not log.exists()):
         pytest.skip(f"strace cannot trace here: {done.stderr.strip()[:200]}")

@@ -5,11 +5,10 @@ import json
 import logging
 import os
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
-from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
+from core_helpers import child, child_env, load_trace, matmul_work, op_shapes, profile_of
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.export import IncompleteTraceError
@@ -30,18 +29,9 @@ def test_switch_off_is_a_noop_that_creates_nothing(tmp_path: Path, monkeypatch: 
 
 
 def test_import_and_switched_off_call_import_nothing_heavy(tmp_path: Path) -> None:
-    script = textwrap.dedent(
-        """
-        import sys
-        import mixins
-        assert mixins.export_cuda_graph_capture_trace(object(), runner_name="R") is None
-        heavy = sorted(m for m in ("torch", "sglang", "numpy") if m in sys.modules)
-        print(heavy)
-        """
-    )
-    env = subprocess_env(SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    env = child_env(SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
     env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)
-    out = subprocess.run([PYTHON, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(child("switched_off_imports"), env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert list(tmp_path.iterdir()) == []
 
@@ -156,35 +146,16 @@ def test_bad_runner_name_and_rank_are_warned_and_written_nowhere(
     assert not trace_env.exists()
 
 
-_EFBIG_SCRIPT = textwrap.dedent(
-    """
-    import logging, os, resource, signal, sys
-    import torch
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    from mixins import export_cuda_graph_capture_trace, wait_for_exports
-    with torch.profiler.profile(record_shapes=True) as prof:
-        for _ in range(300):
-            torch.mm(torch.ones(4, 8), torch.ones(8, 3))
-    os.makedirs(sys.argv[1] + "/graph_capture_profile")
-    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # a full disk, for this process's files
-    path = export_cuda_graph_capture_trace(prof, runner_name="Big", tp_rank=0)
-    print("returned", path)
-    print("waited", wait_for_exports(60))
-    """
-)
-
-
 @pytest.mark.parametrize("background", ["1", "0"])
 def test_file_size_limit_efbig_leaves_no_file_and_warns(tmp_path: Path, background: str) -> None:
     """Kineto swallows EFBIG and leaves truncated JSON; we detect it and write nothing under the final name."""
-    env = subprocess_env(
+    env = child_env(
         SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1",
         SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
         SGLANG_CAPTURE_TRACE_BACKGROUND=background,
     )
     env.pop("SGLANG_CAPTURE_TRACE_STRICT", None)
-    done = subprocess.run([PYTHON, "-c", _EFBIG_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True)
+    done = subprocess.run(child("efbig", str(tmp_path)), env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "waited True" in done.stdout
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
@@ -198,51 +169,23 @@ def test_file_size_limit_efbig_leaves_no_file_and_warns(tmp_path: Path, backgrou
 
 
 def test_background_export_completes_before_interpreter_exit(tmp_path: Path) -> None:
-    script = textwrap.dedent(
-        """
-        import torch
-        from mixins import export_cuda_graph_capture_trace
-        with torch.profiler.profile(record_shapes=True) as prof:
-            for _ in range(2000):
-                torch.mm(torch.ones(4, 8), torch.ones(8, 3))
-        print(export_cuda_graph_capture_trace(prof, runner_name="Quick", tp_rank=0))
-        """  # exits at once: the exit hook must wait for the compression thread
-    )
-    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
-    done = subprocess.run([PYTHON, "-c", script], env=env, capture_output=True, text=True, check=True)
+    """The child exits at once: the exit hook must wait for the compression thread."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    done = subprocess.run(child("export_then_exit"), env=env, capture_output=True, text=True, check=True)
     path = Path(done.stdout.strip())
     assert len(op_shapes(load_trace(path))) == 2000
     assert _names(path.parent) == [path.name]
 
 
-_CONCURRENT_SCRIPT = textwrap.dedent(
-    """
-    import os, sys, time
-    import torch
-    from mixins import export_cuda_graph_capture_trace, wait_for_exports
-    runner, rank, barrier = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    rows = 1 + rank + 10 * ["Decode", "Draft", "DraftExtend"].index(runner)
-    with torch.profiler.profile(record_shapes=True) as prof:
-        for _ in range(200):
-            torch.mm(torch.ones(rows, 8), torch.ones(8, 3))
-    open(os.path.join(barrier, f"ready-{runner}-{rank}"), "w").close()
-    while not os.path.exists(os.path.join(barrier, "go")):  # all 24 export at the same moment
-        time.sleep(0.005)
-    export_cuda_graph_capture_trace(prof, runner_name=runner, tp_rank=rank)
-    assert wait_for_exports(120)
-    """
-)
-
-
 def test_24_processes_export_into_one_directory_at_once(tmp_path: Path) -> None:
     import time
 
-    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     runners = ["Decode", "Draft", "DraftExtend"]
     procs = [
-        subprocess.Popen([PYTHON, "-c", _CONCURRENT_SCRIPT, runner, str(rank), str(barrier)], env=env,
+        subprocess.Popen(child("concurrent_export", runner, str(rank), str(barrier)), env=env,
                          stderr=subprocess.PIPE, text=True)
         for runner in runners for rank in range(8)
     ]
@@ -266,20 +209,9 @@ def test_24_processes_export_into_one_directory_at_once(tmp_path: Path) -> None:
 
 
 def test_exit_waits_only_as_long_as_the_exit_timeout(tmp_path: Path) -> None:
-    script = textwrap.dedent(
-        """
-        import logging, torch
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-        from mixins import export_cuda_graph_capture_trace
-        with torch.profiler.profile(record_shapes=True) as prof:
-            for _ in range(30000):
-                torch.mm(torch.ones(4, 8), torch.ones(8, 3))
-        export_cuda_graph_capture_trace(prof, runner_name="Slow", tp_rank=0)
-        """
-    )
-    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                         SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0", SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
-    done = subprocess.run([PYTHON, "-c", script], env=env, capture_output=True, text=True)
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0", SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
+    done = subprocess.run(child("slow_export_then_exit"), env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "still compressing, not saved: cuda_graph_capture-Slow-TP-0.json.gz" in done.stderr
     assert "trace saved to:" not in done.stderr

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import logging
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
-from core_helpers import matmul_work, profile_of, strace_log, subprocess_env
+from core_helpers import child, child_env, matmul_work, profile_of, strace_log
 
 from mixins import kineto
 
 
 def test_kineto_stages_at_path_dot_tmp_without_nofollow_then_renames(tmp_path: Path) -> None:
-    script = textwrap.dedent(
-        f"""
-        import torch
-        with torch.profiler.profile() as prof:
-            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
-        prof.export_chrome_trace({str(tmp_path / "k.json")!r})
-        """
-    )
-    lines = strace_log(script, subprocess_env(), "openat,rename,renameat,renameat2", tmp_path)
+    command = child("kineto_export", str(tmp_path / "k.json"))
+    lines = strace_log(command, child_env(), "openat,rename,renameat,renameat2", tmp_path)
     staging = str(tmp_path / f"k.json{kineto.STAGING_SUFFIX}")
     [opened] = [line for line in lines if f'"{staging}"' in line and "openat(" in line]
     assert "O_CREAT" in opened and "O_TRUNC" in opened and "O_NOFOLLOW" not in opened

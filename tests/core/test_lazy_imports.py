@@ -6,31 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 
-from core_helpers import PYTHON, subprocess_env
-
-CODE = """
-import json, sys
-import mixins, mixins.analysis, mixins.cli
-mixins.cli.build_parser()
-heavy = ("wrapt", "torch", "mixins.capture_trace", "mixins.export", "mixins.sglang_patch")
-before = sorted(m for m in heavy if m in sys.modules)
-from mixins import with_capture_trace, wait_for_exports
-import mixins.capture_trace, mixins.export
-same = (with_capture_trace is mixins.capture_trace.with_capture_trace
-        and wait_for_exports is mixins.export.wait_for_exports)
-try:
-    mixins.no_such_name
-    missing = "no error"
-except AttributeError as exc:
-    missing = str(exc)
-print(json.dumps({"before": before, "wrapt_after": "wrapt" in sys.modules, "same": same, "missing": missing,
-                  "all": sorted(mixins.__all__), "dir_has_all": set(mixins.__all__) <= set(dir(mixins))}))
-"""
+from core_helpers import child, child_env
 
 
 def test_package_and_analyzer_import_without_wrapt_or_torch() -> None:
-    env = subprocess_env(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0")
-    done = subprocess.run([PYTHON, "-c", CODE], env=env, capture_output=True, text=True, timeout=120)
+    env = child_env(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0")
+    done = subprocess.run(child("lazy_imports"), env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["before"] == []

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 import sys
-import textwrap
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import PYTHON, subprocess_env
+from core_child import RANK_RESULT
+from core_helpers import child, child_env
 
 from mixins.naming import Ranks, _CaptureNumbers, discover_ranks, trace_stem, validate_runner_name
 
@@ -108,12 +108,10 @@ def test_sglang_state_beats_runner_attributes_once_initialised(fake_sglang_paral
     assert discover_ranks(runner, tp_rank=1).tp_rank == 1
 
 
-RESULT = "RANK-RESULT "
-
-
-def _run_ranks(script: str, world_size: int) -> list[dict[str, Any]]:
-    """Start one child per rank, wait for all (generous deadline: torch import and gloo set-up are slow on
-    a loaded machine) and kill every child still running if anything goes wrong: none is left behind.
+def _run_ranks(world_size: int, case: str, *args: str) -> list[dict[str, Any]]:
+    """Start one child per rank (core_child ``case`` with its rank and ``args``), wait for all (generous
+    deadline: torch import and gloo set-up are slow on a loaded machine) and kill every child still
+    running if anything goes wrong: none is left behind.
     Each child prints one ``RANK-RESULT {json}`` line; everything else on stdout (torch 2.8 prints a Gloo
     banner there) is ignored."""
     import json
@@ -121,8 +119,8 @@ def _run_ranks(script: str, world_size: int) -> list[dict[str, Any]]:
     import time
 
     procs = [
-        subprocess.Popen([PYTHON, "-c", script, str(rank)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=subprocess_env())
+        subprocess.Popen(child(case, str(rank), *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=child_env())
         for rank in range(world_size)
     ]
     deadline = time.monotonic() + 600
@@ -137,25 +135,13 @@ def _run_ranks(script: str, world_size: int) -> list[dict[str, Any]]:
         assert p.returncode == 0, err[-3000:]
     results = []
     for out, err in outputs:
-        lines = [line for line in out.splitlines() if line.startswith(RESULT)]
-        assert len(lines) == 1, f"no single {RESULT!r} line in stdout:\n{out}\n{err[-2000:]}"
-        results.append(json.loads(lines[0].removeprefix(RESULT)))
+        lines = [line for line in out.splitlines() if line.startswith(RANK_RESULT)]
+        assert len(lines) == 1, f"no single {RANK_RESULT!r} line in stdout:\n{out}\n{err[-2000:]}"
+        results.append(json.loads(lines[0].removeprefix(RANK_RESULT)))
     return results
 
 
 def test_torch_distributed_rank_is_used_last(tmp_path: Path) -> None:
     """Two real gloo ranks in subprocesses: rank 1 discovers tp_rank 1 without any other source."""
-    script = textwrap.dedent(
-        f"""
-        import json, sys, torch.distributed as dist
-        from mixins.naming import discover_ranks
-        rank = int(sys.argv[1])
-        dist.init_process_group("gloo", init_method="file://{tmp_path}/store", rank=rank, world_size=2)
-        class Runner: tp_rank = None
-        r = discover_ranks(Runner())
-        dist.barrier()  # neither rank leaves before both are fully connected
-        print({RESULT!r} + json.dumps([r.tp_rank, r.source]), flush=True)
-        dist.destroy_process_group()
-        """
-    )
-    assert _run_ranks(script, 2) == [[0, "torch.distributed"], [1, "torch.distributed"]]
+    ranks = _run_ranks(2, "gloo_discovered_rank", f"{tmp_path}/store")
+    assert ranks == [[0, "torch.distributed"], [1, "torch.distributed"]]

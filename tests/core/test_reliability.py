@@ -11,59 +11,32 @@ import os
 import re
 import signal
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, strace_log, subprocess_env
+from core_helpers import (
+    PYTHON,
+    child,
+    child_env,
+    load_trace,
+    matmul_work,
+    op_shapes,
+    profile_of,
+    strace_log,
+    subprocess_env,
+)
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.output_dir import STAGING_PREFIX, StagingName
-
-_PARALLEL_SCRIPT = textwrap.dedent(
-    """
-    import os, sys, threading
-    import torch
-    from mixins import export_cuda_graph_capture_trace, wait_for_exports
-    threads, rounds, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-
-    def profile(rows):
-        with torch.profiler.profile(record_shapes=True) as prof:
-            for _ in range(300):
-                torch.mm(torch.ones(rows, 8), torch.ones(8, 3))
-        return prof
-
-    missing = []
-    for round_ in range(rounds):
-        profs = [profile(1 + i) for i in range(threads)]
-        barrier = threading.Barrier(threads)
-
-        def export(i):
-            barrier.wait()  # every thread calls the export at the same moment
-            export_cuda_graph_capture_trace(profs[i], runner_name=f"R{round_}", tp_rank=i)
-
-        callers = [threading.Thread(target=export, args=(i,)) for i in range(threads)]
-        for t in callers:
-            t.start()
-        for t in callers:
-            t.join()
-        if round_ == rounds - 1:
-            break  # the last round is left to the exit hook
-        assert wait_for_exports(120)
-        names = [f"cuda_graph_capture-R{round_}-TP-{i}.json.gz" for i in range(threads)]
-        missing += [n for n in names if not os.path.exists(os.path.join(out, n))]
-    print("missing after wait_for_exports:", missing)
-    """
-)
 
 
 def test_parallel_exports_in_one_process_are_all_waited_for(tmp_path: Path) -> None:
     """16 threads export at once, 12 rounds: wait_for_exports() and the exit hook see every compression."""
     threads, rounds = 16, 12
-    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
     out = tmp_path / "graph_capture_profile"
-    done = subprocess.run([PYTHON, "-c", _PARALLEL_SCRIPT, str(threads), str(rounds), str(out)], env=env,
+    done = subprocess.run(child("parallel_exports", str(threads), str(rounds), str(out)), env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert "missing after wait_for_exports: []" in done.stdout, done.stdout
@@ -76,39 +49,25 @@ def test_parallel_exports_in_one_process_are_all_waited_for(tmp_path: Path) -> N
 
 # -- temporaries: named after their process, swept when it is gone -----------------------------------
 
-_KILLED_SCRIPT = textwrap.dedent(
-    """
-    import time, torch
-    from mixins import export_cuda_graph_capture_trace
-    with torch.profiler.profile(record_shapes=True) as prof:
-        for _ in range(40000):
-            torch.mm(torch.ones(4, 8), torch.ones(8, 3))
-    print("profiled", flush=True)
-    export_cuda_graph_capture_trace(prof, runner_name="Killed", tp_rank=0)
-    time.sleep(600)
-    """
-)
-
-
 def _staging_dirs(directory: Path) -> list[str]:
     return sorted(n for n in os.listdir(directory) if n.startswith(STAGING_PREFIX)) if directory.exists() else []
 
 
 def test_sigterm_during_export_leaves_a_temp_that_the_next_export_removes(trace_env: Path) -> None:
-    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(trace_env.parent),
-                         SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
-    child = subprocess.Popen([PYTHON, "-c", _KILLED_SCRIPT], env=env, stdout=subprocess.PIPE, text=True)
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(trace_env.parent),
+                    SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
+    proc = subprocess.Popen(child("export_then_sleep"), env=env, stdout=subprocess.PIPE, text=True)
     try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "profiled"
-        while not _staging_dirs(trace_env) and child.poll() is None:  # Kineto is writing or we compress
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "profiled"
+        while not _staging_dirs(trace_env) and proc.poll() is None:  # Kineto is writing or we compress
             time.sleep(0.005)
-        child.send_signal(signal.SIGTERM)  # how a server is normally stopped
+        proc.send_signal(signal.SIGTERM)  # how a server is normally stopped
     finally:
-        child.wait(60)
-    assert child.returncode == -signal.SIGTERM
+        proc.wait(60)
+    assert proc.returncode == -signal.SIGTERM
     [left] = _staging_dirs(trace_env)  # what SIGTERM leaves: up to the whole raw JSON
     parsed = StagingName.parse(left)
-    assert parsed is not None and parsed.pid == child.pid and parsed.process_gone()
+    assert parsed is not None and parsed.pid == proc.pid and parsed.process_gone()
     assert not (trace_env / "cuda_graph_capture-Killed-TP-0.json.gz").exists()
 
     path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Next", tp_rank=0)
@@ -116,23 +75,9 @@ def test_sigterm_during_export_leaves_a_temp_that_the_next_export_removes(trace_
     assert os.listdir(trace_env) == [path.name]
 
 
-_LEAVE_STAGING_SCRIPT = textwrap.dedent(
-    """
-    import os, sys
-    from mixins.output_dir import make_staging
-    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
-    name, stage = make_staging(fd)
-    with open(os.open("trace.json", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=stage), "w") as raw:
-        raw.write("{" * 1000)
-    print(name, flush=True)
-    os._exit(0)  # as a killed process: no clean-up
-    """
-)
-
-
 def _dead_process_staging(directory: Path) -> str:
     directory.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([PYTHON, "-c", _LEAVE_STAGING_SCRIPT, str(directory)], env=subprocess_env(),
+    done = subprocess.run(child("leave_staging", str(directory)), env=child_env(),
                           capture_output=True, text=True, check=True)
     return done.stdout.strip()
 
@@ -233,18 +178,9 @@ def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.Mo
 
 
 def test_directory_is_fsynced_after_the_rename(tmp_path: Path) -> None:
-    script = textwrap.dedent(
-        """
-        import torch
-        from mixins import export_cuda_graph_capture_trace
-        with torch.profiler.profile() as prof:
-            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
-        assert export_cuda_graph_capture_trace(prof, runner_name="Synced", tp_rank=0)
-        """
-    )
-    env = subprocess_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                         SGLANG_CAPTURE_TRACE_BACKGROUND="0")
-    lines = strace_log(script, env, "renameat,renameat2,fsync", tmp_path)
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                    SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    lines = strace_log(child("synchronous_export"), env, "renameat,renameat2,fsync", tmp_path)
     renames = [i for i, line in enumerate(lines) if '"cuda_graph_capture-Synced-TP-0.json.gz"' in line]
     assert len(renames) == 1
     match = re.search(r'renameat2?\(\d+, "trace\.json\.gz", (\d+), ', lines[renames[0]])

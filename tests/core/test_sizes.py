@@ -8,12 +8,11 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import PYTHON, load_trace, matmul_work, profile_of, subprocess_env
+from core_helpers import PYTHON, child, child_env, load_trace, matmul_work, profile_of, subprocess_env
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.metadata import distributed_info, trace_header
@@ -95,33 +94,13 @@ def test_hta_loads_two_ranks_without_torch_distributed(trace_env: Path) -> None:
         assert trace["distributedInfo"] == {"rank": rank, "source": "sglang-capture-trace"}
 
 
-_GLOO_RANK = textwrap.dedent(
-    """
-    import json, os, sys, torch, torch.distributed as dist
-    from mixins import export_cuda_graph_capture_trace, wait_for_exports
-    rank = int(sys.argv[1])
-    dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
-    class Runner:  # no rank attributes: ranks and sizes come from torch.distributed
-        pass
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-        torch.mm(torch.ones(2, 4), torch.ones(4, 3))  # the same capture on both ranks
-    from mixins.export import export_profile
-    path = export_profile(prof, runner_name="GlooRunner", runner=Runner())
-    assert wait_for_exports(60)
-    dist.barrier()  # neither rank leaves before both are fully connected
-    print("RESULT " + json.dumps(str(path)))
-    dist.destroy_process_group()
-    """
-)
-
-
 def _run_gloo_ranks(tmp_path: Path) -> list[Path]:
-    env = subprocess_env(
+    env = child_env(
         SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path / "profiles")
     )
     procs = [
         subprocess.Popen(
-            [PYTHON, "-c", _GLOO_RANK, str(rank), str(tmp_path / "store")],
+            child("gloo_export", str(rank), str(tmp_path / "store")),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

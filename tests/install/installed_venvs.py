@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 # The runtime dependencies without torch (rich's own: markdown-it-py, mdurl, pygments), pinned to the
 # versions this interpreter has so pip resolves nothing and reuses its cache.
 RUNTIME = ("wrapt", "msgspec", "rich", "markdown-it-py", "mdurl", "pygments")
@@ -43,10 +44,14 @@ class Venv:
     def site_packages(self) -> Path:
         return next((self.root / "lib").glob("python3*/site-packages"))
 
-    def run(self, code: str, cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
-        """``python [options] -c code`` with a clean environment: no SGLANG_* and no PYTHONPATH unless given."""
-        return subprocess.run([self.python, *options, "-c", code], cwd=cwd, capture_output=True, text=True,
-                              timeout=120, env=clean_env(**env))
+    def run(self, case: str, cwd: Path, *options: str, args: tuple[str, ...] = (),
+            **env: str) -> subprocess.CompletedProcess[str]:
+        """``python [options] -m install_child case args...`` with a clean environment: no SGLANG_* and on
+        PYTHONPATH only what is given, then this directory (which holds install_child.py and no package)."""
+        command = [self.python, *options, "-m", "install_child", case, *args]
+        env = clean_env(**env)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(HERE)) if p)
+        return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -16,17 +16,9 @@ HOOK = "SGLANG_CAPTURE_TRACE_STARTUP_HOOK"
 PLUGINS = "SGLANG_PLUGINS"
 TRACE = REPO / "tests" / "data" / "h100_qwen1.5-0.5b_inference.json.gz"
 
-# What a fresh interpreter holds right after start-up (the .pth has run), and whether sglang is patched.
-PROBE = """
-import json, sys
-modules = sorted(sys.modules)
-patch = sys.modules.get("mixins.sglang_patch")
-print(json.dumps({"modules": modules, "installed": bool(patch and patch.is_installed())}))
-"""
-
-
 def probe(venv: Venv, cwd: Path, **env: str) -> tuple[dict, str]:
-    done = venv.run(PROBE, cwd, **env)
+    """What a fresh interpreter holds right after start-up (the .pth has run), and whether sglang is patched."""
+    done = venv.run("probe", cwd, **env)
     assert done.returncode == 0, done.stderr
     assert "Error processing line" not in done.stderr, done.stderr
     return json.loads(done.stdout), done.stderr
@@ -75,7 +67,7 @@ def test_hook_off_imports_nothing(wheel_venv: Venv, tmp_path: Path, env: dict[st
 def test_bootstrap_itself_imports_nothing_when_off(wheel_venv: Venv, tmp_path: Path, env: dict[str, str]) -> None:
     """``-X importtime``: the bootstrap the .pth imports has no child imports (its self time is its
     cumulative time), so off costs one small module and an environment lookup."""
-    done = wheel_venv.run("pass", tmp_path, "-X", "importtime", **env)
+    done = wheel_venv.run("nothing", tmp_path, "-X", "importtime", **env)
     rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")]
     timings = {name.strip(): (int(own.split(":")[1]), int(total)) for own, total, name in rows[1:]}
     own, total = timings["_sglang_capture_trace_bootstrap"]
@@ -134,18 +126,10 @@ def test_foreign_mixins_first_on_the_path_is_left_alone(wheel_venv: Venv, tmp_pa
 
 # -- the analyzer without torch ------------------------------------------------------------------------
 
-CLI = """
-import json, sys
-from mixins.cli import main
-code = main(sys.argv[1:])
-print(json.dumps({"code": code, "loaded": sorted(m for m in ("torch", "wrapt", "sglang") if m in sys.modules)}))
-"""
-
-
 def test_analyzer_runs_without_torch_and_without_wrapt(wheel_venv: Venv, tmp_path: Path) -> None:
-    no_torch = wheel_venv.run("import importlib.util as u; print(u.find_spec('torch') is None)", tmp_path)
+    no_torch = wheel_venv.run("torch_missing", tmp_path)
     assert no_torch.stdout.strip() == "True"
-    done = wheel_venv.run(CLI.replace("sys.argv[1:]", repr(["summary", "--json", str(TRACE)])), tmp_path)
+    done = wheel_venv.run("cli", tmp_path, args=("summary", "--json", str(TRACE)))
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"code": 0, "loaded": []}

@@ -1,0 +1,113 @@
+"""What each fresh interpreter of the analyzer tests runs: ``python -m analysis_child CASE [ARG...]``.
+
+One function per child-process body, so ruff and mypy check them like any other code. Only the standard
+library is imported at the top: ``mixins`` is imported inside each case, after the case has set its
+resource limit, and one case checks that the analyzer never imports torch. ``command`` and ``child_env``
+are for the tests that start them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def command(case: str, *args: object) -> list[str]:
+    """The command running one case in a fresh interpreter (with this directory on its path: ``child_env``)."""
+    return [sys.executable, "-m", "analysis_child", case, *map(str, args)]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment with this directory first on PYTHONPATH, then ``extra``'s PYTHONPATH
+    (or the inherited one), then the rest of ``extra``."""
+    env = {**os.environ, **extra}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+# -- test_bad_input.py ---------------------------------------------------------------------------------
+
+
+def analyzer_cli(*argv: str) -> None:
+    """The analyzer's subcommands alone, on a parser of their own, as a user would run them."""
+    import argparse
+
+    from mixins.analysis import cli
+
+    parser = argparse.ArgumentParser(prog="capture-trace")
+    cli.add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    sys.exit(args.func(args))
+
+
+def analyzer_imports_torch() -> None:
+    """Prints whether importing the analyzer's CLI imported torch."""
+    import mixins.analysis.cli  # noqa: F401 - the import is what is checked
+
+    print("torch" in sys.modules)
+
+
+# -- test_limits.py ------------------------------------------------------------------------------------
+
+
+def bounded_cli(limit: str, *argv: str) -> None:
+    """The real CLI under RLIMIT_AS = ``limit`` bytes; its peak RSS (kiB) is the last line on stderr."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    from mixins.cli import main as capture_trace
+
+    try:
+        rc = capture_trace(argv)
+    finally:
+        # VmHWM, not ru_maxrss: Linux carries the parent's high-water mark across fork + exec into
+        # ru_maxrss, so a child of a big pytest worker would report the worker's size.
+        with open("/proc/self/status") as status:
+            hwm = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+        print(f"peak_rss_kib {hwm}", file=sys.stderr)
+    sys.exit(rc)
+
+
+def spawn_cli(*argv: str) -> None:
+    """The real CLI with its workers started by "spawn": they do not inherit the parent's memory."""
+    import multiprocessing
+
+    multiprocessing.set_start_method("spawn", force=True)
+    from mixins.cli import main as capture_trace
+
+    sys.exit(capture_trace(argv))
+
+
+# -- test_attribute.py ---------------------------------------------------------------------------------
+
+
+def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
+    """``attribute --annotate`` under RLIMIT_FSIZE with SIGXFSZ ignored: the write fails half-way (EFBIG)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+    from mixins.cli import main as capture_trace
+
+    sys.argv = ["capture-trace", "attribute", replay, capture, "--annotate", out]
+    sys.exit(capture_trace())
+
+
+CASES: dict[str, Callable[..., None]] = {
+    case.__name__: case
+    for case in (analyzer_cli, analyzer_imports_torch, bounded_cli, spawn_cli, annotate_under_fsize_limit)
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    case, *args = sys.argv[1:] if argv is None else argv
+    CASES[case](*args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""What each fresh interpreter of the core tests runs: ``python -m core_child CASE [ARG...]``.
+
+One function per child-process body, so ruff and mypy check them like any other code. Only the standard
+library is imported at the top: torch and ``mixins`` are imported inside each case, because some cases
+check what a fresh interpreter has imported. ``core_helpers.child`` builds the command and
+``core_helpers.child_env`` puts this directory on the child's path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+RANK_RESULT = "RANK-RESULT "
+
+
+def _mm_profile(repeats: int, rows: int = 4, *, record_shapes: bool = True) -> Any:
+    """A real torch.profiler.profile (its default activities) around ``repeats`` (rows x 8) @ (8 x 3) matmuls."""
+    import torch
+
+    with torch.profiler.profile(record_shapes=record_shapes) as prof:
+        for _ in range(repeats):
+            torch.mm(torch.ones(rows, 8), torch.ones(8, 3))
+    return prof
+
+
+def _small_profile() -> Any:
+    """One 2 x 2 matmul, no shapes recorded."""
+    import torch
+
+    with torch.profiler.profile() as prof:
+        torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+    return prof
+
+
+def _log_to_stderr() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+
+
+# -- test_export.py ------------------------------------------------------------------------------------
+
+
+def switched_off_imports() -> None:
+    """``import mixins`` and a switched-off export; prints which heavy modules got imported."""
+    import mixins
+
+    assert mixins.export_cuda_graph_capture_trace(object(), runner_name="R") is None
+    print(sorted(m for m in ("torch", "sglang", "numpy") if m in sys.modules))
+
+
+def efbig(directory: str) -> None:
+    """The export under RLIMIT_FSIZE (a full disk, for this process's files) with SIGXFSZ ignored: EFBIG."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _log_to_stderr()
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
+
+    prof = _mm_profile(300)
+    os.makedirs(directory + "/graph_capture_profile")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+    path = export_cuda_graph_capture_trace(prof, runner_name="Big", tp_rank=0)
+    print("returned", path)
+    print("waited", wait_for_exports(60))
+
+
+def export_then_exit() -> None:
+    """Exports and returns at once: the exit hook must wait for the compression thread."""
+    from mixins import export_cuda_graph_capture_trace
+
+    print(export_cuda_graph_capture_trace(_mm_profile(2000), runner_name="Quick", tp_rank=0))
+
+
+def concurrent_export(runner: str, rank_arg: str, barrier: str) -> None:
+    """One of 24 processes that wait at a file barrier, then export into one directory at the same moment."""
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
+
+    rank = int(rank_arg)
+    rows = 1 + rank + 10 * ["Decode", "Draft", "DraftExtend"].index(runner)
+    prof = _mm_profile(200, rows)
+    open(os.path.join(barrier, f"ready-{runner}-{rank}"), "w").close()
+    while not os.path.exists(os.path.join(barrier, "go")):
+        time.sleep(0.005)
+    export_cuda_graph_capture_trace(prof, runner_name=runner, tp_rank=rank)
+    assert wait_for_exports(120)
+
+
+def slow_export_then_exit() -> None:
+    """A big trace left compressing at exit (the test sets the exit timeout to 0)."""
+    _log_to_stderr()
+    from mixins import export_cuda_graph_capture_trace
+
+    export_cuda_graph_capture_trace(_mm_profile(30000), runner_name="Slow", tp_rank=0)
+
+
+# -- test_reliability.py -------------------------------------------------------------------------------
+
+
+def _export_at_once(profs: list[Any], runner_name: str) -> None:
+    """One thread per profile; every thread calls the export at the same moment (tp_rank = its index)."""
+    import threading
+
+    from mixins import export_cuda_graph_capture_trace
+
+    barrier = threading.Barrier(len(profs))
+
+    def export(i: int) -> None:
+        barrier.wait()
+        export_cuda_graph_capture_trace(profs[i], runner_name=runner_name, tp_rank=i)
+
+    callers = [threading.Thread(target=export, args=(i,)) for i in range(len(profs))]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+
+
+def parallel_exports(threads_arg: str, rounds_arg: str, out: str) -> None:
+    """``threads`` threads export at the same moment, ``rounds`` times; the last round is left to the exit
+    hook. Prints the traces missing after each wait_for_exports()."""
+    from mixins import wait_for_exports
+
+    threads, rounds = int(threads_arg), int(rounds_arg)
+    missing: list[str] = []
+    for round_ in range(rounds):
+        _export_at_once([_mm_profile(300, 1 + i) for i in range(threads)], f"R{round_}")
+        if round_ == rounds - 1:
+            break  # the last round is left to the exit hook
+        assert wait_for_exports(120)
+        names = [f"cuda_graph_capture-R{round_}-TP-{i}.json.gz" for i in range(threads)]
+        missing += [n for n in names if not os.path.exists(os.path.join(out, n))]
+    print("missing after wait_for_exports:", missing)
+
+
+def export_then_sleep() -> None:
+    """Prints ``profiled``, starts a slow export and sleeps: the test kills it with SIGTERM mid-export."""
+    from mixins import export_cuda_graph_capture_trace
+
+    prof = _mm_profile(40000)
+    print("profiled", flush=True)
+    export_cuda_graph_capture_trace(prof, runner_name="Killed", tp_rank=0)
+    time.sleep(600)
+
+
+def leave_staging(directory: str) -> None:
+    """Makes a staging directory with a raw trace in it, prints its name and exits as a killed process
+    would: no clean-up."""
+    from mixins.output_dir import make_staging
+
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    name, stage = make_staging(fd)
+    with open(os.open("trace.json", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=stage), "w") as raw:
+        raw.write("{" * 1000)
+    print(name, flush=True)
+    os._exit(0)
+
+
+def synchronous_export() -> None:
+    """One small export (the test sets SGLANG_CAPTURE_TRACE_BACKGROUND=0 and traces it with strace)."""
+    from mixins import export_cuda_graph_capture_trace
+
+    assert export_cuda_graph_capture_trace(_small_profile(), runner_name="Synced", tp_rank=0)
+
+
+# -- test_kineto.py ------------------------------------------------------------------------------------
+
+
+def kineto_export(path: str) -> None:
+    """Torch's own export_chrome_trace, nothing of ours (the test traces it with strace)."""
+    _small_profile().export_chrome_trace(path)
+
+
+# -- test_naming.py / test_sizes.py: real gloo ranks ---------------------------------------------------
+
+
+class _Runner:
+    """A runner without any rank attribute of its own."""
+
+    tp_rank = None
+
+
+def gloo_discovered_rank(rank_arg: str, store: str) -> None:
+    """One of two gloo ranks: prints RANK-RESULT [tp_rank, source] from discover_ranks alone."""
+    import torch.distributed as dist
+
+    from mixins.naming import discover_ranks
+
+    rank = int(rank_arg)
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
+    r = discover_ranks(_Runner())
+    dist.barrier()  # neither rank leaves before both are fully connected
+    print(RANK_RESULT + json.dumps([r.tp_rank, r.source]), flush=True)
+    dist.destroy_process_group()
+
+
+class _Bare:
+    """No rank attributes at all: ranks and sizes come from torch.distributed."""
+
+
+def gloo_export(rank_arg: str, store: str) -> None:
+    """One of two gloo ranks exports the same capture; ranks and sizes come from torch.distributed.
+    Prints ``RESULT "path"``."""
+    import torch
+    import torch.distributed as dist
+
+    from mixins import wait_for_exports
+    from mixins.export import export_profile
+
+    rank = int(rank_arg)
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.mm(torch.ones(2, 4), torch.ones(4, 3))  # the same capture on both ranks
+    path = export_profile(prof, runner_name="GlooRunner", runner=_Bare())
+    assert wait_for_exports(60)
+    dist.barrier()  # neither rank leaves before both are fully connected
+    print("RESULT " + json.dumps(str(path)))
+    dist.destroy_process_group()
+
+
+# -- test_lazy_imports.py ------------------------------------------------------------------------------
+
+
+def lazy_imports() -> None:
+    """The package, the analyzer and the CLI's parser; then the public names on first use. Prints JSON."""
+    import mixins
+    import mixins.analysis
+    import mixins.cli
+
+    mixins.cli.build_parser()
+    heavy = ("wrapt", "torch", "mixins.capture_trace", "mixins.export", "mixins.sglang_patch")
+    before = sorted(m for m in heavy if m in sys.modules)
+    import mixins.capture_trace
+    import mixins.export
+    from mixins import wait_for_exports, with_capture_trace
+
+    same = (with_capture_trace is mixins.capture_trace.with_capture_trace
+            and wait_for_exports is mixins.export.wait_for_exports)
+    try:
+        mixins.no_such_name  # noqa: B018 - the module's __getattr__ is what is tested
+        missing = "no error"
+    except AttributeError as exc:
+        missing = str(exc)
+    print(json.dumps({"before": before, "wrapt_after": "wrapt" in sys.modules, "same": same, "missing": missing,
+                      "all": sorted(mixins.__all__), "dir_has_all": set(mixins.__all__) <= set(dir(mixins))}))
+
+
+CASES: dict[str, Callable[..., None]] = {
+    case.__name__: case
+    for case in (
+        switched_off_imports, efbig, export_then_exit, concurrent_export, slow_export_then_exit,
+        parallel_exports, export_then_sleep, leave_staging, synchronous_export, kineto_export,
+        gloo_discovered_rank, gloo_export, lazy_imports,
+    )
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    case, *args = sys.argv[1:] if argv is None else argv
+    CASES[case](*args)
+
+
+if __name__ == "__main__":
+    main()
