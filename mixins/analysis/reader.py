@@ -131,8 +131,8 @@ class Args(
     concrete: msgspec.Raw = _RAW_EMPTY
     correlation: int | None = None
     kernel: str | None = None
-    grid: list[int] | None = None
-    block: list[int] | None = None
+    grid: tuple[int, ...] | None = None  # tuples: hashable, so a kernel identity is a plain key
+    block: tuple[int, ...] | None = None
     smem: int | None = None
     regs: int | None = None
     node: int | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
@@ -185,10 +185,10 @@ def _tolerant_event(obj: Any) -> Event | None:
         def raw(key: str) -> msgspec.Raw:
             return msgspec.Raw(msgspec.json.encode(raw_args[key])) if key in raw_args else _RAW_EMPTY
 
-        def ints(key: str) -> list[int] | None:
+        def ints(key: str) -> tuple[int, ...] | None:
             v = raw_args.get(key)
             if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                return v
+                return tuple(v)
             return None
 
         args = Args(
