@@ -256,6 +256,12 @@ def _decode_slice(data: bytes) -> tuple[list[Event], int] | None:
     return events, len(values)
 
 
+def _bracketed(buf: bytes, start: int, end: int) -> bytes:
+    """``[`` + ``buf[start:end]`` + ``]`` with one copy of a multi-megabyte slice, not three."""
+    with memoryview(buf) as view:
+        return b"".join((b"[", view[start:end], b"]"))
+
+
 class _Cut(NamedTuple):
     """A run of whole elements decoded from the buffer: where to resume, whether ``]`` was reached."""
 
@@ -357,20 +363,20 @@ class TraceStream:
         """
         if len(self._buf) - self._pos >= need:
             return True
-        if self._pos:
+        with memoryview(self._buf) as view:
+            parts: list[bytes | memoryview] = [view[self._pos :]]  # the unread rest, copied once by join
+            have = len(self._buf) - self._pos
+            while have < need and not self._eof:
+                block = self._read_block(max(_BLOCK, need - have))
+                if not block:
+                    self._eof = True
+                    break
+                parts.append(block)
+                have += len(block)
             self._base += self._pos
-            self._buf = self._buf[self._pos :]
             self._pos = 0
-        parts = [self._buf]
-        have = len(self._buf)
-        while have < need and not self._eof:
-            block = self._read_block(max(_BLOCK, need - have))
-            if not block:
-                self._eof = True
-                break
-            parts.append(block)
-            have += len(block)
-        self._buf = b"".join(parts)
+            self._buf = b"".join(parts)
+            del parts
         return have >= need
 
     def _skip_ws(self) -> None:
@@ -535,7 +541,7 @@ class TraceStream:
         for tries, m in enumerate(reversed(cands)):
             if tries >= _MAX_FAST_TRIES:
                 break
-            got = _decode_slice(b"[" + buf[start : m.start() + 1] + b"]")
+            got = _decode_slice(_bracketed(buf, start, m.start() + 1))
             if got is not None:
                 return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
         return self._exact_cut(buf, start, limit)  # also without candidates: elements need not be objects
@@ -574,7 +580,7 @@ class TraceStream:
             pos = resume
         if last_end < 0:
             return None
-        got = _decode_slice(b"[" + buf[start:last_end] + b"]")
+        got = _decode_slice(_bracketed(buf, start, last_end))
         if got is None:
             raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
         return _Cut(got[0], got[1], resume, closed)
