@@ -9,9 +9,11 @@ a capture window or one of our segment markers.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
-from mixins.analysis.reader import Event
+from mixins.analysis.reader import Event, SlimEvent
+
+_E = TypeVar("_E", Event, SlimEvent)
 
 __all__ = [
     "K_OTHER",
@@ -149,7 +151,7 @@ def is_module(cat: str, name: str) -> bool:
     return cat == "python_function" and name.startswith(_MODULE_PREFIX)
 
 
-def module_events(events: list[Event]) -> list[Event]:
+def module_events(events: list[_E]) -> list[_E]:
     """The :func:`is_module` events of a slice, in order: one comprehension, because nearly all of a
     capture's events are ``python_function`` calls and a Python-level test per event is its main cost."""
     prefix = _MODULE_PREFIX

@@ -18,7 +18,7 @@ import msgspec
 
 from mixins.analysis import events as E
 from mixins.analysis.model import Kernel
-from mixins.analysis.reader import Event, TraceError, open_trace
+from mixins.analysis.reader import SlimEvent, TraceError, open_trace
 from mixins.analysis.segments import Range
 
 __all__ = [
@@ -151,10 +151,10 @@ class _Builder:
         self.categories: dict[str | None, int] = {}
         self.kernel_ids: dict[tuple[Any, ...], int] = {}
 
-    def thread(self, ev: Event) -> int:
+    def thread(self, ev: SlimEvent) -> int:
         return self.threads((ev.pid, ev.tid))
 
-    def kernel(self, name: str | None, ev: Event) -> int:
+    def kernel(self, name: str | None, ev: SlimEvent) -> int:
         """Interned kernel identity; keyed by a plain tuple (hashed in C) before any Kernel is built."""
         a = ev.args
         return self._kernel_id((name, a.grid, a.block) if a is not None else (name, None, None))
@@ -182,7 +182,7 @@ class _Builder:
             return _DEVICE + D_SET
         return _ANNOTATION if E.is_annotation(cat) else _SKIP
 
-    def add(self, events: list[Event]) -> None:
+    def add(self, events: list[SlimEvent]) -> None:
         """One slice. Bulk comprehensions per kind, not a Python loop body per event: a replay is
         ~all kernels and a capture ~all ``python_function`` calls, hundreds of thousands of each."""
         dest = self.categories
@@ -197,7 +197,7 @@ class _Builder:
         if present & {_CPU_OP, _RUNTIME, _ANNOTATION}:
             self._others([ev for ev in events if _SKIP < dest[ev.cat] < _DEVICE and ev.ts is not None], dest)
 
-    def _others(self, events: list[Event], dest: dict[str | None, int]) -> None:
+    def _others(self, events: list[SlimEvent], dest: dict[str | None, int]) -> None:
         """cpu_op intervals, runtime calls and annotation ranges (a few percent of any trace)."""
         tl = self.tl
         for ev in events:
@@ -214,12 +214,12 @@ class _Builder:
                 tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
                 tl.range_thread.append(self.thread(ev))
 
-    def _modules(self, events: list[Event]) -> None:
+    def _modules(self, events: list[SlimEvent]) -> None:
         iv = self.tl.modules
         for ev in events:
             iv.add(ev.ts or 0.0, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(ev.name or "")))
 
-    def _devices(self, events: list[Event]) -> None:
+    def _devices(self, events: list[SlimEvent]) -> None:
         """Kernels, memcpys and memsets, column by column."""
         d, dest, top = self.tl.device, self.categories, _ID_LIMIT
         args = [ev.args for ev in events]
@@ -238,7 +238,7 @@ class _Builder:
             ids = [self._kernel_id(k) for k in keys]
         d.kernel.extend(ids)
 
-    def _call(self, ev: Event, name: str) -> None:
+    def _call(self, ev: SlimEvent, name: str) -> None:
         if E.is_graph_launch(name):
             kind = C_GRAPH
         elif E.is_kernel_launch(name):
@@ -283,7 +283,7 @@ def load_timeline(path: str, progress: Callable[[int, int], None] | None = None)
     stream = open_trace(path, progress)
     tl = Timeline(path)
     b = _Builder(tl)
-    for events in stream.events():
+    for events in stream.slim_events():
         b.add(events)
     try:
         b.finish()
