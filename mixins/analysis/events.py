@@ -9,9 +9,11 @@ a capture window or one of our segment markers.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
-from mixins.analysis.reader import Event, SlimEvent, raw_text
+from mixins.analysis.reader import Event, SlimEvent
+
+_E = TypeVar("_E", Event, SlimEvent)
 
 __all__ = [
     "K_OTHER",
@@ -149,17 +151,13 @@ def is_module(cat: str, name: str) -> bool:
     return cat == "python_function" and name.startswith(_MODULE_PREFIX)
 
 
-def module_events(events: list[SlimEvent]) -> list[tuple[SlimEvent, str]]:
-    """The :func:`is_module` events of a slice with their names, in order: one comprehension, because
-    nearly all of a capture's events are ``python_function`` calls and a test per event is its main
-    cost. Names are raw JSON: the plain spelling is tested on the bytes, any escaped one decoded."""
-    raw_prefix = b'"' + _MODULE_PREFIX.encode()
-    maybe = [
-        ev
-        for ev in events
-        if ev.cat == "python_function" and ((b := bytes(ev.name)).startswith(raw_prefix) or b"\\" in b)
+def module_events(events: list[_E]) -> list[_E]:
+    """The :func:`is_module` events of a slice, in order: one comprehension, because nearly all of a
+    capture's events are ``python_function`` calls and a Python-level test per event is its main cost."""
+    prefix = _MODULE_PREFIX
+    return [
+        ev for ev in events if ev.cat == "python_function" and (n := ev.name) is not None and n.startswith(prefix)
     ]
-    return [(ev, name) for ev in maybe if (name := raw_text(ev.name)) is not None and name.startswith(_MODULE_PREFIX)]
 
 
 def module_name(name: str) -> str:

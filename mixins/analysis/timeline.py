@@ -18,7 +18,7 @@ import msgspec
 
 from mixins.analysis import events as E
 from mixins.analysis.model import Kernel
-from mixins.analysis.reader import SlimEvent, TraceError, open_trace, raw_text
+from mixins.analysis.reader import SlimEvent, TraceError, open_trace
 from mixins.analysis.segments import Range
 
 __all__ = [
@@ -154,18 +154,15 @@ class _Builder:
     def thread(self, ev: SlimEvent) -> int:
         return self.threads((ev.pid, ev.tid))
 
-    def kernel(self, name: str, ev: SlimEvent) -> int:
+    def kernel(self, name: str | None, ev: SlimEvent) -> int:
         """Interned kernel identity; keyed by a plain tuple (hashed in C) before any Kernel is built."""
         a = ev.args
         return self._kernel_id((name, a.grid, a.block) if a is not None else (name, None, None))
 
     def _kernel_id(self, key: tuple[Any, ...]) -> int:
-        """``key``: (name, or a device record's raw JSON name as bytes; grid; block)."""
         got = self.kernel_ids.get(key)
         if got is None:
             name, grid, block = key
-            if isinstance(name, bytes):
-                name = raw_text(msgspec.Raw(name)) or ""
             got = self.kernel_ids[key] = self.kernels(Kernel(name, grid or None, block or None))
         return got
 
@@ -196,7 +193,7 @@ class _Builder:
         if any(k >= _DEVICE for k in present):
             self._devices([ev for ev in events if dest[ev.cat] >= _DEVICE and ev.ts is not None])
         if _PYTHON in present:
-            self._modules([(ev, name) for ev, name in E.module_events(events) if ev.ts is not None])
+            self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
         if present & {_CPU_OP, _RUNTIME, _ANNOTATION}:
             self._others([ev for ev in events if _SKIP < dest[ev.cat] < _DEVICE and ev.ts is not None], dest)
 
@@ -205,7 +202,7 @@ class _Builder:
         tl = self.tl
         for ev in events:
             kind = dest[ev.cat]
-            name = raw_text(ev.name) or ""
+            name = ev.name or ""
             ts = ev.ts or 0.0
             if kind == _CPU_OP:
                 a = ev.args
@@ -217,10 +214,10 @@ class _Builder:
                 tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
                 tl.range_thread.append(self.thread(ev))
 
-    def _modules(self, events: list[tuple[SlimEvent, str]]) -> None:
+    def _modules(self, events: list[SlimEvent]) -> None:
         iv = self.tl.modules
-        for ev, name in events:
-            iv.add(ev.ts or 0.0, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(name)))
+        for ev in events:
+            iv.add(ev.ts or 0.0, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(ev.name or "")))
 
     def _devices(self, events: list[SlimEvent]) -> None:
         """Kernels, memcpys and memsets, column by column."""
@@ -231,8 +228,8 @@ class _Builder:
         d.kind.extend([dest[ev.cat] - _DEVICE for ev in events])
         d.corr.extend([c if a is not None and (c := a.correlation) is not None and 0 <= c < top else -1 for a in args])
         d.node.extend([n if a is not None and (n := a.node) is not None and 0 <= n < top else -1 for a in args])
-        keys = [  # the raw name's bytes: decoded once per distinct kernel, in _kernel_id
-            (bytes(ev.name), a.grid, a.block) if a is not None else (bytes(ev.name), None, None)
+        keys = [
+            (ev.name or "", a.grid, a.block) if a is not None else (ev.name or "", None, None)
             for ev, a in zip(events, args, strict=True)
         ]
         known = self.kernel_ids
