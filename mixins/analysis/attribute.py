@@ -280,8 +280,10 @@ class _Matcher:
         )
         for keep in filters:
             if len(ok) == 1:
-                break
+                return ok[0]  # the usual case: no site tuples to compare (each is a graph's length)
             ok = [x for x in ok if keep(x)] or ok
+        if len(ok) == 1:
+            return ok[0]
         first_w, first_pos = ok[0]
         same = (first_w.segment, first_w.runner, tuple(first_w.nodes[p].site for p in first_pos))
         if all((w.segment, w.runner, tuple(w.nodes[p].site for p in pos)) == same for w, pos in ok[1:]):
