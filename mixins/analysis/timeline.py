@@ -232,9 +232,8 @@ class _Builder:
             (ev.name or "", a.grid, a.block) if a is not None else (ev.name or "", None, None)
             for ev, a in zip(events, args, strict=True)
         ]
-        known = self.kernel_ids
-        ids = [known.get(k, -1) for k in keys]
-        if -1 in ids:
+        ids = list(map(self.kernel_ids.get, keys))
+        if None in ids:
             ids = [self._kernel_id(k) for k in keys]
         d.kernel.extend(ids)
 
