@@ -149,16 +149,21 @@ class Args(
     node: int | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
 
 
-class Event(msgspec.Struct, gc=False):
-    """One trace event, reduced to what identity, segments, signatures and links need."""
+class _Common(msgspec.Struct, gc=False):
+    """The fields every event shape reads."""
 
-    ph: str | None = None
     cat: str | None = None
     name: str | None = None
     pid: int | str | None = None
     tid: int | str | None = None
     ts: float | None = None
     dur: float | None = None
+
+
+class Event(_Common, gc=False):
+    """One trace event, reduced to what identity, segments, signatures and links need."""
+
+    ph: str | None = None
     id: int | str | None = None
     args: Args | None = None
 
@@ -179,7 +184,7 @@ class SlimArgs(
     node: int | None = None
 
 
-class SlimEvent(msgspec.Struct, gc=False):
+class SlimEvent(_Common, gc=False):
     """:class:`Event` without the fields the time-resolved view never reads (``ph``, ``id``).
 
     Why: fields a struct does not declare are skipped by the decoder without building objects; on a
@@ -187,12 +192,6 @@ class SlimEvent(msgspec.Struct, gc=False):
     in Event, through the same typed-then-tolerant path.
     """
 
-    cat: str | None = None
-    name: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: float | None = None
-    dur: float | None = None
     args: SlimArgs | None = None
 
 
