@@ -159,7 +159,11 @@ def measure(code: str, capture: Path, replay: Path) -> dict[str, Any]:
     src = "import json\n" + textwrap.dedent(code)
     with tempfile.TemporaryFile() as err_file:
         proc = subprocess.Popen(
-            [sys.executable, "-c", src, str(capture), str(replay)], stdout=subprocess.PIPE, stderr=err_file, env=env
+            [sys.executable, "-c", src, str(capture), str(replay)],
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            env=env,
+            cwd=ROOT,  # `-c` puts the working directory first on sys.path: measure this tree's mixins
         )
         assert proc.stdout is not None
         out = proc.stdout.read()

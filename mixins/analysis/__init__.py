@@ -7,7 +7,22 @@ run by ``records``; ``compare`` (diff/check), ``serialise`` (one JSON path), ``r
 (capture side) and ``attribute`` (replay side), ``attribute_cmd`` (its sub-command), ``annotate``.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from mixins.analysis.reader import TraceError
-from mixins.analysis.records import TraceRecord, load_record
+
+if TYPE_CHECKING:
+    from mixins.analysis.records import TraceRecord, load_record
 
 __all__ = ["TraceError", "TraceRecord", "load_record"]
+
+
+def __getattr__(name: str) -> Any:
+    """``records`` on first use: ``attribute`` and ``time`` never build a record (start-up time)."""
+    if name in ("TraceRecord", "load_record"):
+        from mixins.analysis import records
+
+        return getattr(records, name)
+    raise AttributeError(f"module 'mixins.analysis' has no attribute {name!r}")

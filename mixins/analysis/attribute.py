@@ -16,6 +16,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any, NamedTuple
 
 from mixins.analysis.identity import identity_of, rank_from_name
@@ -184,10 +185,10 @@ class _Replay:
 
 
 def _index(tl: Timeline) -> _Replay:
-    by_corr: dict[int, list[int]] = {}
-    d = tl.device
-    for i in range(len(d.kind)):
-        by_corr.setdefault(d.corr[i], []).append(i)
+    corr = tl.device.corr
+    # Grouped by a C-level stable sort, not a Python loop per item: a replay holds ~all kernels.
+    order = sorted(range(len(corr)), key=corr.__getitem__)
+    by_corr = {c: list(idx) for c, idx in groupby(order, key=corr.__getitem__)}
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
     eager_call = {c.corr[i]: i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0}
@@ -197,9 +198,9 @@ def _index(tl: Timeline) -> _Replay:
 def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
     """A graph launch's device work in node order: CUPTI graph node id when all have one, else time."""
     d = tl.device
-    if items and all(d.node[i] >= 0 for i in items):
-        return sorted(items, key=lambda i: d.node[i])
-    return sorted(items, key=lambda i: d.start[i])
+    if items and min(map(d.node.__getitem__, items)) >= 0:
+        return sorted(items, key=d.node.__getitem__)
+    return sorted(items, key=d.start.__getitem__)
 
 
 class _Hints:
@@ -279,8 +280,10 @@ class _Matcher:
         )
         for keep in filters:
             if len(ok) == 1:
-                break
+                return ok[0]  # the usual case: no site tuples to compare (each is a graph's length)
             ok = [x for x in ok if keep(x)] or ok
+        if len(ok) == 1:
+            return ok[0]
         first_w, first_pos = ok[0]
         same = (first_w.segment, first_w.runner, tuple(first_w.nodes[p].site for p in first_pos))
         if all((w.segment, w.runner, tuple(w.nodes[p].site for p in pos)) == same for w, pos in ok[1:]):
@@ -353,7 +356,7 @@ def _graph_launch(
     res.graph_kernels += len(items)
     if not items:
         return
-    key = tuple(d.kind[i] * _KIND_SHIFT + d.kernel[i] for i in items)
+    key = tuple([d.kind[i] * _KIND_SHIFT + d.kernel[i] for i in items])
     ok, why = m.candidates(key, lambda: [(d.kind[i], tl.kernels[d.kernel[i]]) for i in items])
     hints = rp.hints.at(tl.calls.start[call], tl.thread_pid[tl.calls.thread[call]])
     got = m.pick(ok, hints) if ok else why
@@ -363,13 +366,28 @@ def _graph_launch(
     w, pos = got
     m.previous = w
     res.graph_kernels_attributed += len(items)
-    dur = d.dur
-    for g in _plan(m, rows, tl, w, pos, key):
-        g.row.add(sum(dur[items[o]] for o in g.offsets), len(g.offsets))
-        if annotate and res.annotations is not None:
+    plan = _plan(m, rows, tl, w, pos, key)
+    _add_launch(plan, [d.dur[i] for i in items])
+    if annotate and res.annotations is not None:
+        for g in plan:
             for o, node in zip(g.offsets, g.nodes, strict=True):
                 i = items[o]
                 res.annotations[(corr, d.start[i], tl.kernels[d.kernel[i]].name or "")] = _annotation(w, node)
+
+
+def _add_launch(plan: list[_Group], durs: list[float]) -> None:
+    """One launch's per-op-execution GPU time onto the plan's rows: :meth:`Row.add` inlined (with
+    the same left-to-right sums), since a scaled replay makes this hundreds of thousands of calls."""
+    for g in plan:
+        offs, row = g.offsets, g.row
+        us = durs[offs[0]] if len(offs) == 1 else sum([durs[o] for o in offs])
+        row.kernels += len(offs)
+        row.count += 1
+        row.gpu_time_us += us
+        if us < row.min_us:
+            row.min_us = us
+        if us > row.max_us:
+            row.max_us = us
 
 
 def _annotation(w: Window, node: Node) -> dict[str, Any]:

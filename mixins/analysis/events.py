@@ -9,9 +9,11 @@ a capture window or one of our segment markers.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
-from mixins.analysis.reader import Event
+from mixins.analysis.reader import Event, SlimEvent
+
+_E = TypeVar("_E", Event, SlimEvent)
 
 __all__ = [
     "K_OTHER",
@@ -42,6 +44,7 @@ __all__ = [
     "is_annotation",
     "is_flow",
     "is_module",
+    "module_events",
     "module_name",
     "segment_marker",
     "segment_variant",
@@ -146,6 +149,15 @@ def is_flow(ev: Event, cat: str) -> bool:
 def is_module(cat: str, name: str) -> bool:
     """A ``python_function`` event for an ``nn.Module`` call (``nn.Module: Linear_3``)."""
     return cat == "python_function" and name.startswith(_MODULE_PREFIX)
+
+
+def module_events(events: list[_E]) -> list[_E]:
+    """The :func:`is_module` events of a slice, in order: one comprehension, because nearly all of a
+    capture's events are ``python_function`` calls and a Python-level test per event is its main cost."""
+    prefix = _MODULE_PREFIX
+    return [
+        ev for ev in events if ev.cat == "python_function" and (n := ev.name) is not None and n.startswith(prefix)
+    ]
 
 
 def module_name(name: str) -> str:

@@ -39,7 +39,18 @@ try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 
 except ImportError:  # pragma: no cover - depends on the environment
     _fast_gzip = None  # type: ignore[assignment]
 
-__all__ = ["TraceError", "Args", "Event", "Limits", "TraceStream", "open_trace", "current_limits", "using_limits"]
+__all__ = [
+    "TraceError",
+    "Args",
+    "Event",
+    "SlimArgs",
+    "SlimEvent",
+    "Limits",
+    "TraceStream",
+    "open_trace",
+    "current_limits",
+    "using_limits",
+]
 
 _SLICE = 4 << 20  # bytes of JSON per decode call: big enough to amortise, small enough to bound memory
 _MIN_SLICE = 64 << 10  # ... shrunk down to this when elements are tiny, so that a slice holds about
@@ -131,28 +142,69 @@ class Args(
     concrete: msgspec.Raw = _RAW_EMPTY
     correlation: int | None = None
     kernel: str | None = None
-    grid: list[int] | None = None
-    block: list[int] | None = None
+    grid: tuple[int, ...] | None = None  # tuples: hashable, so a kernel identity is a plain key
+    block: tuple[int, ...] | None = None
     smem: int | None = None
     regs: int | None = None
     node: int | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
 
 
-class Event(msgspec.Struct, gc=False):
-    """One trace event, reduced to what identity, segments, signatures and links need."""
+class _Common(msgspec.Struct, gc=False):
+    """The fields every event shape reads."""
 
-    ph: str | None = None
     cat: str | None = None
     name: str | None = None
     pid: int | str | None = None
     tid: int | str | None = None
     ts: float | None = None
     dur: float | None = None
+
+
+class Event(_Common, gc=False):
+    """One trace event, reduced to what identity, segments, signatures and links need."""
+
+    ph: str | None = None
     id: int | str | None = None
     args: Args | None = None
 
 
-_EVENTS = msgspec.json.Decoder(list[Event])
+class SlimArgs(
+    msgspec.Struct,
+    gc=False,
+    rename={"dims": "Input Dims", "types": "Input type", "node": "graph node id"},
+):
+    """The ``args`` the time-resolved view (``attribute``, ``time``) reads, decoded as in :class:`Args`."""
+
+    dims: msgspec.Raw = _RAW_EMPTY
+    types: msgspec.Raw = _RAW_EMPTY
+    correlation: int | None = None
+    kernel: str | None = None
+    grid: tuple[int, ...] | None = None
+    block: tuple[int, ...] | None = None
+    node: int | None = None
+
+
+class SlimEvent(_Common, gc=False):
+    """:class:`Event` without the fields the time-resolved view never reads (``ph``, ``id``).
+
+    Why: fields a struct does not declare are skipped by the decoder without building objects; on a
+    half-million-event trace that is ~25 % of the decode time. The fields it has decode exactly as
+    in Event, through the same typed-then-tolerant path.
+    """
+
+    args: SlimArgs | None = None
+
+
+class _Shape(NamedTuple):
+    """What a slice decodes into: the typed decoder, and the struct types the tolerant path builds."""
+
+    decoder: msgspec.json.Decoder[Any]
+    event: type[Any]
+    args: type[Any]
+
+
+_FULL = _Shape(msgspec.json.Decoder(list[Event]), Event, Args)
+_SLIM = _Shape(msgspec.json.Decoder(list[SlimEvent]), SlimEvent, SlimArgs)
 _ANY = msgspec.json.Decoder()
 _WS = re.compile(rb"[ \t\r\n]*")
 _CUT = re.compile(rb"\}[ \t\r\n]*(?:,[ \t\r\n]*(?=\{)|\])")
@@ -167,8 +219,8 @@ _MAX_TOP_KEY_CHARS = 256
 KEEP_KEYS = frozenset({"capture_trace", "distributedInfo", "schemaVersion", "traceName", "displayTimeUnit"})
 
 
-def _tolerant_event(obj: Any) -> Event | None:
-    """Build an Event from a generic decoded value, dropping fields of unexpected types."""
+def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
+    """Build ``shape``'s event from a generic decoded value, dropping fields of unexpected types."""
     if not isinstance(obj, dict):
         return None
 
@@ -185,38 +237,43 @@ def _tolerant_event(obj: Any) -> Event | None:
         def raw(key: str) -> msgspec.Raw:
             return msgspec.Raw(msgspec.json.encode(raw_args[key])) if key in raw_args else _RAW_EMPTY
 
-        def ints(key: str) -> list[int] | None:
+        def ints(key: str) -> tuple[int, ...] | None:
             v = raw_args.get(key)
             if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                return v
+                return tuple(v)
             return None
 
-        args = Args(
-            ext=pick(raw_args, "External id", (int,)),
-            dims=raw("Input Dims"),
-            types=raw("Input type"),
-            concrete=raw("Concrete Inputs"),
-            correlation=pick(raw_args, "correlation", (int,)),
-            kernel=pick(raw_args, "kernel", (str,)),
-            grid=ints("grid"),
-            block=ints("block"),
-            smem=pick(raw_args, "shared memory", (int,)),
-            regs=pick(raw_args, "registers per thread", (int,)),
-            node=pick(raw_args, "graph node id", (int,)),
+        args = _only(
+            shape.args,
+            ext=lambda: pick(raw_args, "External id", (int,)),
+            dims=lambda: raw("Input Dims"),
+            types=lambda: raw("Input type"),
+            concrete=lambda: raw("Concrete Inputs"),
+            correlation=lambda: pick(raw_args, "correlation", (int,)),
+            kernel=lambda: pick(raw_args, "kernel", (str,)),
+            grid=lambda: ints("grid"),
+            block=lambda: ints("block"),
+            smem=lambda: pick(raw_args, "shared memory", (int,)),
+            regs=lambda: pick(raw_args, "registers per thread", (int,)),
+            node=lambda: pick(raw_args, "graph node id", (int,)),
         )
-    ts = _as_float(pick(obj, "ts", (int, float)))
-    dur = _as_float(pick(obj, "dur", (int, float)))
-    return Event(
-        ph=pick(obj, "ph", (str,)),
-        cat=pick(obj, "cat", (str,)),
-        name=pick(obj, "name", (str,)),
-        pid=pick(obj, "pid", (int, str)),
-        tid=pick(obj, "tid", (int, str)),
-        ts=ts,
-        dur=dur,
-        id=pick(obj, "id", (int, str)),
-        args=args,
+    return _only(
+        shape.event,
+        ph=lambda: pick(obj, "ph", (str,)),
+        cat=lambda: pick(obj, "cat", (str,)),
+        name=lambda: pick(obj, "name", (str,)),
+        pid=lambda: pick(obj, "pid", (int, str)),
+        tid=lambda: pick(obj, "tid", (int, str)),
+        ts=lambda: _as_float(pick(obj, "ts", (int, float))),
+        dur=lambda: _as_float(pick(obj, "dur", (int, float))),
+        id=lambda: pick(obj, "id", (int, str)),
+        args=lambda: args,
     )
+
+
+def _only(cls: type[Any], **fields: Callable[[], Any]) -> Any:
+    """``cls`` built from the fields it declares (a field it does not declare is neither read nor checked)."""
+    return cls(**{name: fields[name]() for name in cls.__struct_fields__})
 
 
 def _as_float(v: int | float | None) -> float | None:
@@ -228,7 +285,7 @@ def _as_float(v: int | float | None) -> float | None:
         raise _OutOfRange from None
 
 
-def _decode_slice(data: bytes) -> tuple[list[Event], int] | None:
+def _decode_slice(data: bytes, shape: _Shape = _FULL) -> tuple[list[Any], int] | None:
     """Decode ``data`` (a JSON array) into (Events, number of elements); None when it is not valid JSON.
 
     Raises _OutOfRange for a number too big to hold: the slice starts at a real element boundary and
@@ -236,7 +293,7 @@ def _decode_slice(data: bytes) -> tuple[list[Event], int] | None:
     candidate cut turns out false. RecursionError (too deep) is real for the same reason.
     """
     try:
-        events = _EVENTS.decode(data)
+        events = shape.decoder.decode(data)
         return events, len(events)
     except msgspec.ValidationError:
         pass  # valid JSON of unexpected types, or invalid JSON caught early: decide below
@@ -250,16 +307,22 @@ def _decode_slice(data: bytes) -> tuple[list[Event], int] | None:
         return None
     events = []
     for v in values:
-        ev = _tolerant_event(v)
+        ev = _tolerant_event(v, shape)
         if ev is not None:
             events.append(ev)
     return events, len(values)
 
 
+def _bracketed(buf: bytes, start: int, end: int) -> bytes:
+    """``[`` + ``buf[start:end]`` + ``]`` with one copy of a multi-megabyte slice, not three."""
+    with memoryview(buf) as view:
+        return b"".join((b"[", view[start:end], b"]"))
+
+
 class _Cut(NamedTuple):
     """A run of whole elements decoded from the buffer: where to resume, whether ``]`` was reached."""
 
-    events: list[Event]
+    events: list[Any]  # Event or SlimEvent
     elements: int
     resume: int
     closed: bool
@@ -290,6 +353,7 @@ class TraceStream:
         self._pos = 0
         self._eof = False
         self._base = 0  # bytes dropped from the front of _buf, for error offsets
+        self._shape = _FULL
 
     # -- low level -------------------------------------------------------------------------------
     def _error(self, message: str) -> TraceError:
@@ -357,20 +421,20 @@ class TraceStream:
         """
         if len(self._buf) - self._pos >= need:
             return True
-        if self._pos:
+        with memoryview(self._buf) as view:
+            parts: list[bytes | memoryview] = [view[self._pos :]]  # the unread rest, copied once by join
+            have = len(self._buf) - self._pos
+            while have < need and not self._eof:
+                block = self._read_block(max(_BLOCK, need - have))
+                if not block:
+                    self._eof = True
+                    break
+                parts.append(block)
+                have += len(block)
             self._base += self._pos
-            self._buf = self._buf[self._pos :]
             self._pos = 0
-        parts = [self._buf]
-        have = len(self._buf)
-        while have < need and not self._eof:
-            block = self._read_block(max(_BLOCK, need - have))
-            if not block:
-                self._eof = True
-                break
-            parts.append(block)
-            have += len(block)
-        self._buf = b"".join(parts)
+            self._buf = b"".join(parts)
+            del parts
         return have >= need
 
     def _skip_ws(self) -> None:
@@ -497,7 +561,7 @@ class TraceStream:
                 f"invalid JSON: number out of range in traceEvents near byte {self._base + start}"
             ) from None
 
-    def _event_slices(self) -> Iterator[list[Event]]:
+    def _event_slices(self) -> Iterator[list[Any]]:
         """Yield decoded slices of the traceEvents array; the cursor ends after its ``]``."""
         self._expect(b"[", "'[' after \"traceEvents\"")
         if self._peek() == b"]":
@@ -535,7 +599,7 @@ class TraceStream:
         for tries, m in enumerate(reversed(cands)):
             if tries >= _MAX_FAST_TRIES:
                 break
-            got = _decode_slice(b"[" + buf[start : m.start() + 1] + b"]")
+            got = _decode_slice(_bracketed(buf, start, m.start() + 1), self._shape)
             if got is not None:
                 return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
         return self._exact_cut(buf, start, limit)  # also without candidates: elements need not be objects
@@ -574,12 +638,12 @@ class TraceStream:
             pos = resume
         if last_end < 0:
             return None
-        got = _decode_slice(b"[" + buf[start:last_end] + b"]")
+        got = _decode_slice(_bracketed(buf, start, last_end), self._shape)
         if got is None:
             raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
         return _Cut(got[0], got[1], resume, closed)
 
-    def _exact_split(self) -> Iterator[list[Event]]:
+    def _exact_split(self) -> Iterator[list[Any]]:
         while True:
             cut = self._cut(self._buf, self._pos, len(self._buf), exact=True)
             if cut is None:
@@ -593,6 +657,14 @@ class TraceStream:
     # -- public ------------------------------------------------------------------------------------
     def events(self) -> Iterator[list[Event]]:
         """Yield event slices in file order; raises TraceError on any bad input."""
+        return self._slices(_FULL)
+
+    def slim_events(self) -> Iterator[list[SlimEvent]]:
+        """:meth:`events` as :class:`SlimEvent` (same checks and limits; ``ph``/``id`` not read)."""
+        return self._slices(_SLIM)
+
+    def _slices(self, shape: _Shape) -> Iterator[list[Any]]:
+        self._shape = shape
         gc_was_enabled = gc.isenabled()
         gc.disable()  # decoding creates millions of acyclic objects; collections only cost time
         try:
@@ -625,7 +697,7 @@ class TraceStream:
             if gc_was_enabled:
                 gc.enable()
 
-    def _members(self) -> Iterator[list[Event]]:
+    def _members(self) -> Iterator[list[Any]]:
         """The top-level object's members, cursor after its ``{``; traceEvents is streamed."""
         seen: set[str] = set()
         members = 0

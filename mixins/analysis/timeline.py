@@ -18,7 +18,7 @@ import msgspec
 
 from mixins.analysis import events as E
 from mixins.analysis.model import Kernel
-from mixins.analysis.reader import Event, TraceError, open_trace
+from mixins.analysis.reader import SlimEvent, TraceError, open_trace
 from mixins.analysis.segments import Range
 
 __all__ = [
@@ -113,8 +113,11 @@ class Device:
     node: array = field(default_factory=lambda: array("q"))  # -1: none
 
 
+_ID_LIMIT = 1 << 62  # correlation / node ids outside [0, this) are treated as absent (-1)
+
+
 def _ident(v: int | None) -> int:
-    return v if v is not None and 0 <= v < 1 << 62 else -1
+    return v if v is not None and 0 <= v < _ID_LIMIT else -1
 
 
 @dataclass
@@ -145,21 +148,22 @@ class _Builder:
         self.raw_sigs = _Interner()
         self.modules = _Interner()
         self.kernels = _Interner()
-        self.categories: dict[str, int] = {}
+        self.categories: dict[str | None, int] = {}
         self.kernel_ids: dict[tuple[Any, ...], int] = {}
 
-    def thread(self, ev: Event) -> int:
+    def thread(self, ev: SlimEvent) -> int:
         return self.threads((ev.pid, ev.tid))
 
-    def kernel(self, name: str | None, ev: Event) -> int:
+    def kernel(self, name: str | None, ev: SlimEvent) -> int:
         """Interned kernel identity; keyed by a plain tuple (hashed in C) before any Kernel is built."""
         a = ev.args
-        grid = tuple(a.grid) if a is not None and a.grid else None
-        block = tuple(a.block) if a is not None and a.block else None
-        key = (name, grid, block)
+        return self._kernel_id((name, a.grid, a.block) if a is not None else (name, None, None))
+
+    def _kernel_id(self, key: tuple[Any, ...]) -> int:
         got = self.kernel_ids.get(key)
         if got is None:
-            got = self.kernel_ids[key] = self.kernels(Kernel(name, grid, block))
+            name, grid, block = key
+            got = self.kernel_ids[key] = self.kernels(Kernel(name, grid or None, block or None))
         return got
 
     def _category(self, cat: str) -> int:
@@ -178,32 +182,62 @@ class _Builder:
             return _DEVICE + D_SET
         return _ANNOTATION if E.is_annotation(cat) else _SKIP
 
-    def add(self, events: list[Event]) -> None:
-        kinds = self.categories
+    def add(self, events: list[SlimEvent]) -> None:
+        """One slice. Bulk comprehensions per kind, not a Python loop body per event: a replay is
+        ~all kernels and a capture ~all ``python_function`` calls, hundreds of thousands of each."""
+        dest = self.categories
+        cats = {ev.cat for ev in events}
+        for cat in cats.difference(dest):
+            dest[cat] = self._category(cat or "")
+        present = {dest[c] for c in cats}
+        if any(k >= _DEVICE for k in present):
+            self._devices([ev for ev in events if dest[ev.cat] >= _DEVICE and ev.ts is not None])
+        if _PYTHON in present:
+            self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
+        if present & {_CPU_OP, _RUNTIME, _ANNOTATION}:
+            self._others([ev for ev in events if _SKIP < dest[ev.cat] < _DEVICE and ev.ts is not None], dest)
+
+    def _others(self, events: list[SlimEvent], dest: dict[str | None, int]) -> None:
+        """cpu_op intervals, runtime calls and annotation ranges (a few percent of any trace)."""
+        tl = self.tl
         for ev in events:
-            cat = ev.cat or ""
-            kind = kinds.get(cat)
-            if kind is None:
-                kind = kinds[cat] = self._category(cat)
-            if kind == _SKIP or ev.ts is None:
-                continue
+            kind = dest[ev.cat]
             name = ev.name or ""
-            if kind >= _DEVICE:  # most events of a replay
-                self._device(ev, kind - _DEVICE, name)
-            elif kind == _PYTHON:  # most events of a capture
-                if E.is_module(cat, name):
-                    self.tl.modules.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(name)))
-            elif kind == _CPU_OP:
+            ts = ev.ts or 0.0
+            if kind == _CPU_OP:
                 a = ev.args
                 raw = (name, bytes(a.dims), bytes(a.types)) if a is not None else (name, b"", b"")
-                self.tl.ops.add(ev.ts, ev.dur or 0.0, self.thread(ev), self.raw_sigs(raw))
+                tl.ops.add(ts, ev.dur or 0.0, self.thread(ev), self.raw_sigs(raw))
             elif kind == _RUNTIME:
                 self._call(ev, name)
-            else:
-                self.tl.ranges.append(Range(name, ev.ts, ev.dur or 0.0, ev.pid))
-                self.tl.range_thread.append(self.thread(ev))
+            elif kind == _ANNOTATION:
+                tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
+                tl.range_thread.append(self.thread(ev))
 
-    def _call(self, ev: Event, name: str) -> None:
+    def _modules(self, events: list[SlimEvent]) -> None:
+        iv = self.tl.modules
+        for ev in events:
+            iv.add(ev.ts or 0.0, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(ev.name or "")))
+
+    def _devices(self, events: list[SlimEvent]) -> None:
+        """Kernels, memcpys and memsets, column by column."""
+        d, dest, top = self.tl.device, self.categories, _ID_LIMIT
+        args = [ev.args for ev in events]
+        d.start.extend([ev.ts or 0.0 for ev in events])
+        d.dur.extend([ev.dur or 0.0 for ev in events])
+        d.kind.extend([dest[ev.cat] - _DEVICE for ev in events])
+        d.corr.extend([c if a is not None and (c := a.correlation) is not None and 0 <= c < top else -1 for a in args])
+        d.node.extend([n if a is not None and (n := a.node) is not None and 0 <= n < top else -1 for a in args])
+        keys = [
+            (ev.name or "", a.grid, a.block) if a is not None else (ev.name or "", None, None)
+            for ev, a in zip(events, args, strict=True)
+        ]
+        ids = list(map(self.kernel_ids.get, keys))
+        if None in ids:
+            ids = [self._kernel_id(k) for k in keys]
+        d.kernel.extend(ids)
+
+    def _call(self, ev: SlimEvent, name: str) -> None:
         if E.is_graph_launch(name):
             kind = C_GRAPH
         elif E.is_kernel_launch(name):
@@ -227,16 +261,6 @@ class _Builder:
         own = a.kernel if a is not None and kind == C_LAUNCH else None
         c.kernel.append(self.kernel(own, ev) if own is not None else -1)
 
-    def _device(self, ev: Event, kind: int, name: str) -> None:
-        a = ev.args
-        d = self.tl.device
-        d.start.append(ev.ts or 0.0)
-        d.dur.append(ev.dur or 0.0)
-        d.kind.append(kind)
-        d.corr.append(_ident(a.correlation if a is not None else None))
-        d.kernel.append(self.kernel(name, ev))
-        d.node.append(_ident(a.node if a is not None else None))
-
     def finish(self) -> None:
         tl = self.tl
         cache: dict[bytes, str] = {}
@@ -258,7 +282,7 @@ def load_timeline(path: str, progress: Callable[[int, int], None] | None = None)
     stream = open_trace(path, progress)
     tl = Timeline(path)
     b = _Builder(tl)
-    for events in stream.events():
+    for events in stream.slim_events():
         b.add(events)
     try:
         b.finish()

@@ -30,7 +30,7 @@ from mixins.analysis import events as E
 from mixins.analysis.identity import Identity, identity_of
 from mixins.analysis.intervals import Interval, clip, length, subtract, union
 from mixins.analysis.model import Segment
-from mixins.analysis.reader import Event, open_trace
+from mixins.analysis.reader import SlimEvent, open_trace
 from mixins.analysis.segments import Range, segments_of
 
 __all__ = ["PHASES", "NOTE", "TopOp", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
@@ -146,18 +146,21 @@ class _Timeline:
         self.thread_pid: list[Any] = []
         self.marks: list[tuple[int, int, int, int]] = []  # (ts, kind, thread, end)
         self.ranges: list[Range] = []
+        self.wanted: dict[str | None, bool] = {}  # category -> timed (cpu_op, runtime) or a range
 
-    def add(self, events: list[Event]) -> None:
+    def add(self, events: list[SlimEvent]) -> None:
         ts_a, end_a, thread_a, name_a, op_a = self.ts, self.end, self.thread, self.name, self.op
         threads, names, mark_of = self.threads, self.names, self.mark_of
-        for ev in events:
+        wanted = self.wanted
+        for cat in {ev.cat for ev in events}.difference(wanted):
+            wanted[cat] = cat is not None and (E.is_cpu_op(cat) or E.is_runtime(cat) or E.is_annotation(cat))
+        # One comprehension drops what is never timed (most of a capture: python_function calls).
+        for ev in [ev for ev in events if wanted[ev.cat] and ev.ts is not None]:
             t, cat = ev.ts, ev.cat
-            if t is None or cat is None:
-                continue
+            assert t is not None and cat is not None
             is_op = E.is_cpu_op(cat)
             if not is_op and not E.is_runtime(cat):
-                if E.is_annotation(cat):
-                    self.ranges.append(Range(ev.name or "", t, ev.dur or 0.0, ev.pid))
+                self.ranges.append(Range(ev.name or "", t, ev.dur or 0.0, ev.pid))
                 continue
             thread = threads.get((ev.pid, ev.tid))
             if thread is None:
@@ -352,6 +355,6 @@ def time_trace(path: str, top: int = 5, progress: Callable[[int, int], None] | N
     """Read ``path`` in one streaming pass and time its segments; raises TraceError for bad input."""
     stream = open_trace(path, progress)
     tl = _Timeline()
-    for events in stream.events():
+    for events in stream.slim_events():
         tl.add(events)
     return build(path, identity_of(path, stream.metadata), tl, top)

@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -196,3 +197,46 @@ def test_hostile_values_give_records_or_one_clean_line(
             load_record(str(p))
     except TraceError as exc:
         assert str(exc).startswith(f"{p}: ") and "\n" not in str(exc)
+
+
+slim_args = st.dictionaries(
+    st.sampled_from(["Input Dims", "Input type", "correlation", "kernel", "grid", "block", "graph node id"]),
+    json_value | st.lists(st.integers(0, 9), max_size=3),
+    max_size=5,
+)
+slim_event = st.fixed_dictionaries(
+    {"cat": st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "python_function"]) | json_value},
+    optional={
+        "name": names | json_value,
+        "ph": json_value,
+        "id": json_value,
+        "ts": st.floats(0, 1e12, allow_nan=False) | json_value,
+        "dur": st.floats(0, 1e6, allow_nan=False) | json_value,
+        "pid": st.integers(0, 9) | names,
+        "tid": json_value,
+        "args": slim_args | json_value,
+    },
+)
+
+
+@FUZZ
+@given(events=st.lists(slim_event, max_size=25), how=layout)
+def test_slim_events_equal_full_events_on_their_fields(tmp_path: Path, events: list[dict], how: Any) -> None:
+    """The time-resolved view's lighter decode (no ph / id) reads every field it has exactly as the
+    full decode does, typed path and tolerant path (badly typed fields) alike."""
+    p = tmp_path / "t.json"
+    p.write_text(_dump({"traceEvents": events}, how))
+    full = _read(p)
+    slim = [e for batch in reader.open_trace(str(p)).slim_events() for e in batch]
+    assert len(slim) == len(full)
+    for s, f in zip(slim, full, strict=True):
+        for name in reader.SlimEvent.__struct_fields__:
+            if name != "args":
+                assert getattr(s, name) == getattr(f, name)
+        assert (s.args is None) == (f.args is None)
+        if s.args is not None:
+            for name in reader.SlimArgs.__struct_fields__:
+                a, b = getattr(s.args, name), getattr(f.args, name)
+                if isinstance(a, msgspec.Raw):  # raw JSON text: equal up to layout (the tolerant path re-encodes)
+                    a, b = (msgspec.json.decode(x) if len(x) else None for x in (a, b))
+                assert a == b, name

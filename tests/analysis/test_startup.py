@@ -1,0 +1,47 @@
+"""Start-up cost of the analysis library: the attribution path imports only what it uses.
+
+Why a test: the exporter's imports (wrapt, asyncio via wrapt, inspect …) and the record builders
+cost ~0.3 s per run, more than attributing the real vLLM pair itself; the package ``__init__`` files
+resolve their public names lazily so that an analysis run never pays for them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+NOT_NEEDED = ("mixins.export", "mixins.capture_trace", "wrapt", "mixins.analysis.records", "rich", "torch")
+
+
+def _imported_after(code: str) -> set[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)  # the .pth start-up hook stays off
+    script = f"import sys\n{code}\nprint('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_attribution_path_imports_neither_exporter_nor_records() -> None:
+    loaded = _imported_after(
+        "from mixins.analysis.attribute import attribute_replay\n"
+        "from mixins.analysis.windows import load_capture\n"
+        "from mixins.analysis.serialise import to_json"
+    )
+    assert "mixins.analysis.attribute" in loaded
+    assert sorted(m for m in NOT_NEEDED if m in loaded) == []
+
+
+def test_public_names_still_resolve() -> None:
+    loaded = _imported_after(
+        "import mixins, mixins.analysis\n"
+        "assert mixins.CaptureTraceMixin.__name__ == 'CaptureTraceMixin'\n"
+        "from mixins import export_cuda_graph_capture_trace, wait_for_exports, with_capture_trace\n"
+        "from mixins.analysis import TraceError, TraceRecord, load_record\n"
+        "assert callable(load_record) and 'CaptureTraceMixin' in dir(mixins)\n"
+        "try:\n    mixins.nothing_here\nexcept AttributeError as exc:\n    assert 'nothing_here' in str(exc)\n"
+        "else:\n    raise SystemExit('no AttributeError')"
+    )
+    assert {"mixins.export", "mixins.analysis.records"} <= loaded
