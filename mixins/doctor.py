@@ -133,11 +133,10 @@ def _routes(problems: list[str]) -> tuple[str, list[str]]:
     hook_on = settings.env_bool(STARTUP_SWITCH, True)
     lines.append(f"start-up hook: {', '.join(pth) if pth else f'no {PTH_NAME} in site-packages'}")
     lines.append(f"{STARTUP_SWITCH}={os.environ.get(STARTUP_SWITCH, '(unset)')}: {'on' if hook_on else 'off'}")
-    owner = ownership_problem()
-    if owner is not None:
-        lines.append(f"the start-up hook stands down: {owner}")
-        problems.append(owner)
-    pth_live = bool(pth) and hook_on and allowed and owner is None
+    owner = ownership_problem()  # a note, not a problem: a source checkout on sys.path (tests, development)
+    if owner is not None:  # shadows the install here; a shadowing foreign package would not even run doctor
+        lines.append(f"in this interpreter the start-up hook would stand down: {owner}")
+    pth_live = bool(pth) and hook_on and allowed
     live = [name for name, on in (("plugin", plugin_live), (".pth", pth_live)) if on]
     lines.append(f"live routes: {', '.join(live) or 'none'}")
     if not (plugin_live or pth_live):
