@@ -49,7 +49,9 @@ def _ns(us: float) -> int:
 
 
 def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[str, float], dict[str, float]]:
-    """(wall_us, phases in µs, shares): ``other`` is set so the phases' float sum equals wall_us exactly."""
+    """(wall_us, phases in µs, shares). Exact in integer ns (``phases_ns`` sum to ``wall_ns``, also in the
+    JSON); in µs floats ``other`` is chosen so the sum equals wall_us where a float can make it so, else it is
+    off by less than a nanosecond (for some splits no float ``other`` makes a float sum exact)."""
     wall = wall_ns / 1000
     out = {p: phases_ns[p] / 1000 for p in PHASES[:-1]}
     parts = sum(out.values())
@@ -59,6 +61,8 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[st
         if parts + candidate == wall:
             other = candidate
             break
+    else:
+        other = rounded
     out["other"] = other
     shares = {p: round(v / wall, 4) if wall > 0 else 0.0 for p, v in out.items()}
     return wall, out, shares
@@ -96,6 +100,8 @@ class SegmentTime:
             "wall_us": wall,
             "phases": phases,
             "shares": shares,
+            "wall_ns": self.wall_ns,
+            "phases_ns": dict(self.phases_ns),
             "capture_windows": self.capture_windows,
             "top": [t.as_json() for t in self.top],
         }
