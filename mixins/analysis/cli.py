@@ -38,7 +38,15 @@ OK, DIFFERENT, TROUBLE = 0, 1, 2
 
 
 def add_commands(subparsers: Any) -> None:
-    """Register ``ls``, ``summary``, ``diff``, ``check`` on an argparse sub-parsers object."""
+    """Register ``ls``, ``summary``, ``diff``, ``check``, ``time`` and ``attribute`` on argparse sub-parsers."""
+    for add in (_add_ls, _add_summary, _add_diff, _add_check, _add_time):
+        add(subparsers)
+    from mixins.analysis.attribute_cmd import add_attribute_command  # imports this module
+
+    add_attribute_command(subparsers)
+
+
+def _add_ls(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "ls",
@@ -54,6 +62,8 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output (includes the metadata)")
     p.set_defaults(func=with_limits(cmd_ls, p))
 
+
+def _add_summary(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "summary",
@@ -71,6 +81,8 @@ def add_commands(subparsers: Any) -> None:
     )
     p.set_defaults(func=with_limits(cmd_summary, p))
 
+
+def _add_diff(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "diff",
@@ -86,6 +98,8 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=with_limits(cmd_diff, p))
 
+
+def _add_check(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "check",
@@ -104,6 +118,8 @@ def add_commands(subparsers: Any) -> None:
     )
     p.set_defaults(func=with_limits(cmd_check, p))
 
+
+def _add_time(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "time",
@@ -122,10 +138,6 @@ def add_commands(subparsers: Any) -> None:
         help="worker processes; 0: one per core",
     )
     p.set_defaults(func=with_limits(cmd_time, p))
-
-    from mixins.analysis.attribute_cmd import add_attribute_command  # imports this module
-
-    add_attribute_command(subparsers)
 
 
 def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser) -> Callable[..., int]:
