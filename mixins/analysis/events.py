@@ -57,7 +57,8 @@ __all__ = [
 K_OTHER, K_CPU_OP, K_LAUNCH, K_GRAPH, K_KERNEL, K_RUNTIME, K_GPU, K_ANNOT, K_FLOW_F = range(9)
 
 OUR_SEGMENT = re.compile(r"^capture::(?P<label>.+)$")
-FOREIGN_SEGMENT = re.compile(r"^capture_(?P<bs>\d+)(?:_(?P<variant>[A-Za-z0-9]+))?$")
+# vLLM's ``capture_<bs>[_<mode>]``; modes have underscores (FULL_DECODE_ONLY, FULL_AND_PIECEWISE)
+FOREIGN_SEGMENT = re.compile(r"^capture_(?P<bs>\d+)(?:_(?P<variant>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*))?$")
 _BS = re.compile(r"(?:^|,)bs=(\d+)(?:,|$)")
 _VARIANT = re.compile(r"(?:^|,)variant=([^,#]+)")
 _MODULE_SUFFIX = re.compile(r"_\d+$")

@@ -8,6 +8,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from mixins.analysis.records import Segment, TraceRecord, load_record, summarize
 
 
@@ -213,3 +215,24 @@ def test_summary_human_output(cpu_traces, run_cli) -> None:  # type: ignore[no-u
     assert rc == 0
     assert "DecodeCudaGraphRunner TP 0" in text and "bs=4: top 2 signatures" in text
     assert summarize(load_record(str(cpu_traces["r0"])))["totals"]["cpu_ops"] > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("capture::bs=8,variant=decode", ("bs=8,variant=decode", 8, True)),
+        ("capture_32_FULL", ("bs=32,variant=FULL", 32, False)),
+        ("capture_16_FULL_DECODE_ONLY", ("bs=16,variant=FULL_DECODE_ONLY", 16, False)),
+        ("capture_4_FULL_AND_PIECEWISE", ("bs=4,variant=FULL_AND_PIECEWISE", 4, False)),
+        ("capture_8", ("bs=8", 8, False)),
+        ("capture_8_", None),
+        ("capture_x_FULL", None),
+    ],
+)
+def test_segment_markers_of_every_writer(name: str, expected: object) -> None:
+    """Ours and vLLM's annotations, including vLLM modes that contain underscores."""
+    from mixins.analysis.events import segment_marker, segment_variant
+
+    assert segment_marker(name) == expected
+    if expected is not None and "variant=" in expected[0]:  # type: ignore[index]
+        assert segment_variant(expected[0]) == expected[0].split("variant=")[1]  # type: ignore[index]
