@@ -129,7 +129,6 @@ class Timeline:
     calls: Calls = field(default_factory=Calls)
     device: Device = field(default_factory=Device)
     ranges: list[Range] = field(default_factory=list)
-    range_thread: array = field(default_factory=lambda: array("i"))
     signatures: list[tuple[str, str, str]] = field(default_factory=list)  # (name, dims, types) JSON text
     module_names: list[str] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
@@ -201,7 +200,6 @@ class _Builder:
                 self._call(ev, name)
             else:
                 self.tl.ranges.append(Range(name, ev.ts, ev.dur or 0.0, ev.pid))
-                self.tl.range_thread.append(self.thread(ev))
 
     def _call(self, ev: Event, name: str) -> None:
         if E.is_graph_launch(name):
