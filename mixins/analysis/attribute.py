@@ -107,7 +107,6 @@ class Attribution:
     gpu_time_us: float = 0.0
     graph_kernels: int = 0
     graph_kernels_attributed: int = 0
-    graph_launches: int = 0
     rows: list[Row] = field(default_factory=list)
     unattributed: list[Unattributed] = field(default_factory=list)
     annotations: dict[tuple[int, float, str], dict[str, Any]] | None = None  # (corr, ts, name) -> args
@@ -352,7 +351,6 @@ def _graph_launch(
     corr = tl.calls.corr[call]
     items = _replay_nodes(tl, rp.by_corr.get(corr, []) if corr >= 0 else [])
     d = tl.device
-    res.graph_launches += 1
     res.graph_kernels += len(items)
     if not items:
         return

@@ -132,7 +132,6 @@ class Timeline:
     calls: Calls = field(default_factory=Calls)
     device: Device = field(default_factory=Device)
     ranges: list[Range] = field(default_factory=list)
-    range_thread: array = field(default_factory=lambda: array("i"))
     signatures: list[tuple[str, str, str]] = field(default_factory=list)  # (name, dims, types) JSON text
     module_names: list[str] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
@@ -212,7 +211,6 @@ class _Builder:
                 self._call(ev, name)
             elif kind == _ANNOTATION:
                 tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
-                tl.range_thread.append(self.thread(ev))
 
     def _modules(self, events: list[SlimEvent]) -> None:
         iv = self.tl.modules

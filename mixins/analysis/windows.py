@@ -14,7 +14,7 @@ import os
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from mixins.analysis.identity import Identity, identity_of, rank_from_name
 from mixins.analysis.model import Kernel, Segment
@@ -66,7 +66,6 @@ class Window:
     segment: str
     bs: int | None
     order: int  # position among this capture's windows, in time order
-    start: float
     nodes: list[Node]
     unnamed: int  # kernel nodes whose kernel name nobody knows
     naming: str  # "launch" | "warm-up" | "none": where kernel names came from
@@ -238,7 +237,7 @@ def _windows(tl: Timeline, identity: Identity, segs: list[Segment], source: str)
         naming = "launch" if named_by_launch else "warm-up" if unnamed == 0 else "none"
         label = seg.label if seg is not None else "(outside)"
         bs = seg.bs if seg is not None else None
-        out.append(Window(tl.path, identity.runner, label, bs, order, b, nodes, unnamed, naming))
+        out.append(Window(tl.path, identity.runner, label, bs, order, nodes, unnamed, naming))
     return out
 
 
@@ -253,8 +252,3 @@ def load_capture(path: str, details: dict[str, tuple[int, str | None]] | None = 
         segs, source = [Segment(f"bs={bs}" + (f",variant={mode}" if mode else ""), bs)], "filename"
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
     return Capture(path, identity, rank, _windows(tl, identity, segs, source))
-
-
-def capture_summary(cap: Capture) -> dict[str, Any]:
-    """Small description of a capture's windows (for errors and --json)."""
-    return {"path": cap.path, "rank": cap.rank, "windows": len(cap.windows)}
