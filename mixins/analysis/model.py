@@ -112,9 +112,6 @@ class Segment:
     def unknown_launches(self) -> int:
         return self.unnamed_launches - self.attributed_launches
 
-    def contains(self, ts: float) -> bool:
-        return self.start <= ts <= self.end
-
 
 @dataclass
 class TraceRecord:

@@ -346,7 +346,6 @@ class TraceStream:
         self.events_seen = False
         self.size = 0
         self.elements = 0  # traceEvents elements so far, objects or not
-        self.non_object_events = 0
         self._raw: IO[bytes] | None = None
         self._fh: IO[bytes] | None = None
         self._buf = b""
