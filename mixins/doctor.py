@@ -24,7 +24,7 @@ from typing import Any
 
 from _sglang_capture_trace_bootstrap import OWN_PTH as PTH_NAME  # noqa: E402
 from _sglang_capture_trace_bootstrap import ownership_problem  # noqa: E402
-from mixins import settings
+from mixins import helptext, settings
 from mixins.metadata import PACKAGE, distribution_version
 from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_LOADER, PLUGIN_NAME, PLUGINS_ALLOW_LIST, TARGETS, modules
 
@@ -32,11 +32,13 @@ STARTUP_SWITCH = settings.STARTUP_HOOK
 
 
 def add_command(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = helptext.add_command(
+        commands,
         "doctor",
-        help="why a trace does or does not appear here: versions, switch, activation routes, patch rows",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "why a trace does or does not appear here: versions, switch, activation routes, patch rows",
+        " ".join(__doc__.split("\n\n", 1)[1].split()),
+        ["capture-trace doctor", "capture-trace doctor --no-import"],
+        exit_codes=("a trace can appear", "something named in the report stops it", "usage error"),
     )
     _add_arguments(parser)
 

@@ -21,8 +21,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         text = action.help or ""
         if action.default is None or action.default is False or action.default == argparse.SUPPRESS:
             return text  # a flag's False, or an option without a default, says nothing useful
-        if "%(default)" in text:
-            return text
+        if "%(default)" in text or "(default " in text:
+            return text  # says its default already, in its own words ("10,000,000")
         return super()._get_help_string(action)
 
 

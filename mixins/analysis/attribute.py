@@ -16,7 +16,9 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import reduce
 from itertools import groupby
+from operator import add, itemgetter
 from typing import Any, NamedTuple
 
 from mixins.analysis.identity import identity_of, rank_from_name
@@ -25,7 +27,16 @@ from mixins.analysis.serialise import json_value
 from mixins.analysis.timeline import C_GRAPH, D_COPY, D_KERNEL, NODE_KIND_OF_CALL, Timeline, load_timeline
 from mixins.analysis.windows import Node, Site, Window, sites_of_calls
 
-__all__ = ["Row", "Unattributed", "Attribution", "attribute_replay", "verify"]
+__all__ = [
+    "Row",
+    "Unattributed",
+    "Attribution",
+    "ReplayIndex",
+    "index_replay",
+    "attribute_index",
+    "attribute_replay",
+    "verify",
+]
 
 _BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d+)"), re.compile(r"^execute_(\d+)_"))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
@@ -173,25 +184,34 @@ def verify(window: Window, replay: list[tuple[int, Kernel]]) -> list[int] | str:
 
 
 @dataclass
-class _Replay:
-    """Per replay lookups: device work by correlation, graph launches, hints."""
+class ReplayIndex:
+    """One replay trace read and indexed: everything attribution needs that does not depend on the
+    captures, so it can be built while the captures are still loading (see ``attribute_cmd``)."""
 
     tl: Timeline
+    rank: int | None
     by_corr: dict[int, list[int]]
     graphs: list[int]  # call indices of graph launches, time order
     eager_call: dict[int, int]  # correlation -> non-graph call index
     hints: _Hints
+    item_keys: list[int]  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
 
 
-def _index(tl: Timeline) -> _Replay:
-    corr = tl.device.corr
+def index_replay(path: str) -> ReplayIndex:
+    """Read and index one replay trace (raises TraceError on bad input)."""
+    tl = load_timeline(path)
+    identity = identity_of(path, tl.metadata)
+    rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
+    d = tl.device
+    corr = d.corr
     # Grouped by a C-level stable sort, not a Python loop per item: a replay holds ~all kernels.
     order = sorted(range(len(corr)), key=corr.__getitem__)
     by_corr = {c: list(idx) for c, idx in groupby(order, key=corr.__getitem__)}
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
     eager_call = {c.corr[i]: i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0}
-    return _Replay(tl, by_corr, graphs, eager_call, _Hints(tl))
+    keys = [kind * _KIND_SHIFT + kernel for kind, kernel in zip(d.kind, d.kernel, strict=True)]
+    return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys)
 
 
 def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
@@ -240,6 +260,7 @@ class _Matcher:
         self.cache: dict[tuple[int, ...], tuple[list[tuple[Window, list[int]]], str]] = {}
         self.plans: dict[tuple[int, tuple[int, ...]], list[_Group]] = {}
         self.previous: Window | None = None
+        self.launches: dict[int, tuple[list[_Group], list[tuple[float, ...]]]] = {}  # plan id -> durations
 
     def candidates(
         self, key: tuple[int, ...], seq: Callable[[], list[tuple[int, Kernel]]]
@@ -322,9 +343,7 @@ class _Group(NamedTuple):
     nodes: list[Node]
 
 
-def _plan(
-    m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key: tuple[int, ...]
-) -> list[_Group]:
+def _plan(m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key: tuple[int, ...]) -> list[_Group]:
     """How a verified (window, sequence) pair spreads over rows; computed once per pair."""
     plan = m.plans.get((id(w), key))
     if plan is not None:
@@ -344,9 +363,7 @@ def _plan(
     return plan
 
 
-def _graph_launch(
-    rp: _Replay, call: int, m: _Matcher, rows: _Rows, res: Attribution, annotate: bool
-) -> None:
+def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Attribution, annotate: bool) -> None:
     tl = rp.tl
     corr = tl.calls.corr[call]
     items = _replay_nodes(tl, rp.by_corr.get(corr, []) if corr >= 0 else [])
@@ -354,18 +371,19 @@ def _graph_launch(
     res.graph_kernels += len(items)
     if not items:
         return
-    key = tuple([d.kind[i] * _KIND_SHIFT + d.kernel[i] for i in items])
+    pick = itemgetter(*items) if len(items) > 1 else lambda seq: (seq[items[0]],)
+    key = pick(rp.item_keys)  # C-level gathers: a scaled replay has ~1,000 launches of ~400 items
     ok, why = m.candidates(key, lambda: [(d.kind[i], tl.kernels[d.kernel[i]]) for i in items])
     hints = rp.hints.at(tl.calls.start[call], tl.thread_pid[tl.calls.thread[call]])
     got = m.pick(ok, hints) if ok else why
     if isinstance(got, str):
-        rows.miss("graph", got, len(items), sum(d.dur[i] for i in items), corr)
+        rows.miss("graph", got, len(items), sum(pick(d.dur)), corr)
         return
     w, pos = got
     m.previous = w
     res.graph_kernels_attributed += len(items)
     plan = _plan(m, rows, tl, w, pos, key)
-    _add_launch(plan, [d.dur[i] for i in items])
+    m.launches.setdefault(id(plan), (plan, []))[1].append(pick(d.dur))
     if annotate and res.annotations is not None:
         for g in plan:
             for o, node in zip(g.offsets, g.nodes, strict=True):
@@ -373,19 +391,23 @@ def _graph_launch(
                 res.annotations[(corr, d.start[i], tl.kernels[d.kernel[i]].name or "")] = _annotation(w, node)
 
 
-def _add_launch(plan: list[_Group], durs: list[float]) -> None:
-    """One launch's per-op-execution GPU time onto the plan's rows: :meth:`Row.add` inlined (with
-    the same left-to-right sums), since a scaled replay makes this hundreds of thousands of calls."""
+def _add_launches(plan: list[_Group], launches: list[tuple[float, ...]]) -> None:
+    """Every launch of one plan onto its rows at once (per-launch durations by offset).
+
+    Column-wise so the per-launch work is in C (``zip``, ``map(sum)``, ``min``, ``max``): a scaled
+    replay is ~1,000 launches x ~300 op executions. Each execution's time is summed left to right
+    over its kernels, as :meth:`Row.add` does.
+    """
+    columns = list(zip(*launches, strict=True))
+    n = len(launches)
     for g in plan:
         offs, row = g.offsets, g.row
-        us = durs[offs[0]] if len(offs) == 1 else sum([durs[o] for o in offs])
-        row.kernels += len(offs)
-        row.count += 1
-        row.gpu_time_us += us
-        if us < row.min_us:
-            row.min_us = us
-        if us > row.max_us:
-            row.max_us = us
+        per = columns[offs[0]] if len(offs) == 1 else list(map(sum, zip(*[columns[o] for o in offs], strict=True)))
+        row.kernels += len(offs) * n
+        row.count += n
+        row.gpu_time_us = reduce(add, per, row.gpu_time_us)  # left to right, as launch by launch
+        row.min_us = min(row.min_us, min(per))
+        row.max_us = max(row.max_us, max(per))
 
 
 def _annotation(w: Window, node: Node) -> dict[str, Any]:
@@ -399,7 +421,7 @@ def _annotation(w: Window, node: Node) -> dict[str, Any]:
     }
 
 
-def _eager(rp: _Replay, graph_corrs: set[int], rows: _Rows) -> None:
+def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
     """Device work launched outside graphs, on the innermost cpu_op and module of its own launch."""
     tl, d = rp.tl, rp.tl.device
     work = [i for i in range(len(d.kind)) if d.corr[i] not in graph_corrs]
@@ -423,22 +445,24 @@ def _eager(rp: _Replay, graph_corrs: set[int], rows: _Rows) -> None:
         rows.row(key, site, site.name).add(us, n)
 
 
-def attribute_replay(
-    path: str, windows: list[Window], captures: list[str], annotate: bool = False
-) -> Attribution:
-    """Attribute one replay trace against the capture windows (raises TraceError on bad input)."""
-    tl = load_timeline(path)
-    identity = identity_of(path, tl.metadata)
-    rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
-    res = Attribution(path, captures, rank, annotations={} if annotate else None)
+def attribute_index(rp: ReplayIndex, windows: list[Window], captures: list[str], annotate: bool = False) -> Attribution:
+    """Attribute an indexed replay against the capture windows."""
+    tl = rp.tl
+    res = Attribution(tl.path, captures, rp.rank, annotations={} if annotate else None)
     res.gpu_time_us = sum(tl.device.dur)
-    rp = _index(tl)
     rows = _Rows()
     m = _Matcher(windows)
     graph_corrs = {tl.calls.corr[c] for c in rp.graphs if tl.calls.corr[c] >= 0}
     for call in rp.graphs:
         _graph_launch(rp, call, m, rows, res, annotate)
+    for plan, launches in m.launches.values():
+        _add_launches(plan, launches)
     _eager(rp, graph_corrs, rows)
     res.rows = sorted(rows.rows.values(), key=lambda r: (-r.gpu_time_us, r.name, r.module))
     res.unattributed = sorted(rows.unattributed.values(), key=lambda u: -u.gpu_time_us)
     return res
+
+
+def attribute_replay(path: str, windows: list[Window], captures: list[str], annotate: bool = False) -> Attribution:
+    """Attribute one replay trace against the capture windows (raises TraceError on bad input)."""
+    return attribute_index(index_replay(path), windows, captures, annotate)

@@ -2,7 +2,9 @@
 
 Exit codes as the other commands: 0 a result, 1 coverage below ``--min-coverage``, 2 bad input.
 Captures and replays are read in worker processes (one per file, like ``check``); workers return
-windows and attribution rows, never raw events.
+windows and attribution rows, never raw events. One big replay is read and indexed in this process
+*while* the captures load in workers (the two halves of the work need nothing from each other until
+matching), so its wall time is about the larger of the two, not their sum (docs/DESIGN.md §8).
 """
 
 from __future__ import annotations
@@ -12,20 +14,25 @@ import csv
 import io
 import json
 import os
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from mixins.analysis import render
 from mixins.analysis.annotate import write_annotated, write_atomic
-from mixins.analysis.attribute import Attribution, attribute_replay
-from mixins.analysis.cli import collect_results, map_files, trace_files, with_limits
-from mixins.analysis.reader import TraceError
+from mixins.analysis.attribute import Attribution, ReplayIndex, attribute_index, index_replay
+from mixins.analysis.cli import collect_results, gather_files, map_files, run_job, trace_files, with_limits
+from mixins.analysis.reader import TraceError, current_limits
 from mixins.analysis.windows import Capture, Window, load_capture, read_execution_details
+from mixins.helptext import add_command, non_negative_int
 
 __all__ = ["add_attribute_command", "cmd_attribute", "csv_rows", "CSV_COLUMNS"]
 
 OK, LOW_COVERAGE, TROUBLE = 0, 1, 2
 Details = dict[str, tuple[int, str | None]]  # TraceLens execution details: file name -> (batch size, mode)
 _DETAILS = "execution_details.json"
+# A replay at least this big (file size) is read while the captures load: a worker costs ~20 ms to
+# start, a 1 MiB gzip trace ~0.2 s to read.
+OVERLAP_MIN_BYTES = 1 << 20
 CSV_COLUMNS = (
     "replay",
     "name",
@@ -46,9 +53,21 @@ CSV_COLUMNS = (
 
 
 def add_attribute_command(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "attribute",
-        help="put each replayed CUDA-graph kernel on the capture op, module and shapes that launched it",
+        "put each replayed CUDA-graph kernel on the capture op, module and shapes that launched it",
+        "Join a profile of serving (REPLAY: graph-replayed kernels have names and times but no op and no "
+        "shapes) to the capture traces taken at start-up: each graph launch is matched to one capture "
+        "window and verified by its kernel sequence, then every replayed kernel's GPU time goes to the "
+        "op, module and input shapes that captured it. Graphs that do not verify are listed unattributed "
+        "with the reason, never guessed. Eager kernels go to their own launching op.",
+        [
+            "capture-trace attribute replay-TP-0.json.gz graph_capture_profile/",
+            "capture-trace attribute --json --csv ops.csv serving.json.gz capture-TP-0.json.gz",
+            "capture-trace attribute --min-coverage 0.95 --annotate annotated.json.gz serving.json.gz caps/",
+        ],
+        exit_codes=("attributed", "coverage below --min-coverage", "bad input or usage"),
     )
     p.add_argument("replay", metavar="REPLAY", help="replay (serving) trace, or a directory of them")
     p.add_argument("captures", metavar="CAPTURE", nargs="+", help="capture traces or directories of them")
@@ -58,9 +77,18 @@ def add_attribute_command(subparsers: Any) -> None:
     p.add_argument(
         "--min-coverage", type=float, metavar="F", help="exit 1 when attributed GPU time / total is below F (0..1)"
     )
-    p.add_argument("--top", type=int, default=30, metavar="N", help="rows shown per replay in the table (default 30)")
+    p.add_argument(
+        "--top", type=non_negative_int("--top"), default=30, metavar="N", help="rows shown per replay in the table"
+    )
     p.add_argument("--any-rank", action="store_true", help="attribute even when ranks differ")
-    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: all cores)")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=non_negative_int("--jobs"),
+        default=0,
+        metavar="N",
+        help="worker processes; 0: one per core",
+    )
     p.set_defaults(func=with_limits(cmd_attribute, p))
 
 
@@ -89,10 +117,21 @@ def _capture_job(path: str, details: dict[str, Details]) -> Capture:
 def _replay_job(
     path: str, windows: list[Window], captures: list[str], annotate: bool, rank: int | None, any_rank: bool
 ) -> Attribution:
-    res = attribute_replay(path, windows, captures, annotate)
-    if not any_rank and rank is not None and res.rank is not None and res.rank != rank:
-        raise TraceError(path, f"replay is rank {res.rank}, captures are rank {rank} (--any-rank to attribute anyway)")
-    return res
+    return _attribute_job(path, index_replay(path), windows, captures, annotate, rank, any_rank)
+
+
+def _attribute_job(
+    path: str,
+    rp: ReplayIndex,
+    windows: list[Window],
+    captures: list[str],
+    annotate: bool,
+    rank: int | None,
+    any_rank: bool,
+) -> Attribution:
+    if not any_rank and rank is not None and rp.rank is not None and rp.rank != rank:
+        raise TraceError(path, f"replay is rank {rp.rank}, captures are rank {rank} (--any-rank to attribute anyway)")
+    return attribute_index(rp, windows, captures, annotate)
 
 
 def _capture_rank(caps: list[Capture], any_rank: bool) -> int | None:
@@ -126,8 +165,6 @@ def _write_csv(path: str, results: list[Attribution]) -> None:
 def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
     if args.min_coverage is not None and not 0.0 <= args.min_coverage <= 1.0:
         raise TraceError("--min-coverage", f"expected a fraction between 0 and 1, got {args.min_coverage}")
-    if args.top < 0:
-        raise TraceError("--top", f"must be >= 0, got {args.top}")
     if args.annotate and len(replays) != 1:
         raise TraceError(args.annotate, f"--annotate takes one replay trace, got {len(replays)}")
 
@@ -138,6 +175,46 @@ def _load_captures(args: argparse.Namespace) -> tuple[list[Capture], int | None]
     if bad:
         raise _Reported()
     return caps, _capture_rank(caps, args.any_rank)
+
+
+def _overlaps(args: argparse.Namespace, replays: list[str]) -> bool:
+    """Whether to read the one replay here while the captures load in workers."""
+    if len(replays) != 1 or args.jobs == 1 or (args.jobs == 0 and (os.cpu_count() or 1) < 2):
+        return False
+    try:
+        return os.path.getsize(replays[0]) >= OVERLAP_MIN_BYTES
+    except OSError:
+        return False  # the reader reports it, in the usual order
+
+
+def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[Attribution], bool]:
+    """Captures in worker processes, the replay indexed here meanwhile; errors in the sequential order
+    (captures first, then the replay), each one line."""
+    inputs = _capture_inputs(list(args.captures))
+    paths = list(inputs)
+    workers = max(1, min(len(paths), (args.jobs or os.cpu_count() or 2) - 1))
+    limits = current_limits()
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_job, limits, _capture_job, p, inputs) for p in paths]
+        rp = run_job(limits, index_replay, replay)
+        caps, bad = collect_results(gather_files(paths, futures))
+    if bad:
+        raise _Reported()
+    rank = _capture_rank(caps, args.any_rank)
+    if isinstance(rp, TraceError):
+        raise rp
+    windows = [w for c in caps for w in c.windows]
+    extra = (rp, windows, [c.path for c in caps], bool(args.annotate), rank, args.any_rank)
+    return collect_results([(replay, run_job(limits, _attribute_job, replay, *extra))])
+
+
+def _attribute_all(args: argparse.Namespace, replays: list[str]) -> tuple[list[Attribution], bool]:
+    if _overlaps(args, replays):
+        return _attribute_overlapped(args, replays[0])
+    caps, rank = _load_captures(args)
+    windows = [w for c in caps for w in c.windows]
+    extra = (windows, [c.path for c in caps], bool(args.annotate), rank, args.any_rank)
+    return collect_results(map_files(_replay_job, replays, extra, args.jobs, False))
 
 
 class _Reported(Exception):
@@ -160,11 +237,7 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     try:
         replays = _files(args.replay)
         _check_options(args, replays)
-        caps, rank = _load_captures(args)
-        windows = [w for c in caps for w in c.windows]
-        paths = [c.path for c in caps]
-        extra = (windows, paths, bool(args.annotate), rank, args.any_rank)
-        results, bad = collect_results(map_files(_replay_job, replays, extra, args.jobs, False))
+        results, bad = _attribute_all(args, replays)
         if bad:
             return TROUBLE
         _outputs(args, results)

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -71,14 +71,14 @@ def _add_summary(subparsers: Any) -> None:
         "Summarise traces per segment (one per captured batch size): events, CPU ops, distinct op "
         "signatures, kernel launches, graph launches, kernels and how they link, and the most frequent "
         "signatures with their kernels.",
-        ["capture-trace summary cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
-         "capture-trace summary --top 10 --json demo-out"],
+        [
+            "capture-trace summary cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
+            "capture-trace summary --top 10 --json demo-out",
+        ],
     )
     p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz) or directories")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument(
-        "--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N signatures per segment"
-    )
+    p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N signatures per segment")
     p.set_defaults(func=with_limits(cmd_summary, p))
 
 
@@ -113,7 +113,11 @@ def _add_check(subparsers: Any) -> None:
     p.add_argument("dir", metavar="DIR", help=DIR_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
-        "-j", "--jobs", type=non_negative_int("--jobs"), default=0, metavar="N",
+        "-j",
+        "--jobs",
+        type=non_negative_int("--jobs"),
+        default=0,
+        metavar="N",
         help="worker processes; 0: one per core",
     )
     p.set_defaults(func=with_limits(cmd_check, p))
@@ -134,7 +138,11 @@ def _add_time(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N ops per phase")
     p.add_argument(
-        "-j", "--jobs", type=non_negative_int("--jobs"), default=0, metavar="N",
+        "-j",
+        "--jobs",
+        type=non_negative_int("--jobs"),
+        default=0,
+        metavar="N",
         help="worker processes; 0: one per core",
     )
     p.set_defaults(func=with_limits(cmd_time, p))
@@ -261,16 +269,23 @@ def _map(
         return
     with ProcessPoolExecutor(max_workers=workers) as pool, render.progress_files(show, len(paths)) as tick:
         futures = [pool.submit(_run_one, limits, job, p, *extra) for p in paths]
-        for p, fut in zip(paths, futures, strict=True):
-            try:
-                res = fut.result()
-            except BrokenProcessPool:  # killed (OOM killer, a signal): the others are still reported
-                res = TraceError(p, "the process reading this file died (killed, or out of memory?)")
-            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
-                res = TraceError(p, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
-            yield p, res
-            if tick is not None:
-                tick()
+        yield from _gather(paths, futures, tick)
+
+
+def _gather(
+    paths: list[str], futures: list[Future[Any]], tick: Callable[[], None] | None = None
+) -> Iterable[tuple[str, Any]]:
+    """(path, result or TraceError) for each submitted ``_run_one``, in order; a dead worker is a TraceError."""
+    for p, fut in zip(paths, futures, strict=True):
+        try:
+            res = fut.result()
+        except BrokenProcessPool:  # killed (OOM killer, a signal): the others are still reported
+            res = TraceError(p, "the process reading this file died (killed, or out of memory?)")
+        except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
+            res = TraceError(p, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
+        yield p, res
+        if tick is not None:
+            tick()
 
 
 def _collect(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
@@ -383,3 +398,5 @@ def cmd_time(args: argparse.Namespace) -> int:
 # The ``attribute`` command (attribute_cmd) reads its inputs the same way.
 map_files = _map
 collect_results = _collect
+run_job = _run_one
+gather_files = _gather

@@ -36,6 +36,16 @@ from mixins.analysis.attribute import attribute_replay
 from mixins.analysis.windows import load_capture
 
 
+@pytest.fixture(params=["sequential", "overlapped"])
+def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways ``attribute`` reads one replay: after the captures, or (a big replay) while the captures
+    load in worker processes; the threshold is lowered so the real pair takes the overlapped path."""
+    from mixins.analysis import attribute_cmd
+
+    monkeypatch.setattr(attribute_cmd, "OVERLAP_MIN_BYTES", 0 if request.param == "overlapped" else 1 << 62)
+    return str(request.param)
+
+
 def _attribute(run_cli: Any, *argv: Any) -> dict[str, Any]:
     rc, out, err = run_cli("attribute", *argv, "--json")
     assert rc == 0, err
@@ -121,7 +131,7 @@ def test_derived_piecewise_pair_matches_window_by_window(
     assert _by_name_module(res) == pytest.approx(_by_name_module(full))
 
 
-def test_rank_mismatch_is_a_clean_error(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+def test_rank_mismatch_is_a_clean_error(run_cli: Any, real: dict[str, Any], tmp_path: Path, reading: str) -> None:
     other = save(with_rank(real["capture"], 1), tmp_path / "capture_other.json.gz")
     rc, out, err = run_cli("attribute", VLLM_REPLAY, other)
     assert rc == 2 and out == ""
@@ -143,7 +153,7 @@ def test_rank_mismatch_is_a_clean_error(run_cli: Any, real: dict[str, Any], tmp_
     ],
 )
 def test_bad_replay_or_capture_exits_2_with_one_line(
-    run_cli: Any, tmp_path: Path, which: str, content: bytes | None, expect: str
+    run_cli: Any, tmp_path: Path, which: str, content: bytes | None, expect: str, reading: str
 ) -> None:
     bad = tmp_path / f"bad_{which}.json.gz"
     if content is not None:
@@ -361,6 +371,45 @@ def test_derived_identical_windows_need_the_batch_size_hint(
     assert res["coverage"]["graph_kernels_attributed"] == 0
     (miss,) = [u for u in res["unattributed"] if u["source"] == "graph"]
     assert miss["launches"] == 2 and miss["reason"].startswith("ambiguous: 2 capture windows verify")
+
+
+def test_bad_replay_and_bad_capture_report_the_capture_only(run_cli: Any, tmp_path: Path, reading: str) -> None:
+    """As when reading in turn: a bad capture stops before any replay is reported (overlapped, the
+    replay was read meanwhile, and its error is dropped)."""
+    bad_cap, bad_rep = tmp_path / "bad_capture.json.gz", tmp_path / "bad_replay.json.gz"
+    bad_cap.write_bytes(b"\x1f\x8b\x08\x00truncated")
+    bad_rep.write_bytes(b"{")
+    rc, out, err = run_cli("attribute", bad_rep, VLLM_CAPTURE, bad_cap)
+    assert (rc, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith(f"capture-trace: error: {bad_cap}: ")
+
+
+def test_overlapped_reading_gives_the_same_result(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+    """The replay read while two captures load in workers: byte-identical JSON to ``-j 1``."""
+    from mixins.analysis import attribute_cmd
+
+    other = save(rotate_names(real["capture"]), tmp_path / "rotated_capture.json.gz")
+    argv = ("attribute", VLLM_REPLAY, VLLM_CAPTURE, other, "--json")
+    rc, sequential, err = run_cli(*argv, "-j", "1")
+    assert rc == 0, err
+    calls: list[str] = []
+    overlapped = attribute_cmd._attribute_overlapped
+
+    def spy(args: Any, replay: str) -> Any:
+        calls.append(replay)
+        return overlapped(args, replay)
+
+    mp = pytest.MonkeyPatch()
+    with mp.context() as m:
+        m.setattr(attribute_cmd, "OVERLAP_MIN_BYTES", 0)
+        m.setattr(attribute_cmd, "_attribute_overlapped", spy)
+        rc, out, err = run_cli(*argv, "-j", "3")
+        assert rc == 0, err
+        assert calls == [str(VLLM_REPLAY)]
+        assert out == sequential
+        rc, out, _ = run_cli(*argv, "-j", "1")  # -j 1: no worker, so nothing to overlap with
+        assert rc == 0 and calls == [str(VLLM_REPLAY)] and out == sequential
+    assert json.loads(sequential)["coverage"]["graph_kernels_attributed"] == 421
 
 
 def test_many_replays_in_a_directory_run_in_worker_processes(
