@@ -16,31 +16,40 @@ import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from mixins.analysis import render
-from mixins.analysis.compare import check_traces, diff_traces
 from mixins.analysis.identity import Identity, is_trace_name
-from mixins.analysis.model import CompactTrace, compact
 from mixins.analysis.reader import Limits, TraceError, current_limits, using_limits
-from mixins.analysis.records import load_record
-from mixins.analysis.serialise import summarize, to_json
-from mixins.analysis.timing import NOTE, time_trace
 from mixins.helptext import add_command, int_at_least, non_negative_int
 from mixins.naming import SUBDIR
-from mixins.output_dir import sweep_path
+
+if TYPE_CHECKING:
+    from mixins.analysis.model import CompactTrace
+
+# Each command imports what only it uses when it runs (records, compare, timing, ...): a command
+# starts without loading the others' modules (``mixins.cli`` registers only the command being run).
 
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
 
 OK, DIFFERENT, TROUBLE = 0, 1, 2
 
 
-def add_commands(subparsers: Any) -> None:
-    """Register ``ls``, ``summary``, ``diff``, ``check``, ``time`` and ``attribute`` on argparse sub-parsers."""
-    for add in (_add_ls, _add_summary, _add_diff, _add_check, _add_time):
-        add(subparsers)
+COMMANDS = ("ls", "summary", "diff", "check", "time", "attribute")
+
+
+def add_commands(subparsers: Any, only: str | None = None) -> None:
+    """Register ``ls``, ``summary``, ``diff``, ``check``, ``time`` and ``attribute`` (or ``only`` that
+    one) on argparse sub-parsers."""
+    adders = dict(zip(COMMANDS, (_add_ls, _add_summary, _add_diff, _add_check, _add_time, _add_attribute), strict=True))
+    for name, add in adders.items():
+        if only is None or only == name:
+            add(subparsers)
+
+
+def _add_attribute(subparsers: Any) -> None:
     from mixins.analysis.attribute_cmd import add_attribute_command  # imports this module
 
     add_attribute_command(subparsers)
@@ -218,6 +227,9 @@ def _expand(paths: list[str]) -> tuple[list[str], bool]:
 
 
 def _summary_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    from mixins.analysis.records import load_record
+    from mixins.analysis.serialise import summarize
+
     return summarize(load_record(path, progress), top)
 
 
@@ -229,11 +241,17 @@ def metadata_json(ident: Identity) -> dict[str, Any] | None:
 
 
 def _ls_job(path: str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    from mixins.analysis.records import load_record
+    from mixins.analysis.serialise import summarize
+
     rec = load_record(path, progress)
     return summarize(rec, 0) | {"metadata": metadata_json(rec.identity)}
 
 
 def _compact_job(path: str, progress: Callable[[int, int], None] | None = None) -> CompactTrace:
+    from mixins.analysis.model import compact
+    from mixins.analysis.records import load_record
+
     return compact(load_record(path, progress))
 
 
@@ -301,6 +319,8 @@ def _collect(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    from mixins.output_dir import sweep_path
+
     temps = sweep_path(args.dir) if os.path.isdir(args.dir) else []  # exports' staging dirs; dead ones removed
     if temps and not args.json:
         render.render_temps(temps)
@@ -341,6 +361,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from mixins.analysis.compare import diff_traces
+
     loaded, bad = _collect(_map(_compact_job, [args.a, args.b], (), 1, not args.json))
     if bad:
         return TROUBLE
@@ -355,6 +377,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from mixins.analysis.compare import check_traces
+
     try:
         files = trace_files(args.dir)
     except TraceError as exc:
@@ -380,10 +404,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    from mixins.analysis.serialise import to_json
+    from mixins.analysis.timing import time_trace
+
     return to_json(time_trace(path, top, progress))  # type: ignore[no-any-return]
 
 
 def cmd_time(args: argparse.Namespace) -> int:
+    from mixins.analysis.timing import NOTE
+
     files, bad = _expand(list(args.paths))
     traces, bad_files = _collect(_map(_time_job, files, (args.top,), args.jobs, not args.json))
     if args.json:

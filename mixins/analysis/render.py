@@ -7,15 +7,18 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
-from mixins.analysis.compare import GroupCheck, SegmentDiff
+    from mixins.analysis.compare import GroupCheck, SegmentDiff
+
 from mixins.analysis.serialise import to_json
 from mixins.one_line import one_line
+
+# rich is imported by the functions that draw (~45 ms), so ``--json`` output and errors never load it.
 
 __all__ = [
     "console",
@@ -45,6 +48,8 @@ def console() -> Console:
     """Stdout console: on a terminal its width (``COLUMNS`` when set, as rich reads it). Piped, no
     wrapping at all, whatever ``COLUMNS`` says (shells and test runners export stale values): a row
     or a line is never broken in two for grep/awk/``less -S``."""
+    from rich.console import Console
+
     if sys.stdout.isatty():
         return Console(highlight=False)
     return Console(width=UNWRAPPED, highlight=False, no_color=True, soft_wrap=True)
@@ -95,6 +100,9 @@ def _rank(value: int | None) -> str:
 
 
 def render_ls(rows: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=None, show_lines=False)
     for col, just in (
         ("file", "left"),
@@ -179,6 +187,8 @@ def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def render_ls_long(rows: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+
     out = console()
     for n, t in enumerate(rows):
         out.print(("\n" if n else "") + escape(t["path"]))
@@ -219,6 +229,9 @@ def _kernel_text(k: dict[str, Any]) -> str:
 
 
 def render_summary(traces: list[dict[str, Any]], top: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     out = console()
     for t in traces:
         out.print(
@@ -276,6 +289,9 @@ def _op_text(op: dict[str, Any] | None) -> str:
 
 
 def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     out = console()
     out.print(escape(f"A: {path_a}\nB: {path_b}"))
     table = Table()
@@ -324,6 +340,9 @@ def _result(g: GroupCheck) -> str:
 
 
 def render_check(groups: list[GroupCheck]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     out = console()
     table = Table()
     for col in ("runner", "PP", "idx", "TP ranks", "TP size", "result"):
@@ -356,6 +375,8 @@ def render_check(groups: list[GroupCheck]) -> None:
 
 
 def _attribute_table(res: dict[str, Any], top: int) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{res['replay']}: ops by GPU time", title_justify="left")
     for col in ("op", "module", "input dims", "input types", "source", "segment", "kernels", "count"):
         table.add_column(col, justify="right" if col in ("kernels", "count") else "left")
@@ -406,6 +427,7 @@ def progress_bytes(enabled: bool, label: str) -> Iterator[Callable[[int, int], N
     if not enabled or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
     with Progress(
@@ -430,6 +452,7 @@ def progress_files(enabled: bool, total: int) -> Iterator[Callable[[], None] | N
     if not enabled or not sys.stderr.isatty() or total < 2:
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress
 
     with Progress(

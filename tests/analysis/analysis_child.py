@@ -51,6 +51,19 @@ def analyzer_imports_torch() -> None:
     print("torch" in sys.modules)
 
 
+def modules_after_cli(*argv: str) -> None:
+    """Runs ``capture-trace ARGV`` (stdout discarded) and prints, as JSON, the modules it imported."""
+    import contextlib
+    import io
+    import json
+
+    from mixins.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = main(list(argv))
+    print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
+
+
 # -- test_limits.py ------------------------------------------------------------------------------------
 
 
@@ -100,7 +113,9 @@ def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
 
 CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
-    for case in (analyzer_cli, analyzer_imports_torch, bounded_cli, spawn_cli, annotate_under_fsize_limit)
+    for case in (
+        analyzer_cli, analyzer_imports_torch, modules_after_cli, bounded_cli, spawn_cli, annotate_under_fsize_limit
+    )
 }
 
 

@@ -175,3 +175,48 @@ def test_no_pp_none_for_traces_without_ranks(cpu_traces, run_cli, tmp_path: Path
     (tmp_path / "a.json").write_text(json.dumps({k: v for k, v in doc.items() if k != "capture_trace"}))
     rc, text, _ = run_cli("check", tmp_path)
     assert rc == 0 and "None" not in text
+
+
+def test_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    done = _cli("--version")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"capture-trace {version('sglang-capture-trace')}\n"
+
+
+def test_the_command_list_is_the_parsers() -> None:
+    """``mixins.cli.COMMANDS`` (what a single-command parser is built for) cannot drift from the parser."""
+    from mixins.cli import COMMANDS
+
+    assert list(_subcommands()) == list(COMMANDS)
+    for name in COMMANDS:
+        (sub,) = [a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction)]
+        assert list(sub.choices) == [name]
+
+
+def test_one_command_imports_only_its_own_modules(tmp_path: Path) -> None:
+    """``attribute --json`` loads neither the other commands' modules nor rich nor package metadata;
+    the table output does load rich."""
+    import json
+
+    from analysis_child import child_env, command
+    from pairs import VLLM_CAPTURE, VLLM_REPLAY
+
+    def modules(*argv: object) -> set[str]:
+        env = child_env(PYTHONPATH=str(REPO), SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0")
+        done = subprocess.run(
+            command("modules_after_cli", *argv), capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+        assert got["rc"] == 0
+        return set(got["modules"])
+
+    loaded = modules("attribute", "--json", VLLM_REPLAY, VLLM_CAPTURE)
+    assert "mixins.analysis.attribute" in loaded
+    others = {"mixins.demo", "mixins.doctor", "mixins.analysis.compare", "mixins.analysis.timing",
+              "mixins.analysis.records", "mixins.output_dir", "importlib.metadata", "torch", "wrapt"}
+    assert loaded & others == set()
+    assert not any(m == "rich" or m.startswith("rich.") for m in loaded)
+    assert "rich.table" in modules("attribute", VLLM_REPLAY, VLLM_CAPTURE)
