@@ -17,8 +17,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
-from itertools import groupby
-from operator import add, itemgetter
+from itertools import groupby, repeat
+from operator import add, itemgetter, mul
 from typing import Any, NamedTuple
 
 from mixins.analysis.identity import identity_of, rank_from_name
@@ -204,13 +204,19 @@ def index_replay(path: str) -> ReplayIndex:
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
     d = tl.device
     corr = d.corr
-    # Grouped by a C-level stable sort, not a Python loop per item: a replay holds ~all kernels.
-    order = sorted(range(len(corr)), key=corr.__getitem__)
-    by_corr = {c: list(idx) for c, idx in groupby(order, key=corr.__getitem__)}
+    # Grouped by runs of equal correlation (C-level groupby), not a Python step per item: a replay is
+    # ~all graph kernels, each launch's a run. Indices stay in trace order within a correlation.
+    by_corr: dict[int, list[int]] = {}
+    for c, run in groupby(range(len(corr)), key=corr.__getitem__):
+        got = by_corr.get(c)
+        if got is None:
+            by_corr[c] = list(run)
+        else:
+            got.extend(run)
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
     eager_call = {c.corr[i]: i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0}
-    keys = [kind * _KIND_SHIFT + kernel for kind, kernel in zip(d.kind, d.kernel, strict=True)]
+    keys = list(map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
     return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys)
 
 
@@ -424,7 +430,8 @@ def _annotation(w: Window, node: Node) -> dict[str, Any]:
 def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
     """Device work launched outside graphs, on the innermost cpu_op and module of its own launch."""
     tl, d = rp.tl, rp.tl.device
-    work = [i for i in range(len(d.kind)) if d.corr[i] not in graph_corrs]
+    # by correlation group, not item by item: a replay is ~all graph kernels (a few groups of many)
+    work = sorted(i for c, idx in rp.by_corr.items() if c not in graph_corrs for i in idx)
     calls = [rp.eager_call.get(d.corr[i], -1) for i in work]
     linked = [c for c in calls if c >= 0]
     sites, insts = sites_of_calls(tl, linked)

@@ -221,11 +221,14 @@ class _Builder:
         """Kernels, memcpys and memsets, column by column."""
         d, dest, top = self.tl.device, self.categories, _ID_LIMIT
         args = [ev.args for ev in events]
-        d.start.extend([ev.ts or 0.0 for ev in events])
-        d.dur.extend([ev.dur or 0.0 for ev in events])
-        d.kind.extend([dest[ev.cat] - _DEVICE for ev in events])
-        d.corr.extend([c if a is not None and (c := a.correlation) is not None and 0 <= c < top else -1 for a in args])
-        d.node.extend([n if a is not None and (n := a.node) is not None and 0 <= n < top else -1 for a in args])
+        # array.fromlist: about twice array.extend's speed on a list
+        d.start.fromlist([ev.ts or 0.0 for ev in events])
+        d.dur.fromlist([ev.dur or 0.0 for ev in events])
+        d.kind.fromlist([dest[ev.cat] - _DEVICE for ev in events])
+        d.corr.fromlist(
+            [c if a is not None and (c := a.correlation) is not None and 0 <= c < top else -1 for a in args]
+        )
+        d.node.fromlist([n if a is not None and (n := a.node) is not None and 0 <= n < top else -1 for a in args])
         keys = [
             (ev.name or "", a.grid, a.block) if a is not None else (ev.name or "", None, None)
             for ev, a in zip(events, args, strict=True)
@@ -233,7 +236,7 @@ class _Builder:
         ids = list(map(self.kernel_ids.get, keys))
         if None in ids:
             ids = [self._kernel_id(k) for k in keys]
-        d.kernel.extend(ids)
+        d.kernel.fromlist(ids)
 
     def _call(self, ev: SlimEvent, name: str) -> None:
         if E.is_graph_launch(name):
