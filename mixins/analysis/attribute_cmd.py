@@ -14,7 +14,6 @@ import csv
 import io
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from mixins.analysis import render
@@ -194,6 +193,8 @@ def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[A
     paths = list(inputs)
     workers = max(1, min(len(paths), (args.jobs or os.cpu_count() or 2) - 1))
     limits = current_limits()
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(run_job, limits, _capture_job, p, inputs) for p in paths]
         rp = run_job(limits, index_replay, replay)

@@ -14,8 +14,6 @@ import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -27,6 +25,8 @@ from mixins.helptext import add_command, int_at_least, non_negative_int
 from mixins.naming import SUBDIR
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from mixins.analysis.model import CompactTrace
 
 # Each command imports what only it uses when it runs (records, compare, timing, ...): a command
@@ -285,6 +285,8 @@ def _map(
                 more = (bar,) if bar is not None else ()
                 yield p, _run_one(limits, job, p, *extra, *more)
         return
+    from concurrent.futures import ProcessPoolExecutor  # ~20 ms with multiprocessing: only when used
+
     with ProcessPoolExecutor(max_workers=workers) as pool, render.progress_files(show, len(paths)) as tick:
         futures = [pool.submit(_run_one, limits, job, p, *extra) for p in paths]
         yield from _gather(paths, futures, tick)
@@ -294,6 +296,8 @@ def _gather(
     paths: list[str], futures: list[Future[Any]], tick: Callable[[], None] | None = None
 ) -> Iterable[tuple[str, Any]]:
     """(path, result or TraceError) for each submitted ``_run_one``, in order; a dead worker is a TraceError."""
+    from concurrent.futures.process import BrokenProcessPool
+
     for p, fut in zip(paths, futures, strict=True):
         try:
             res = fut.result()
