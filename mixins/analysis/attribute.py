@@ -42,6 +42,7 @@ _BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d+)"), re.compile(r"^execute_(\d
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id
+_BATCH = 256  # launches of one plan kept before they are added to its rows (column-wise, in C)
 
 
 @dataclass
@@ -389,7 +390,11 @@ def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Att
     m.previous = w
     res.graph_kernels_attributed += len(items)
     plan = _plan(m, rows, tl, w, pos, key)
-    m.launches.setdefault(id(plan), (plan, []))[1].append(pick(d.dur))
+    pending = m.launches.setdefault(id(plan), (plan, []))[1]
+    pending.append(pick(d.dur))
+    if len(pending) >= _BATCH:  # bounded: a long replay adds its launches batch by batch
+        _add_launches(plan, pending)
+        pending.clear()
     if annotate and res.annotations is not None:
         for g in plan:
             for o, node in zip(g.offsets, g.nodes, strict=True):
@@ -463,7 +468,8 @@ def attribute_index(rp: ReplayIndex, windows: list[Window], captures: list[str],
     for call in rp.graphs:
         _graph_launch(rp, call, m, rows, res, annotate)
     for plan, launches in m.launches.values():
-        _add_launches(plan, launches)
+        if launches:
+            _add_launches(plan, launches)
     _eager(rp, graph_corrs, rows)
     res.rows = sorted(rows.rows.values(), key=lambda r: (-r.gpu_time_us, r.name, r.module))
     res.unattributed = sorted(rows.unattributed.values(), key=lambda u: -u.gpu_time_us)

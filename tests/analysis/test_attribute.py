@@ -29,6 +29,7 @@ from pairs import (
     piecewise,
     rotate_names,
     save,
+    scaled,
     with_rank,
 )
 
@@ -410,6 +411,37 @@ def test_overlapped_reading_gives_the_same_result(run_cli: Any, real: dict[str, 
         rc, out, _ = run_cli(*argv, "-j", "1")  # -j 1: no worker, so nothing to overlap with
         assert rc == 0 and calls == [str(VLLM_REPLAY)] and out == sequential
     assert json.loads(sequential)["coverage"]["graph_kernels_attributed"] == 421
+
+
+def test_derived_repeated_launches_add_up_whatever_the_batch(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DERIVED: the real graph launch replayed 40 times (same kernels, same durations). Launches of one
+    graph are added to the rows in batches; any batch size gives the same JSON, and every row is the
+    single launch's row with 40x the count, kernels and time, and the same min and max."""
+    from mixins.analysis import attribute
+
+    cap, rep = scaled(real["capture"], real["replay"], segments=1, launches=40)
+    cap_p, rep_p = save(cap, tmp_path / "capture.json.gz"), save(rep, tmp_path / "replay_rank0.json.gz")
+    outputs = []
+    for batch in (7, 40, 1 << 30):
+        monkeypatch.setattr(attribute, "_BATCH", batch)
+        rc, out, err = run_cli("attribute", rep_p, cap_p, "--json")
+        assert rc == 0, err
+        outputs.append(out)
+    assert outputs[0] == outputs[1] == outputs[2]
+    many = json.loads(outputs[0])
+    assert many["coverage"]["graph_kernels_attributed"] == 40 * 421
+    one = _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE)
+    key = lambda op: (op["name"], op["module"], json.dumps(op["input_dims"]), op["source"])  # noqa: E731
+    singles = {key(op): op for op in one["ops"] if op["source"] == "graph"}
+    graph = [op for op in many["ops"] if op["source"] == "graph"]
+    assert len(graph) == len(singles)
+    for op in graph:
+        single = singles[key(op)]
+        assert (op["count"], op["kernels"]) == (40 * single["count"], 40 * single["kernels"])
+        assert op["gpu_time_us"] == pytest.approx(40 * single["gpu_time_us"], rel=1e-9)
+        assert (op["min_us"], op["max_us"]) == (single["min_us"], single["max_us"])
 
 
 def test_many_replays_in_a_directory_run_in_worker_processes(
