@@ -96,13 +96,15 @@ def _files(path: str) -> list[str]:
     return trace_files(path) if os.path.isdir(path) else [path]
 
 
-def _capture_inputs(paths: list[str]) -> dict[str, Details]:
-    """(capture file, TraceLens execution details of its folder) for each file or directory given."""
+def _capture_inputs(paths: list[str], replays: list[str]) -> dict[str, Details]:
+    """(capture file, TraceLens execution details of its folder) for each file or directory given; a
+    replay in a capture directory (the demo writes them side by side) is not read as a capture."""
     out: dict[str, Details] = {}
+    skip = {os.path.realpath(r) for r in replays}
     for p in paths:
         folder = p if os.path.isdir(p) else os.path.dirname(p) or "."
         details = read_execution_details(folder)
-        files = [f for f in _files(p) if os.path.basename(f) != _DETAILS]
+        files = [f for f in _files(p) if os.path.basename(f) != _DETAILS and os.path.realpath(f) not in skip]
         if not files:
             raise TraceError(p, "no capture traces (*.json.gz or *.json) in this directory")
         out.update((f, details) for f in files)
@@ -168,8 +170,8 @@ def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
         raise TraceError(args.annotate, f"--annotate takes one replay trace, got {len(replays)}")
 
 
-def _load_captures(args: argparse.Namespace) -> tuple[list[Capture], int | None]:
-    inputs = _capture_inputs(list(args.captures))
+def _load_captures(args: argparse.Namespace, replays: list[str]) -> tuple[list[Capture], int | None]:
+    inputs = _capture_inputs(list(args.captures), replays)
     caps, bad = collect_results(map_files(_capture_job, list(inputs), (inputs,), args.jobs, False))
     if bad:
         raise _Reported()
@@ -189,7 +191,7 @@ def _overlaps(args: argparse.Namespace, replays: list[str]) -> bool:
 def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[Attribution], bool]:
     """Captures in worker processes, the replay indexed here meanwhile; errors in the sequential order
     (captures first, then the replay), each one line."""
-    inputs = _capture_inputs(list(args.captures))
+    inputs = _capture_inputs(list(args.captures), [replay])
     paths = list(inputs)
     workers = max(1, min(len(paths), (args.jobs or os.cpu_count() or 2) - 1))
     limits = current_limits()
@@ -212,7 +214,7 @@ def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[A
 def _attribute_all(args: argparse.Namespace, replays: list[str]) -> tuple[list[Attribution], bool]:
     if _overlaps(args, replays):
         return _attribute_overlapped(args, replays[0])
-    caps, rank = _load_captures(args)
+    caps, rank = _load_captures(args, replays)
     windows = [w for c in caps for w in c.windows]
     extra = (windows, [c.path for c in caps], bool(args.annotate), rank, args.any_rank)
     return collect_results(map_files(_replay_job, replays, extra, args.jobs, False))

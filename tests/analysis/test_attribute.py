@@ -444,6 +444,24 @@ def test_derived_repeated_launches_add_up_whatever_the_batch(
         assert (op["min_us"], op["max_us"]) == (single["min_us"], single["max_us"])
 
 
+def test_replay_inside_the_capture_directory_is_not_a_capture(
+    run_cli: Any, tmp_path: Path, reading: str
+) -> None:
+    """The demo writes ``replay-TP-0.json.gz`` beside the captures: ``attribute DIR/replay DIR`` works."""
+    folder = tmp_path / "graph_capture_profile"
+    folder.mkdir()
+    cap, rep = folder / "capture_rank0.json.gz", folder / "replay-TP-0.json.gz"
+    shutil.copy(VLLM_CAPTURE, cap)
+    shutil.copy(VLLM_REPLAY, rep)
+    res = _attribute(run_cli, rep, folder)
+    assert res["captures"] == [str(cap)]
+    assert res["coverage"]["graph_kernels_attributed"] == 421
+    cap.unlink()
+    rc, out, err = run_cli("attribute", rep, folder)
+    assert (rc, out) == (2, "")
+    assert err == f"capture-trace: error: {folder}: no capture traces (*.json.gz or *.json) in this directory\n"
+
+
 def test_many_replays_in_a_directory_run_in_worker_processes(
     run_cli: Any, real: dict[str, Any], tmp_path: Path
 ) -> None:
