@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The GPU check of `capture-trace attribute` (docs/DESIGN.md §9), prepared so that a session lent a
+# GPU spends its few device minutes on one call: capture real CUDA graphs with the demo, profile 3
+# replays of each, attribute the replay to the captures, check every graph kernel is attributed and
+# verified, and bring the traces back as test fixtures with their provenance.
+#
+#   bash scripts/gpu_check.sh --prepare   # here, once: fetch the wheels the device lacks into .whl/
+#   bash scripts/gpu_check.sh             # there (device run, carry .whl), writes into $OUT
+#   GPU_CHECK_DEVICE=cpu bash scripts/gpu_check.sh   # dry run of every step that needs no GPU
+#
+# Device run: run(command="bash scripts/gpu_check.sh", carry=[".whl"], timeout_s=480). Files come
+# back under $OUT (at most 8): the three capture traces, replay-TP-0.json.gz, attribute.json,
+# provenance.txt, check.log. The device has torch, wrapt and rich but not msgspec (KINDS.md).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$(mktemp -d)}
+device=${GPU_CHECK_DEVICE:-cuda}
+wheels="$repo/.whl"
+
+if [ "${1:-}" = "--prepare" ]; then
+    grep -qxF "/.whl/" "$repo/.git/info/exclude" 2>/dev/null || echo "/.whl/" >> "$repo/.git/info/exclude"
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d "$wheels" "msgspec==0.23.0"
+    ls -l "$wheels"
+    exit 0
+fi
+
+log="$out/check.log"
+exec > >(tee "$log") 2>&1
+export PYTHONUNBUFFERED=1 SGLANG_CAPTURE_TRACE_STARTUP_HOOK=0
+if ! python3 -c "import msgspec" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$wheels"/*.whl
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+
+{
+    date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+    python3 -c "import platform, torch; print('python', platform.python_version(), '| torch', torch.__version__, \
+'| cuda', torch.version.cuda, '| gpu', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"
+    command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+    git -C "$repo" rev-parse HEAD 2>/dev/null | sed 's/^/commit: /' || true
+} | tee "$out/provenance.txt"
+
+demo=$(mktemp -d)
+if [ "$device" = "cuda" ]; then
+    timeout 300 python3 -m mixins demo --device cuda --replay 3 --out "$demo"
+    traces="$demo/graph_capture_profile"
+    replay="$traces/replay-TP-0.json.gz"
+    captures="$traces"
+else  # dry run: the demo on CPU (no graphs, so no replay), attribute on the real ROCm pair instead
+    timeout 300 python3 -m mixins demo --device cpu --out "$demo"
+    traces="$demo/graph_capture_profile"
+    replay="$repo/tests/data/vllm_decode_full_graph_replay_rank_0.json.gz"
+    captures="$repo/tests/data/vllm_decode_full_graph_capture_rank_0.json.gz"
+fi
+python3 -m mixins ls "$traces"
+python3 -m mixins time "$traces"
+python3 -m mixins attribute --top 10 "$replay" "$captures"
+python3 -m mixins attribute --json "$replay" "$captures" > "$out/attribute.json"
+cp "$traces"/*.json.gz "$out/"
+
+python3 - "$out/attribute.json" <<'EOF'
+import json, sys
+res = json.load(open(sys.argv[1]))
+cov = res["coverage"]
+graph = [op for op in res["ops"] if op["source"] == "graph"]
+print(f"graph kernels {cov['graph_kernels_attributed']}/{cov['graph_kernels']} attributed, "
+      f"GPU time {cov['attributed_us']:.1f}/{cov['gpu_time_us']:.1f} us, {len(graph)} graph rows")
+assert cov["graph_kernels"] > 0, "no graph kernels in the replay"
+assert cov["graph_kernels_attributed"] == cov["graph_kernels"], res["unattributed"]
+assert all(op["verified"] for op in graph)
+print("GPU CHECK PASSED")
+EOF

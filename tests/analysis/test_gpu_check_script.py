@@ -1,0 +1,36 @@
+"""``scripts/gpu_check.sh``, the one-call GPU check (docs/DESIGN.md §9), dry-run on CPU: every step
+that needs no GPU really runs (demo on CPU, ls, time, attribute on the real ROCm pair, the check)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, OUT=str(out), GPU_CHECK_DEVICE="cpu")
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # python3: ours
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh")], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.rstrip().endswith("GPU CHECK PASSED")
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "attribute.json",
+        "check.log",
+        "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
+        "cuda_graph_capture-EAGLEDraftCudaGraphRunner-TP-0.json.gz",
+        "cuda_graph_capture-EAGLEDraftExtendCudaGraphRunner-TP-0.json.gz",
+        "provenance.txt",
+    ]  # on a GPU also replay-TP-0.json.gz: 7 files, within the device's 8
+    cov = json.loads((out / "attribute.json").read_text())["coverage"]
+    assert cov["graph_kernels_attributed"] == cov["graph_kernels"] == 421
+    assert "| torch " in (out / "provenance.txt").read_text()
