@@ -19,7 +19,15 @@ from typing import Any
 from mixins.analysis import render
 from mixins.analysis.annotate import write_annotated, write_atomic
 from mixins.analysis.attribute import Attribution, ReplayIndex, attribute_index, index_replay
-from mixins.analysis.cli import collect_results, gather_files, map_files, run_job, trace_files, with_limits
+from mixins.analysis.cli import (
+    add_jobs_option,
+    collect_results,
+    gather_files,
+    map_files,
+    run_job,
+    trace_files,
+    with_limits,
+)
 from mixins.analysis.reader import TraceError, current_limits
 from mixins.analysis.windows import Capture, Window, load_capture, read_execution_details
 from mixins.helptext import add_command, non_negative_int
@@ -80,14 +88,7 @@ def add_attribute_command(subparsers: Any) -> None:
         "--top", type=non_negative_int("--top"), default=30, metavar="N", help="rows shown per replay in the table"
     )
     p.add_argument("--any-rank", action="store_true", help="attribute even when ranks differ")
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=non_negative_int("--jobs"),
-        default=0,
-        metavar="N",
-        help="worker processes; 0: one per core",
-    )
+    add_jobs_option(p)
     p.set_defaults(func=with_limits(cmd_attribute, p))
 
 

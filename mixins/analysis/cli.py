@@ -121,14 +121,7 @@ def _add_check(subparsers: Any) -> None:
     )
     p.add_argument("dir", metavar="DIR", help=DIR_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=non_negative_int("--jobs"),
-        default=0,
-        metavar="N",
-        help="worker processes; 0: one per core",
-    )
+    add_jobs_option(p)
     p.set_defaults(func=with_limits(cmd_check, p))
 
 
@@ -146,15 +139,14 @@ def _add_time(subparsers: Any) -> None:
     p.add_argument("paths", metavar="TRACE_OR_DIR", nargs="+", help="trace files or directories of traces")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N ops per phase")
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=non_negative_int("--jobs"),
-        default=0,
-        metavar="N",
-        help="worker processes; 0: one per core",
-    )
+    add_jobs_option(p)
     p.set_defaults(func=with_limits(cmd_time, p))
+
+
+def add_jobs_option(p: argparse.ArgumentParser) -> None:
+    """``-j/--jobs``: how many files are read at once, each in its own worker process."""
+    jobs = non_negative_int("--jobs")
+    p.add_argument("-j", "--jobs", type=jobs, default=0, metavar="N", help="worker processes; 0: one per core")
 
 
 def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser) -> Callable[..., int]:
