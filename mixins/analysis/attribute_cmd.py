@@ -192,12 +192,12 @@ def _overlaps(args: argparse.Namespace, replays: list[str]) -> bool:
 def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[Attribution], bool]:
     """Captures in worker processes, the replay indexed here meanwhile; errors in the sequential order
     (captures first, then the replay), each one line."""
+    from concurrent.futures import ProcessPoolExecutor  # imported only when a pool is used (~20 ms)
+
     inputs = _capture_inputs(list(args.captures), [replay])
     paths = list(inputs)
     workers = max(1, min(len(paths), (args.jobs or os.cpu_count() or 2) - 1))
     limits = current_limits()
-    from concurrent.futures import ProcessPoolExecutor
-
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(run_job, limits, _capture_job, p, inputs) for p in paths]
         rp = run_job(limits, index_replay, replay)
