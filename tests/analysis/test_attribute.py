@@ -385,14 +385,14 @@ def test_bad_replay_and_bad_capture_report_the_capture_only(run_cli: Any, tmp_pa
     assert err.count("\n") == 1 and err.startswith(f"capture-trace: error: {bad_cap}: ")
 
 
-def test_overlapped_reading_gives_the_same_result(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+def test_overlapped_reading_gives_the_same_result(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The replay read while two captures load in workers: byte-identical JSON to ``-j 1``."""
     from mixins.analysis import attribute_cmd
 
     other = save(rotate_names(real["capture"]), tmp_path / "rotated_capture.json.gz")
     argv = ("attribute", VLLM_REPLAY, VLLM_CAPTURE, other, "--json")
-    rc, sequential, err = run_cli(*argv, "-j", "1")
-    assert rc == 0, err
     calls: list[str] = []
     overlapped = attribute_cmd._attribute_overlapped
 
@@ -400,16 +400,13 @@ def test_overlapped_reading_gives_the_same_result(run_cli: Any, real: dict[str, 
         calls.append(replay)
         return overlapped(args, replay)
 
-    mp = pytest.MonkeyPatch()
-    with mp.context() as m:
-        m.setattr(attribute_cmd, "OVERLAP_MIN_BYTES", 0)
-        m.setattr(attribute_cmd, "_attribute_overlapped", spy)
-        rc, out, err = run_cli(*argv, "-j", "3")
-        assert rc == 0, err
-        assert calls == [str(VLLM_REPLAY)]
-        assert out == sequential
-        rc, out, _ = run_cli(*argv, "-j", "1")  # -j 1: no worker, so nothing to overlap with
-        assert rc == 0 and calls == [str(VLLM_REPLAY)] and out == sequential
+    monkeypatch.setattr(attribute_cmd, "OVERLAP_MIN_BYTES", 0)
+    monkeypatch.setattr(attribute_cmd, "_attribute_overlapped", spy)
+    rc, sequential, err = run_cli(*argv, "-j", "1")  # -j 1: no worker, so nothing to overlap with
+    assert rc == 0 and calls == [], err
+    rc, out, err = run_cli(*argv, "-j", "3")
+    assert rc == 0 and calls == [str(VLLM_REPLAY)], err
+    assert out == sequential
     assert json.loads(sequential)["coverage"]["graph_kernels_attributed"] == 421
 
 
