@@ -226,7 +226,7 @@ def main() -> int:
     ap.add_argument("--segments", type=int, default=4)
     ap.add_argument("--launches", type=int, default=1000)
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "capture-trace-bench"))
-    ap.add_argument("--repeat", type=int, default=1, help="runs per row; the run with the least CPU time is kept")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per row; the fastest (wall) is kept")
     args = ap.parse_args()
     pairs = [("real vLLM pair", *real)]
     scaled = build_scaled(Path(args.cache), args.segments, args.launches)

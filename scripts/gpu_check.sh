@@ -27,8 +27,7 @@ if [ "${1:-}" = "--prepare" ]; then
     exit 0
 fi
 
-log="$out/check.log"
-exec > >(tee "$log") 2>&1
+check() {
 export PYTHONUNBUFFERED=1 SGLANG_CAPTURE_TRACE_STARTUP_HOOK=0
 if ! python3 -c "import msgspec" 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$wheels"/*.whl
@@ -74,3 +73,6 @@ assert cov["graph_kernels_attributed"] == cov["graph_kernels"], res["unattribute
 assert all(op["verified"] for op in graph)
 print("GPU CHECK PASSED")
 EOF
+}
+
+check 2>&1 | tee "$out/check.log"  # pipefail: the check's status; the log is complete when tee exits

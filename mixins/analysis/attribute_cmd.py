@@ -207,17 +207,20 @@ def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[A
     rank = _capture_rank(caps, args.any_rank)
     if isinstance(rp, TraceError):
         raise rp
-    windows = [w for c in caps for w in c.windows]
-    extra = (rp, windows, [c.path for c in caps], bool(args.annotate), rank, args.any_rank)
+    extra = (rp, *_matched_against(caps), bool(args.annotate), rank, args.any_rank)
     return collect_results([(replay, run_job(limits, _attribute_job, replay, *extra))])
+
+
+def _matched_against(caps: list[Capture]) -> tuple[list[Window], list[str]]:
+    """What every replay is matched against: all captures' windows, and the capture paths."""
+    return [w for c in caps for w in c.windows], [c.path for c in caps]
 
 
 def _attribute_all(args: argparse.Namespace, replays: list[str]) -> tuple[list[Attribution], bool]:
     if _overlaps(args, replays):
         return _attribute_overlapped(args, replays[0])
     caps, rank = _load_captures(args, replays)
-    windows = [w for c in caps for w in c.windows]
-    extra = (windows, [c.path for c in caps], bool(args.annotate), rank, args.any_rank)
+    extra = (*_matched_against(caps), bool(args.annotate), rank, args.any_rank)
     return collect_results(map_files(_replay_job, replays, extra, args.jobs, False))
 
 
