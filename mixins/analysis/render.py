@@ -52,9 +52,15 @@ def console() -> Console:
     or a line is never broken in two for grep/awk/``less -S``."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """rich's own exits 1, which ``check``/``diff`` use for "different": let ``cli`` decide (141)."""
+            self.quiet = True
+            raise BrokenPipeError
+
     if sys.stdout.isatty():
-        return Console(highlight=False, emoji=False)
-    return Console(width=UNWRAPPED, highlight=False, no_color=True, soft_wrap=True, emoji=False)
+        return _Console(highlight=False, emoji=False)
+    return _Console(width=UNWRAPPED, highlight=False, no_color=True, soft_wrap=True, emoji=False)
 
 
 def safe(value: object) -> str:
