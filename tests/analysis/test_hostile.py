@@ -172,7 +172,9 @@ def _bounded(limit: int, *argv: Any) -> tuple[subprocess.CompletedProcess[str], 
     *lines, last = proc.stderr.splitlines()
     assert last.startswith("peak_rss_kib "), proc.stderr
     proc.stderr = "".join(line + "\n" for line in lines)
-    return proc, int(last.split()[1]) / 1024
+    peak = int(last.split()[1]) / 1024
+    print(f"peak RSS {peak:.0f} MiB: {' '.join(map(str, argv[:1]))}")  # the figure of docs/DESIGN.md §8.1 (-rP)
+    return proc, peak
 
 
 def test_check_with_huge_ranks_and_sizes_is_one_line_per_file_and_bounded(tmp_path: Path) -> None:
