@@ -15,8 +15,9 @@ Limits (docs/DESIGN.md §7): hostile input must not cost unbounded memory or tim
 top-level value and one ``traceEvents`` element may each hold at most ``Limits.max_value_bytes``, a
 trace at most ``Limits.max_events`` elements and 100,000 top-level members, and a value may nest
 as deep as Python's recursion limit allows (~1,000 levels). Numbers the analyzer reads must fit a
-double (or 4,300 digits for integers); past any limit the error says which one. Strings and keys are
-scanned once, left to right.
+double (or 4,300 digits for integers), ``ts``/``dur`` ±MAX_TIME_US and ids 64 bits; past any limit the
+error says which one. Strings and keys are scanned once, left to right. A key the analyzer reads given
+twice is refused. The file is opened once, by ``safe_io.open_input`` (no link, no FIFO: §7.2).
 """
 
 from __future__ import annotations
@@ -310,13 +311,13 @@ def _as_time(v: int | float | None, name: str) -> float | None:
     except OverflowError:
         raise _OutOfRange from None
     if not -MAX_TIME_US <= f <= MAX_TIME_US:  # also NaN, which no JSON number gives
-        raise _OutOfRange(f"{name} {f:g} out of range (|{name}| <= {MAX_TIME_US:g} µs)")
+        raise _OutOfRange(f"number out of range: {name} {f:g} (|{name}| <= {MAX_TIME_US:g} µs)")
     return f
 
 
 def _int64(v: int | None, name: str) -> int | None:
     if v is not None and not -(1 << 63) <= v < 1 << 63:
-        raise _OutOfRange(f'"{name}" out of range (a signed 64-bit integer)')
+        raise _OutOfRange(f'number out of range: "{name}" of {len(str(abs(v)))} digits (a signed 64-bit integer)')
     return v
 
 

@@ -332,7 +332,7 @@ def test_time_numbers_out_of_range_are_one_line(tmp_path: Path, field: str, valu
     p.write_text('{"traceEvents": [' + ev + "]}")
     for command_name in ("time", "summary"):
         proc = cli(command_name, "--json", p)
-        one_error(proc, p, f"{field} {float(value):g} out of range (|{field}| <= 4e+15 µs) in traceEvents")
+        one_error(proc, p, f"number out of range: {field} {float(value):g} (|{field}| <= 4e+15 µs) in traceEvents")
 
 
 def test_json_output_is_strict(capsys: pytest.CaptureFixture[str]) -> None:
