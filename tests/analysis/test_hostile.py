@@ -335,6 +335,26 @@ def test_time_numbers_out_of_range_are_one_line(tmp_path: Path, field: str, valu
         one_error(proc, p, f"number out of range: {field} {float(value):g} (|{field}| <= 4e+15 µs) in traceEvents")
 
 
+def test_huge_batch_sizes_in_labels_are_plain_text(tmp_path: Path) -> None:
+    """``capture::bs=<5,000 digits>``, vLLM's ``capture_<5,000 digits>``, a replay's ``bs=<5,000 digits>``
+    hint: never int() of them (past 4,300 digits it raises); the label is kept as text."""
+    big = "9" * 5000
+    events = [op(f"capture::bs={big}", 0.0, 10.0, cat="user_annotation"), op("aten::mm", 1.0),
+              op(f"capture_{big}", 20.0, 10.0, cat="user_annotation"), op("aten::mm", 21.0)]
+    p = trace(tmp_path / "cuda_graph_capture-R-TP-0.json", events, meta(0, 1, runner="R"))
+    for argv in (["summary", "--json", p], ["time", "--json", p]):
+        proc = cli(*argv)
+        assert proc.returncode == 0, proc.stderr
+        assert f"bs={big}" in proc.stdout
+    hinted = tmp_path / "replay.json.gz"
+    doc = json.loads(gzip.decompress(VLLM_REPLAY.read_bytes()))
+    doc["traceEvents"].append(op(f"replay::bs={big}", 0.0, 1e12, cat="user_annotation"))
+    hinted.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    proc = cli("attribute", "--json", hinted, VLLM_CAPTURE, "-j", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["coverage"]["graph_kernels_attributed"] == 421
+
+
 def test_json_output_is_strict(capsys: pytest.CaptureFixture[str]) -> None:
     """Whatever reaches ``print_json`` non-finite is written as null with one warning, never Infinity."""
     from mixins.analysis.render import print_json
