@@ -469,6 +469,19 @@ def test_fifo_or_link_at_a_trace_name_is_one_line_not_a_hang(tmp_path: Path, arg
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
+@pytest.mark.parametrize("name", ["ls", "check", "summary"])
+def test_trace_flipped_to_a_fifo_after_listing_is_one_line_not_a_hang(tmp_path: Path, name: str) -> None:
+    """The race of the issue, with its timing forced: listed as a regular file, a FIFO when read."""
+    for rank in (0, 1):
+        trace(tmp_path / f"cuda_graph_capture-R-TP-{rank}.json.gz", [op("aten::mm", 1.0)], meta(rank, 2, runner="R"))
+    victim = tmp_path / "cuda_graph_capture-R-TP-1.json.gz"
+    argv = [name, tmp_path, *(["-j", "1"] if name == "check" else [])]
+    proc = subprocess.run(
+        command("flip_after_listing", victim, *argv), capture_output=True, text=True, env=ENV, timeout=120
+    )
+    one_error(proc, victim, "not a regular file (a FIFO)")
+
+
 # -- item 8: duplicate keys -------------------------------------------------------------------------------
 
 
