@@ -117,7 +117,7 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
     fd_no = STDOUT_NAMES.get(path)
     if fd_no is not None:
         sys.stdout.flush()
-        with _writing(path, os.dup(fd_no)) as f:
+        with _writing(path, os.dup(fd_no), stdout=True) as f:
             yield f
         return
     try:
@@ -170,11 +170,15 @@ def _open_special(path: str, st: os.stat_result) -> int:
 
 
 @contextmanager
-def _writing(path: str, fd: int) -> Iterator[IO[bytes]]:
+def _writing(path: str, fd: int, stdout: bool = False) -> Iterator[IO[bytes]]:
+    """``fd`` as a file; EPIPE on stdout propagates (the command exits 141, ``cli.with_limits``), on a
+    named FIFO it is that output's error line."""
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
     except BrokenPipeError:
-        raise
+        if stdout:
+            raise
+        raise TraceError(path, "cannot write: its reader closed it (broken pipe)") from None
     except OSError as exc:
         raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None

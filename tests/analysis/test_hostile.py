@@ -125,6 +125,30 @@ def test_output_to_a_fifo_nobody_reads_is_one_line_not_a_hang(tmp_path: Path) ->
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
+def test_fifo_reader_closing_early_is_that_outputs_error_line(tmp_path: Path) -> None:
+    """The FIFO's reader takes one byte and leaves; the rest of the annotated replay (well over the 64 KiB
+    a pipe buffers) meets EPIPE: one line for that output, exit 2, not the stdout rule's 141."""
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(fd, True)
+    keep = os.open(fifo, os.O_WRONLY)  # no EOF before the command writes
+
+    def one_byte_then_leave() -> None:
+        os.read(fd, 1)
+        os.close(fd)
+
+    reader = threading.Thread(target=one_byte_then_leave)
+    reader.start()
+    try:
+        proc = _attribute_to(fifo, "--annotate")
+    finally:
+        reader.join()
+        os.close(keep)
+    one_error(proc, fifo, "cannot write: its reader closed it (broken pipe)")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
 @pytest.mark.parametrize("option", ["--csv", "--annotate"])
 def test_output_to_a_char_device_stays_a_device(tmp_path: Path, option: str) -> None:
     """A /dev/null-like node made here (root may mknod): written in place, still a character device."""
