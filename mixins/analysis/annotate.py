@@ -1,82 +1,130 @@
 """``attribute --annotate``: the replay trace again, each attributed graph kernel with ``capture_*`` args.
 
-Why the whole document is loaded here (and only here): the output must be the replay unchanged
-except for the added args, so every key and event is carried over; the replay profiles this is
-meant for are small (a few steps). The file is written beside its destination under a dot name and
-renamed into place, so a failure never leaves a half-written trace.
+The output is the replay unchanged except for the added args: every top-level member and event is
+copied as its own JSON text, streamed through the bounded reader (docs/DESIGN.md §7.1) from the
+descriptor the command opened once (``reader.holding``), so a file swapped in after attribution is
+never the one annotated, and a small gzip of gigabytes of whitespace costs what any trace costs.
+Only device events whose text can match are decoded, given their args and encoded again. The result
+goes through ``safe_io.output_file``: all or nothing, never over a device or a FIFO.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
-import tempfile
-from typing import Any
+import zlib
+from typing import IO, Any
 
-from mixins.analysis.reader import TraceError
+import msgspec
 
-__all__ = ["write_annotated", "write_atomic"]
+from mixins.analysis.reader import open_trace
+from mixins.analysis.safe_io import output_file
+
+__all__ = ["write_annotated", "write_output"]
 
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_MAY_MATCH = (b'"kernel"', b'"gpu_memcpy"', b'"gpu_memset"')  # a device event's text holds its cat
+_CHUNK = 1 << 20
 
 
-def _load(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            raw = gzip.decompress(f.read()) if head == b"\x1f\x8b" else f.read()
-        doc = json.loads(raw)
-    except (OSError, ValueError, EOFError) as exc:
-        raise TraceError(path, f"cannot re-read for --annotate: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise TraceError(path, "cannot re-read for --annotate: no traceEvents list")
-    return doc
+def _annotated(raw: bytes, annotations: dict[tuple[int, float, str], dict[str, Any]]) -> bytes | None:
+    """``raw`` (one event's JSON) with its capture_* args added; None when it gains none."""
+    if not any(tag in raw for tag in _MAY_MATCH):
+        return None
+    ev = msgspec.json.decode(raw)  # the reader parsed this element already: it is valid and bounded
+    if not isinstance(ev, dict) or ev.get("cat") not in _DEVICE_CATS:
+        return None
+    args = ev.get("args")
+    if not isinstance(args, dict):
+        return None
+    got = annotations.get((args.get("correlation"), ev.get("ts"), ev.get("name") or ""))  # type: ignore[arg-type]
+    if got is None:
+        return None
+    args.update(got)
+    return msgspec.json.encode(ev)
 
 
-def _annotate(doc: dict[str, Any], annotations: dict[tuple[int, float, str], dict[str, Any]]) -> int:
+class _Copy:
+    """Writes the document back, member by member, as the reader streams it."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.members = 0
+        self.in_events = False
+        self.first_event = True
+
+    def member(self, key: str, raw: bytes | None) -> None:
+        self._close_events()
+        self.out.write((b"{" if self.members == 0 else b", ") + msgspec.json.encode(key) + b": ")
+        self.members += 1
+        if raw is None:  # traceEvents: its elements follow
+            self.out.write(b"[")
+            self.in_events, self.first_event = True, True
+        else:
+            self.out.write(raw)
+
+    def events(self, items: list[bytes]) -> None:
+        if not items:
+            return
+        self.out.write((b"" if self.first_event else b", ") + b", ".join(items))
+        self.first_event = False
+
+    def _close_events(self) -> None:
+        if self.in_events:
+            self.out.write(b"]")
+            self.in_events = False
+
+    def end(self) -> None:
+        self._close_events()
+        self.out.write(b"{}" if self.members == 0 else b"}")
+
+
+def _copy(replay: str, out: IO[bytes], annotations: dict[tuple[int, float, str], dict[str, Any]]) -> int:
+    stream = open_trace(replay)
+    copy = _Copy(out)
+    stream.on_member = copy.member
     done = 0
-    for ev in doc["traceEvents"]:
-        if not isinstance(ev, dict) or ev.get("cat") not in _DEVICE_CATS:
-            continue
-        args = ev.get("args")
-        if not isinstance(args, dict):
-            continue
-        got = annotations.get((args.get("correlation"), ev.get("ts"), ev.get("name") or ""))  # type: ignore[arg-type]
-        if got is not None:
-            args.update(got)
-            done += 1
+    for raws in stream.raw_events():
+        items = []
+        for r in raws:
+            text = bytes(r)
+            new = _annotated(text, annotations)
+            if new is not None:
+                done += 1
+                text = new
+            items.append(text)
+        copy.events(items)
+    copy.end()
     return done
 
 
-def write_atomic(out: str, data: bytes) -> None:
-    """Write ``data`` to ``out`` through a dot-named temp file beside it and a rename: all or nothing."""
-    directory = os.path.dirname(os.path.abspath(out))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=directory)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)  # as an ordinary new file, not mkstemp's 0600
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, out)
-        tmp = None
-    except OSError as exc:
-        raise TraceError(out, f"cannot write: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+class _Gzip:
+    """A write-only gzip stream over ``out`` (``GzipFile`` without a name: nothing but the data)."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.z = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
+
+    def write(self, data: bytes) -> int:
+        self.out.write(self.z.compress(data))
+        return len(data)
+
+    def finish(self) -> None:
+        self.out.write(self.z.flush())
 
 
 def write_annotated(replay: str, out: str, annotations: dict[tuple[int, float, str], dict[str, Any]]) -> int:
-    """Write ``replay`` with ``annotations`` added to ``out`` (gzip if it ends in .gz); how many kernels gained args."""
-    doc = _load(replay)
-    done = _annotate(doc, annotations)
-    data = json.dumps(doc).encode()
-    write_atomic(out, gzip.compress(data, 6) if out.endswith(".gz") else data)
+    """Write ``replay`` with ``annotations`` added to ``out`` (gzip if it ends in .gz); how many kernels
+    gained args. A bad replay is a TraceError naming it; nothing is left at ``out`` then."""
+    with output_file(out) as f:
+        if out.endswith(".gz"):
+            z = _Gzip(f)
+            done = _copy(replay, z, annotations)  # type: ignore[arg-type]
+            z.finish()
+        else:
+            done = _copy(replay, f, annotations)
     return done
+
+
+def write_output(out: str, data: bytes) -> None:
+    """Write ``data`` to the user-named ``out`` (``--csv``) through ``safe_io.output_file``."""
+    with output_file(out) as f:
+        f.write(data)

@@ -38,7 +38,7 @@ __all__ = [
     "verify",
 ]
 
-_BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d+)"), re.compile(r"^execute_(\d+)_"))
+_BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d{1,18})(?!\d)"), re.compile(r"^execute_(\d{1,18})_"))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id

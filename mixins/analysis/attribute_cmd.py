@@ -13,11 +13,13 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
+from contextlib import nullcontext
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.annotate import write_annotated, write_atomic
+from mixins.analysis.annotate import write_annotated, write_output
 from mixins.analysis.attribute import Attribution, ReplayIndex, attribute_index, index_replay
 from mixins.analysis.cli import (
     add_jobs_option,
@@ -28,7 +30,7 @@ from mixins.analysis.cli import (
     trace_files,
     with_limits,
 )
-from mixins.analysis.reader import TraceError, current_limits
+from mixins.analysis.reader import TraceError, current_limits, holding
 from mixins.analysis.windows import Capture, Window, load_capture, read_execution_details
 from mixins.helptext import add_command, non_negative_int
 
@@ -152,6 +154,9 @@ def csv_rows(results: list[Attribution]) -> list[dict[str, Any]]:
             row = {"replay": res.replay, **op}
             for k in ("input_dims", "input_types"):
                 row[k] = "" if row[k] is None else json.dumps(row[k], separators=(",", ":"))
+            for k, v in row.items():  # strict numbers, as in --json: an overflowing total is empty
+                if isinstance(v, float) and not math.isfinite(v):
+                    row[k] = ""
             rows.append({k: row[k] for k in CSV_COLUMNS})
     return rows
 
@@ -161,7 +166,7 @@ def _write_csv(path: str, results: list[Attribution]) -> None:
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows(csv_rows(results))
-    write_atomic(path, buf.getvalue().encode())
+    write_output(path, buf.getvalue().encode())
 
 
 def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
@@ -244,10 +249,12 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     try:
         replays = _files(args.replay)
         _check_options(args, replays)
-        results, bad = _attribute_all(args, replays)
-        if bad:
-            return TROUBLE
-        _outputs(args, results)
+        # --annotate reads the replay twice: both times from one descriptor opened here (reader.holding)
+        with holding(replays[0]) if args.annotate else nullcontext():
+            results, bad = _attribute_all(args, replays)
+            if bad:
+                return TROUBLE
+            _outputs(args, results)
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE

@@ -1,7 +1,9 @@
 """The analyzer's sub-commands: ``ls``, ``summary``, ``diff``, ``check``, ``time`` (``attribute``: attribute_cmd).
 
 Exit codes (as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or usage; trouble
-(2) wins over a difference (1), so a CI gate never passes on an unreadable rank.
+(2) wins over a difference (1), so a CI gate never passes on an unreadable rank. 141 (128 + SIGPIPE,
+what a shell shows for a writer killed by SIGPIPE): the reader of stdout went away (``… | head``);
+quietly, and never 0 or 1, which ``check`` / ``diff`` use for "same" and "different".
 Several files are read in parallel processes (one per core); each worker returns a small summary
 or compact sequences, never raw events. Whatever goes wrong with one file (bad input, a limit, a
 bug, a dead worker) is that file's one-line error: the other files are still reported.
@@ -13,6 +15,7 @@ import argparse
 import dataclasses
 import functools
 import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
 
 OK, DIFFERENT, TROUBLE = 0, 1, 2
+BROKEN_PIPE = 141
 
 
 COMMANDS = ("ls", "summary", "diff", "check", "time", "attribute")
@@ -169,10 +173,27 @@ def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentPa
 
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
-        with using_limits(Limits(args.max_events, args.max_value_mib << 20)):
-            return cmd(args)
+        try:
+            with using_limits(Limits(args.max_events, args.max_value_mib << 20)):
+                rc = cmd(args)
+            sys.stdout.flush()  # an early-closed pipe shows here, not in the interpreter's exit
+            return rc
+        except BrokenPipeError:
+            _drop_stdout()
+            return BROKEN_PIPE
 
     return run
+
+
+def _drop_stdout() -> None:
+    """After EPIPE: point descriptor 1 at /dev/null so the interpreter's final flush of what is still
+    buffered neither fails nor prints "Exception ignored … BrokenPipeError" (the Python docs' recipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real descriptor (captured in-process): nothing to flush
+        pass
 
 
 DIR_HELP = f"directory of *.json[.gz] traces (or one trace file); a directory with only {SUBDIR}/ is searched there"

@@ -14,6 +14,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from mixins.analysis.model import CompactTrace
+from mixins.analysis.render import cut
 from mixins.analysis.serialise import op_json
 
 __all__ = ["SegmentDiff", "Divergence", "GroupCheck", "diff_traces", "check_traces", "group_key"]
@@ -305,8 +306,31 @@ def _size_of(t: CompactTrace, name: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _ranks_text(kind: str, ranks: list[int]) -> str:
-    return f"{kind} rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+_SHOWN_GAPS = 20  # gaps listed before "N more"
+
+
+def _gaps(present: list[int], size: int) -> list[tuple[int, int]]:
+    """The ranks of ``range(size)`` not in sorted ``present``, as inclusive (first, last) runs: one
+    walk over what is present, never a set of the whole range (sizes are bounded, still no need)."""
+    out, expect = [], 0
+    for r in present:
+        if r >= size:
+            break
+        if r > expect:
+            out.append((expect, r - 1))
+        expect = max(expect, r + 1)
+    if expect < size:
+        out.append((expect, size - 1))
+    return out
+
+
+def _ranks_text(kind: str, gaps: list[tuple[int, int]]) -> str:
+    """``TP rank 1`` / ``TP ranks 1, 3`` / ``TP ranks 4-9, 12`` (runs of three or more as a range)."""
+    parts = []
+    for a, b in gaps:
+        parts += [str(a)] if a == b else [str(a), str(b)] if b == a + 1 else [f"{a}-{b}"]
+    count = sum(b - a + 1 for a, b in gaps)
+    return f"{kind} rank{'s' if count > 1 else ''} {', '.join(cut(parts, _SHOWN_GAPS))}"
 
 
 def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
@@ -317,15 +341,15 @@ def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
         g.problems.append(f"traces disagree on tp_size ({', '.join(map(str, sizes))}): completeness not checked")
         return
     if not sizes:
-        gaps = sorted(set(range(present[-1] + 1)) - set(present)) if present else []
+        gaps = _gaps(present, present[-1] + 1) if present else []
         if gaps:
             g.problems.append(f"{_ranks_text('TP', gaps)} missing (below TP {present[-1]})")
             g.complete = False
         g.notes.append(SIZES_UNKNOWN)
         return
     g.tp_size = size = sizes[0]
-    missing = sorted(set(range(size)) - set(present))
-    beyond = [r for r in present if r >= size]
+    missing = _gaps(present, size)
+    beyond = [(r, r) for r in present if r >= size]
     if missing:
         g.problems.append(f"{_ranks_text('TP', missing)} missing (tp_size {size})")
     if beyond:
@@ -345,7 +369,7 @@ def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
             g for g in groups if (g.runner or "", g.capture_index) == (runner, index) and g.members[0][0] is not None
         ]
         stages = {g.pp_rank or 0 for g in family}
-        missing = sorted(set(range(max(found))) - stages) if len(found) == 1 else []
+        missing = _gaps(sorted(stages), max(found)) if len(found) == 1 else []
         if missing:
             first = min(family, key=lambda g: g.pp_rank or 0)
             size = max(found)

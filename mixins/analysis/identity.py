@@ -7,7 +7,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Identity", "identity_from_name", "identity_of", "is_trace_name", "rank_from_name"]
+from mixins.analysis.reader import TraceError
+
+__all__ = ["Identity", "identity_from_name", "identity_of", "is_trace_name", "rank_from_name", "MAX_WORLD"]
+
+# The one bound on ranks and group sizes read from a trace or a file name (docs/DESIGN.md §7.1): far
+# above any real world (a few thousand GPUs), small enough that listing or counting every rank is cheap.
+# A rank of 10^9 (or 4,300 digits) once made ``check`` build set(range(10^9)): 2.3 GB, then MemoryError.
+MAX_WORLD = 1 << 16
+_MAX_INDEX = 1 << 31  # capture index, batch size: only printed and compared
+_MAX_DIGITS = 10  # int() of a longer digit run is never needed (and past 4,300 digits raises)
 
 _OURS = re.compile(
     r"^cuda_graph_capture-(?P<runner>.+?)-TP-(?P<tp>\d+)(?:-PP-(?P<pp>\d+))?(?:-(?P<n>\d+))?\.json(?:\.gz)?$"
@@ -57,22 +66,80 @@ def _int_or_none(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _checked(path: str, what: str, v: int | None, low: int, high: int) -> int | None:
+    """``v`` when ``low <= v < high``; a TraceError naming ``what`` otherwise (None stays None)."""
+    if v is not None and not low <= v < high:
+        shown = str(v) if abs(v) < 10**30 else f"a {len(str(abs(v)))}-digit number"
+        raise TraceError(path, f"{what} {shown} out of range ({low}..{high - 1})")
+    return v
+
+
+def _digits(path: str, what: str, text: str | None, high: int) -> int | None:
+    """A digit run from a file name as a bounded int (the length is checked before ``int()``)."""
+    if text is None:
+        return None
+    if len(text) > _MAX_DIGITS:
+        raise TraceError(path, f"{what} in the file name has {len(text):,} digits (at most {high - 1})")
+    return _checked(path, f"{what} in the file name", int(text), 0, high)
+
+
+def _rank(path: str, what: str, v: Any) -> int | None:
+    return _checked(path, what, _int_or_none(v), 0, MAX_WORLD)
+
+
+def _size(path: str, what: str, v: Any) -> int | None:
+    return _checked(path, what, _int_or_none(v), 1, MAX_WORLD + 1)
+
+
+# metadata field -> the type it must have; a value of another type is dropped (ls --long shows "?")
+_TEXT, _INT, _SIZE, _INT_LIST = "text", "int", "size", "int list"
+_FIELD_TYPES = {
+    "sglang_version": _TEXT, "torch_version": _TEXT, "package_version": _TEXT, "hostname": _TEXT,
+    "device": _TEXT, "time_utc": _TEXT, "rank_source": _TEXT, "size_source": _TEXT,
+    "pid": _INT, "tp_size": _SIZE, "dp_size": _SIZE, "world_size": _SIZE, "capture_bs": _INT_LIST,
+}
+_MAX_TEXT = 4096
+_MAX_LIST = 4096
+
+
+def _typed(v: Any, kind: str) -> bool:
+    if kind == _TEXT:
+        return isinstance(v, str) and len(v) <= _MAX_TEXT
+    if kind == _INT_LIST:
+        return isinstance(v, list) and len(v) <= _MAX_LIST and all(_int_or_none(x) is not None for x in v)
+    return _int_or_none(v) is not None
+
+
+def _extra(path: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The kept metadata fields of the right type; sizes bounded like ranks (TraceError past MAX_WORLD)."""
+    out = {k: meta[k] for k in _KEPT_METADATA if k in meta and _typed(meta[k], _FIELD_TYPES[k])}
+    for k in ("tp_size", "dp_size", "world_size"):
+        if k in out:
+            out[k] = _size(path, k, out[k])
+    return out
+
+
 def identity_from_name(path: str) -> Identity | None:
-    """Parse our file name, upstream's per-batch-size one or vLLM's ``graph_capture_rank_N``; None if none."""
+    """Parse our file name, upstream's per-batch-size one or vLLM's ``graph_capture_rank_N``; None if none.
+    A number out of range (``-TP-999999999``) is a TraceError naming the file."""
     name = os.path.basename(path)
     m = _OURS.match(name)
     if m:
         return Identity(
             runner=m["runner"],
-            tp_rank=int(m["tp"]),
-            pp_rank=int(m["pp"]) if m["pp"] else 0,
-            capture_index=int(m["n"]) if m["n"] else 1,
+            tp_rank=_digits(path, "TP rank", m["tp"], MAX_WORLD),
+            pp_rank=_digits(path, "PP rank", m["pp"], MAX_WORLD) or 0,
+            capture_index=_digits(path, "capture index", m["n"], _MAX_INDEX) or 1,
             source="filename",
         )
     m = _UPSTREAM_BS.match(name)
     if m:
         return Identity(
-            runner=m["runner"], tp_rank=int(m["rank"]), pp_rank=0, bs=int(m["bs"]), source="filename"
+            runner=m["runner"],
+            tp_rank=_digits(path, "rank", m["rank"], MAX_WORLD),
+            pp_rank=0,
+            bs=_digits(path, "batch size", m["bs"], _MAX_INDEX),
+            source="filename",
         )
     return None
 
@@ -80,7 +147,7 @@ def identity_from_name(path: str) -> Identity | None:
 def rank_from_name(path: str) -> int | None:
     """A rank written in a file name (``-TP-0``, ``_rank0``, vLLM's ``graph_capture_rank_0.<stamp>``), else None."""
     m = _RANK_IN_NAME.search(os.path.basename(path))
-    return int(m["rank"]) if m else None
+    return _digits(path, "rank", m["rank"], MAX_WORLD) if m else None
 
 
 def identity_of(path: str, metadata: dict[str, Any]) -> Identity:
@@ -91,22 +158,24 @@ def identity_of(path: str, metadata: dict[str, Any]) -> Identity:
         meta.get("runner") is not None or _int_or_none(meta.get("tp_rank")) is not None
     ):
         runner = meta.get("runner")
-        idx = _int_or_none(meta.get("capture_index"))
+        idx = _checked(path, "capture_index", _int_or_none(meta.get("capture_index")), 0, _MAX_INDEX)
         return Identity(
             runner=runner if isinstance(runner, str) else None,
             runner_class=meta.get("runner_class") if isinstance(meta.get("runner_class"), str) else None,
-            tp_rank=_int_or_none(meta.get("tp_rank")),
-            pp_rank=_int_or_none(meta.get("pp_rank")) or 0,
-            pp_size=_int_or_none(meta.get("pp_size")),
+            tp_rank=_rank(path, "tp_rank", meta.get("tp_rank")),
+            pp_rank=_rank(path, "pp_rank", meta.get("pp_rank")) or 0,
+            pp_size=_size(path, "pp_size", meta.get("pp_size")),
             capture_index=idx if idx is not None else (from_name.capture_index if from_name else 1),
             source="metadata",
             bs=from_name.bs if from_name else None,
-            extra={k: meta[k] for k in _KEPT_METADATA if k in meta},
+            extra=_extra(path, meta),
         )
     if from_name is not None:
         return from_name
     dist = metadata.get("distributedInfo")
     if isinstance(dist, dict) and _int_or_none(dist.get("rank")) is not None:
-        world = _int_or_none(dist.get("world_size"))  # the rank is a world rank: the world is the group
-        return Identity(tp_rank=dist["rank"], pp_rank=0, source="distributedInfo", extra={"tp_size": world})
+        # the rank is a world rank: the world is the group
+        world = _size(path, "distributedInfo.world_size", dist.get("world_size"))
+        rank = _rank(path, "distributedInfo.rank", dist["rank"])
+        return Identity(tp_rank=rank, pp_rank=0, source="distributedInfo", extra={"tp_size": world})
     return Identity()

@@ -15,8 +15,9 @@ Limits (docs/DESIGN.md §7): hostile input must not cost unbounded memory or tim
 top-level value and one ``traceEvents`` element may each hold at most ``Limits.max_value_bytes``, a
 trace at most ``Limits.max_events`` elements and 100,000 top-level members, and a value may nest
 as deep as Python's recursion limit allows (~1,000 levels). Numbers the analyzer reads must fit a
-double (or 4,300 digits for integers); past any limit the error says which one. Strings and keys are
-scanned once, left to right.
+double (or 4,300 digits for integers), ``ts``/``dur`` ±MAX_TIME_US and ids 64 bits; past any limit the
+error says which one. Strings and keys are scanned once, left to right. A key the analyzer reads given
+twice is refused. The file is opened once, by ``safe_io.open_input`` (no link, no FIFO: §7.2).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple
+from typing import IO, Annotated, Any, NamedTuple
 
 import msgspec
 
@@ -77,6 +78,7 @@ class Limits:
 
 
 _limits = Limits()
+_held: dict[str, int] = {}  # path -> the descriptor a command holds open for it (:func:`holding`)
 
 
 def current_limits() -> Limits:
@@ -98,6 +100,22 @@ def using_limits(limits: Limits) -> Iterator[None]:
         _limits = before
 
 
+@contextmanager
+def holding(path: str) -> Iterator[None]:
+    """Open ``path`` once (:func:`safe_io.open_input`) for the duration; every stream over ``path``
+    in this process reads that descriptor from its start. Why: ``attribute --annotate`` reads the
+    replay twice (attribution, then the copy) and a file swapped in between must not be annotated."""
+    from mixins.analysis.safe_io import open_input  # imports this module
+
+    fd, _ = open_input(path)
+    _held[path] = fd
+    try:
+        yield
+    finally:
+        del _held[path]
+        os.close(fd)
+
+
 class _OutOfRange(Exception):
     """A number msgspec or float() cannot hold (more than ~308 digits, or 4,300 for an integer)."""
 
@@ -115,6 +133,13 @@ class TraceError(Exception):
 
 
 _RAW_EMPTY = msgspec.Raw(b"")
+
+# Bounded numbers: checked by the typed decoder in C; a value outside goes to the tolerant path, which
+# names it. Times (µs) stay below 4e15 (year 2096 as epoch µs), so start + duration in integer ns
+# fits a signed 64-bit array slot and no sum of 10M of them overflows a float.
+MAX_TIME_US = 4e15
+_Time = Annotated[float, msgspec.Meta(ge=-MAX_TIME_US, le=MAX_TIME_US)]
+_Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]  # ids go into int64 arrays
 
 
 class Args(
@@ -136,17 +161,17 @@ class Args(
 ):
     """The ``args`` fields the analyzer reads; everything else is skipped by the decoder."""
 
-    ext: int | None = None
+    ext: _Int64 | None = None
     dims: msgspec.Raw = _RAW_EMPTY  # kept as raw JSON: hashable, compared after removing whitespace
     types: msgspec.Raw = _RAW_EMPTY
     concrete: msgspec.Raw = _RAW_EMPTY
-    correlation: int | None = None
+    correlation: _Int64 | None = None
     kernel: str | None = None
     grid: tuple[int, ...] | None = None  # tuples: hashable, so a kernel identity is a plain key
     block: tuple[int, ...] | None = None
-    smem: int | None = None
-    regs: int | None = None
-    node: int | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
+    smem: _Int64 | None = None
+    regs: _Int64 | None = None
+    node: _Int64 | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
 
 
 class _Common(msgspec.Struct, gc=False):
@@ -156,8 +181,8 @@ class _Common(msgspec.Struct, gc=False):
     name: str | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: float | None = None
-    dur: float | None = None
+    ts: _Time | None = None
+    dur: _Time | None = None
 
 
 class Event(_Common, gc=False):
@@ -177,11 +202,11 @@ class SlimArgs(
 
     dims: msgspec.Raw = _RAW_EMPTY
     types: msgspec.Raw = _RAW_EMPTY
-    correlation: int | None = None
+    correlation: _Int64 | None = None
     kernel: str | None = None
     grid: tuple[int, ...] | None = None
     block: tuple[int, ...] | None = None
-    node: int | None = None
+    node: _Int64 | None = None
 
 
 class SlimEvent(_Common, gc=False):
@@ -205,6 +230,7 @@ class _Shape(NamedTuple):
 
 _FULL = _Shape(msgspec.json.Decoder(list[Event]), Event, Args)
 _SLIM = _Shape(msgspec.json.Decoder(list[SlimEvent]), SlimEvent, SlimArgs)
+_RAW = _Shape(msgspec.json.Decoder(list[msgspec.Raw]), msgspec.Raw, msgspec.Raw)  # elements as their text
 _ANY = msgspec.json.Decoder()
 _WS = re.compile(rb"[ \t\r\n]*")
 _CUT = re.compile(rb"\}[ \t\r\n]*(?:,[ \t\r\n]*(?=\{)|\])")
@@ -245,17 +271,17 @@ def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
 
         args = _only(
             shape.args,
-            ext=lambda: pick(raw_args, "External id", (int,)),
+            ext=lambda: _int64(pick(raw_args, "External id", (int,)), "External id"),
             dims=lambda: raw("Input Dims"),
             types=lambda: raw("Input type"),
             concrete=lambda: raw("Concrete Inputs"),
-            correlation=lambda: pick(raw_args, "correlation", (int,)),
+            correlation=lambda: _int64(pick(raw_args, "correlation", (int,)), "correlation"),
             kernel=lambda: pick(raw_args, "kernel", (str,)),
             grid=lambda: ints("grid"),
             block=lambda: ints("block"),
-            smem=lambda: pick(raw_args, "shared memory", (int,)),
-            regs=lambda: pick(raw_args, "registers per thread", (int,)),
-            node=lambda: pick(raw_args, "graph node id", (int,)),
+            smem=lambda: _int64(pick(raw_args, "shared memory", (int,)), "shared memory"),
+            regs=lambda: _int64(pick(raw_args, "registers per thread", (int,)), "registers per thread"),
+            node=lambda: _int64(pick(raw_args, "graph node id", (int,)), "graph node id"),
         )
     return _only(
         shape.event,
@@ -264,8 +290,8 @@ def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
         name=lambda: pick(obj, "name", (str,)),
         pid=lambda: pick(obj, "pid", (int, str)),
         tid=lambda: pick(obj, "tid", (int, str)),
-        ts=lambda: _as_float(pick(obj, "ts", (int, float))),
-        dur=lambda: _as_float(pick(obj, "dur", (int, float))),
+        ts=lambda: _as_time(pick(obj, "ts", (int, float)), "ts"),
+        dur=lambda: _as_time(pick(obj, "dur", (int, float)), "dur"),
         id=lambda: pick(obj, "id", (int, str)),
         args=lambda: args,
     )
@@ -276,13 +302,23 @@ def _only(cls: type[Any], **fields: Callable[[], Any]) -> Any:
     return cls(**{name: fields[name]() for name in cls.__struct_fields__})
 
 
-def _as_float(v: int | float | None) -> float | None:
+def _as_time(v: int | float | None, name: str) -> float | None:
+    """A ``ts`` / ``dur`` as float µs within ±MAX_TIME_US; _OutOfRange naming it otherwise."""
     if v is None:
         return None
     try:
-        return float(v)
+        f = float(v)
     except OverflowError:
         raise _OutOfRange from None
+    if not -MAX_TIME_US <= f <= MAX_TIME_US:  # also NaN, which no JSON number gives
+        raise _OutOfRange(f"number out of range: {name} {f:g} (|{name}| <= {MAX_TIME_US:g} µs)")
+    return f
+
+
+def _int64(v: int | None, name: str) -> int | None:
+    if v is not None and not -(1 << 63) <= v < 1 << 63:
+        raise _OutOfRange(f'number out of range: "{name}" of {len(str(abs(v)))} digits (a signed 64-bit integer)')
+    return v
 
 
 def _decode_slice(data: bytes, shape: _Shape = _FULL) -> tuple[list[Any], int] | None:
@@ -353,6 +389,9 @@ class TraceStream:
         self._eof = False
         self._base = 0  # bytes dropped from the front of _buf, for error offsets
         self._shape = _FULL
+        # called with (key, raw JSON of the value) for each top-level member in file order, and with
+        # ("traceEvents", None) where that array starts (its elements are the slices): ``raw_events``
+        self.on_member: Callable[[str, bytes | None], None] | None = None
 
     # -- low level -------------------------------------------------------------------------------
     def _error(self, message: str) -> TraceError:
@@ -364,22 +403,18 @@ class TraceStream:
         )
 
     def _open(self) -> None:
-        try:
-            st = os.stat(self.path)
-            if not os.path.isfile(self.path):
-                raise self._error("not a regular file")
-            self.size = st.st_size
-            raw = open(self.path, "rb")  # noqa: SIM115 - closed in close()
-        except TraceError:
-            raise
-        except FileNotFoundError:
-            raise self._error("no such file") from None
-        except PermissionError:
-            raise self._error("permission denied") from None
-        except OSError as exc:
-            raise self._error(exc.strerror or str(exc)) from None
-        except ValueError:  # possible only in-process: a command line cannot carry a NUL
-            raise self._error("invalid path (contains a NUL byte)") from None
+        """Open the file once (or take the descriptor the command holds for it, :func:`holding`), by
+        descriptor from then on: a name flipped to a FIFO or a link after a check changes nothing."""
+        from mixins.analysis.safe_io import open_input  # imports this module
+
+        held = _held.get(self.path)
+        if held is not None:
+            fd, st = os.dup(held), os.fstat(held)
+            os.lseek(fd, 0, os.SEEK_SET)
+        else:
+            fd, st = open_input(self.path)
+        self.size = st.st_size
+        raw = os.fdopen(fd, "rb")
         self._raw = raw
         magic = raw.read(2)
         raw.seek(0)
@@ -519,8 +554,9 @@ class TraceStream:
         except ValueError:  # an integer of more than 4,300 digits (Python's int-string limit)
             raise self._error(f"invalid JSON: number out of range near byte {self._base + pos}") from None
 
-    def _read_value(self) -> Any:
-        """Parse one complete JSON value (not traceEvents) at the cursor, reading more as needed."""
+    def _read_value(self) -> tuple[Any, bytes]:
+        """Parse one complete JSON value (not traceEvents) at the cursor, reading more as needed; the
+        value and its JSON text."""
         self._skip_ws()
         want = _VALUE_WINDOW
         while True:
@@ -531,13 +567,14 @@ class TraceStream:
             # A value is only known complete when a byte follows it (numbers may continue).
             if end >= 0 and (end < stop or at_eof):
                 try:
-                    value = msgspec.json.decode(self._buf[self._pos : end])
+                    raw = self._buf[self._pos : end]
+                    value = msgspec.json.decode(raw)
                 except msgspec.ValidationError:  # the untyped decoder only refuses numbers out of range
                     raise self._error(f"invalid JSON: number out of range near byte {self._offset()}") from None
                 except msgspec.DecodeError as exc:
                     raise self._error(f"invalid JSON: {exc}") from None
                 self._pos = end
-                return value
+                return value, raw
             if at_eof:
                 raise self._error(f"invalid JSON: bad or truncated value at byte {self._offset()}")
             if stop - self._pos > self.limits.max_value_bytes:
@@ -555,10 +592,9 @@ class TraceStream:
         """The longest decodable run of elements in ``buf[start:limit]`` (see _find_cut / _exact_cut)."""
         try:
             return self._exact_cut(buf, start, limit) if exact else self._find_cut(buf, start, limit)
-        except _OutOfRange:
-            raise self._error(
-                f"invalid JSON: number out of range in traceEvents near byte {self._base + start}"
-            ) from None
+        except _OutOfRange as exc:
+            what = str(exc) or "invalid JSON: number out of range"
+            raise self._error(f"{what} in traceEvents near byte {self._base + start}") from None
 
     def _event_slices(self) -> Iterator[list[Any]]:
         """Yield decoded slices of the traceEvents array; the cursor ends after its ``]``."""
@@ -662,6 +698,11 @@ class TraceStream:
         """:meth:`events` as :class:`SlimEvent` (same checks and limits; ``ph``/``id`` not read)."""
         return self._slices(_SLIM)
 
+    def raw_events(self) -> Iterator[list[msgspec.Raw]]:
+        """:meth:`events` as each element's JSON text (same checks and limits): ``--annotate`` copies the
+        replay through this, with ``on_member`` receiving the other top-level members."""
+        return self._slices(_RAW)
+
     def _slices(self, shape: _Shape) -> Iterator[list[Any]]:
         self._shape = shape
         gc_was_enabled = gc.isenabled()
@@ -699,6 +740,7 @@ class TraceStream:
     def _members(self) -> Iterator[list[Any]]:
         """The top-level object's members, cursor after its ``{``; traceEvents is streamed."""
         seen: set[str] = set()
+        seen_kept: set[str] = set()
         members = 0
         while True:
             key = self._read_key()
@@ -709,15 +751,23 @@ class TraceStream:
             if len(seen) < _MAX_TOP_KEYS and key not in seen:
                 seen.add(key)
                 self.top_keys.append(key[:_MAX_TOP_KEY_CHARS])
-            if key == "traceEvents" and not self.events_seen:
+            if key == "traceEvents" or key in KEEP_KEYS:
+                if key in seen_kept:  # JSON parsers and Perfetto take the last, a streaming reader the first
+                    raise self._error(f"duplicate top-level key {key!r} (ambiguous: refused)")
+                seen_kept.add(key)
+            if key == "traceEvents":
                 if self._peek() != b"[":
                     raise self._error("traceEvents is not an array")
                 self.events_seen = True
+                if self.on_member is not None:
+                    self.on_member(key, None)
                 yield from self._event_slices()
             else:
-                value = self._read_value()
+                value, raw = self._read_value()
                 if key in KEEP_KEYS:
                     self.metadata[key] = value
+                if self.on_member is not None:
+                    self.on_member(key, raw)
             sep = self._peek()
             if sep == b",":
                 self._pos += 1

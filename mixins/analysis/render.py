@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ __all__ = [
     "print_json",
     "error",
     "one_line",
+    "safe",
     "render_ls",
     "render_temps",
     "render_ls_long",
@@ -50,19 +52,59 @@ def console() -> Console:
     or a line is never broken in two for grep/awk/``less -S``."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """rich's own exits 1, which ``check``/``diff`` use for "different": let ``cli`` decide (141)."""
+            self.quiet = True
+            raise BrokenPipeError
+
     if sys.stdout.isatty():
-        return Console(highlight=False)
-    return Console(width=UNWRAPPED, highlight=False, no_color=True, soft_wrap=True)
+        return _Console(highlight=False, emoji=False)
+    return _Console(width=UNWRAPPED, highlight=False, no_color=True, soft_wrap=True, emoji=False)
+
+
+def safe(value: object) -> str:
+    """The one escape of untrusted text (file names, anything read from a trace) before a terminal or
+    a table sees it, used by every renderer: C0/C1 controls, newlines and other non-printables as
+    Python writes them (``one_line``: ``\\x1b[2J`` arrives as text, never as an escape sequence, and a
+    row stays one row), then rich's markup brackets, so ``[red]`` in a name is not a style either."""
+    from rich.markup import escape
+
+    return escape(one_line(value))
 
 
 def print_json(obj: Any) -> None:
-    """Every ``--json`` output: results through the one serialisation path, then indented JSON."""
-    sys.stdout.write(json.dumps(to_json(obj), indent=2) + "\n")
+    """Every ``--json`` output: results through the one serialisation path, then strict indented JSON
+    (a non-finite number, which JSON cannot hold, is written as null with one warning on stderr)."""
+    value, bad = finite(to_json(obj))
+    if bad:
+        error(f"{bad:,} non-finite number(s) (an overflowing total?) written as null", "warning")
+    sys.stdout.write(json.dumps(value, indent=2, allow_nan=False) + "\n")
 
 
-def error(message: str) -> None:
+def finite(value: Any) -> tuple[Any, int]:
+    """``value`` (plain JSON values) with inf / NaN floats replaced by None, and how many were."""
+    if isinstance(value, float):
+        return (value, 0) if math.isfinite(value) else (None, 1)
+    if isinstance(value, dict):
+        out, bad = {}, 0
+        for k, v in value.items():
+            out[k], n = finite(v)
+            bad += n
+        return out, bad
+    if isinstance(value, list):
+        items, bad = [], 0
+        for v in value:
+            item, n = finite(v)
+            items.append(item)
+            bad += n
+        return items, bad
+    return value, 0
+
+
+def error(message: str, kind: str = "error") -> None:
     """The one-line error format of the issue: ``capture-trace: error: <path>: <what>``."""
-    print(f"capture-trace: error: {one_line(message)}", file=sys.stderr)
+    print(f"capture-trace: {kind}: {one_line(message)}", file=sys.stderr)
 
 
 def size_text(n: float) -> str:
@@ -100,7 +142,6 @@ def _rank(value: int | None) -> str:
 
 
 def render_ls(rows: list[dict[str, Any]]) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=None, show_lines=False)
@@ -119,15 +160,15 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
     for t in rows:
         labels = [s["label"] for s in t["segments"]]
         table.add_row(
-            escape(os.path.basename(t["path"])),
-            escape(t.get("runner") or "?"),
+            safe(os.path.basename(t["path"])),
+            safe(t.get("runner") or "?"),
             _rank(t.get("tp_rank")),
             _rank(t.get("pp_rank")),
             str(t.get("capture_index", "")),
             t["identity_source"],
             size_text(t["size"]),
             count_text(t["events"]),
-            escape(f"{len(labels)}: {', '.join(cut(labels, 8))}"),
+            safe(f"{len(labels)}: {', '.join(cut(labels, 8))}"),
         )
     console().print(table)
 
@@ -141,7 +182,7 @@ def render_temps(temps: list[Any]) -> None:
             state = "its process is gone; not removed (another user's)"
         else:
             state = f"pid {t.pid} on {t.host} is running or not on this host: kept"
-        console().print(f"temporary {t.name}: {size_text(t.bytes)}, {state}", markup=False, highlight=False)
+        console().print(safe(f"temporary {t.name}: {size_text(t.bytes)}, {state}"), highlight=False)
 def _of(rank: Any, size: Any) -> str:
     return f"{'?' if rank is None else rank} of {'?' if size is None else size}"
 
@@ -187,13 +228,11 @@ def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def render_ls_long(rows: list[dict[str, Any]]) -> None:
-    from rich.markup import escape
-
     out = console()
     for n, t in enumerate(rows):
-        out.print(("\n" if n else "") + escape(t["path"]))
+        out.print(("\n" if n else "") + safe(t["path"]))
         for name, text in _long_fields(t):
-            out.print(f"  {name:<9} {escape(text)}")
+            out.print(f"  {name:<9} {safe(text)}")
 
 
 _COLS = (
@@ -229,21 +268,20 @@ def _kernel_text(k: dict[str, Any]) -> str:
 
 
 def render_summary(traces: list[dict[str, Any]], top: int) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     out = console()
     for t in traces:
         out.print(
-            f"[bold]{escape(t['path'])}[/bold]  {escape(_who(t))}  (identity: {t['identity_source']}, "
-            f"segments: {escape(t['segment_source'])}, {t['events']:,} events)"
+            f"[bold]{safe(t['path'])}[/bold]  {safe(_who(t))}  (identity: {t['identity_source']}, "
+            f"segments: {safe(t['segment_source'])}, {t['events']:,} events)"
         )
         table = Table()
         table.add_column("segment")
         for _, title in _COLS:
             table.add_column(title, justify="right")
         for s in t["segments"]:
-            table.add_row(escape(s["label"]), *(f"{s[k]:,}" for k, _ in _COLS))
+            table.add_row(safe(s["label"]), *(f"{s[k]:,}" for k, _ in _COLS))
         tot = t["totals"]
         table.add_row("[bold]total[/bold]", f"{t['events']:,}", *(f"{tot[k]:,}" for k, _ in _COLS[1:]))
         out.print(table)
@@ -252,7 +290,7 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
         for s in t["segments"]:
             if not s["top"]:
                 continue
-            tt = Table(title=escape(f"{s['label']}: top {len(s['top'])} signatures"), title_justify="left")
+            tt = Table(title=safe(f"{s['label']}: top {len(s['top'])} signatures"), title_justify="left")
             tt.add_column("count", justify="right")
             tt.add_column("op")
             tt.add_column("input dims")
@@ -262,10 +300,10 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
                 kernels = [_kernel_text(k) for k in row["kernels"]]
                 tt.add_row(
                     f"{row['count']:,}",
-                    escape(row["op"]),
-                    escape(_shown(row["input_dims"])),
-                    escape(_shown(row["input_types"])),
-                    escape("\n".join(cut(kernels, 4))) or "-",
+                    safe(row["op"]),
+                    safe(_shown(row["input_dims"])),
+                    safe(_shown(row["input_types"])),
+                    "\n".join(safe(k) for k in cut(kernels, 4)) or "-",
                 )
             out.print(tt)
 
@@ -289,17 +327,17 @@ def _op_text(op: dict[str, Any] | None) -> str:
 
 
 def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     out = console()
-    out.print(escape(f"A: {path_a}\nB: {path_b}"))
+    out.print(safe(f"A: {path_a}"))
+    out.print(safe(f"B: {path_b}"))
     table = Table()
     for col in ("segment", "status", "ops A", "ops B", "first diff", "added", "removed", "changed"):
         table.add_column(col, justify="left" if col in ("segment", "status") else "right")
     for d in diffs:
         table.add_row(
-            escape(d.label),
+            safe(d.label),
             d.status.replace("only_a", "only in A").replace("only_b", "only in B"),
             count_text(d.ops_a),
             count_text(d.ops_b),
@@ -312,9 +350,9 @@ def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
     for d in diffs:
         if d.status != "changed":
             continue
-        out.print(f"[bold]{escape(d.label)}[/bold]: first difference at op #{count_text(d.first_diff)}")
-        out.print(escape(f"  A: {_op_text(d.at_a)}"))
-        out.print(escape(f"  B: {_op_text(d.at_b)}"))
+        out.print(f"[bold]{safe(d.label)}[/bold]: first difference at op #{count_text(d.first_diff)}")
+        out.print(safe(f"  A: {_op_text(d.at_a)}"))
+        out.print(safe(f"  B: {_op_text(d.at_b)}"))
         if not d.aligned:
             out.print("  (sequences too long to align: added/removed are counted as multisets)")
         lines = {
@@ -325,7 +363,7 @@ def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
         }
         for kind, total in (("changed", d.changed), ("removed", d.removed), ("added", d.added)):
             for line in lines[kind]:
-                out.print(escape(line))
+                out.print(safe(line))
             shown = sum(ex.get("count", 1) for ex in d.examples[kind])  # unaligned examples carry counts
             if total > shown:
                 out.print(f"  … {total - shown:,} more {kind}")
@@ -340,7 +378,6 @@ def _result(g: GroupCheck) -> str:
 
 
 def render_check(groups: list[GroupCheck]) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     out = console()
@@ -350,34 +387,34 @@ def render_check(groups: list[GroupCheck]) -> None:
     for g in groups:
         ranks = ", ".join("?" if r is None else str(r) for r, _ in g.members)
         table.add_row(
-            escape(g.runner or "?"), _rank(g.pp_rank), str(g.capture_index), ranks, _rank(g.tp_size), _result(g)
+            safe(g.runner or "?"), _rank(g.pp_rank), str(g.capture_index), ranks, _rank(g.tp_size), _result(g)
         )
     out.print(table)
     for g in groups:
-        head = escape(" ".join(x for x in (g.runner or "?", f"PP {g.pp_rank}" if g.pp_rank is not None else "",
+        head = safe(" ".join(x for x in (g.runner or "?", f"PP {g.pp_rank}" if g.pp_rank is not None else "",
                                            f"#{g.capture_index}") if x))
         for p in g.problems:
-            out.print(f"[bold]{head}[/bold]: {escape(p)}")
+            out.print(f"[bold]{head}[/bold]: {safe(p)}")
         for d in g.divergences:
             ref_rank = g.members[0][0]
             if d.position is None:
                 out.print(
-                    f"[bold]{head}[/bold]: segment {escape(repr(d.segment))} present on only one of TP {ref_rank} "
+                    f"[bold]{head}[/bold]: segment {safe(repr(d.segment))} present on only one of TP {ref_rank} "
                     f"({d.ops_reference:,} ops) and TP {d.rank} ({d.ops_other:,} ops)"
                 )
                 continue
-            where = f"in {escape(repr(d.segment))} at op #{d.position:,}"
+            where = f"in {safe(repr(d.segment))} at op #{d.position:,}"
             out.print(f"[bold]{head}[/bold]: TP {d.rank} diverges from TP {ref_rank} {where}")
-            out.print(escape(f"  TP {ref_rank}: {_op_text(d.reference)}"))
-            out.print(escape(f"  TP {d.rank}: {_op_text(d.other)}"))
+            out.print(safe(f"  TP {ref_rank}: {_op_text(d.reference)}"))
+            out.print(safe(f"  TP {d.rank}: {_op_text(d.other)}"))
         for n in g.notes:
-            out.print(f"{head}: note: {escape(n)}")
+            out.print(f"{head}: note: {safe(n)}")
 
 
 def _attribute_table(res: dict[str, Any], top: int) -> Table:
     from rich.table import Table
 
-    table = Table(title=f"{res['replay']}: ops by GPU time", title_justify="left")
+    table = Table(title=safe(f"{res['replay']}: ops by GPU time"), title_justify="left")
     for col in ("op", "module", "input dims", "input types", "source", "segment", "kernels", "count"):
         table.add_column(col, justify="right" if col in ("kernels", "count") else "left")
     for col in ("total µs", "mean µs", "share"):
@@ -385,12 +422,12 @@ def _attribute_table(res: dict[str, Any], top: int) -> Table:
     total = res["coverage"]["gpu_time_us"] or 1.0
     for op in res["ops"][:top]:
         table.add_row(
-            op["name"] if len(op["name"]) <= 60 else op["name"][:57] + "...",
-            op["module"],
-            _shown(op["input_dims"]),
-            _shown(op["input_types"]),
-            op["source"],
-            op["segment"] or "-",
+            safe(op["name"] if len(op["name"]) <= 60 else op["name"][:57] + "..."),
+            safe(op["module"]),
+            safe(_shown(op["input_dims"])),
+            safe(_shown(op["input_types"])),
+            safe(op["source"]),
+            safe(op["segment"] or "-"),
             f"{op['kernels']:,}",
             f"{op['count']:,}",
             f"{op['gpu_time_us']:,.1f}",
@@ -417,7 +454,7 @@ def render_attribute(results: list[Any], top: int = 30) -> None:
         for u in res["unattributed"]:
             out.print(
                 f"unattributed ({u['source']}): {u['kernels']:,} kernels, {u['gpu_time_us']:,.1f} µs "
-                f"in {u['launches']:,} launch(es): {u['reason']}"
+                f"in {u['launches']:,} launch(es): {safe(u['reason'])}"
             )
 
 

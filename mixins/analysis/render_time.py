@@ -11,7 +11,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from mixins.analysis.render import console
+from mixins.analysis.render import console, safe
 from mixins.analysis.timing import NOTE, PHASES
 
 __all__ = ["render_time", "bar"]
@@ -64,7 +64,7 @@ def _segment_table(t: dict[str, Any], scale: float) -> Table:
         table.add_column(f"{p} ms", justify="right")
     table.add_column("")
     for s in t["segments"]:
-        table.add_row(s["label"], str(s["capture_windows"]), *_cells(s), bar(s["phases"], scale))
+        table.add_row(safe(s["label"]), str(s["capture_windows"]), *_cells(s), bar(s["phases"], scale))
     tot = t["totals"]
     windows = sum(s["capture_windows"] for s in t["segments"])
     table.add_row("[bold]total[/bold]", str(windows), *_cells(tot), "")
@@ -80,7 +80,7 @@ def _top_table(t: dict[str, Any]) -> Table | None:
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in rows:
         name = r["op"] if len(r["op"]) <= 80 else r["op"][:77] + "..."
-        table.add_row(r["phase"], name, f"{r['self_us'] / 1000:,.2f}", f"{r['count']:,}")
+        table.add_row(r["phase"], safe(name), f"{r['self_us'] / 1000:,.2f}", f"{r['count']:,}")
     return table
 
 
@@ -92,7 +92,7 @@ def _side_by_side(traces: list[dict[str, Any]]) -> Table:
     table = Table(title="wall ms per segment, runners side by side (* the slowest)", title_justify="left")
     table.add_column("segment")
     for t in traces:
-        table.add_column(_who(t), justify="right")
+        table.add_column(safe(_who(t)), justify="right")
     for label in labels + ["total"]:
         values = [
             t["totals"]["wall_us"] if label == "total"
@@ -101,7 +101,7 @@ def _side_by_side(traces: list[dict[str, Any]]) -> Table:
         ]
         worst = max((v for v in values if v is not None), default=None)
         table.add_row(
-            label,
+            safe(label),
             *(
                 "-" if v is None else f"[bold]{_ms(v)} *[/bold]" if v == worst and len(traces) > 1 else _ms(v)
                 for v in values
@@ -121,7 +121,7 @@ def render_time(traces: list[dict[str, Any]]) -> None:
     out.print(legend)
     scale = max((s["wall_us"] for t in traces for s in t["segments"]), default=0.0)
     for t in traces:
-        out.print(f"\n[bold]{_who(t)}[/bold]  {t['path']}  (segments: {t['segment_source']})")
+        out.print(f"\n[bold]{safe(_who(t))}[/bold]  {safe(t['path'])}  (segments: {safe(t['segment_source'])})")
         out.print(_segment_table(t, scale))
         top = _top_table(t)
         if top is not None:

@@ -9,7 +9,6 @@ pass (kernels that really ran, same ops in the same order) names them, or they s
 
 from __future__ import annotations
 
-import json
 import os
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import NamedTuple
 from mixins.analysis.identity import Identity, identity_of, rank_from_name
 from mixins.analysis.model import Kernel, Segment
 from mixins.analysis.reader import TraceError
+from mixins.analysis.safe_io import read_small_json
 from mixins.analysis.segments import assigner, segments_of
 from mixins.analysis.timeline import (
     C_BEGIN,
@@ -82,13 +82,9 @@ class Capture:
 def read_execution_details(directory: str) -> dict[str, tuple[int, str | None]]:
     """TraceLens's ``execution_details.json`` of a capture folder: file name -> (batch size, mode)."""
     path = os.path.join(directory, "execution_details.json")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise TraceError(path, f"cannot read execution details: {exc}") from None
+    doc = read_small_json(path, "execution details")  # bounded: size cap, any depth, one descriptor
     out: dict[str, tuple[int, str | None]] = {}
     entries = doc if isinstance(doc, list) else []
     for e in entries:

@@ -111,10 +111,31 @@ def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
     sys.exit(capture_trace())
 
 
+# -- test_hostile.py ------------------------------------------------------------------------------------
+
+
+def flip_after_listing(victim: str, *argv: str) -> None:
+    """The CLI with the attacker's timing made exact: right after the directory is listed (and the
+    name seen as a regular trace), ``victim`` becomes a FIFO. Before issue 19 the read then hung."""
+    from mixins.analysis import cli
+
+    listed = cli.trace_files
+
+    def then_flip(directory: str) -> list[str]:
+        files = listed(directory)
+        os.unlink(victim)
+        os.mkfifo(victim)
+        return files
+
+    cli.trace_files = then_flip  # type: ignore[assignment]
+    analyzer_cli(*argv)
+
+
 CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
-        analyzer_cli, analyzer_imports_torch, modules_after_cli, bounded_cli, spawn_cli, annotate_under_fsize_limit
+        analyzer_cli, analyzer_imports_torch, modules_after_cli, bounded_cli, spawn_cli, annotate_under_fsize_limit,
+        flip_after_listing,
     )
 }
 

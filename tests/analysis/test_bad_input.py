@@ -81,7 +81,7 @@ def test_missing_file_and_directory_as_trace(run_cli, tmp_path: Path) -> None:  
     rc, _, err = run_cli("summary", tmp_path / "nope.json.gz")
     assert rc == 2 and err == f"capture-trace: error: {tmp_path / 'nope.json.gz'}: no such file\n"
     rc, _, err = run_cli("diff", tmp_path, VLLM)
-    assert rc == 2 and err == f"capture-trace: error: {tmp_path}: not a regular file\n"
+    assert rc == 2 and err == f"capture-trace: error: {tmp_path}: not a regular file (a directory)\n"
 
 
 def test_unreadable_file(tmp_path: Path) -> None:

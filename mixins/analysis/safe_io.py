@@ -1,0 +1,184 @@
+"""Files the analyzer opens or writes because a user (or a directory listing) named them.
+
+Why one module: traces sit in shared, world-writable directories and the analyzer often runs as root
+(docs/DESIGN.md §7.2). An input is opened once, without following a final symbolic link and without
+blocking (a FIFO at a trace name must not hang ``ls``), checked by ``fstat`` on that descriptor, and
+everything is read from it. An output never replaces what is not a regular file: ``--csv /dev/stdout``
+or ``--annotate /dev/null`` as root once renamed a temp file over the device node. Every user-named
+output goes through :func:`output_file`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+import msgspec
+
+from mixins.analysis.reader import TraceError
+
+__all__ = ["open_input", "read_small_json", "output_file", "STDOUT_NAMES", "file_kind", "SMALL_JSON_BYTES"]
+
+# Written to this process's own descriptor, whatever it is (a pipe, a terminal, a file): never opened by name.
+STDOUT_NAMES = {"-": 1, "/dev/stdout": 1, "/dev/stderr": 2}
+SMALL_JSON_BYTES = 16 << 20  # a side file such as TraceLens's execution_details.json (real ones: a few KB)
+
+_IN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for an error line."""
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _os_error(path: str, exc: OSError, verb: str = "") -> TraceError:
+    if exc.errno == errno.ENOENT:
+        return TraceError(path, "no such file")
+    if exc.errno == errno.ELOOP:
+        return TraceError(path, "a symbolic link (not followed: name the file it points to)")
+    if exc.errno == errno.ENXIO:
+        return TraceError(path, "not a regular file (a socket or a device without a driver)")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return TraceError(path, f"{verb}permission denied")
+    return TraceError(path, f"{verb}{exc.strerror or exc}")
+
+
+def open_input(path: str) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file ``path`` and its ``fstat``; TraceError otherwise.
+
+    ``O_NOFOLLOW | O_NONBLOCK``: a symbolic link or a FIFO swapped in at the name is refused, never
+    followed or waited on; the type is checked on the descriptor, so no later swap changes what is read.
+    """
+    try:
+        fd = os.open(path, _IN_FLAGS)
+    except OSError as exc:
+        raise _os_error(path, exc) from None
+    except ValueError:  # possible only in-process: a command line cannot carry a NUL
+        raise TraceError(path, "invalid path (contains a NUL byte)") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(path, f"not a regular file ({file_kind(st.st_mode)})")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_small_json(path: str, what: str, limit: int = SMALL_JSON_BYTES) -> Any:
+    """A small JSON side file, read through :func:`open_input` with a size cap; any nesting depth is
+    one error line (msgspec raises RecursionError instead of crashing), never a traceback."""
+    fd, _ = open_input(path)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise _os_error(path, exc, f"cannot read {what}: ") from None
+    if len(data) > limit:
+        raise TraceError(path, f"cannot read {what}: larger than {limit >> 20} MiB (the limit)")
+    try:
+        return msgspec.json.decode(data)
+    except RecursionError:
+        raise TraceError(path, f"cannot read {what}: invalid JSON: nested too deeply") from None
+    except msgspec.ValidationError:  # the untyped decoder refuses only numbers out of range
+        raise TraceError(path, f"cannot read {what}: invalid JSON: number out of range") from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(path, f"cannot read {what}: invalid JSON: {exc}") from None
+
+
+@contextmanager
+def output_file(path: str) -> Iterator[IO[bytes]]:
+    """A binary file to write the output ``path`` (``--csv``, ``--annotate``) into; all or nothing.
+
+    - ``-``, ``/dev/stdout``, ``/dev/stderr``: this process's descriptor 1 or 2, written directly.
+    - an existing FIFO or character device (``/dev/null``, a terminal, a named pipe): opened for writing
+      without creating, truncating or renaming anything; a FIFO nobody reads is an error, not a hang.
+    - anything else that exists and is not a regular file (a directory, a socket, a block device): refused.
+    - otherwise (a regular file, or nothing yet): a dot-named temp file beside it, renamed into place at
+      the end, so a failure never leaves a half-written file (the temp file is removed).
+    """
+    fd_no = STDOUT_NAMES.get(path)
+    if fd_no is not None:
+        sys.stdout.flush()
+        with _writing(path, os.dup(fd_no), stdout=True) as f:
+            yield f
+        return
+    try:
+        st: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _os_error(path, exc, "cannot write: ") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with _writing(path, _open_special(path, st)) as f:
+            yield f
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # as an ordinary new file, not mkstemp's 0600
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _open_special(path: str, st: os.stat_result) -> int:
+    """A write descriptor on the FIFO or character device ``path`` (never created, truncated or replaced)."""
+    if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        raise TraceError(path, f"cannot write: {file_kind(st.st_mode)}, not a regular file (refused)")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO and stat.S_ISFIFO(st.st_mode):
+            raise TraceError(path, "cannot write: a FIFO that nobody is reading") from None
+        raise _os_error(path, exc, "cannot write: ") from None
+    got = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(got) or stat.S_ISCHR(got)):  # swapped since the stat: no direct write into it
+        os.close(fd)
+        raise TraceError(path, "cannot write: the file changed while it was opened (refused)")
+    os.set_blocking(fd, True)
+    return fd
+
+
+@contextmanager
+def _writing(path: str, fd: int, stdout: bool = False) -> Iterator[IO[bytes]]:
+    """``fd`` as a file; EPIPE on stdout propagates (the command exits 141, ``cli.with_limits``), on a
+    named FIFO it is that output's error line."""
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+    except BrokenPipeError:
+        if stdout:
+            raise
+        raise TraceError(path, "cannot write: its reader closed it (broken pipe)") from None
+    except OSError as exc:
+        raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None

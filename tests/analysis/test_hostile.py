@@ -1,0 +1,524 @@
+"""Issue 19's attacks on the analyzer, each performed for real: output targets that are not files,
+unbounded ranks, a whitespace bomb through ``--annotate``, hostile side files and metadata, an early-
+closed pipe, non-finite numbers, terminal escapes, a FIFO or a link at a trace name, duplicate keys.
+
+Every case runs the real CLI in a child process (one line on stderr, the exit code, no traceback); the
+memory cases under ``RLIMIT_AS`` with the child's own peak RSS (``bounded_cli``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pty
+import shutil
+import socket
+import stat
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from analysis_child import child_env, command
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+VLLM_CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+VLLM_REPLAY = DATA / "vllm_decode_full_graph_replay_rank_0.json.gz"
+MIB = 1 << 20
+ENV = child_env(PYTHONPATH=str(ROOT))
+
+# What a hostile name or string carries: clear screen, a colour, an OSC window title, a C1 CSI, a newline.
+PAYLOAD = "\x1b[2J\x1b[31mred\x1b]0;owned\x07\x9b1m\nx"
+RAW_BITS = ("\x1b[2J", "\x1b[31m", "\x1b]0;", "\x07", "\x9b")
+
+
+def cli(*argv: Any, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """``capture-trace ARGV`` in a fresh interpreter (stdout/stderr captured through pipes)."""
+    kw.setdefault("capture_output", True)
+    return subprocess.run(
+        command("analyzer_cli", *argv), text=True, env=ENV, timeout=timeout, errors="surrogateescape", **kw
+    )
+
+
+def one_error(proc: subprocess.CompletedProcess[str], path: Any, what: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr == f"capture-trace: error: {path}: {what}\n" or (
+        proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"capture-trace: error: {path}: {what}")
+    ), proc.stderr
+
+
+def trace(path: Path, events: list[dict[str, Any]], meta: dict[str, Any] | None = None, **top: Any) -> Path:
+    doc: dict[str, Any] = {} if meta is None else {"capture_trace": meta}
+    doc.update(top)
+    doc["traceEvents"] = events
+    data = json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+    return path
+
+
+def op(name: str, ts: float, dur: float = 1.0, tid: int = 1, cat: str = "cpu_op") -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid,
+            "args": {"Input Dims": [[2, 2]], "Input type": ["float"]}}
+
+
+def meta(rank: Any, size: Any = 2, runner: str = "DecodeCudaGraphRunner", **extra: Any) -> dict[str, Any]:
+    return {"runner": runner, "tp_rank": rank, "pp_rank": 0, "pp_size": 1, "tp_size": size,
+            "capture_index": 1, **extra}
+
+
+# -- item 2: output targets -----------------------------------------------------------------------------
+
+
+def _attribute_to(target: Any, option: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, target, "-j", "1", **kw)
+
+
+class FifoReader:
+    """The read end of a FIFO opened before the writer runs (the handshake: a writer's non-blocking open
+    then finds a reader), plus a write end of our own so that EOF comes only when we close it, after the
+    writer exited; a thread drains it meanwhile, so a writer never blocks on a full pipe."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(self.fd, True)
+        self.keep = os.open(path, os.O_WRONLY)
+        self.chunks: list[bytes] = []
+        self.thread = threading.Thread(target=self._drain)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        while chunk := os.read(self.fd, 1 << 16):
+            self.chunks.append(chunk)
+
+    def finish(self) -> bytes:
+        os.close(self.keep)
+        self.thread.join()
+        os.close(self.fd)
+        return b"".join(self.chunks)
+
+
+@pytest.mark.parametrize("option", ["--csv", "--annotate"])
+def test_output_to_a_fifo_is_written_into_it_never_replaced(tmp_path: Path, option: str) -> None:
+    fifo = tmp_path / ("out.csv" if option == "--csv" else "out.json")
+    os.mkfifo(fifo)
+    reader = FifoReader(fifo)
+    proc = _attribute_to(fifo, option)
+    data = reader.finish()
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fifo.name]  # no temp file beside it
+    if option == "--csv":
+        assert data.startswith(b"replay,name,module,") and data.count(b"\n") > 10
+    else:
+        doc = json.loads(data)
+        assert sum("capture_op" in e.get("args", {}) for e in doc["traceEvents"]) == 421
+
+
+def test_output_to_a_fifo_nobody_reads_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "out.csv"
+    os.mkfifo(fifo)
+    one_error(_attribute_to(fifo, "--csv"), fifo, "cannot write: a FIFO that nobody is reading")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_fifo_reader_closing_early_is_that_outputs_error_line(tmp_path: Path) -> None:
+    """The FIFO's reader takes one byte and leaves; the rest of the annotated replay (well over the 64 KiB
+    a pipe buffers) meets EPIPE: one line for that output, exit 2, not the stdout rule's 141."""
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(fd, True)
+    keep = os.open(fifo, os.O_WRONLY)  # no EOF before the command writes
+
+    def one_byte_then_leave() -> None:
+        os.read(fd, 1)
+        os.close(fd)
+
+    reader = threading.Thread(target=one_byte_then_leave)
+    reader.start()
+    try:
+        proc = _attribute_to(fifo, "--annotate")
+    finally:
+        reader.join()
+        os.close(keep)
+    one_error(proc, fifo, "cannot write: its reader closed it (broken pipe)")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("option", ["--csv", "--annotate"])
+def test_output_to_a_char_device_stays_a_device(tmp_path: Path, option: str) -> None:
+    """A /dev/null-like node made here (root may mknod): written in place, still a character device."""
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("mknod needs CAP_MKNOD")
+    proc = _attribute_to(node, option)
+    assert proc.returncode == 0, proc.stderr
+    st = os.lstat(node)
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdout"])
+def test_csv_to_stdout_goes_to_descriptor_1(tmp_path: Path, name: str) -> None:
+    """``-`` and ``/dev/stdout`` are this process's stdout (a pipe here): written, nothing renamed."""
+    proc = _attribute_to(name, "--csv")
+    assert proc.returncode == 0, proc.stderr
+    assert "replay,name,module,input_dims" in proc.stdout  # the CSV, then the table
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_output_to_a_socket_or_directory_is_refused(tmp_path: Path) -> None:
+    sock_path = tmp_path / "out.csv"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        one_error(_attribute_to(sock_path, "--csv"), sock_path, "cannot write: a socket, not a regular file")
+        assert stat.S_ISSOCK(os.lstat(sock_path).st_mode)
+    folder = tmp_path / "dir.json"
+    folder.mkdir()
+    one_error(_attribute_to(folder, "--annotate"), folder, "cannot write: a directory, not a regular file")
+    assert folder.is_dir() and list(folder.iterdir()) == []
+
+
+# -- item 4: ranks and sizes ----------------------------------------------------------------------------
+
+
+def _bounded(limit: int, *argv: Any) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The CLI under RLIMIT_AS = ``limit``; (process, its own peak RSS in MiB)."""
+    proc = subprocess.run(
+        command("bounded_cli", limit, *argv), capture_output=True, text=True, env=ENV, timeout=600
+    )
+    *lines, last = proc.stderr.splitlines()
+    assert last.startswith("peak_rss_kib "), proc.stderr
+    proc.stderr = "".join(line + "\n" for line in lines)
+    peak = int(last.split()[1]) / 1024
+    print(f"peak RSS {peak:.0f} MiB: {' '.join(map(str, argv[:1]))}")  # the figure of docs/DESIGN.md §8.1 (-rP)
+    return proc, peak
+
+
+def test_check_with_huge_ranks_and_sizes_is_one_line_per_file_and_bounded(tmp_path: Path) -> None:
+    """A file name ``-TP-999999999``, a 250-digit one, metadata tp_size / tp_rank 10^9, a 4,000-digit
+    rank, distributedInfo 10^9: each is its own one line (exit 2), the good pair is still checked, and
+    nothing builds a range of 10^9 (the CLI runs under a 1 GiB address-space limit)."""
+    e = [op("aten::mm", 1.0)]
+    name = "cuda_graph_capture-DecodeCudaGraphRunner-TP-{}.json.gz"
+    bad = {
+        trace(tmp_path / name.format(999999999), e): "TP rank in the file name 999999999 out of range (0..65535)",
+        trace(tmp_path / name.format("9" * 200), e): "TP rank in the file name has 200 digits (at most 65535)",
+        trace(tmp_path / "a.json.gz", e, meta(0, 10**9)): "tp_size 1000000000 out of range (1..65536)",
+        trace(tmp_path / "b.json.gz", e, meta(10**9)): "tp_rank 1000000000 out of range (0..65535)",
+        trace(tmp_path / "c.json.gz", e, meta(10**4000)): "tp_rank a 4001-digit number out of range (0..65535)",
+        trace(tmp_path / "d.json.gz", e, None, distributedInfo={"rank": 0, "world_size": 10**9}):
+            "distributedInfo.world_size 1000000000 out of range (1..65536)",
+    }
+    trace(tmp_path / name.format(0), e, meta(0, 3))
+    trace(tmp_path / name.format(2), e, meta(2, 3))
+    proc, peak = _bounded(1 << 30, "check", tmp_path, "-j", "1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == len(bad)
+    for path, what in bad.items():
+        assert f"capture-trace: error: {path}: {what}" in lines, proc.stderr
+    assert "TP rank 1 missing (tp_size 3)" in proc.stdout
+    assert peak < 300, peak
+
+
+def test_missing_ranks_are_listed_as_runs(tmp_path: Path) -> None:
+    """tp_size at the bound (65,536) with two ranks present: runs, not 65,534 numbers."""
+    e = [op("aten::mm", 1.0)]
+    for r in (0, 5):
+        trace(tmp_path / f"cuda_graph_capture-R-TP-{r}.json.gz", e, meta(r, 1 << 16, runner="R"))
+    proc = cli("check", tmp_path, "-j", "1")
+    assert proc.returncode == 1, proc.stderr
+    assert "TP ranks 1-4, 6-65535 missing (tp_size 65536)" in proc.stdout
+
+
+def test_ls_long_with_mistyped_metadata(tmp_path: Path) -> None:
+    """``capture_bs: 5`` (not a list), a pid string, a version number: shown as unknown, no TypeError."""
+    m = meta(0, 1, capture_bs=5, pid="x", torch_version=2, hostname=["h"], time_utc={"a": 1})
+    trace(tmp_path / "cuda_graph_capture-R-TP-0.json.gz", [op("aten::mm", 1.0)], m)
+    proc = cli("ls", "--long", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "capture   #1\n" in proc.stdout and "torch not installed" in proc.stdout
+    assert "host      ?, pid ?, device ?" in proc.stdout
+    proc = cli("ls", "--json", tmp_path)
+    got = json.loads(proc.stdout)["traces"][0]["metadata"]
+    assert proc.returncode == 0 and got["tp_size"] == 1
+    assert not {"capture_bs", "pid", "torch_version", "hostname", "time_utc"} & set(got)
+
+
+# -- item 4: --annotate streams from the one descriptor ---------------------------------------------------
+
+
+def test_annotate_whitespace_bomb_is_bounded(tmp_path: Path) -> None:
+    """2 MB of gzip holding 2 GB of whitespace after the replay's events: both reads of the replay
+    (attribution, the annotated copy) stream it; the child's peak RSS stays small under a 1 GiB limit."""
+    doc = gzip.decompress(VLLM_REPLAY.read_bytes())
+    head, _, tail = doc.rpartition(b"}")
+    assert tail.strip() == b""
+    block = gzip.compress(b" " * (64 * MIB), 9)
+    replay = tmp_path / "replay-TP-0.json.gz"
+    with open(replay, "wb") as f:
+        f.write(gzip.compress(head, 6))
+        for _ in range(32):  # 32 x 64 MiB = 2 GiB of whitespace, as concatenated gzip members
+            f.write(block)
+        f.write(gzip.compress(b"}", 6))
+    assert replay.stat().st_size < 4 * MIB
+    out = tmp_path / "annotated.json.gz"
+    proc, peak = _bounded(1 << 30, "attribute", replay, VLLM_CAPTURE, "--annotate", out, "-j", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    with gzip.open(out) as f:
+        got = json.load(f)
+    assert sum("capture_op" in e.get("args", {}) for e in got["traceEvents"]) == 421
+    assert peak < 400, peak
+
+
+def test_annotate_reads_the_file_attributed_even_if_swapped(
+    run_cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attacker's timing, as a handshake: right after attribution another file is renamed over the
+    replay's name. The annotated output is still the replay that was attributed."""
+    from mixins.analysis import attribute_cmd
+
+    replay = tmp_path / "replay-TP-0.json.gz"
+    shutil.copy(VLLM_REPLAY, replay)
+    decoy = trace(tmp_path / "decoy.json.gz", [op("decoy", 1.0)])
+    real = attribute_cmd._attribute_all
+
+    def then_swap(*a: Any) -> Any:
+        got = real(*a)
+        os.replace(decoy, replay)
+        return got
+
+    monkeypatch.setattr(attribute_cmd, "_attribute_all", then_swap)
+    out = tmp_path / "out.json"
+    rc, _, err = run_cli("attribute", replay, VLLM_CAPTURE, "--annotate", out, "-j", "1", "--json")
+    assert rc == 0, err
+    got = json.loads(out.read_text())
+    assert sum("capture_op" in e.get("args", {}) for e in got["traceEvents"]) == 421
+    assert not any(e.get("name") == "decoy" for e in got["traceEvents"])
+
+
+# -- item 4: execution_details.json -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["deep", "huge", "fifo"])
+def test_hostile_execution_details(tmp_path: Path, kind: str) -> None:
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    shutil.copy(VLLM_CAPTURE, caps / VLLM_CAPTURE.name)
+    details = caps / "execution_details.json"
+    if kind == "deep":
+        details.write_text("[" * 100_000 + "]" * 100_000)
+        what = "cannot read execution details: invalid JSON: nested too deeply"
+    elif kind == "huge":
+        with open(details, "wb") as f:  # 180 MB, sparse: the cap is what is tested, not the disk
+            f.truncate(180 * 1000 * 1000)
+        what = "cannot read execution details: larger than 16 MiB (the limit)"
+    else:
+        os.mkfifo(details)
+        what = "not a regular file (a FIFO)"
+    proc, peak = _bounded(1 << 30, "attribute", VLLM_REPLAY, caps, "-j", "1")
+    one_error(proc, details, what)
+    assert peak < 300, peak
+
+
+# -- item 4: EPIPE, non-finite numbers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["summary", "--json", "--top", "50"], ["check"], ["ls", "--long"]])
+def test_reader_gone_exits_141_quietly(tmp_path: Path, argv: list[str]) -> None:
+    """stdout is a pipe whose read end is closed before the command runs: exit 141, stderr empty."""
+    shutil.copy(VLLM_CAPTURE, tmp_path / VLLM_CAPTURE.name)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run(
+            command("analyzer_cli", *argv, tmp_path), stdout=w, stderr=subprocess.PIPE, text=True,
+            env=ENV, timeout=120,
+        )
+    finally:
+        os.close(w)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("ts", "18446744073709551616"), ("ts", "1e308"), ("dur", "1e308"), ("dur", "-1e308")]
+)
+def test_time_numbers_out_of_range_are_one_line(tmp_path: Path, field: str, value: str) -> None:
+    ev = json.dumps(op("aten::mm", 1.0)).replace(f'"{field}": 1.0', f'"{field}": {value}')
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [' + ev + "]}")
+    for command_name in ("time", "summary"):
+        proc = cli(command_name, "--json", p)
+        one_error(proc, p, f"number out of range: {field} {float(value):g} (|{field}| <= 4e+15 µs) in traceEvents")
+
+
+def test_huge_batch_sizes_in_labels_are_plain_text(tmp_path: Path) -> None:
+    """``capture::bs=<5,000 digits>``, vLLM's ``capture_<5,000 digits>``, a replay's ``bs=<5,000 digits>``
+    hint: never int() of them (past 4,300 digits it raises); the label is kept as text."""
+    big = "9" * 5000
+    events = [op(f"capture::bs={big}", 0.0, 10.0, cat="user_annotation"), op("aten::mm", 1.0),
+              op(f"capture_{big}", 20.0, 10.0, cat="user_annotation"), op("aten::mm", 21.0)]
+    p = trace(tmp_path / "cuda_graph_capture-R-TP-0.json", events, meta(0, 1, runner="R"))
+    for argv in (["summary", "--json", p], ["time", "--json", p]):
+        proc = cli(*argv)
+        assert proc.returncode == 0, proc.stderr
+        assert f"bs={big}" in proc.stdout
+    hinted = tmp_path / "replay.json.gz"
+    doc = json.loads(gzip.decompress(VLLM_REPLAY.read_bytes()))
+    doc["traceEvents"].append(op(f"replay::bs={big}", 0.0, 1e12, cat="user_annotation"))
+    hinted.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    proc = cli("attribute", "--json", hinted, VLLM_CAPTURE, "-j", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["coverage"]["graph_kernels_attributed"] == 421
+
+
+def test_json_output_is_strict(capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever reaches ``print_json`` non-finite is written as null with one warning, never Infinity."""
+    from mixins.analysis.render import print_json
+
+    print_json({"gpu_time_us": float("inf"), "rows": [1.5, float("nan"), {"x": -float("inf")}]})
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"gpu_time_us": None, "rows": [1.5, None, {"x": None}]}
+    assert err == "capture-trace: warning: 3 non-finite number(s) (an overflowing total?) written as null\n"
+
+
+# -- item 5: terminal escapes -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two ranks whose file name, runner, op names, segment label and metadata carry PAYLOAD."""
+    d = tmp_path_factory.mktemp("hostile")
+    for rank in (0, 1):
+        events = [
+            op(f"capture::bs=1{PAYLOAD}", 0.0, 100.0, cat="user_annotation"),
+            op(f"aten::mm{PAYLOAD}", 1.0), op("aten::add" if rank else f"aten::relu{PAYLOAD}", 3.0),
+        ]
+        m = meta(rank, 3, runner=f"R{PAYLOAD}", hostname=PAYLOAD, device=PAYLOAD, sglang_version=PAYLOAD)
+        trace(d / f"cuda_graph_capture-R{PAYLOAD}-TP-{rank}.json.gz", events, m)
+    return d
+
+
+COMMANDS = [["ls"], ["ls", "--long"], ["summary"], ["check"], ["time"]]
+
+
+def _assert_escaped(text: str, tty: bool) -> None:
+    for bit in RAW_BITS:
+        assert bit not in text, (bit, text)
+    assert "\\x1b[2J" in text  # shown as text
+    if not tty:
+        assert "\x1b" not in text and not any("\x80" <= c <= "\x9f" for c in text)
+    lines = text.splitlines()
+    assert not any(line.startswith("x") for line in lines), "a newline from a name split a line"
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_escapes_never_reach_a_pipe(hostile_dir: Path, argv: list[str]) -> None:
+    proc = cli(*argv, hostile_dir, *(["-j", "1"] if argv[0] in ("check", "time") else []))
+    assert proc.returncode in (0, 1), proc.stderr
+    _assert_escaped(proc.stdout + proc.stderr, tty=False)
+
+
+def test_diff_and_attribute_escape_too(hostile_dir: Path, tmp_path: Path) -> None:
+    a, b = sorted(hostile_dir.iterdir())
+    proc = cli("diff", a, b)
+    assert proc.returncode == 1, proc.stderr
+    _assert_escaped(proc.stdout, tty=False)
+    replay = tmp_path / f"replay{PAYLOAD}.json.gz"
+    shutil.copy(VLLM_REPLAY, replay)
+    proc = cli("attribute", replay, VLLM_CAPTURE, "-j", "1")
+    assert proc.returncode == 0, proc.stderr
+    _assert_escaped(proc.stdout, tty=False)
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_escapes_never_reach_a_terminal(hostile_dir: Path, argv: list[str]) -> None:
+    """On a tty rich draws colours of its own (ESC[…m); none of the payload's sequences arrive raw."""
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # EIO: every writer of the pty's other side closed it
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        proc = subprocess.run(
+            command("analyzer_cli", *argv, hostile_dir, *(["-j", "1"] if argv[0] in ("check", "time") else [])),
+            stdout=slave, stderr=slave, env={**ENV, "TERM": "xterm-256color", "COLUMNS": "400"}, timeout=120,
+        )
+    finally:
+        os.close(slave)
+        reader.join()
+        os.close(master)
+    text = b"".join(chunks).decode("utf-8", "surrogateescape")
+    assert proc.returncode in (0, 1), text
+    assert "\x1b[" in text, "expected rich's own styling on a terminal"
+    for bit in ("\x1b[2J", "\x1b[31mred", "\x1b]0;", "\x9b"):
+        assert bit not in text
+    assert "\\x1b[2J" in text
+
+
+# -- item 7: every input opened once, never a FIFO or a link ----------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["ls"], ["summary"], ["check", "-j", "1"], ["time", "-j", "1"]], ids=" ".join)
+def test_fifo_or_link_at_a_trace_name_is_one_line_not_a_hang(tmp_path: Path, argv: list[str]) -> None:
+    good = tmp_path / "cuda_graph_capture-R-TP-0.json.gz"
+    trace(good, [op("aten::mm", 1.0)], meta(0, 1, runner="R"))
+    fifo = tmp_path / "cuda_graph_capture-R-TP-1.json.gz"
+    os.mkfifo(fifo)
+    link = tmp_path / "cuda_graph_capture-R-TP-2.json.gz"
+    os.symlink(good, link)
+    proc = cli(*argv[:1], tmp_path, *argv[1:], timeout=120)  # a hang would be the timeout
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"capture-trace: error: {fifo}: not a regular file (a FIFO)",
+        f"capture-trace: error: {link}: a symbolic link (not followed: name the file it points to)",
+    ]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("name", ["ls", "check", "summary"])
+def test_trace_flipped_to_a_fifo_after_listing_is_one_line_not_a_hang(tmp_path: Path, name: str) -> None:
+    """The race of the issue, with its timing forced: listed as a regular file, a FIFO when read."""
+    for rank in (0, 1):
+        trace(tmp_path / f"cuda_graph_capture-R-TP-{rank}.json.gz", [op("aten::mm", 1.0)], meta(rank, 2, runner="R"))
+    victim = tmp_path / "cuda_graph_capture-R-TP-1.json.gz"
+    argv = [name, tmp_path, *(["-j", "1"] if name == "check" else [])]
+    proc = subprocess.run(
+        command("flip_after_listing", victim, *argv), capture_output=True, text=True, env=ENV, timeout=120
+    )
+    one_error(proc, victim, "not a regular file (a FIFO)")
+
+
+# -- item 8: duplicate keys -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["traceEvents", "capture_trace"])
+def test_duplicate_keys_are_refused_everywhere(tmp_path: Path, key: str) -> None:
+    """One rule for every reader of a trace (summary, time, attribute and its --annotate copy): a key
+    the analyzer reads, given twice, is refused: parsers disagree on which one counts."""
+    events = json.dumps([op("aten::mm", 1.0)])
+    dup = '"traceEvents": ' + events if key == "traceEvents" else '"capture_trace": ' + json.dumps(meta(1))
+    p = tmp_path / "dup.json"
+    p.write_text('{"capture_trace": ' + json.dumps(meta(0)) + ', "traceEvents": ' + events + ", " + dup + "}")
+    what = f"duplicate top-level key '{key}' (ambiguous: refused)"
+    for argv in (["summary", p], ["time", p], ["attribute", p, VLLM_CAPTURE, "--annotate", tmp_path / "o.json"]):
+        one_error(cli(*argv), p, what)
+    assert not (tmp_path / "o.json").exists()
+
