@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
@@ -259,8 +259,67 @@ class _Hints:
         return bs, runner
 
 
+_KernelKey = tuple[int, Any]  # (kind, kernel name for kernels, else None): what must be equal
+_WORK_PER_ITEM = 8  # a distinct replayed sequence may cost this many node steps per item ...
+_WORK_PER_WINDOW = 2  # ... plus this many per window group ...
+_WORK_PER_SEQUENCE = 2_000  # ... plus this many, before its search is cut short (docs/DESIGN.md §7)
+
+
+def _node_key(node: Node) -> _KernelKey:
+    if node.kind != D_KERNEL:
+        return (node.kind, None)
+    return (D_KERNEL, node.kernel.name if node.kernel is not None else _UNNAMED)
+
+
+_UNNAMED = object()  # an unnamed kernel node's key: equal to no replayed kernel's
+
+
+def _compatible(own: Kernel | None, k: Kernel) -> bool:
+    """Grid and block agree where both sides have them (names were compared by key)."""
+    if own is None:
+        return True  # a copy / set node
+    if own.grid and k.grid and own.grid != k.grid:
+        return False
+    return not (own.block and k.block and own.block != k.block)
+
+
+class _WindowGroup:
+    """Windows whose nodes are identical in kind, kernel name, grid and block: they verify alike.
+
+    ``positions`` lists, per node key, where it occurs, so an in-order search jumps from one occurrence
+    of the wanted kernel to the next (``bisect``) instead of stepping over every node between.
+    """
+
+    __slots__ = ("windows", "nodes", "captured", "unnamed", "positions")
+
+    def __init__(self, first: int, window: Window) -> None:
+        self.windows = [first]
+        self.nodes = window.nodes
+        self.captured = sum(1 for n in window.nodes if n.kind == D_KERNEL)
+        self.unnamed = window.unnamed
+        self.positions: dict[_KernelKey, list[int]] = {}
+        for p, n in enumerate(window.nodes):
+            self.positions.setdefault(_node_key(n), []).append(p)
+
+
+def _content(window: Window) -> tuple[Any, ...]:
+    return tuple(
+        (n.kind, None)
+        if n.kind != D_KERNEL or n.kernel is None
+        else (n.kind, n.kernel.name, n.kernel.grid, n.kernel.block)
+        for n in window.nodes
+    ) + (window.unnamed,)
+
+
 class _Matcher:
-    """Matches graph launches to windows; verification is cached per replayed sequence."""
+    """Matches graph launches to windows; verification is cached per replayed sequence.
+
+    Near-linear, whatever the captures (issue 19): windows with identical nodes are verified once
+    (``_WindowGroup``); a sequence equal to a whole window (the usual case) is found by a hash of its
+    (kind, kernel name) sequence; otherwise each group is searched occurrence to occurrence, within a
+    work limit per sequence proportional to its length and the number of groups — past it the
+    sequence stays unattributed with that reason (never a guess). ``work`` counts node steps.
+    """
 
     def __init__(self, windows: list[Window]) -> None:
         self.windows = windows
@@ -268,25 +327,100 @@ class _Matcher:
         self.plans: dict[tuple[int, tuple[int, ...]], list[_Group]] = {}
         self.previous: Window | None = None
         self.launches: dict[int, tuple[list[_Group], list[tuple[float, ...]]]] = {}  # plan id -> durations
+        self.work = 0
+        groups: dict[tuple[Any, ...], _WindowGroup] = {}
+        for w, window in enumerate(windows):
+            key = _content(window)
+            got = groups.get(key)
+            if got is None:
+                groups[key] = _WindowGroup(w, window)
+            else:
+                got.windows.append(w)
+        self.groups = list(groups.values())
+        self.by_names: dict[tuple[_KernelKey, ...], list[_WindowGroup]] = {}
+        for g in self.groups:
+            self.by_names.setdefault(tuple(map(_node_key, g.nodes)), []).append(g)
+        self.known = {key for g in self.groups for key in g.positions}  # every node key of every window
 
     def candidates(
         self, key: tuple[int, ...], seq: Callable[[], list[tuple[int, Kernel]]]
     ) -> tuple[list[tuple[Window, list[int]]], str]:
-        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached."""
+        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached.
+
+        The same windows and reason as :func:`verify` against every window, in window order; when a
+        window verifies without skipped nodes, only such windows (``pick`` keeps only those anyway).
+        """
         got = self.cache.get(key)
         if got is None:
-            replay = seq()
-            ok: list[tuple[Window, list[int]]] = []
-            reasons: dict[str, int] = {}
-            for w in self.windows:
-                res = verify(w, replay)
-                if isinstance(res, str):
-                    reasons[res] = reasons.get(res, 0) + 1
-                else:
-                    ok.append((w, res))
-            why = min(reasons, key=lambda r: (-reasons[r], r)) if reasons else "no capture windows"
-            got = self.cache[key] = (ok, why)
+            got = self.cache[key] = self._candidates(seq())
         return got
+
+    def _candidates(self, replay: list[tuple[int, Kernel]]) -> tuple[list[tuple[Window, list[int]]], str]:
+        keys = [(kind, k.name if kind == D_KERNEL else None) for kind, k in replay]
+        whole = list(range(len(replay)))
+        exact: list[int] = []
+        for g in self.by_names.get(tuple(keys), ()):
+            self.work += len(replay)
+            if not g.unnamed and all(
+                kind != D_KERNEL or _compatible(n.kernel, k) for n, (kind, k) in zip(g.nodes, replay, strict=True)
+            ):
+                exact.extend(g.windows)
+        if exact:
+            return [(self.windows[w], whole) for w in sorted(exact)], ""
+        kernels = sum(1 for kind, _ in replay if kind == D_KERNEL)
+        if self.groups and not any(kernels > g.captured or g.unnamed for g in self.groups):
+            for n, key in enumerate(keys):  # a kernel no window has: no search needed to say so
+                if key not in self.known:
+                    return [], f"replayed node #{n} ({replay[n][1].name}) is in no capture window"
+        start = self.work
+        budget = start + _WORK_PER_ITEM * len(replay) + _WORK_PER_WINDOW * len(self.groups) + _WORK_PER_SEQUENCE
+        ok: list[tuple[int, list[int]]] = []
+        reasons: dict[str, int] = {}
+        for g in self.groups:
+            if kernels > g.captured:
+                res: list[int] | str | None = f"graph has {kernels} kernels, capture window has {g.captured} launches"
+            elif g.unnamed:
+                res = (
+                    f"{g.unnamed} of {g.captured} captured launches have no kernel name "
+                    "(no launch names and no eager warm-up pass in the segment to name them)"
+                )
+            else:
+                res = self._search(g, replay, keys, budget)
+                if res is None:
+                    return [], (
+                        f"not verified: more than {budget - start:,} node comparisons for this sequence against "
+                        f"{len(self.windows):,} capture windows (the work limit)"
+                    )
+            if isinstance(res, str):
+                reasons[res] = reasons.get(res, 0) + len(g.windows)
+            elif res is not None:
+                ok.extend((w, res) for w in g.windows)
+        why = min(reasons, key=lambda r: (-reasons[r], r)) if reasons else "no capture windows"
+        return [(self.windows[w], pos) for w, pos in sorted(ok, key=itemgetter(0))], why
+
+    def _search(
+        self, g: _WindowGroup, replay: list[tuple[int, Kernel]], keys: list[_KernelKey], budget: int
+    ) -> list[int] | str | None:
+        """:func:`verify`'s in-order search on one group, occurrence to occurrence; None once ``self.work``
+        passes ``budget``."""
+        out: list[int] = []
+        j = 0
+        nodes, positions = g.nodes, g.positions
+        for n, (kind, k) in enumerate(replay):
+            at = positions.get(keys[n])
+            p = bisect_left(at, j) if at is not None else 0
+            if at is not None and kind == D_KERNEL:
+                while p < len(at) and not _compatible(nodes[at[p]].kernel, k):
+                    p += 1
+                    self.work += 1
+            self.work += 1
+            if self.work > budget:
+                return None
+            if at is None or p == len(at):
+                return f"replayed node #{n} ({k.name}) not found in order in the capture window"
+            out.append(at[p])
+            j = at[p] + 1
+        return out
 
     def pick(
         self, ok: list[tuple[Window, list[int]]], hints: tuple[int | None, str | None]

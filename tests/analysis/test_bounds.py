@@ -1,0 +1,139 @@
+"""Issue 19 item 4: memory bounded by the limits for every event shape; attribute's matching near-linear.
+
+Work, not time: the matcher counts its node steps (``_Matcher.work``) and the memory test reads a child
+process's own peak RSS; both bounds are generous multiples of what the code needs, and far below what
+the designs they replace cost (docs/DESIGN.md §7.1, §8; ``benchmarks/bench_bounds.py`` prints both).
+Inputs are GENERATED (``shapes.py``).
+"""
+
+from __future__ import annotations
+
+import random
+from functools import partial
+from pathlib import Path
+
+import pytest
+from shapes import POOL, REPLAY_MODES, replay_sequences, window_names
+
+from mixins.analysis import attribute
+from mixins.analysis.model import Kernel
+from mixins.analysis.timeline import D_COPY, D_KERNEL
+from mixins.analysis.windows import Node, Site, Window
+
+ROOT = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+GRID, BLOCK = (4, 1, 1), (64, 1, 1)
+SITE = Site("aten::mm", "NA", "[[8,8]]", '["float"]')
+
+
+def _windows(names_per_window: list[list[str]]) -> list[Window]:
+    kernels: dict[str, Kernel] = {}
+    return [
+        Window(
+            "capture.json.gz",
+            None,
+            "all",
+            None,
+            w,
+            [Node(D_KERNEL, kernels.setdefault(n, Kernel(n, GRID, BLOCK)), SITE, w) for n in names],
+            0,
+            "launch",
+        )
+        for w, names in enumerate(names_per_window)
+    ]
+
+
+def _replay(names: list[str]) -> list[tuple[int, Kernel]]:
+    return [(D_KERNEL, Kernel(n, GRID, BLOCK)) for n in names]
+
+
+def _key(replay: list[tuple[int, Kernel]]) -> tuple[int, ...]:
+    return tuple(hash((kind, k.name)) for kind, k in replay)
+
+
+def test_attribute_matching_work_is_near_linear() -> None:
+    """1,000 distinct capture windows x 500 launches, 300 distinct replayed sequences of each mode
+    (found in one window; with a kernel no window has; out of order in every window): the old search,
+    every sequence against every window node by node, took ~150M steps per mode (75 s, issue 19). The
+    bound: a few steps per capture node plus per replayed item, all modes together."""
+    windows, launches, replays = 1000, 500, 300
+    m = attribute._Matcher(_windows([window_names(w, launches) for w in range(windows)]))
+    for mode in REPLAY_MODES:
+        before = m.work
+        sequences = replay_sequences(windows, launches, replays, mode)
+        results = [m.candidates(_key(r), partial(list, r)) for r in map(_replay, sequences)]
+        work = m.work - before
+        size = windows * launches + replays * launches
+        assert work <= 4 * size, (mode, work, size)
+        assert work * 10 < replays * windows * launches // 4  # the old search did at least this
+        if mode == "found":
+            for r, (ok, _) in enumerate(results):
+                assert [(w.order, pos) for w, pos in ok] == [((3 * r) % windows, list(range(launches)))]
+        else:
+            assert all(not ok for ok, _ in results)
+            want = "is in no capture window" if mode == "absent" else "(the work limit)"
+            assert all(want in why for _, why in results), results[0][1]
+        print(f"{mode}: {work:,} node steps for {size:,} capture nodes + replayed items")
+
+
+def _random_case(rng: random.Random) -> tuple[list[Window], list[list[tuple[int, Kernel]]]]:
+    """Small windows over a few names, some grids left unknown, copies, duplicates and unnamed nodes."""
+    names = [f"k{n}" for n in range(4)]
+
+    def kernel() -> Kernel:
+        return Kernel(rng.choice(names), rng.choice([GRID, (8, 1, 1), None]), rng.choice([BLOCK, None]))
+
+    windows = []
+    for w in range(rng.randint(1, 6)):
+        nodes = [
+            Node(D_COPY, None, SITE, -1) if rng.random() < 0.15 else Node(D_KERNEL, kernel(), SITE, -1)
+            for _ in range(rng.randint(0, 7))
+        ]
+        unnamed = 0
+        if nodes and rng.random() < 0.1:
+            nodes[0] = Node(D_KERNEL, None, SITE, -1)
+            unnamed = 1
+        windows.append(Window("c", None, "all", None, w, nodes, unnamed, "launch"))
+        if rng.random() < 0.3:
+            windows.append(Window("c", None, "all", None, w + 100, list(nodes), unnamed, "launch"))
+    replays = []
+    for _ in range(8):
+        src = rng.choice(windows).nodes
+        seq = [(n.kind, n.kernel or Kernel("k0")) for n in src if rng.random() < 0.8]
+        if seq and rng.random() < 0.5:
+            i = rng.randrange(len(seq))
+            seq[i] = (D_KERNEL, kernel() if rng.random() < 0.5 else Kernel(rng.choice(names), GRID, BLOCK))
+        replays.append([(kind, k if k.grid or kind != D_KERNEL else Kernel(k.name, GRID, BLOCK)) for kind, k in seq])
+    return windows, replays
+
+
+def test_indexed_matcher_agrees_with_verify_on_every_window() -> None:
+    """The indexed search finds exactly the windows (and positions) that :func:`attribute.verify` finds
+    window by window; when some window verifies with no skipped node, exactly those (``pick`` narrows
+    to them first); and the same reason when none does."""
+    rng = random.Random(19)
+    compared = 0
+    for _ in range(400):
+        windows, replays = _random_case(rng)
+        m = attribute._Matcher(windows)
+        for replay in replays:
+            ok, why = m.candidates(_key(replay) + (id(replay),), partial(list, replay))
+            want = [(w, res) for w in windows if not isinstance(res := attribute.verify(w, replay), str)]
+            exact = [(w, pos) for w, pos in want if len(pos) == len(w.nodes)]
+            assert [(w.order, pos) for w, pos in ok] == [(w.order, pos) for w, pos in (exact or want)]
+            if not want:
+                reasons = [r for w in windows if isinstance(r := attribute.verify(w, replay), str)]
+                if "is in no capture window" in why:
+                    kind, k = replay[int(why.split("#", 1)[1].split(" ", 1)[0])]
+                    key = (kind, k.name if kind == D_KERNEL else None)
+                    assert all(key != attribute._node_key(n) for w in windows for n in w.nodes)
+                else:
+                    assert why == min(set(reasons), key=lambda r: (-reasons.count(r), r))
+            compared += 1
+    assert compared == 400 * 8
+
+
+def test_pool_makes_every_adversarial_window_distinct() -> None:
+    """The adversarial capture would be easy if windows repeated (they are verified once per content)."""
+    assert POOL > 1000
+    assert len({tuple(window_names(w, 500)) for w in range(1000)}) == 1000
