@@ -7,6 +7,7 @@ in file order), so they are made once, after streaming, over the collector's com
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -35,77 +36,99 @@ def _ops_by_ext(c: Collector) -> dict[int, int]:
     return op_of_ext
 
 
-def _follow(c: Collector, corr: int | None, ext: int | None) -> int | None:
-    """The CPU event that launched device work: by correlation, else External id."""
-    if corr is not None:
-        src = c.corr_cpu.get(corr)
+def _follow(c: Collector, corr: int, ext: int) -> int | None:
+    """The CPU event that launched device work: by correlation, else External id (-1: none)."""
+    if corr >= 0:
+        src = c.cpu_of(corr)
         if src is not None:
             return src
-    if ext is not None:
+    if ext >= 0:
         return c.ext_cpu.get(ext)
     return None
 
 
-def _place_device_work(c: Collector, seg_of: array) -> dict[int, Kernel]:
-    """Device work belongs to the segment of the CPU event that launched it; kernels by correlation."""
-    kernel_by_corr: dict[int, Kernel] = {}
-    for k in c.kernels:
-        src = _follow(c, k.corr, k.ext)
+def _launch_of(c: Collector, corr: int) -> int:
+    """The launch (index into ``la_*``) whose correlation is ``corr``, else -1.
+
+    Through ``cpu_of`` (correlation -> event index) and a bisect on ``la_ev`` (event indices, in
+    order): no second map per launch. Where two launches share a correlation, the later one, as a
+    ``{corr: launch}`` dict built in order would say.
+    """
+    if corr < 0:
+        return -1
+    ev = c.cpu_of(corr)
+    if ev is None:
+        return -1
+    k = bisect_left(c.la_ev, ev)
+    if k < len(c.la_ev) and c.la_ev[k] == ev and c.la_corr[k] == corr:
+        return k
+    return -1
+
+
+def _place_device_work(c: Collector, seg_of: array) -> array:
+    """Device work belongs to the segment of the CPU event that launched it; per launch, the first
+    kernel record with its correlation (kernel id, -1: none)."""
+    linked = array("i", [-1]) * len(c.la_ev)
+    k_corr, k_ext, k_kernel = c.k_corr, c.k_ext, c.k_kernel
+    for n, ev in enumerate(c.k_ev):
+        corr = k_corr[n]
+        src = _follow(c, corr, k_ext[n])
         if src is not None:
-            seg_of[k.ev] = seg_of[src]
-        if k.corr is not None:
-            kernel_by_corr.setdefault(k.corr, k.kernel)
-    for i, corr, ext in c.gpu:
-        src = _follow(c, corr, ext)
+            seg_of[ev] = seg_of[src]
+        la = _launch_of(c, corr)
+        if la >= 0 and linked[la] < 0:
+            linked[la] = k_kernel[n]
+    for n, ev in enumerate(c.g_ev):
+        src = _follow(c, c.g_corr[n], c.g_ext[n])
         if src is not None:
-            seg_of[i] = seg_of[src]
-    for i, fid in c.flows_f:
-        src = c.corr_cpu.get(fid) if isinstance(fid, int) else None
+            seg_of[ev] = seg_of[src]
+    for ev, fid in zip(c.ff_ev, c.ff_id, strict=True):
+        src = c.cpu_of(fid) if fid >= 0 else None
         if src is not None:
-            seg_of[i] = seg_of[src]
-    return kernel_by_corr
+            seg_of[ev] = seg_of[src]
+    return linked
 
 
 def _link_launches(
-    c: Collector, op_of_ext: dict[int, int], kernel_by_corr: dict[int, Kernel], seg_of: array, segs: list[Segment]
-) -> tuple[Links, set[int]]:
+    c: Collector, op_of_ext: dict[int, int], linked: array, seg_of: array, segs: list[Segment]
+) -> Links:
     """Each kernel launch gives its op one kernel (named by the launch or its kernel record)."""
     links = Links()
-    launched_corr: set[int] = set()
-    for la in c.launches:
-        k_op = op_of_ext.get(la.ext) if la.ext is not None else None
-        if la.graph:
+    kernels = c.kernels
+    unnamed = Kernel(None)
+    for n, ev in enumerate(c.la_ev):
+        ext = c.la_ext[n]
+        k_op = op_of_ext.get(ext) if ext >= 0 else None
+        if c.la_graph[n]:
             if k_op is not None:
                 links.op_graphs[k_op] += 1
             continue
-        info = la.own
-        if la.corr is not None:
-            launched_corr.add(la.corr)
-            linked = kernel_by_corr.get(la.corr)
-            if linked is not None:
-                info = linked if info is None else info.merged(linked)
+        own = c.la_own[n]
+        info = kernels[own] if own >= 0 else None
+        if linked[n] >= 0:
+            other = kernels[linked[n]]
+            info = other if info is None else info.merged(other)
         if info is None or info.name is None:
-            segs[seg_of[la.ev]].unnamed_launches += 1
-            info = Kernel(None)
+            segs[seg_of[ev]].unnamed_launches += 1
+            info = unnamed
         if k_op is not None:
             links.op_kernels.setdefault(k_op, []).append(info)
-    return links, launched_corr
+    return links
 
 
-def _link_kernels(
-    c: Collector, op_of_ext: dict[int, int], launched_corr: set[int], links: Links, seg_of: array, segs: list[Segment]
-) -> None:
+def _link_kernels(c: Collector, op_of_ext: dict[int, int], links: Links, seg_of: array, segs: list[Segment]) -> None:
     """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
-    launch_ext = {la.corr: la.ext for la in c.launches if la.corr is not None}
-    for k in c.kernels:
-        via = launch_ext.get(k.corr) if k.corr is not None else None
-        k_op = op_of_ext.get(via) if via is not None else None
-        if k_op is None and k.ext is not None:
-            k_op = op_of_ext.get(k.ext)
-            if k_op is not None and (k.corr is None or k.corr not in launched_corr):
-                links.op_kernels.setdefault(k_op, []).append(k.kernel)  # kernel seen without its launch
+    for n, ev in enumerate(c.k_ev):
+        corr, ext = c.k_corr[n], c.k_ext[n]
+        la = _launch_of(c, corr)
+        via = c.la_ext[la] if la >= 0 else -1
+        k_op = op_of_ext.get(via) if via >= 0 else None
+        if k_op is None and ext >= 0:
+            k_op = op_of_ext.get(ext)
+            if k_op is not None and (la < 0 or c.la_graph[la]):  # seen without its (kernel) launch
+                links.op_kernels.setdefault(k_op, []).append(c.kernels[c.k_kernel[n]])
         if k_op is not None:
-            segs[seg_of[k.ev]].linked_kernels += 1
+            segs[seg_of[ev]].linked_kernels += 1
 
 
 def link(c: Collector, seg_of: array, segs: list[Segment]) -> Links:
@@ -113,11 +136,12 @@ def link(c: Collector, seg_of: array, segs: list[Segment]) -> Links:
 
     ``segs`` includes the trailing ``(outside)`` segment; per-segment link counters are updated.
     """
+    c.index_correlations()
     c.resolve_flows()
-    op_of_ext = _ops_by_ext(c) if (c.launches or c.kernels or c.gpu or c.flows_f) else {}
-    kernel_by_corr = _place_device_work(c, seg_of)
-    links, launched_corr = _link_launches(c, op_of_ext, kernel_by_corr, seg_of, segs)
-    _link_kernels(c, op_of_ext, launched_corr, links, seg_of, segs)
+    op_of_ext = _ops_by_ext(c) if (c.la_ev or c.k_ev or c.g_ev or c.ff_ev) else {}
+    linked = _place_device_work(c, seg_of)
+    links = _link_launches(c, op_of_ext, linked, seg_of, segs)
+    _link_kernels(c, op_of_ext, links, seg_of, segs)
     return links
 
 
