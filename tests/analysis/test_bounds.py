@@ -8,11 +8,12 @@ Inputs are GENERATED (``shapes.py``).
 
 from __future__ import annotations
 
+import gzip
+import json
 import random
 from functools import partial
 from pathlib import Path
 
-import pytest
 from shapes import POOL, REPLAY_MODES, replay_sequences, window_names
 
 from mixins.analysis import attribute
@@ -137,3 +138,35 @@ def test_pool_makes_every_adversarial_window_distinct() -> None:
     """The adversarial capture would be easy if windows repeated (they are verified once per content)."""
     assert POOL > 1000
     assert len({tuple(window_names(w, 500)) for w in range(1000)}) == 1000
+
+
+def _flow_trace(tmp: Path) -> Path:
+    """A launch and its kernel without correlation ids, paired only by an ac2g flow (older Kineto)."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 20,
+         "args": {"External id": 5, "Input Dims": [[8, 8], [8, 8]], "Input type": ["float", "float"]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2,
+         "args": {"External id": 5}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30, "dur": 3,
+         "args": {"grid": [1, 1, 1], "block": [32, 1, 1]}},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 30, "bp": "e"},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 40, "dur": 2,
+         "args": {"External id": 9, "correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "orphan", "pid": 0, "tid": 7, "ts": 50, "dur": 3, "args": {}},
+    ]
+    path = tmp / "flows.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    return path
+
+
+def test_launch_and_kernel_paired_by_a_flow_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The column collector resolves ac2g flows as the per-event one did: the op gets its kernel."""
+    rc, out, err = run_cli("summary", _flow_trace(tmp_path), "--json")
+    assert rc == 0, err
+    (seg,) = json.loads(out)["traces"][0]["segments"]
+    assert (seg["cpu_ops"], seg["launches"], seg["kernels"], seg["linked_kernels"]) == (1, 2, 2, 1)
+    assert seg["unnamed_launches"] == 1  # the launch with correlation 3 ran no kernel in the trace
+    (top,) = seg["top"]
+    assert top["op"] == "aten::mm" and [k["name"] for k in top["kernels"]] == ["gemm"]
+    assert top["kernels"][0]["grid"] == [1, 1, 1]
