@@ -7,7 +7,7 @@ kind is just what linking and segmenting need; ``link`` and ``records`` turn it 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 from mixins.analysis import events as E
@@ -31,6 +31,53 @@ def kernel_of(name: str | None, args: Args) -> Kernel:
 
 
 FlowKey = tuple[int, float]  # (thread index, ts)
+
+
+class IdIndex:
+    """id -> value as two array columns, sorted by id once all are in, looked up by ``bisect``.
+
+    Why not a dict: ~100-170 B per entry (two int objects, a slot, growth by doubling) against 12 B;
+    ids (correlation, External id) come in increasing order in Kineto's files, so usually nothing is
+    sorted at all. Among equal ids, ``last`` is the value added last and ``first`` the one added first,
+    as a dict filled in order by assignment / ``setdefault`` would say.
+    """
+
+    __slots__ = ("ids", "values", "_sorted")
+
+    def __init__(self) -> None:
+        self.ids = array("q")
+        self.values = array("i")
+        self._sorted = True
+
+    def add(self, key: int, value: int) -> None:
+        ids = self.ids
+        if ids and key < ids[-1]:
+            self._sorted = False
+        ids.append(key)
+        self.values.append(value)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def finish(self) -> None:
+        """Sort by id (stable) unless already sorted; call once all are added, before looking up."""
+        if self._sorted:
+            return
+        ids, values = self.ids, self.values
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        self.ids = array("q", map(ids.__getitem__, order))
+        self.values = array("i", map(values.__getitem__, order))
+        self._sorted = True
+
+    def last(self, key: int) -> int | None:
+        ids = self.ids
+        k = bisect_right(ids, key) - 1
+        return self.values[k] if k >= 0 and ids[k] == key else None
+
+    def first(self, key: int) -> int | None:
+        ids = self.ids
+        k = bisect_left(ids, key)
+        return self.values[k] if k < len(ids) and ids[k] == key else None
 
 
 class Collector:
@@ -72,13 +119,10 @@ class Collector:
         self.g_corr = array("q")
         self.g_ext = array("q")
         self.ranges: list[Range] = []  # only those that can be segment markers
-        # runtime/driver calls with a correlation: correlation, event index (file order; sorted by
-        # correlation in ``index_correlations``: Kineto writes them in that order already)
-        self.rt_corr = array("q")
-        self.rt_ev = array("i")
-        self._rt_sorted = True
-        self._rt_extra: dict[int, int] = {}  # correlations given by ac2g flows (``resolve_flows``)
-        self.ext_cpu: dict[int, int] = {}  # External id -> annotation event index (ops added by link)
+        self.corr_cpu = IdIndex()  # correlation -> runtime/driver event index (the last one)
+        self._flow_cpu: dict[int, int] = {}  # correlations given to launches by ac2g flows
+        self.ext_annotation = IdIndex()  # External id -> annotation event index (the first one)
+        self.ext_op = IdIndex()  # External id -> op index (into ``op_*``)
         # ac2g flows, kept as columns; the (thread, ts) -> id maps are built only if a launch or
         # kernel without correlation needs them (``resolve_flows``)
         self.fs_thread = array("i")
@@ -140,8 +184,11 @@ class Collector:
         sid = self.raw_sigs.get(raw)
         if sid is None:
             sid = self.raw_sigs[raw] = len(self.raw_sigs)
+        ext = ident(ext)
+        if ext >= 0:
+            self.ext_op.add(ext, len(self.op_ev))
         self.op_ev.append(i)
-        self.op_ext.append(ident(ext))
+        self.op_ext.append(ext)
         self.op_sig.append(sid)
         self.op_shapes.append(bool(raw[1]))
 
@@ -164,30 +211,25 @@ class Collector:
         args = ev.args
         corr = ident(args.correlation) if args is not None else -1
         if corr >= 0:
-            rt = self.rt_corr
-            if rt and corr < rt[-1]:
-                self._rt_sorted = False
-            rt.append(corr)
-            self.rt_ev.append(i)
+            self.corr_cpu.add(corr, i)
 
-    def index_correlations(self) -> None:
-        """Sort the runtime calls by correlation (stable: among equal ones the last call wins, as in a
-        dict filled in file order), unless they already are; then :meth:`cpu_of` bisects."""
-        if self._rt_sorted:
-            return
-        rt_corr, rt_ev = self.rt_corr, self.rt_ev
-        order = sorted(range(len(rt_corr)), key=rt_corr.__getitem__)
-        self.rt_corr = array("q", map(rt_corr.__getitem__, order))
-        self.rt_ev = array("i", map(rt_ev.__getitem__, order))
-        self._rt_sorted = True
+    def finish(self) -> None:
+        """Sort the id indexes (once all events are in)."""
+        self.corr_cpu.finish()
+        self.ext_annotation.finish()
+        self.ext_op.finish()
 
     def cpu_of(self, corr: int) -> int | None:
-        """The runtime/driver call (event index) with correlation ``corr`` (after :meth:`index_correlations`)."""
-        rt = self.rt_corr
-        k = bisect_right(rt, corr) - 1
-        if k >= 0 and rt[k] == corr:
-            return self.rt_ev[k]
-        return self._rt_extra.get(corr)
+        """The runtime/driver call (event index) with correlation ``corr`` (after :meth:`finish`)."""
+        got = self.corr_cpu.last(corr)
+        return got if got is not None else self._flow_cpu.get(corr)
+
+    def cpu_of_ext(self, ext: int) -> int | None:
+        """The CPU event of an External id: its last op, else its first annotation (after :meth:`finish`)."""
+        op = self.ext_op.last(ext)
+        if op is not None:
+            return self.op_ev[op]
+        return self.ext_annotation.first(ext)
 
     def _launch(self, i: int, ev: Event) -> None:
         self._runtime(i, ev)
@@ -208,7 +250,7 @@ class Collector:
         if ev.args is not None:
             ext = ident(ev.args.ext)
             if ext >= 0:
-                self.ext_cpu.setdefault(ext, i)
+                self.ext_annotation.add(ext, i)
 
     def _flow_end(self, i: int, ev: Event) -> None:
         self.ff_ev.append(i)
@@ -234,7 +276,7 @@ class Collector:
 
     def resolve_flows(self) -> None:
         """Give correlation-less launches/kernels the id of the ac2g flow that starts/ends on them
-        (after :meth:`index_correlations`)."""
+        (after :meth:`finish`)."""
         if self.launch_flow_key:
             starts = _flow_ids(set(self.launch_flow_key.values()), self.fs_thread, self.fs_ts, self.fs_id)
             for k, key in self.launch_flow_key.items():
@@ -242,7 +284,7 @@ class Collector:
                 if fid >= 0:
                     self.la_corr[k] = fid
                     if self.cpu_of(fid) is None:
-                        self._rt_extra[fid] = self.la_ev[k]
+                        self._flow_cpu[fid] = self.la_ev[k]
         if self.kernel_flow_key:
             ends = _flow_ids(set(self.kernel_flow_key.values()), self.ff_thread, self.ff_ts, self.ff_id)
             for k, key in self.kernel_flow_key.items():
