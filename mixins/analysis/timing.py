@@ -151,7 +151,9 @@ class _Timeline:
         self.threads: dict[tuple[Any, Any], int] = {}
         self.thread_pid: list[Any] = []
         self.marks: list[tuple[int, int, int, int]] = []  # (ts, kind, thread, end)
-        self.ranges: list[Range] = []
+        self.ranges: list[Range] = []  # the ones that may be segment markers; the rest only count in
+        self.range_lo = _FOREVER  # ... the span: first start and last end (ns) of every range
+        self.range_hi = -_FOREVER
         self.wanted: dict[str | None, bool] = {}  # category -> timed (cpu_op, runtime) or a range
 
     def add(self, events: list[SlimEvent]) -> None:
@@ -166,7 +168,12 @@ class _Timeline:
             assert t is not None and cat is not None
             is_op = E.is_cpu_op(cat)
             if not is_op and not E.is_runtime(cat):
-                self.ranges.append(Range(ev.name or "", t, ev.dur or 0.0, ev.pid))
+                name = ev.name or ""
+                dur = ev.dur or 0.0
+                self.range_lo = min(self.range_lo, _ns(t))
+                self.range_hi = max(self.range_hi, _ns(t + dur))
+                if E.may_be_segment_marker(name):  # kept whole only if it can cut a segment
+                    self.ranges.append(Range(name, t, dur, ev.pid))
                 continue
             thread = threads.get((ev.pid, ev.tid))
             if thread is None:
@@ -204,9 +211,8 @@ class _Timeline:
 
     def span(self) -> tuple[int, int]:
         """First start and last end of the CPU calls and annotation ranges (0, 0 when there are none)."""
-        starts = [min(self.ts, default=_FOREVER)] + [_ns(r.ts) for r in self.ranges]
-        ends = [max(self.end, default=-_FOREVER)] + [_ns(r.ts + r.dur) for r in self.ranges]
-        lo, hi = min(starts), max(ends)
+        lo = min(min(self.ts, default=_FOREVER), self.range_lo)
+        hi = max(max(self.end, default=-_FOREVER), self.range_hi)
         return (lo, hi) if lo <= hi else (0, 0)
 
     def start_order(self) -> array:
