@@ -38,6 +38,7 @@ __all__ = [
     "verify",
 ]
 
+# A range without "bs=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
 _BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d+)"), re.compile(r"^execute_(\d+)_"))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}

@@ -54,6 +54,7 @@ __all__ = [
     "ident",
     "ID_LIMIT",
     "may_be_segment_marker",
+    "may_be_hint",
 ]
 
 # Event kinds stored per event (one byte each).
@@ -190,6 +191,12 @@ def may_be_segment_marker(name: str) -> bool:
     """False for names :func:`segment_marker` certainly refuses (both patterns start with ``capture``):
     a cheap test, so ranges that can never be segments are not kept."""
     return name.startswith("capture")
+
+
+def may_be_hint(name: str) -> bool:
+    """False for ranges ``attribute`` can never read a replay hint from (``…bs=N…``, ``runner=…``,
+    vLLM's ``execute_N_…``: the patterns of ``attribute._Hints`` all need one of these)."""
+    return "bs=" in name or "runner=" in name or name.startswith("execute_")
 
 
 def segment_variant(label: str) -> str | None:

@@ -203,7 +203,8 @@ class _Builder:
             elif kind == _RUNTIME:
                 self._call(ev, name)
             elif kind == _ANNOTATION:
-                tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
+                if E.may_be_segment_marker(name) or E.may_be_hint(name):  # no other range is read
+                    tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
 
     def _modules(self, events: list[SlimEvent]) -> None:
         iv = self.tl.modules
