@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import re
+from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import reduce
-from itertools import groupby, repeat
-from operator import add, itemgetter, mul
+from itertools import groupby, islice, repeat
+from operator import add, itemgetter, le, mul
 from typing import Any, NamedTuple
 
 from mixins.analysis.identity import identity_of, rank_from_name
@@ -192,11 +193,45 @@ class ReplayIndex:
 
     tl: Timeline
     rank: int | None
-    by_corr: dict[int, list[int]]
+    by_corr: _ByCorrelation
     graphs: list[int]  # call indices of graph launches, time order
     eager_call: dict[int, int]  # correlation -> non-graph call index
     hints: _Hints
-    item_keys: list[int]  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
+    item_keys: array  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
+
+
+class _ByCorrelation:
+    """Device items (indices) grouped by correlation, as sorted columns rather than a dict of lists.
+
+    Why: a dict entry and a list per correlation cost ~200 B per eager kernel (issue 19); here an item
+    costs nothing when the trace lists device work in correlation order (Kineto does), else 12 B.
+    Within a correlation, items stay in trace order, as when they were grouped in a dict.
+    """
+
+    def __init__(self, corr: array) -> None:
+        if all(map(le, corr, islice(corr, 1, None))):
+            self.keys, self.order = corr, None
+        else:
+            order = sorted(range(len(corr)), key=corr.__getitem__)  # stable: trace order within one
+            self.keys, self.order = array("q", map(corr.__getitem__, order)), array("i", order)
+
+    def _items(self, lo: int, hi: int) -> list[int]:
+        return list(range(lo, hi)) if self.order is None else self.order[lo:hi].tolist()
+
+    def get(self, corr: int, default: list[int]) -> list[int]:
+        keys = self.keys
+        lo = bisect_left(keys, corr)
+        if lo == len(keys) or keys[lo] != corr:
+            return default
+        return self._items(lo, bisect_right(keys, corr, lo))
+
+    def items(self) -> Iterator[tuple[int, list[int]]]:
+        """(correlation, its items) for each correlation, in increasing order (-1: none)."""
+        lo = 0
+        for c, run in groupby(self.keys):
+            hi = lo + sum(1 for _ in run)
+            yield c, self._items(lo, hi)
+            lo = hi
 
 
 def index_replay(path: str) -> ReplayIndex:
@@ -205,20 +240,11 @@ def index_replay(path: str) -> ReplayIndex:
     identity = identity_of(path, tl.metadata)
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
     d = tl.device
-    corr = d.corr
-    # Grouped by runs of equal correlation (C-level groupby), not a Python step per item: a replay is
-    # ~all graph kernels, each launch's a run. Indices stay in trace order within a correlation.
-    by_corr: dict[int, list[int]] = {}
-    for c, run in groupby(range(len(corr)), key=corr.__getitem__):
-        got = by_corr.get(c)
-        if got is None:
-            by_corr[c] = list(run)
-        else:
-            got.extend(run)
+    by_corr = _ByCorrelation(d.corr)
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
     eager_call = {c.corr[i]: i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0}
-    keys = list(map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
+    keys = array("q", map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
     return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys)
 
 
