@@ -290,7 +290,7 @@ def _phase_intervals(
     first = capture[0][0] if capture else s1
     tl = ctx.tl
     ops = ((tl.ts[i], min(tl.end[i], first)) for i in members if tl.ts[i] < first and tl.op[i])
-    warmup = subtract(subtract(union(ops), capture), inst)
+    warmup = subtract(subtract(union(ops, in_order=True), capture), inst)  # members are in start order
     return {"warmup": warmup, "capture": capture, "instantiate": inst}, len(windows)
 
 

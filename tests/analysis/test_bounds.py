@@ -11,12 +11,16 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import subprocess
 from functools import partial
 from pathlib import Path
 
-from shapes import POOL, REPLAY_MODES, replay_sequences, window_names
+import pytest
+from analysis_child import child_env, command
+from shapes import POOL, REPLAY_MODES, cli_args, replay_sequences, window_names, write_shape
 
 from mixins.analysis import attribute
+from mixins.analysis.intervals import subtract, union
 from mixins.analysis.model import Kernel
 from mixins.analysis.timeline import D_COPY, D_KERNEL
 from mixins.analysis.windows import Node, Site, Window
@@ -25,6 +29,47 @@ ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 GRID, BLOCK = (4, 1, 1), (64, 1, 1)
 SITE = Site("aten::mm", "NA", "[[8,8]]", '["float"]')
+
+
+# -- memory: bytes kept per event, for the shape that costs each command most ------------------------------
+
+# Measured by ``benchmarks/bench_bounds.py memory`` (docs/DESIGN.md §7.1): the costliest shape per
+# command and its bytes per event. The cap is a generous multiple of what is measured, well below
+# what the per-event objects cost before issue 19 (kernel events ~680 B in summary/diff/check).
+WORST = {"summary": "launch", "check": "launch", "time": "cpu_op", "attribute": "cpu_op"}
+CAP = 250  # bytes per event
+
+
+def _peak_rss(argv: list[str]) -> int:
+    """Peak RSS (bytes) of the real CLI in a child (its own VmHWM), which must succeed."""
+    res = subprocess.run(
+        command("bounded_cli", 4 << 30, *argv),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=child_env(PYTHONPATH=str(ROOT)),
+        timeout=600,
+    )
+    *lines, last = res.stderr.splitlines()
+    assert res.returncode in (0, 1) and last.startswith("peak_rss_kib "), res.stderr[-2000:]
+    return int(last.split()[1]) * 1024
+
+
+@pytest.mark.parametrize(("cmd", "shape"), sorted(WORST.items()))
+def test_memory_per_event_at_the_event_limit(tmp_path: Path, cmd: str, shape: str) -> None:
+    """The costliest event shape at ``--max-events`` (scaled down to 250,000): peak RSS grows by less
+    than CAP bytes per event over the same command on a 50,000-event trace (interpreter, imports and the
+    reader's full-size slices cancel out). At the default limit the figure times 10M is the bound stated."""
+    n, small = 250_000, 50_000
+    rss = []
+    for events in (small, n):
+        d = tmp_path / str(events)
+        d.mkdir()
+        trace = write_shape(d / "trace.json.gz", shape, events)
+        rss.append(_peak_rss([*cli_args(cmd, trace), "--max-events", str(n)]))
+    per_event = (rss[1] - rss[0]) / (n - small)
+    print(f"{cmd} on {shape} events: {per_event:.0f} B per event ({rss[0] / MIB:.0f} -> {rss[1] / MIB:.0f} MiB)")
+    assert per_event < CAP, per_event
 
 
 def _windows(names_per_window: list[list[str]]) -> list[Window]:
@@ -170,3 +215,14 @@ def test_launch_and_kernel_paired_by_a_flow_only(run_cli, tmp_path: Path) -> Non
     (top,) = seg["top"]
     assert top["op"] == "aten::mm" and [k["name"] for k in top["kernels"]] == ["gemm"]
     assert top["kernels"][0]["grid"] == [1, 1, 1]
+
+
+def test_union_in_order_equals_union() -> None:
+    """``time`` merges warm-up ops as they come (in start order, longer first on a tie) instead of
+    sorting them all: the same set."""
+    rng = random.Random(7)
+    for _ in range(500):
+        ivs = [(a, a + rng.randint(-2, 9)) for a in (rng.randint(0, 40) for _ in range(rng.randint(0, 30)))]
+        ordered = sorted(ivs, key=lambda iv: (iv[0], -iv[1]))
+        assert union(iter(ordered), in_order=True) == union(ivs)
+        assert subtract(union(ivs), []) == union(ivs)
