@@ -34,10 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "analysis"))
 
-from shapes import REPLAY_MODES, SHAPES, adversarial_pair, write_shape  # noqa: E402
+from shapes import COMMANDS, REPLAY_MODES, SHAPES, adversarial_pair, cli_args, write_shape  # noqa: E402
 
 MIB = 1 << 20
-COMMANDS = ("summary", "diff", "check", "time", "attribute")
 DEFAULT_MAX_EVENTS = 10_000_000
 
 CHILD = """
@@ -49,23 +48,6 @@ with open("/proc/self/status") as status:
     print(next(line for line in status if line.startswith("VmHWM:")).split()[1], file=sys.stderr)
 sys.exit(rc)
 """
-
-
-def argv_of(command: str, trace: Path) -> list[str]:
-    """The CLI arguments running ``command`` on one trace, in one process."""
-    if command == "summary":
-        return ["summary", str(trace)]
-    if command == "diff":
-        return ["diff", str(trace), str(trace)]
-    if command == "check":
-        return ["check", str(trace.parent), "-j", "1"]
-    if command == "time":
-        return ["time", str(trace), "-j", "1"]
-    capture = trace.parent / "capture" / trace.name  # a replay is never its own capture: another name
-    if not capture.exists():
-        capture.parent.mkdir()
-        os.link(trace, capture)
-    return ["attribute", str(trace), str(capture.parent), "-j", "1"]
 
 
 def run(tree: Path, argv: list[str], cpu_limit: int = 0) -> tuple[int, float, float, str]:
@@ -108,7 +90,7 @@ def memory(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
                 traces.append(write_shape(d / "trace.json.gz", shape, n))
             for command in args.commands.split(","):
                 for label, tree in trees:
-                    got = [run(tree, argv_of(command, t)) for t in traces]
+                    got = [run(tree, cli_args(command, t)) for t in traces]
                     bad = [g for g in got if g[0] not in (0, 1)]
                     if bad:
                         print(f"| {shape} | {command} | {label} | exit {bad[0][0]}: {bad[0][3]} | | | |")

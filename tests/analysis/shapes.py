@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -121,6 +122,27 @@ def write_shape(path: Path, shape: str, n: int) -> Path:
             f.write(",\n" if lo + step < n else "\n")
         f.write("]}\n")
     return path
+
+
+COMMANDS = ("summary", "diff", "check", "time", "attribute")
+
+
+def cli_args(command: str, trace: Path) -> list[str]:
+    """``capture-trace`` arguments running ``command`` on one trace in one process (``-j 1``); for
+    ``attribute`` the trace is both the replay and (hard-linked under another directory) the capture."""
+    if command == "summary":
+        return ["summary", str(trace)]
+    if command == "diff":
+        return ["diff", str(trace), str(trace)]
+    if command == "check":
+        return ["check", str(trace.parent), "-j", "1"]
+    if command == "time":
+        return ["time", str(trace), "-j", "1"]
+    capture = trace.parent / "capture" / trace.name  # a replay is never its own capture: another name
+    if not capture.exists():
+        capture.parent.mkdir()
+        os.link(trace, capture)
+    return ["attribute", str(trace), str(capture.parent), "-j", "1"]
 
 
 # -- attribute: many similar capture windows (issue 19 item 4) -------------------------------------------
