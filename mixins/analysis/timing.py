@@ -280,7 +280,7 @@ class _Context:
 
 
 def _phase_intervals(
-    ctx: _Context, members: list[int], s0: int, s1: int, pid: Any
+    ctx: _Context, members: array, s0: int, s1: int, pid: Any
 ) -> tuple[dict[str, list[Interval]], int]:
     """capture / instantiate / warmup interval sets of one segment, and its number of capture windows."""
     mine = pid is None
@@ -314,17 +314,25 @@ class _Spent:
         return out
 
 
-def _spent(ctx: _Context, members: list[int], sets: dict[str, list[Interval]]) -> _Spent:
+def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]]) -> _Spent:
     """Each call's self time, in the phase where it starts (members come in start order)."""
-    pieces = sorted((a, b, p) for p, ivs in sets.items() for a, b in ivs)  # disjoint by construction
+    # One cursor per phase's sorted intervals (the phases are disjoint by construction), not one sorted
+    # list of all pieces: a trace whose warm-up ops never nest has one interval per op (issue 19).
+    phases = [(p, ivs) for p, ivs in sets.items() if ivs]
+    at = [0] * len(phases)
     out = _Spent()
     tl, own = ctx.tl, ctx.own
-    k = 0
     for i in members:
         t = tl.ts[i]
-        while k < len(pieces) and pieces[k][1] <= t:
-            k += 1
-        phase = pieces[k][2] if k < len(pieces) and pieces[k][0] <= t else "other"
+        phase = "other"
+        for n, (p, ivs) in enumerate(phases):
+            k = at[n]
+            while k < len(ivs) and ivs[k][1] <= t:
+                k += 1
+            at[n] = k
+            if k < len(ivs) and ivs[k][0] <= t:
+                phase = p
+                break
         key = (phase, tl.name[i])
         out.ns[key] += own[i]
         out.calls[key] += 1
@@ -337,11 +345,9 @@ def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
     pid = seg.pid if bounded else None
-    members = [
-        i
-        for i in ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]
-        if pid is None or tl.thread_pid[tl.thread[i]] == pid
-    ]
+    members = ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]  # an array: 4 B a call
+    if pid is not None:
+        members = array("i", [i for i in members if tl.thread_pid[tl.thread[i]] == pid])
     sets, n_windows = _phase_intervals(ctx, members, s0, s1, pid)
     phases = {p: length(sets[p]) for p in PHASES[:-1]}
     phases["other"] = (s1 - s0) - sum(phases.values())
