@@ -22,6 +22,7 @@ from itertools import groupby, islice, repeat
 from operator import add, itemgetter, le, mul
 from typing import Any, NamedTuple
 
+from mixins.analysis.collect import IdIndex
 from mixins.analysis.identity import identity_of, rank_from_name
 from mixins.analysis.model import Kernel
 from mixins.analysis.serialise import json_value
@@ -195,7 +196,7 @@ class ReplayIndex:
     rank: int | None
     by_corr: _ByCorrelation
     graphs: list[int]  # call indices of graph launches, time order
-    eager_call: dict[int, int]  # correlation -> non-graph call index
+    eager_call: IdIndex  # correlation -> non-graph call index (the last one)
     hints: _Hints
     item_keys: array  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
 
@@ -243,7 +244,11 @@ def index_replay(path: str) -> ReplayIndex:
     by_corr = _ByCorrelation(d.corr)
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
-    eager_call = {c.corr[i]: i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0}
+    eager_call = IdIndex()
+    for i in range(len(c.kind)):
+        if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0:
+            eager_call.add(c.corr[i], i)
+    eager_call.finish()
     keys = array("q", map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
     return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys)
 
@@ -598,7 +603,7 @@ def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
     tl, d = rp.tl, rp.tl.device
     # by correlation group, not item by item: a replay is ~all graph kernels (a few groups of many)
     work = sorted(i for c, idx in rp.by_corr.items() if c not in graph_corrs for i in idx)
-    calls = [rp.eager_call.get(d.corr[i], -1) for i in work]
+    calls = [-1 if (call := rp.eager_call.last(d.corr[i])) is None else call for i in work]
     linked = [c for c in calls if c >= 0]
     sites, insts = sites_of_calls(tl, linked)
     site_of = dict(zip(linked, zip(sites, insts, strict=True), strict=True))

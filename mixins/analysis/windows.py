@@ -234,10 +234,13 @@ class _Context:
 
 
 def _windows(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
+    spans = _spans(tl)
+    if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
+        return []
     ctx = _Context(tl, segs, source)
     out: list[Window] = []
     last_end: dict[int, float] = {}
-    for order, (th, b, e) in enumerate(_spans(tl)):
+    for order, (th, b, e) in enumerate(spans):
         j = ctx.segment(b, th)
         seg = segs[j] if j >= 0 else None
         nodes = ctx.nodes(th, b, e)
