@@ -39,7 +39,7 @@ SITE = Site("aten::mm", "NA", "[[8,8]]", '["float"]')
 # ``summary``/``diff``/``check`` share one collector, ``attribute``/``time`` another each.
 CAPS = {
     ("summary", "kernel"): 250,  # measured ~70 B (was ~680 B)
-    ("time", "cpu_op"): 450,  # ~230-270 B: warm-up intervals, one tuple each when none nest
+    ("time", "cpu_op"): 350,  # ~160 B (was ~240 B): warm-up intervals, one tuple each when none nest
     ("attribute", "kernel"): 300,  # ~80 B (was ~220 B: a dict entry and a list per correlation)
 }
 
