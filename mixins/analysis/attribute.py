@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 import re
-from bisect import bisect_right
-from collections.abc import Callable
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import reduce
-from itertools import groupby, repeat
-from operator import add, itemgetter, mul
+from itertools import groupby, islice, repeat
+from operator import add, itemgetter, le, mul
 from typing import Any, NamedTuple
 
+from mixins.analysis.collect import IdIndex
 from mixins.analysis.identity import identity_of, rank_from_name
 from mixins.analysis.model import Kernel
 from mixins.analysis.serialise import json_value
@@ -38,6 +40,7 @@ __all__ = [
     "verify",
 ]
 
+# A range without "bs=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
 _BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d{1,18})(?!\d)"), re.compile(r"^execute_(\d{1,18})_"))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
@@ -191,11 +194,45 @@ class ReplayIndex:
 
     tl: Timeline
     rank: int | None
-    by_corr: dict[int, list[int]]
+    by_corr: _ByCorrelation
     graphs: list[int]  # call indices of graph launches, time order
-    eager_call: dict[int, int]  # correlation -> non-graph call index
+    eager_call: IdIndex  # correlation -> non-graph call index (the last one)
     hints: _Hints
-    item_keys: list[int]  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
+    item_keys: array  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
+
+
+class _ByCorrelation:
+    """Device items (indices) grouped by correlation, as sorted columns rather than a dict of lists.
+
+    Why: a dict entry and a list per correlation cost ~200 B per eager kernel (issue 19); here an item
+    costs nothing when the trace lists device work in correlation order (Kineto does), else 12 B.
+    Within a correlation, items stay in trace order, as when they were grouped in a dict.
+    """
+
+    def __init__(self, corr: array) -> None:
+        if all(map(le, corr, islice(corr, 1, None))):
+            self.keys, self.order = corr, None
+        else:
+            order = sorted(range(len(corr)), key=corr.__getitem__)  # stable: trace order within one
+            self.keys, self.order = array("q", map(corr.__getitem__, order)), array("i", order)
+
+    def _items(self, lo: int, hi: int) -> list[int]:
+        return list(range(lo, hi)) if self.order is None else self.order[lo:hi].tolist()
+
+    def get(self, corr: int, default: list[int]) -> list[int]:
+        keys = self.keys
+        lo = bisect_left(keys, corr)
+        if lo == len(keys) or keys[lo] != corr:
+            return default
+        return self._items(lo, bisect_right(keys, corr, lo))
+
+    def items(self) -> Iterator[tuple[int, list[int]]]:
+        """(correlation, its items) for each correlation, in increasing order (-1: none)."""
+        lo = 0
+        for c, run in groupby(self.keys):
+            hi = lo + sum(1 for _ in run)
+            yield c, self._items(lo, hi)
+            lo = hi
 
 
 def index_replay(path: str) -> ReplayIndex:
@@ -204,20 +241,15 @@ def index_replay(path: str) -> ReplayIndex:
     identity = identity_of(path, tl.metadata)
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
     d = tl.device
-    corr = d.corr
-    # Grouped by runs of equal correlation (C-level groupby), not a Python step per item: a replay is
-    # ~all graph kernels, each launch's a run. Indices stay in trace order within a correlation.
-    by_corr: dict[int, list[int]] = {}
-    for c, run in groupby(range(len(corr)), key=corr.__getitem__):
-        got = by_corr.get(c)
-        if got is None:
-            by_corr[c] = list(run)
-        else:
-            got.extend(run)
+    by_corr = _ByCorrelation(d.corr)
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
-    eager_call = {c.corr[i]: i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0}
-    keys = list(map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
+    eager_call = IdIndex()
+    for i in range(len(c.kind)):
+        if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0:
+            eager_call.add(c.corr[i], i)
+    eager_call.finish()
+    keys = array("q", map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
     return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys)
 
 
@@ -259,8 +291,67 @@ class _Hints:
         return bs, runner
 
 
+_KernelKey = tuple[int, Any]  # (kind, kernel name for kernels, else None): what must be equal
+_WORK_PER_ITEM = 8  # a distinct replayed sequence may cost this many node steps per item ...
+_WORK_PER_WINDOW = 2  # ... plus this many per window group ...
+_WORK_PER_SEQUENCE = 2_000  # ... plus this many, before its search is cut short (docs/DESIGN.md §7)
+
+
+def _node_key(node: Node) -> _KernelKey:
+    if node.kind != D_KERNEL:
+        return (node.kind, None)
+    return (D_KERNEL, node.kernel.name if node.kernel is not None else _UNNAMED)
+
+
+_UNNAMED = object()  # an unnamed kernel node's key: equal to no replayed kernel's
+
+
+def _compatible(own: Kernel | None, k: Kernel) -> bool:
+    """Grid and block agree where both sides have them (names were compared by key)."""
+    if own is None:
+        return True  # a copy / set node
+    if own.grid and k.grid and own.grid != k.grid:
+        return False
+    return not (own.block and k.block and own.block != k.block)
+
+
+class _WindowGroup:
+    """Windows whose nodes are identical in kind, kernel name, grid and block: they verify alike.
+
+    ``positions`` lists, per node key, where it occurs, so an in-order search jumps from one occurrence
+    of the wanted kernel to the next (``bisect``) instead of stepping over every node between.
+    """
+
+    __slots__ = ("windows", "nodes", "captured", "unnamed", "positions")
+
+    def __init__(self, first: int, window: Window) -> None:
+        self.windows = [first]
+        self.nodes = window.nodes
+        self.captured = sum(1 for n in window.nodes if n.kind == D_KERNEL)
+        self.unnamed = window.unnamed
+        self.positions: dict[_KernelKey, list[int]] = {}
+        for p, n in enumerate(window.nodes):
+            self.positions.setdefault(_node_key(n), []).append(p)
+
+
+def _content(window: Window) -> tuple[Any, ...]:
+    return tuple(
+        (n.kind, None)
+        if n.kind != D_KERNEL or n.kernel is None
+        else (n.kind, n.kernel.name, n.kernel.grid, n.kernel.block)
+        for n in window.nodes
+    ) + (window.unnamed,)
+
+
 class _Matcher:
-    """Matches graph launches to windows; verification is cached per replayed sequence."""
+    """Matches graph launches to windows; verification is cached per replayed sequence.
+
+    Near-linear, whatever the captures (issue 19): windows with identical nodes are verified once
+    (``_WindowGroup``); a sequence equal to a whole window (the usual case) is found by a hash of its
+    (kind, kernel name) sequence; otherwise each group is searched occurrence to occurrence, within a
+    work limit per sequence proportional to its length and the number of groups — past it the
+    sequence stays unattributed with that reason (never a guess). ``work`` counts node steps.
+    """
 
     def __init__(self, windows: list[Window]) -> None:
         self.windows = windows
@@ -268,25 +359,100 @@ class _Matcher:
         self.plans: dict[tuple[int, tuple[int, ...]], list[_Group]] = {}
         self.previous: Window | None = None
         self.launches: dict[int, tuple[list[_Group], list[tuple[float, ...]]]] = {}  # plan id -> durations
+        self.work = 0
+        groups: dict[tuple[Any, ...], _WindowGroup] = {}
+        for w, window in enumerate(windows):
+            key = _content(window)
+            got = groups.get(key)
+            if got is None:
+                groups[key] = _WindowGroup(w, window)
+            else:
+                got.windows.append(w)
+        self.groups = list(groups.values())
+        self.by_names: dict[tuple[_KernelKey, ...], list[_WindowGroup]] = {}
+        for g in self.groups:
+            self.by_names.setdefault(tuple(map(_node_key, g.nodes)), []).append(g)
+        self.known = {key for g in self.groups for key in g.positions}  # every node key of every window
 
     def candidates(
         self, key: tuple[int, ...], seq: Callable[[], list[tuple[int, Kernel]]]
     ) -> tuple[list[tuple[Window, list[int]]], str]:
-        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached."""
+        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached.
+
+        The same windows and reason as :func:`verify` against every window, in window order; when a
+        window verifies without skipped nodes, only such windows (``pick`` keeps only those anyway).
+        """
         got = self.cache.get(key)
         if got is None:
-            replay = seq()
-            ok: list[tuple[Window, list[int]]] = []
-            reasons: dict[str, int] = {}
-            for w in self.windows:
-                res = verify(w, replay)
-                if isinstance(res, str):
-                    reasons[res] = reasons.get(res, 0) + 1
-                else:
-                    ok.append((w, res))
-            why = min(reasons, key=lambda r: (-reasons[r], r)) if reasons else "no capture windows"
-            got = self.cache[key] = (ok, why)
+            got = self.cache[key] = self._candidates(seq())
         return got
+
+    def _candidates(self, replay: list[tuple[int, Kernel]]) -> tuple[list[tuple[Window, list[int]]], str]:
+        keys = [(kind, k.name if kind == D_KERNEL else None) for kind, k in replay]
+        whole = list(range(len(replay)))
+        exact: list[int] = []
+        for g in self.by_names.get(tuple(keys), ()):
+            self.work += len(replay)
+            if not g.unnamed and all(
+                kind != D_KERNEL or _compatible(n.kernel, k) for n, (kind, k) in zip(g.nodes, replay, strict=True)
+            ):
+                exact.extend(g.windows)
+        if exact:
+            return [(self.windows[w], whole) for w in sorted(exact)], ""
+        kernels = sum(1 for kind, _ in replay if kind == D_KERNEL)
+        if self.groups and not any(kernels > g.captured or g.unnamed for g in self.groups):
+            for n, key in enumerate(keys):  # a kernel no window has: no search needed to say so
+                if key not in self.known:
+                    return [], f"replayed node #{n} ({replay[n][1].name}) is in no capture window"
+        start = self.work
+        budget = start + _WORK_PER_ITEM * len(replay) + _WORK_PER_WINDOW * len(self.groups) + _WORK_PER_SEQUENCE
+        ok: list[tuple[int, list[int]]] = []
+        reasons: dict[str, int] = {}
+        for g in self.groups:
+            if kernels > g.captured:
+                res: list[int] | str | None = f"graph has {kernels} kernels, capture window has {g.captured} launches"
+            elif g.unnamed:
+                res = (
+                    f"{g.unnamed} of {g.captured} captured launches have no kernel name "
+                    "(no launch names and no eager warm-up pass in the segment to name them)"
+                )
+            else:
+                res = self._search(g, replay, keys, budget)
+                if res is None:
+                    return [], (
+                        f"not verified: more than {budget - start:,} node comparisons for this sequence against "
+                        f"{len(self.windows):,} capture windows (the work limit)"
+                    )
+            if isinstance(res, str):
+                reasons[res] = reasons.get(res, 0) + len(g.windows)
+            elif res is not None:
+                ok.extend((w, res) for w in g.windows)
+        why = min(reasons, key=lambda r: (-reasons[r], r)) if reasons else "no capture windows"
+        return [(self.windows[w], pos) for w, pos in sorted(ok, key=itemgetter(0))], why
+
+    def _search(
+        self, g: _WindowGroup, replay: list[tuple[int, Kernel]], keys: list[_KernelKey], budget: int
+    ) -> list[int] | str | None:
+        """:func:`verify`'s in-order search on one group, occurrence to occurrence; None once ``self.work``
+        passes ``budget``."""
+        out: list[int] = []
+        j = 0
+        nodes, positions = g.nodes, g.positions
+        for n, (kind, k) in enumerate(replay):
+            at = positions.get(keys[n])
+            p = bisect_left(at, j) if at is not None else 0
+            if at is not None and kind == D_KERNEL:
+                while p < len(at) and not _compatible(nodes[at[p]].kernel, k):
+                    p += 1
+                    self.work += 1
+            self.work += 1
+            if self.work > budget:
+                return None
+            if at is None or p == len(at):
+                return f"replayed node #{n} ({k.name}) not found in order in the capture window"
+            out.append(at[p])
+            j = at[p] + 1
+        return out
 
     def pick(
         self, ok: list[tuple[Window, list[int]]], hints: tuple[int | None, str | None]
@@ -437,7 +603,7 @@ def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
     tl, d = rp.tl, rp.tl.device
     # by correlation group, not item by item: a replay is ~all graph kernels (a few groups of many)
     work = sorted(i for c, idx in rp.by_corr.items() if c not in graph_corrs for i in idx)
-    calls = [rp.eager_call.get(d.corr[i], -1) for i in work]
+    calls = [-1 if (call := rp.eager_call.last(d.corr[i])) is None else call for i in work]
     linked = [c for c in calls if c >= 0]
     sites, insts = sites_of_calls(tl, linked)
     site_of = dict(zip(linked, zip(sites, insts, strict=True), strict=True))

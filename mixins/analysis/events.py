@@ -51,6 +51,10 @@ __all__ = [
     "OUR_SEGMENT",
     "FOREIGN_SEGMENT",
     "nan_ts",
+    "ident",
+    "ID_LIMIT",
+    "may_be_segment_marker",
+    "may_be_hint",
 ]
 
 # Event kinds stored per event (one byte each).
@@ -183,6 +187,18 @@ def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
     return None
 
 
+def may_be_segment_marker(name: str) -> bool:
+    """False for names :func:`segment_marker` certainly refuses (both patterns start with ``capture``):
+    a cheap test, so ranges that can never be segments are not kept."""
+    return name.startswith("capture")
+
+
+def may_be_hint(name: str) -> bool:
+    """False for ranges ``attribute`` can never read a replay hint from (``…bs=N…``, ``runner=…``,
+    vLLM's ``execute_N_…``: the patterns of ``attribute._Hints`` all need one of these)."""
+    return "bs=" in name or "runner=" in name or name.startswith("execute_")
+
+
 def segment_variant(label: str) -> str | None:
     """The ``variant=`` of a segment label (``bs=8,variant=FULL`` -> ``FULL``), None when it has none."""
     m = _VARIANT.search(label)
@@ -212,3 +228,11 @@ def kind_of(ev: Event, cat: str) -> int:
 def nan_ts(ts: Any) -> float:
     """A timestamp, NaN when the event had none (compares false with everything)."""
     return float("nan") if ts is None else ts
+
+
+ID_LIMIT = 1 << 62  # ids (correlation, External id, flow id, graph node id) outside [0, this) are absent
+
+
+def ident(v: Any) -> int:
+    """An id as stored in an ``array("q")`` column: -1 when absent, not an int, or out of range."""
+    return v if type(v) is int and 0 <= v < ID_LIMIT else -1

@@ -13,10 +13,15 @@ __all__ = ["Interval", "union", "subtract", "clip", "length"]
 Interval = tuple[int, int]
 
 
-def union(intervals: Iterable[Interval]) -> list[Interval]:
-    """Sorted, disjoint, non-empty intervals covering exactly what ``intervals`` cover."""
+def union(intervals: Iterable[Interval], in_order: bool = False) -> list[Interval]:
+    """Sorted, disjoint, non-empty intervals covering exactly what ``intervals`` cover.
+
+    ``in_order``: the caller yields them by start already, so they are merged as they come and never
+    all held at once (a trace's warm-up ops can be millions: issue 19).
+    """
     out: list[Interval] = []
-    for start, end in sorted(iv for iv in intervals if iv[1] > iv[0]):
+    valid = (iv for iv in intervals if iv[1] > iv[0])
+    for start, end in valid if in_order else sorted(valid):
         if out and start <= out[-1][1]:
             if end > out[-1][1]:
                 out[-1] = (out[-1][0], end)
@@ -26,7 +31,9 @@ def union(intervals: Iterable[Interval]) -> list[Interval]:
 
 
 def subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
-    """``a`` minus ``b`` (both as ``union`` returns them)."""
+    """``a`` minus ``b`` (both as ``union`` returns them; ``a`` itself when ``b`` is empty)."""
+    if not b:
+        return a
     out: list[Interval] = []
     j = 0
     for start, end in a:

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-from mixins.analysis.collect import Collector
+from mixins.analysis.collect import Collector, IdIndex
 from mixins.analysis.model import Kernel, Segment
 
 __all__ = ["Links", "link", "name_captured_launches"]
@@ -25,87 +25,88 @@ class Links:
     op_graphs: Counter[int] = field(default_factory=Counter)
 
 
-def _ops_by_ext(c: Collector) -> dict[int, int]:
-    """External id -> first op with it; ops also become the CPU side of their External id."""
-    op_of_ext: dict[int, int] = {}
-    for n_op, op_ext in enumerate(c.op_ext):
-        if op_ext >= 0:
-            c.ext_cpu[op_ext] = c.op_ev[n_op]
-            op_of_ext.setdefault(op_ext, n_op)
-    return op_of_ext
-
-
-def _follow(c: Collector, corr: int | None, ext: int | None) -> int | None:
-    """The CPU event that launched device work: by correlation, else External id."""
-    if corr is not None:
-        src = c.corr_cpu.get(corr)
+def _follow(c: Collector, corr: int, ext: int) -> int | None:
+    """The CPU event that launched device work: by correlation, else External id (-1: none)."""
+    if corr >= 0:
+        src = c.cpu_of(corr)
         if src is not None:
             return src
-    if ext is not None:
-        return c.ext_cpu.get(ext)
+    if ext >= 0:
+        return c.cpu_of_ext(ext)
     return None
 
 
-def _place_device_work(c: Collector, seg_of: array) -> dict[int, Kernel]:
-    """Device work belongs to the segment of the CPU event that launched it; kernels by correlation."""
-    kernel_by_corr: dict[int, Kernel] = {}
-    for k in c.kernels:
-        src = _follow(c, k.corr, k.ext)
-        if src is not None:
-            seg_of[k.ev] = seg_of[src]
-        if k.corr is not None:
-            kernel_by_corr.setdefault(k.corr, k.kernel)
-    for i, corr, ext in c.gpu:
-        src = _follow(c, corr, ext)
-        if src is not None:
-            seg_of[i] = seg_of[src]
-    for i, fid in c.flows_f:
-        src = c.corr_cpu.get(fid) if isinstance(fid, int) else None
-        if src is not None:
-            seg_of[i] = seg_of[src]
-    return kernel_by_corr
+def _by_correlation(ids: array, keep: array | None = None) -> IdIndex:
+    """Index of positions by correlation (``keep``: only where it is true)."""
+    index = IdIndex()
+    for n, corr in enumerate(ids):
+        if corr >= 0 and (keep is None or keep[n]):
+            index.add(corr, n)
+    index.finish()
+    return index
 
 
-def _link_launches(
-    c: Collector, op_of_ext: dict[int, int], kernel_by_corr: dict[int, Kernel], seg_of: array, segs: list[Segment]
-) -> tuple[Links, set[int]]:
-    """Each kernel launch gives its op one kernel (named by the launch or its kernel record)."""
+def _place_device_work(c: Collector, seg_of: array) -> None:
+    """Device work belongs to the segment of the CPU event that launched it."""
+    k_corr, k_ext = c.k_corr, c.k_ext
+    for n, ev in enumerate(c.k_ev):
+        src = _follow(c, k_corr[n], k_ext[n])
+        if src is not None:
+            seg_of[ev] = seg_of[src]
+    for n, ev in enumerate(c.g_ev):
+        src = _follow(c, c.g_corr[n], c.g_ext[n])
+        if src is not None:
+            seg_of[ev] = seg_of[src]
+    for ev, fid in zip(c.ff_ev, c.ff_id, strict=True):
+        src = c.cpu_of(fid) if fid >= 0 else None
+        if src is not None:
+            seg_of[ev] = seg_of[src]
+
+
+def _link_launches(c: Collector, seg_of: array, segs: list[Segment]) -> Links:
+    """Each kernel launch gives its op one kernel (named by the launch or the first kernel record
+    with its correlation)."""
     links = Links()
-    launched_corr: set[int] = set()
-    for la in c.launches:
-        k_op = op_of_ext.get(la.ext) if la.ext is not None else None
-        if la.graph:
+    kernels = c.kernels
+    kernel_of_corr = _by_correlation(c.k_corr)  # correlation -> first kernel record
+    unnamed = Kernel(None)
+    for n, ev in enumerate(c.la_ev):
+        ext = c.la_ext[n]
+        k_op = c.ext_op.first(ext) if ext >= 0 else None
+        if c.la_graph[n]:
             if k_op is not None:
                 links.op_graphs[k_op] += 1
             continue
-        info = la.own
-        if la.corr is not None:
-            launched_corr.add(la.corr)
-            linked = kernel_by_corr.get(la.corr)
-            if linked is not None:
-                info = linked if info is None else info.merged(linked)
+        own = c.la_own[n]
+        info = kernels[own] if own >= 0 else None
+        corr = c.la_corr[n]
+        k = kernel_of_corr.first(corr) if corr >= 0 else None
+        if k is not None:
+            other = kernels[c.k_kernel[k]]
+            info = other if info is None else info.merged(other)
         if info is None or info.name is None:
-            segs[seg_of[la.ev]].unnamed_launches += 1
-            info = Kernel(None)
+            segs[seg_of[ev]].unnamed_launches += 1
+            info = unnamed
         if k_op is not None:
             links.op_kernels.setdefault(k_op, []).append(info)
-    return links, launched_corr
+    return links
 
 
-def _link_kernels(
-    c: Collector, op_of_ext: dict[int, int], launched_corr: set[int], links: Links, seg_of: array, segs: list[Segment]
-) -> None:
+def _link_kernels(c: Collector, links: Links, seg_of: array, segs: list[Segment]) -> None:
     """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
-    launch_ext = {la.corr: la.ext for la in c.launches if la.corr is not None}
-    for k in c.kernels:
-        via = launch_ext.get(k.corr) if k.corr is not None else None
-        k_op = op_of_ext.get(via) if via is not None else None
-        if k_op is None and k.ext is not None:
-            k_op = op_of_ext.get(k.ext)
-            if k_op is not None and (k.corr is None or k.corr not in launched_corr):
-                links.op_kernels.setdefault(k_op, []).append(k.kernel)  # kernel seen without its launch
+    launch_of_corr = _by_correlation(c.la_corr)  # the last launch (kernel or graph) with it
+    kernel_launch_of_corr = _by_correlation(c.la_corr, array("b", [not g for g in c.la_graph]))
+    for n, ev in enumerate(c.k_ev):
+        corr, ext = c.k_corr[n], c.k_ext[n]
+        la = launch_of_corr.last(corr) if corr >= 0 else None
+        via = c.la_ext[la] if la is not None else -1
+        k_op = c.ext_op.first(via) if via >= 0 else None
+        if k_op is None and ext >= 0:
+            k_op = c.ext_op.first(ext)
+            if k_op is not None and (corr < 0 or kernel_launch_of_corr.first(corr) is None):
+                links.op_kernels.setdefault(k_op, []).append(c.kernels[c.k_kernel[n]])  # seen without its launch
         if k_op is not None:
-            segs[seg_of[k.ev]].linked_kernels += 1
+            segs[seg_of[ev]].linked_kernels += 1
 
 
 def link(c: Collector, seg_of: array, segs: list[Segment]) -> Links:
@@ -113,11 +114,11 @@ def link(c: Collector, seg_of: array, segs: list[Segment]) -> Links:
 
     ``segs`` includes the trailing ``(outside)`` segment; per-segment link counters are updated.
     """
+    c.finish()
     c.resolve_flows()
-    op_of_ext = _ops_by_ext(c) if (c.launches or c.kernels or c.gpu or c.flows_f) else {}
-    kernel_by_corr = _place_device_work(c, seg_of)
-    links, launched_corr = _link_launches(c, op_of_ext, kernel_by_corr, seg_of, segs)
-    _link_kernels(c, op_of_ext, launched_corr, links, seg_of, segs)
+    _place_device_work(c, seg_of)
+    links = _link_launches(c, seg_of, segs)
+    _link_kernels(c, links, seg_of, segs)
     return links
 
 

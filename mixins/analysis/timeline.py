@@ -113,13 +113,6 @@ class Device:
     node: array = field(default_factory=lambda: array("q"))  # -1: none
 
 
-_ID_LIMIT = 1 << 62  # correlation / node ids outside [0, this) are treated as absent (-1)
-
-
-def _ident(v: int | None) -> int:
-    return v if v is not None and 0 <= v < _ID_LIMIT else -1
-
-
 @dataclass
 class Timeline:
     """One trace, reduced to what attribution and timing need."""
@@ -210,7 +203,8 @@ class _Builder:
             elif kind == _RUNTIME:
                 self._call(ev, name)
             elif kind == _ANNOTATION:
-                tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
+                if E.may_be_segment_marker(name) or E.may_be_hint(name):  # no other range is read
+                    tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
 
     def _modules(self, events: list[SlimEvent]) -> None:
         iv = self.tl.modules
@@ -219,7 +213,7 @@ class _Builder:
 
     def _devices(self, events: list[SlimEvent]) -> None:
         """Kernels, memcpys and memsets, column by column."""
-        d, dest, top = self.tl.device, self.categories, _ID_LIMIT
+        d, dest, top = self.tl.device, self.categories, E.ID_LIMIT
         args = [ev.args for ev in events]
         # array.fromlist: about twice array.extend's speed on a list
         d.start.fromlist([ev.ts or 0.0 for ev in events])
@@ -258,7 +252,7 @@ class _Builder:
         c.start.append(ev.ts or 0.0)
         c.thread.append(self.thread(ev))
         c.kind.append(kind)
-        c.corr.append(_ident(a.correlation if a is not None else None))
+        c.corr.append(E.ident(a.correlation) if a is not None else -1)
         own = a.kernel if a is not None and kind == C_LAUNCH else None
         c.kernel.append(self.kernel(own, ev) if own is not None else -1)
 

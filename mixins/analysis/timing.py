@@ -151,7 +151,9 @@ class _Timeline:
         self.threads: dict[tuple[Any, Any], int] = {}
         self.thread_pid: list[Any] = []
         self.marks: list[tuple[int, int, int, int]] = []  # (ts, kind, thread, end)
-        self.ranges: list[Range] = []
+        self.ranges: list[Range] = []  # the ones that may be segment markers; the rest only count in
+        self.range_lo = _FOREVER  # ... the span: first start and last end (ns) of every range
+        self.range_hi = -_FOREVER
         self.wanted: dict[str | None, bool] = {}  # category -> timed (cpu_op, runtime) or a range
 
     def add(self, events: list[SlimEvent]) -> None:
@@ -166,7 +168,12 @@ class _Timeline:
             assert t is not None and cat is not None
             is_op = E.is_cpu_op(cat)
             if not is_op and not E.is_runtime(cat):
-                self.ranges.append(Range(ev.name or "", t, ev.dur or 0.0, ev.pid))
+                name = ev.name or ""
+                dur = ev.dur or 0.0
+                self.range_lo = min(self.range_lo, _ns(t))
+                self.range_hi = max(self.range_hi, _ns(t + dur))
+                if E.may_be_segment_marker(name):  # kept whole only if it can cut a segment
+                    self.ranges.append(Range(name, t, dur, ev.pid))
                 continue
             thread = threads.get((ev.pid, ev.tid))
             if thread is None:
@@ -204,9 +211,8 @@ class _Timeline:
 
     def span(self) -> tuple[int, int]:
         """First start and last end of the CPU calls and annotation ranges (0, 0 when there are none)."""
-        starts = [min(self.ts, default=_FOREVER)] + [_ns(r.ts) for r in self.ranges]
-        ends = [max(self.end, default=-_FOREVER)] + [_ns(r.ts + r.dur) for r in self.ranges]
-        lo, hi = min(starts), max(ends)
+        lo = min(min(self.ts, default=_FOREVER), self.range_lo)
+        hi = max(max(self.end, default=-_FOREVER), self.range_hi)
         return (lo, hi) if lo <= hi else (0, 0)
 
     def start_order(self) -> array:
@@ -274,7 +280,7 @@ class _Context:
 
 
 def _phase_intervals(
-    ctx: _Context, members: list[int], s0: int, s1: int, pid: Any
+    ctx: _Context, members: array, s0: int, s1: int, pid: Any
 ) -> tuple[dict[str, list[Interval]], int]:
     """capture / instantiate / warmup interval sets of one segment, and its number of capture windows."""
     mine = pid is None
@@ -284,7 +290,7 @@ def _phase_intervals(
     first = capture[0][0] if capture else s1
     tl = ctx.tl
     ops = ((tl.ts[i], min(tl.end[i], first)) for i in members if tl.ts[i] < first and tl.op[i])
-    warmup = subtract(subtract(union(ops), capture), inst)
+    warmup = subtract(subtract(union(ops, in_order=True), capture), inst)  # members are in start order
     return {"warmup": warmup, "capture": capture, "instantiate": inst}, len(windows)
 
 
@@ -308,17 +314,25 @@ class _Spent:
         return out
 
 
-def _spent(ctx: _Context, members: list[int], sets: dict[str, list[Interval]]) -> _Spent:
+def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]]) -> _Spent:
     """Each call's self time, in the phase where it starts (members come in start order)."""
-    pieces = sorted((a, b, p) for p, ivs in sets.items() for a, b in ivs)  # disjoint by construction
+    # One cursor per phase's sorted intervals (the phases are disjoint by construction), not one sorted
+    # list of all pieces: a trace whose warm-up ops never nest has one interval per op (issue 19).
+    phases = [(p, ivs) for p, ivs in sets.items() if ivs]
+    at = [0] * len(phases)
     out = _Spent()
     tl, own = ctx.tl, ctx.own
-    k = 0
     for i in members:
         t = tl.ts[i]
-        while k < len(pieces) and pieces[k][1] <= t:
-            k += 1
-        phase = pieces[k][2] if k < len(pieces) and pieces[k][0] <= t else "other"
+        phase = "other"
+        for n, (p, ivs) in enumerate(phases):
+            k = at[n]
+            while k < len(ivs) and ivs[k][1] <= t:
+                k += 1
+            at[n] = k
+            if k < len(ivs) and ivs[k][0] <= t:
+                phase = p
+                break
         key = (phase, tl.name[i])
         out.ns[key] += own[i]
         out.calls[key] += 1
@@ -331,11 +345,9 @@ def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
     pid = seg.pid if bounded else None
-    members = [
-        i
-        for i in ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]
-        if pid is None or tl.thread_pid[tl.thread[i]] == pid
-    ]
+    members = ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]  # an array: 4 B a call
+    if pid is not None:
+        members = array("i", [i for i in members if tl.thread_pid[tl.thread[i]] == pid])
     sets, n_windows = _phase_intervals(ctx, members, s0, s1, pid)
     phases = {p: length(sets[p]) for p in PHASES[:-1]}
     phases["other"] = (s1 - s0) - sum(phases.values())

@@ -10,11 +10,13 @@ pass (kernels that really ran, same ops in the same order) names them, or they s
 from __future__ import annotations
 
 import os
+from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import NamedTuple
 
+from mixins.analysis.collect import IdIndex
 from mixins.analysis.identity import Identity, identity_of, rank_from_name
 from mixins.analysis.model import Kernel, Segment
 from mixins.analysis.reader import TraceError
@@ -147,13 +149,15 @@ def _calls_by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
     return out
 
 
-def _eager_kernels(tl: Timeline) -> dict[int, Kernel]:
-    """correlation -> the kernel that ran for it (eager launches only have one)."""
+def _eager_kernels(tl: Timeline) -> IdIndex:
+    """correlation -> the kernel (id into ``tl.kernels``) that ran for it, the first one (eager
+    launches only have one); sorted columns, not a dict: a capture's warm-up may be most of it."""
     d = tl.device
-    out: dict[int, Kernel] = {}
+    out = IdIndex()
     for i in range(len(d.kind)):
         if d.kind[i] == D_KERNEL and d.corr[i] >= 0:
-            out.setdefault(d.corr[i], tl.kernels[d.kernel[i]])
+            out.add(d.corr[i], d.kernel[i])
+    out.finish()
     return out
 
 
@@ -188,8 +192,12 @@ class _Context:
         self.by_thread = _calls_by_thread(tl)
         all_calls = [i for _, idx in self.by_thread.values() for i in idx]
         sites, insts = sites_of_calls(tl, all_calls)
-        self.site = dict(zip(all_calls, sites, strict=True))
-        self.inst = dict(zip(all_calls, insts, strict=True))
+        # per call index (lists, not dicts: 8 B a call, not ~100 B)
+        self.site: list[Site | None] = [None] * len(tl.calls.kind)
+        self.inst = array("i", [-1]) * len(tl.calls.kind)
+        for i, site, inst in zip(all_calls, sites, insts, strict=True):
+            self.site[i] = site
+            self.inst[i] = inst
         self.ran = _eager_kernels(tl)
 
     def segment(self, ts: float, thread: int) -> int:
@@ -203,7 +211,9 @@ class _Context:
         c = self.tl.calls
         for i in idx[bisect_left(starts, lo) : bisect_right(starts, hi)]:
             own = self.tl.kernels[c.kernel[i]] if c.kernel[i] >= 0 else None
-            out.append(Node(NODE_KIND_OF_CALL[c.kind[i]], own, self.site[i], self.inst[i]))
+            site = self.site[i]
+            assert site is not None  # every call in by_thread has one
+            out.append(Node(NODE_KIND_OF_CALL[c.kind[i]], own, site, self.inst[i]))
         return out
 
     def eager(self, th: int, lo: float, hi: float) -> list[tuple[Site, Kernel]]:
@@ -212,17 +222,21 @@ class _Context:
         c = self.tl.calls
         out = []
         for i in idx[bisect_right(starts, lo) : bisect_left(starts, hi)]:
-            k = self.ran.get(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
-            if k is not None:
-                out.append((self.site[i], k))
+            k = self.ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
+            site = self.site[i]
+            if k is not None and site is not None:
+                out.append((site, self.tl.kernels[k]))
         return out
 
 
 def _windows(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
+    spans = _spans(tl)
+    if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
+        return []
     ctx = _Context(tl, segs, source)
     out: list[Window] = []
     last_end: dict[int, float] = {}
-    for order, (th, b, e) in enumerate(_spans(tl)):
+    for order, (th, b, e) in enumerate(spans):
         j = ctx.segment(b, th)
         seg = segs[j] if j >= 0 else None
         nodes = ctx.nodes(th, b, e)
