@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -292,8 +293,11 @@ class _Background:
 
     def _join_at_exit(self) -> None:
         timeout = settings.exit_timeout()
-        if self.wait(timeout):
-            return
+        try:
+            if self.wait(timeout):
+                return
+        except Exception as exc:  # noqa: BLE001 - never a traceback at exit; what runs is abandoned below
+            logger.debug("waiting for exports at exit failed: %s", exc)
         with self._lock:
             running = [(t, j) for t, j in self._running if t.is_alive()]
         for _, job in running:
@@ -305,6 +309,10 @@ class _Background:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for every export started so far; True when none is still running."""
+        if timeout is not None and math.isnan(timeout):
+            raise ValueError("timeout must be a number of seconds or None, got nan")
+        if timeout is not None and timeout >= threading.TIMEOUT_MAX:  # inf: join() would raise OverflowError
+            timeout = None
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             threads = [t for t, _ in self._running]

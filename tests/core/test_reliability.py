@@ -177,6 +177,17 @@ def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.Mo
     assert path is not None and os.stat(path).st_mode & 0o777 == 0o644
 
 
+def test_infinite_exit_timeout_is_refused_and_the_trace_saved(tmp_path: Path) -> None:
+    """``EXIT_TIMEOUT=inf`` made threading._shutdown raise OverflowError: file lost, staging left."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="inf")
+    done = subprocess.run(child("export_then_exit"), env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("Invalid value 'inf' for SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT") == 1, done.stderr
+    path = Path(done.stdout.strip())
+    assert os.listdir(path.parent) == [path.name] and load_trace(path)
+
+
 def test_directory_is_fsynced_after_the_rename(tmp_path: Path) -> None:
     env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
                     SGLANG_CAPTURE_TRACE_BACKGROUND="0")
