@@ -94,7 +94,7 @@ def export_profile(
     if settings.background() and not settings.strict():
         _background.start(job)
         return final
-    return final if job.run() else None
+    return job.run()
 
 
 # -- the rewrite step: our metadata first, Kineto's traceName fixed ---------------------------------
@@ -148,6 +148,7 @@ class _Export:
         self.runner_name = runner_name
         self.level = settings.gzip_level()
         self.out_fd, self.stage_name, self.stage_fd = out_fd, stage, stage_fd
+        self.sweep_fd: int | None = None  # the output directory again, for the sweep after publishing
         self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
         self._lock = threading.Lock()  # publish, abandon and close never overlap
         self._abandoned = self._closed = False
@@ -164,7 +165,6 @@ class _Export:
                     f"trace file name is {size} bytes, over the directory's {limit}-byte limit for a name: "
                     f"runner_name has {len(runner_name)} characters, at most {len(runner_name) - size + limit} fit"
                 )
-            _sweep(out_fd)
             stage, stage_fd = output_dir.make_staging(out_fd)
         except BaseException:
             os.close(out_fd)
@@ -177,24 +177,45 @@ class _Export:
             raise
         return job
 
-    def run(self) -> bool:
-        """Compress, verify and publish; True when the final file is in place. Never raises unless strict."""
+    def run(self) -> Path | None:
+        """Compress, verify and publish, then sweep; the final path, or None. Never raises unless strict."""
+        with self._lock:  # the sweep's own descriptor: abandon() may close out_fd under a running sweep
+            if not self._closed:
+                try:
+                    self.sweep_fd = os.dup(self.out_fd)
+                except OSError:
+                    pass
         try:
-            src, out = self._open_files()
-            with src, out:
-                compress_trace(src, out, self.metadata, self.level, self.kineto_path, self.final)
-                out.flush()
-                os.fsync(out.fileno())
-            self._publish()
-        except _Abandoned:
-            return False
-        except Exception as exc:
-            report_failure(self.runner_name, self.final, exc)
-            return False
+            try:
+                src, out = self._open_files()
+                with src, out:
+                    compress_trace(src, out, self.metadata, self.level, self.kineto_path, self.final)
+                    out.flush()
+                    os.fsync(out.fileno())
+                self._publish()
+            except _Abandoned:
+                return None
+            except Exception as exc:
+                report_failure(self.runner_name, self.final, exc)
+                return None
+            finally:
+                self.close()
+            logger.info("CUDA graph capture trace saved to: %s", one_line(self.final))
+            return self.final
         finally:
-            self.close()
-        logger.info("CUDA graph capture trace saved to: %s", one_line(self.final))
-        return True
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """Remove dead processes' staging directories: after publishing, so planted names never delay
+        the caller or the trace (docs/DESIGN.md §2, "Sweeping")."""
+        fd, self.sweep_fd = self.sweep_fd, None
+        if fd is None:
+            return
+        try:
+            if not self._abandoned:
+                _sweep(fd)
+        finally:
+            os.close(fd)
 
     def _open_files(self) -> tuple[Any, Any]:
         """Kineto's JSON (never following a link) and our gzip, created 0644 minus the umask by open(2)
@@ -243,8 +264,8 @@ class _Export:
 
 def _sweep(out_fd: int) -> None:
     try:
-        removed = [t.name for t in output_dir.sweep(out_fd) if t.removed]
-    except OSError as exc:
+        removed = [t.name for t in output_dir.sweep(out_fd, listing=False) if t.removed]
+    except Exception as exc:  # noqa: BLE001 - sweeping is housekeeping: it never fails an export
         logger.debug("could not sweep stale staging directories: %s", exc)
         return
     if removed:

@@ -27,8 +27,8 @@ from core_helpers import (
     subprocess_env,
 )
 
-from mixins import export_cuda_graph_capture_trace, wait_for_exports
-from mixins.output_dir import STAGING_PREFIX, StagingName
+from mixins import export_cuda_graph_capture_trace, output_dir, wait_for_exports
+from mixins.output_dir import MAX_REMOVALS, STAGING_PREFIX, StagingName
 
 
 def test_parallel_exports_in_one_process_are_all_waited_for(tmp_path: Path) -> None:
@@ -98,6 +98,57 @@ def test_sweep_removes_only_our_dead_processes_temps(trace_env: Path) -> None:
     path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Sweeper", tp_rank=0)
     assert path is not None and wait_for_exports(60)
     assert sorted(os.listdir(trace_env)) == sorted([path.name, alive, other_host, other_namespace, not_ours])
+
+
+@pytest.mark.parametrize("name", [
+    f"{STAGING_PREFIX}99999999999.{{ns}}.ab.{{host}}",  # the issue's: pid > 2**31 (os.kill: OverflowError)
+    f"{STAGING_PREFIX}99999999999.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}2147483648.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}{output_dir.PID_MAX + 1}.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}0.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}-1.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}1{'0' * 200}.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}12.{'9' * 30}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}12.{{ns}}.0a1b2c3d.h\x1b[2Jst",
+    f"{STAGING_PREFIX}12.{{ns}}.0a1b2c3d.",
+])
+def test_staging_names_out_of_range_are_not_ours(name: str) -> None:
+    """Every field of a staging name is bounded; a name we could not have written is no staging name."""
+    here = output_dir.Here.now()
+    assert StagingName.parse(name.format(ns=here.pid_namespace, host=here.host)) is None
+
+
+def test_one_export_removes_a_bounded_number_of_dead_staging_directories(trace_env: Path) -> None:
+    """The sweep runs after publishing, removes at most MAX_REMOVALS per export, and an unparseable
+    name (pid > 2**31) stops nothing; the next export removes the rest."""
+    parsed = StagingName.parse(_dead_process_staging(trace_env))
+    assert parsed is not None
+    prefix = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}"
+    dead = [f"{prefix}.{i:08x}.{parsed.host}" for i in range(MAX_REMOVALS + 3)]
+    overflow = f"{STAGING_PREFIX}99999999999.{parsed.pid_namespace}.0a1b2c3d.{parsed.host}"
+    for name in [*dead, overflow]:
+        (trace_env / name).mkdir(mode=0o700)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Bounded", tp_rank=0)
+    assert path is not None and wait_for_exports(60) and load_trace(path)
+    assert len(_staging_dirs(trace_env)) == 1 + 3 + 1  # the leave_staging one counts among the dead
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Bounded", tp_rank=1)
+    assert path is not None and wait_for_exports(60)
+    assert _staging_dirs(trace_env) == [overflow]
+
+
+def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted staging names can cost the sweep time, never the caller or the trace: it runs last."""
+    seen: list[bool] = []
+    real_sweep = output_dir.sweep
+
+    def sweep(dir_fd: int, **kwargs: bool) -> list[output_dir.StaleTemp]:
+        seen.append(final.exists())
+        return real_sweep(dir_fd, **kwargs)
+
+    monkeypatch.setattr(output_dir, "sweep", sweep)
+    final = trace_env / "cuda_graph_capture-Last-TP-0.json.gz"
+    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Last", tp_rank=0) == final
+    assert wait_for_exports(60) and seen == [True]
 
 
 def test_capture_trace_ls_lists_temps_and_removes_dead_ones(trace_env: Path) -> None:

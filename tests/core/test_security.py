@@ -12,19 +12,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import select
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import load_trace, matmul_work, op_shapes, profile_of
+from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
-from mixins.output_dir import UnsafeDirectoryError
+from mixins.output_dir import STAGING_PREFIX, Here, UnsafeDirectoryError
 
 NOBODY = 65534
 SECRET = b"root only\n"
@@ -274,4 +276,40 @@ def test_kineto_output_is_reopened_without_following_a_symlink(
         assert wait_for_exports(60)
     assert "Too many levels of symbolic links" in caplog.text
     assert os.listdir(trace_env) == []
+    _secret_untouched(secret)
+
+
+def test_planted_staging_names_stop_neither_the_export_nor_ls(server_env: Path, secret: Path) -> None:
+    """Names another user plants in a shared sticky directory, shaped like our staging directories but
+    with fields we never write (a pid over 2**31 made os.kill raise OverflowError: every export returned
+    None and ``ls`` printed a traceback), or well formed with a dead pid: all left alone, trace saved."""
+    server_env.mkdir()
+    os.chmod(server_env, 0o1777)
+    here = Here.now()
+    planted = [
+        f"{STAGING_PREFIX}99999999999.{here.pid_namespace}.ab.{here.host}",
+        f"{STAGING_PREFIX}99999999999.{here.pid_namespace}.0a1b2c3d.{here.host}",
+        f"{STAGING_PREFIX}0.{here.pid_namespace}.0a1b2c3d.{here.host}",
+        f"{STAGING_PREFIX}1{'0' * 200}.{here.pid_namespace}.0a1b2c3d.{here.host}",
+        f"{STAGING_PREFIX}4194304.{here.pid_namespace}.0a1b2c3d.{here.host}",  # well formed, no such process
+    ]
+
+    def plant() -> list[str]:
+        for name in planted:
+            os.mkdir(server_env / name, 0o700)
+            os.symlink(secret, server_env / name / "trace.json")
+        os.symlink(secret, server_env / f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3e.{here.host}")
+        return sorted(os.listdir(server_env))
+
+    before = as_nobody(plant)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(4)), runner_name="Planted", tp_rank=0)
+    assert path == server_env / "cuda_graph_capture-Planted-TP-0.json.gz" and wait_for_exports(60)
+    assert op_shapes(load_trace(path)) == [[[4, 8], [8, 3]]]
+    done = subprocess.run([PYTHON, "-m", "mixins", "ls", str(server_env)], env=subprocess_env(),
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "Planted" in done.stdout
+    assert re.search(rf"temporary {re.escape(planted[-1])}: \d+ B, its process is gone; not removed \(another user's\)",
+                     done.stdout), done.stdout
+    assert sorted(os.listdir(server_env)) == sorted([*before, path.name])  # the planted names untouched
     _secret_untouched(secret)
