@@ -16,10 +16,13 @@ is logged.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
 import os
+import secrets
+import stat
 import threading
 import time
 import zlib
@@ -29,7 +32,14 @@ from typing import Any
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
 from mixins.metadata import build_metadata, trace_header
-from mixins.naming import capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
+from mixins.naming import (
+    TRACE_SUFFIX,
+    capture_numbers,
+    discover_ranks,
+    trace_dir,
+    trace_stem,
+    validate_runner_name,
+)
 from mixins.one_line import one_line
 
 logger = logging.getLogger("mixins")
@@ -149,6 +159,7 @@ class _Export:
         self.level = settings.gzip_level()
         self.out_fd, self.stage_name, self.stage_fd = out_fd, stage, stage_fd
         self.sweep_fd: int | None = None  # the output directory again, for the sweep after publishing
+        self.saved: Path | None = None
         self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
         self._lock = threading.Lock()  # publish, abandon and close never overlap
         self._abandoned = self._closed = False
@@ -178,7 +189,8 @@ class _Export:
         return job
 
     def run(self) -> Path | None:
-        """Compress, verify and publish, then sweep; the final path, or None. Never raises unless strict."""
+        """Compress, verify and publish, then sweep; the path the trace was saved to (the final name, or
+        the fallback name when that is taken), or None. Never raises unless strict."""
         with self._lock:  # the sweep's own descriptor: abandon() may close out_fd under a running sweep
             if not self._closed:
                 try:
@@ -200,8 +212,8 @@ class _Export:
                 return None
             finally:
                 self.close()
-            logger.info("CUDA graph capture trace saved to: %s", one_line(self.final))
-            return self.final
+            logger.info("CUDA graph capture trace saved to: %s", one_line(self.saved))
+            return self.saved
         finally:
             self._sweep()
 
@@ -236,8 +248,36 @@ class _Export:
         with self._lock:
             if self._abandoned:
                 raise _Abandoned
-            os.replace(GZ_NAME, self.final.name, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd)
+            try:
+                os.replace(GZ_NAME, self.final.name, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd)
+                self.saved = self.final
+            except OSError as exc:
+                if exc.errno not in _TAKEN:
+                    raise
+                self.saved = self._publish_beside(exc)
             os.fsync(self.out_fd)  # the rename itself survives a crash
+
+    def _publish_beside(self, refused: OSError) -> Path:
+        """The final name holds something we cannot or must not replace (another user's directory, or
+        their file when we are not root): save under a fresh name beside it, never replacing anything."""
+        what = _describe(self.out_fd, self.final.name)
+        limit = output_dir.name_max(self.out_fd)
+        for _ in range(16):
+            name = fallback_name(self.final.name, limit)
+            try:
+                os.link(GZ_NAME, name, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd, follow_symlinks=False)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise exc from refused
+            saved = self.final.parent / name
+            logger.warning(
+                "CUDA graph capture trace of %s saved to %s instead of %s, which holds %s (%s)",
+                one_line(self.runner_name), one_line(saved), one_line(self.final), what,
+                one_line(refused.strerror or refused),
+            )
+            return saved
+        raise refused
 
     def abandon(self) -> None:
         """At exit, past the timeout: remove our staging directory; the thread will not publish."""
@@ -260,6 +300,27 @@ class _Export:
         if not output_dir.remove_staging(self.out_fd, self.stage_name):
             logger.debug("could not remove staging directory %s", one_line(self.stage_name))
         os.close(self.out_fd)
+
+
+# rename(2) errors meaning "the final name holds something we may not replace" (EISDIR: a directory;
+# EPERM/EACCES: another user's entry in a sticky directory, when we are not root; EBUSY: a mount point).
+_TAKEN = frozenset({errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST, errno.EPERM, errno.EACCES, errno.EBUSY})
+
+
+def fallback_name(final_name: str, limit: int = output_dir.DEFAULT_NAME_MAX) -> str:
+    """``<final stem>.<8 hex>.json.gz``, the stem cut to fit ``limit`` bytes (runner names are ASCII)."""
+    stem = final_name.removesuffix(TRACE_SUFFIX)
+    tail = f".{secrets.token_hex(4)}{TRACE_SUFFIX}"
+    return stem[: max(1, limit - len(tail))] + tail
+
+
+def _describe(dir_fd: int, name: str) -> str:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        return f"something we cannot inspect ({exc.strerror})"
+    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a file" if stat.S_ISREG(st.st_mode) else "an entry"
+    return f"{kind} owned by {output_dir.who(st.st_uid)}"
 
 
 def _sweep(out_fd: int) -> None:

@@ -40,7 +40,8 @@ class UnsafeDirectoryError(PermissionError):
     """The output directory can be rearranged by another user; nothing is written there."""
 
 
-def _who(uid: int) -> str:
+def who(uid: int) -> str:
+    """``uid N (name)`` for messages."""
     try:
         import pwd
 
@@ -53,9 +54,9 @@ def _refusal(path: Path, st: os.stat_result, link: os.stat_result | None) -> str
     """Why ``path`` must not be written into, or None when it is safe."""
     me = os.geteuid()
     if link is not None and link.st_uid not in (me, 0):
-        return f"is a symbolic link owned by {_who(link.st_uid)}"
+        return f"is a symbolic link owned by {who(link.st_uid)}"
     if st.st_uid not in (me, 0):
-        return f"is owned by {_who(st.st_uid)}, not by this process's {_who(me)} or root"
+        return f"is owned by {who(st.st_uid)}, not by this process's {who(me)} or root"
     if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
         return f"is writable by every user without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o})"
     return None

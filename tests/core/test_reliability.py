@@ -184,14 +184,23 @@ def test_runner_names_up_to_the_final_name_limit_work(trace_env: Path, caplog: p
     assert os.listdir(trace_env) == [path.name]
 
 
-def test_synchronous_failure_returns_none(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_directory_at_the_final_name_saves_the_trace_beside_it(
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """rename(2) cannot replace a directory: the trace goes to a fresh name beside it, one WARNING names
+    both; synchronously that name is returned (a synchronous failure is None: the EFBIG test)."""
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
     trace_env.mkdir(parents=True)
-    (trace_env / "cuda_graph_capture-Blocked-TP-0.json.gz").mkdir()  # rename onto a directory fails
-    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=0) is None
-    assert os.listdir(trace_env) == ["cuda_graph_capture-Blocked-TP-0.json.gz"]
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "1")  # known only later: the path, then a WARNING
-    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=1) is not None
+    blocked = trace_env / "cuda_graph_capture-Blocked-TP-0.json.gz"
+    blocked.mkdir()
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=0)
+    assert path is not None and path != blocked and blocked.is_dir()
+    assert re.fullmatch(r"cuda_graph_capture-Blocked-TP-0\.[0-9a-f]{8}\.json\.gz", path.name)
+    assert op_shapes(load_trace(path)) == [[[2, 8], [8, 3]]]
+    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"saved to {path} instead of {blocked}, which holds a directory owned by uid 0" in message
+    assert sorted(os.listdir(trace_env)) == sorted([blocked.name, path.name])
 
 
 def test_newline_and_nul_in_names_and_paths_stay_on_one_line(

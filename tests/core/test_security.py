@@ -313,3 +313,34 @@ def test_planted_staging_names_stop_neither_the_export_nor_ls(server_env: Path, 
                      done.stdout), done.stdout
     assert sorted(os.listdir(server_env)) == sorted([*before, path.name])  # the planted names untouched
     _secret_untouched(secret)
+
+
+def test_attacker_directory_at_the_final_name_cannot_lose_the_trace(
+    server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After the path is returned, another user makes a directory at the final name (rename(2) cannot
+    replace it): the trace is saved beside it, one WARNING names both, their directory is untouched."""
+    server_env.mkdir()
+    os.chmod(server_env, 0o1777)
+    final = server_env / "cuda_graph_capture-Taken-TP-0.json.gz"
+
+    def take_the_final_name(_kineto_path: str) -> None:
+        def attack() -> str:
+            os.mkdir(final, 0o755)
+            os.symlink(secret, final / "inside")
+            return "taken"
+
+        assert as_nobody(attack) == "taken"
+
+    prof = PausingProfile(profile_of(matmul_work(6)), take_the_final_name, after=True)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(prof, runner_name="Taken", tp_rank=0) == final
+        assert wait_for_exports(60)
+    [saved] = [p for p in server_env.iterdir() if p != final]
+    assert re.fullmatch(r"cuda_graph_capture-Taken-TP-0\.[0-9a-f]{8}\.json\.gz", saved.name)
+    assert stat.S_ISREG(saved.lstat().st_mode) and saved.lstat().st_uid == 0
+    assert op_shapes(load_trace(saved)) == [[[6, 8], [8, 3]]]
+    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"saved to {saved} instead of {final}, which holds a directory owned by uid 65534" in message
+    assert final.lstat().st_uid == NOBODY and os.listdir(final) == ["inside"]
+    _secret_untouched(secret)
