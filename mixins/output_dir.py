@@ -58,13 +58,54 @@ def _refusal(path: Path, st: os.stat_result, link: os.stat_result | None) -> str
     if st.st_uid not in (me, 0):
         return f"is owned by {who(st.st_uid)}, not by this process's {who(me)} or root"
     if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        return f"is writable by every user without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o})"
+        mode = stat.S_IMODE(st.st_mode)
+        ours = st.st_uid == me
+        fix = f"; if nobody else uses it, `chmod o-w {path}` (or remove it) lets exports resume" if ours else ""
+        return f"is writable by every user without the sticky bit (mode {mode:04o}){fix}"
     return None
+
+
+DIR_MODE = 0o755  # directories we create: this mode minus the umask's bits, never more (docs/DESIGN.md §2)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` sets it for every thread meanwhile)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8) & 0o777
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def make_dirs(path: Path) -> None:
+    """``mkdir -p`` with ``DIR_MODE`` minus the umask on every directory we create, whatever the umask
+    (000 made them 0777) or a default ACL says: each new one is opened without following links and
+    ``fchmod``-ed. Existing directories are left as they are; the trust check judges the last one."""
+    mode = DIR_MODE & ~_umask()
+    missing = []
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            break
+        missing.append(candidate)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, mode)
+        except FileExistsError:
+            continue  # another process made it first: judged like any existing directory
+        fd = os.open(directory, _DIR_FLAGS | os.O_NOFOLLOW)
+        try:
+            if os.fstat(fd).st_uid == os.geteuid():
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
 
 
 def open_trusted(path: Path) -> int:
     """Create ``path`` if needed, open it and check the trust policy; returns a directory fd."""
-    path.mkdir(parents=True, exist_ok=True)
+    make_dirs(path)
     link: os.stat_result | None = None
     try:
         fd = os.open(path, _DIR_FLAGS | os.O_NOFOLLOW)  # what we check is what we hold: no lstat/open race

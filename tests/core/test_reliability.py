@@ -237,6 +237,37 @@ def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.Mo
     assert path is not None and os.stat(path).st_mode & 0o777 == 0o644
 
 
+def test_umask_000_creates_directories_no_other_user_can_write(tmp_path: Path) -> None:
+    """Under umask 000 every directory we create is 0755 (it was 0777, then refused, also under 022)."""
+    profiler_dir = tmp_path / "new" / "deeper"
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(profiler_dir),
+                    SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    final = profiler_dir / "graph_capture_profile" / "cuda_graph_capture-Synced-TP-0.json.gz"
+    for umask, trace_mode in ((0o000, 0o644), (0o022, 0o644)):
+        done = subprocess.run(child("synchronous_export"), env=env, capture_output=True, text=True, umask=umask)
+        assert done.returncode == 0 and "refusing" not in done.stderr, done.stderr  # the child asserts a path
+        assert load_trace(final)["capture_trace"]["runner"] == "Synced"
+        assert os.stat(final).st_mode & 0o777 == trace_mode
+    for directory in (tmp_path / "new", profiler_dir, final.parent):
+        assert os.stat(directory).st_mode & 0o777 == 0o755, directory
+
+
+def test_own_world_writable_directory_is_refused_with_the_fix_named(
+    trace_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 0777 directory of ours (an earlier version under umask 000 made one) is not trusted silently: the
+    WARNING names the fix; after it exports resume."""
+    trace_env.mkdir()
+    os.chmod(trace_env, 0o777)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Fixed", tp_rank=0) is None
+    assert f"(mode 0777); if nobody else uses it, `chmod o-w {trace_env}` (or remove it) lets exports resume" in (
+        caplog.text)
+    os.chmod(trace_env, 0o755)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Fixed", tp_rank=0)
+    assert path is not None and wait_for_exports(60) and load_trace(path)
+
+
 def test_infinite_exit_timeout_is_refused_and_the_trace_saved(tmp_path: Path) -> None:
     """``EXIT_TIMEOUT=inf`` made threading._shutdown raise OverflowError: file lost, staging left."""
     env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
