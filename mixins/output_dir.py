@@ -55,6 +55,9 @@ def _refusal(path: Path, st: os.stat_result, link: os.stat_result | None) -> str
     me = os.geteuid()
     if link is not None and link.st_uid not in (me, 0):
         return f"is a symbolic link owned by {who(link.st_uid)}"
+    if link is not None and link.st_nlink != 1:  # fs.protected_hardlinks=0: anyone may link root's symlink
+        return (f"is a symbolic link with {link.st_nlink} hard links (another user can hard-link "
+                f"{who(link.st_uid)}'s symbolic link to a name of their choosing)")
     if st.st_uid not in (me, 0):
         return f"is owned by {who(st.st_uid)}, not by this process's {who(me)} or root"
     if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
@@ -103,6 +106,25 @@ def make_dirs(path: Path) -> None:
             os.close(fd)
 
 
+def _same_link(a: os.stat_result, b: os.stat_result | None) -> bool:
+    return b is not None and (a.st_dev, a.st_ino, a.st_nlink) == (b.st_dev, b.st_ino, b.st_nlink)
+
+
+def _open_through_link(path: Path) -> tuple[int, os.stat_result]:
+    """Follow the symlink at ``path``; its ``lstat`` (owner, links) is judged by ``_refusal``. The same
+    link, with the same link count, must still be there after the open, or nothing was opened."""
+    link = os.lstat(path)
+    fd = os.open(path, _DIR_FLAGS)
+    try:
+        after: os.stat_result | None = os.lstat(path)
+    except OSError:
+        after = None
+    if not _same_link(link, after):
+        os.close(fd)
+        raise UnsafeDirectoryError(f"refusing to write traces into {path}: it changed while it was opened")
+    return fd, link
+
+
 def open_trusted(path: Path) -> int:
     """Create ``path`` if needed, open it and check the trust policy; returns a directory fd."""
     make_dirs(path)
@@ -112,8 +134,7 @@ def open_trusted(path: Path) -> int:
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not os.path.islink(path):
             raise
-        link = os.lstat(path)  # a symlink: its owner must be trusted too, then follow it
-        fd = os.open(path, _DIR_FLAGS)
+        fd, link = _open_through_link(path)
     try:
         st = os.fstat(fd)
         reason = _refusal(path, st, link)
@@ -166,6 +187,20 @@ def _pid_namespace() -> int:
         return os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         return 0
+
+
+@dataclass(frozen=True)
+class Here:
+    """Where this process runs: what a staging name must carry for its pid to mean anything here."""
+
+    host: str
+    pid_namespace: int
+    pid: int
+    euid: int
+
+    @classmethod
+    def now(cls) -> Here:
+        return cls(_host(), _pid_namespace(), os.getpid(), os.geteuid())
 
 
 @dataclass(frozen=True)
@@ -251,20 +286,6 @@ def remove_staging(dir_fd: int, name: str) -> bool:
     except OSError:
         return False
     return True
-
-
-@dataclass(frozen=True)
-class Here:
-    """Where this process runs: what a staging name must carry for its pid to mean anything here."""
-
-    host: str
-    pid_namespace: int
-    pid: int
-    euid: int
-
-    @classmethod
-    def now(cls) -> Here:
-        return cls(_host(), _pid_namespace(), os.getpid(), os.geteuid())
 
 
 @dataclass(frozen=True)

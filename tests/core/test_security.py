@@ -19,6 +19,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +345,45 @@ def test_attacker_directory_at_the_final_name_cannot_lose_the_trace(
     assert f"saved to {saved} instead of {final}, which holds a directory owned by uid 65534" in message
     assert final.lstat().st_uid == NOBODY and os.listdir(final) == ["inside"]
     _secret_untouched(secret)
+
+
+@contextmanager
+def hardlinks_unprotected() -> Iterator[bool]:
+    """fs.protected_hardlinks=0 for the block when this (root) process can set it; restored after."""
+    knob = Path("/proc/sys/fs/protected_hardlinks")
+    try:
+        old = knob.read_text().strip()
+        if old != "0":
+            knob.write_text("0")
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        if old != "0":
+            knob.write_text(old)
+
+
+def test_hard_link_to_a_root_symlink_at_the_output_directory_is_refused(
+    server_env: Path, shared_tmp: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where fs.protected_hardlinks=0 another user can hard-link root's symbolic link (owner root) to the
+    output directory's name; one link count too many gives it away. Root's own link (one) still works."""
+    roots_dir = tmp_path / "roots"
+    roots_dir.mkdir()
+    roots_link = shared_tmp / "roots-link"
+    os.symlink(roots_dir, roots_link)
+    with hardlinks_unprotected() as unprotected:
+        if not unprotected:
+            pytest.skip("cannot set /proc/sys/fs/protected_hardlinks=0 here: uid 65534 cannot hard-link root's link")
+        result = as_nobody(lambda: _errno_of(lambda: os.link(roots_link, server_env, follow_symlinks=False)))
+    assert result == "succeeded" and server_env.lstat().st_nlink == 2 and server_env.lstat().st_uid == 0
+    _refused_once(server_env, caplog, "is a symbolic link with 2 hard links")
+    assert list(roots_dir.iterdir()) == []
+
+    os.unlink(server_env)  # root's own symbolic link, one link: followed as before
+    os.symlink(roots_dir, server_env)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Linked", tp_rank=0)
+    assert path is not None and wait_for_exports(60)
+    assert os.listdir(roots_dir) == [path.name]
