@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import secrets
+import socket
 import stat
 import threading
 import time
@@ -248,6 +249,7 @@ class _Export:
         with self._lock:
             if self._abandoned:
                 raise _Abandoned
+            _warn_if_live_writer(self.out_fd, self.final, self.runner_name)
             try:
                 os.replace(GZ_NAME, self.final.name, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd)
                 self.saved = self.final
@@ -321,6 +323,81 @@ def _describe(dir_fd: int, name: str) -> str:
         return f"something we cannot inspect ({exc.strerror})"
     kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a file" if stat.S_ISREG(st.st_mode) else "an entry"
     return f"{kind} owned by {output_dir.who(st.st_uid)}"
+
+
+# -- two live processes exporting the same name (issue 19, item 8) --------------------------------------
+
+_HEAD_BYTES = 64 << 10
+
+
+def existing_metadata(dir_fd: int, name: str) -> tuple[dict[str, Any], float] | None:
+    """The ``capture_trace`` object and mtime of the trace at ``name``, when it is one this user wrote: a
+    regular file of ours with one link, opened without following links or blocking, its first 64 KiB
+    inflated to at most 64 KiB. None for anything else; never raises."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            return None
+        head = zlib.decompressobj(31).decompress(os.read(fd, _HEAD_BYTES), _HEAD_BYTES)
+        prefix = b'{"capture_trace": '
+        if not head.startswith(prefix):
+            return None
+        metadata, _ = json.JSONDecoder().raw_decode(head[len(prefix):].decode("utf-8", "replace"))
+    except Exception:  # noqa: BLE001 - whatever the file holds, it is only a hint
+        return None
+    finally:
+        os.close(fd)
+    return (metadata, st.st_mtime) if isinstance(metadata, dict) else None
+
+
+def _process_start(pid: int) -> float | None:
+    """When ``pid`` started (seconds since the epoch, to the second), from /proc; None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read(4096).rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def live_writer(dir_fd: int, name: str) -> int | None:
+    """The pid of another process of this host, still running, that wrote the trace at ``name``.
+
+    "Still running" is checked against pid reuse: the process must have started before the file was
+    last written (docs/DESIGN.md §2). A file of a process that has exited (an earlier run) gives None.
+    """
+    found = existing_metadata(dir_fd, name)
+    if found is None:
+        return None
+    metadata, mtime = found
+    pid = metadata.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid == os.getpid():
+        return None
+    if metadata.get("hostname") != socket.gethostname() or not output_dir.pid_alive(pid):
+        return None
+    started = _process_start(pid)
+    if started is not None and started > mtime + 1:  # btime has one-second resolution
+        return None
+    return pid
+
+
+def _warn_if_live_writer(dir_fd: int, final: Path, runner_name: str) -> None:
+    try:
+        pid = live_writer(dir_fd, final.name)
+    except Exception:  # noqa: BLE001 - a hint, never a failure
+        return
+    if pid is not None:
+        logger.warning(
+            "CUDA graph capture trace %s of pid %d (still running) is replaced by pid %d's: two live processes "
+            "export runner %s with the same ranks; give each its own tp_rank/pp_rank",
+            one_line(final), pid, os.getpid(), one_line(runner_name),
+        )
 
 
 def _sweep(out_fd: int) -> None:

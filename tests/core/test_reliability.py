@@ -279,6 +279,37 @@ def test_infinite_exit_timeout_is_refused_and_the_trace_saved(tmp_path: Path) ->
     assert os.listdir(path.parent) == [path.name] and load_trace(path)
 
 
+def test_live_process_exporting_the_same_name_is_warned_about(
+    trace_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two live processes of a run exporting one runner x rank: one WARNING naming both pids. A file
+    whose writer has exited (an earlier run) is replaced silently, as upstream does."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(trace_env.parent),
+                    SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    holder = subprocess.Popen(child("export_and_hold", "Twin", "0"), env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        held = Path(holder.stdout.readline().strip())  # its trace is final: it exported synchronously
+        with caplog.at_level(logging.WARNING, logger="mixins"):
+            path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Twin", tp_rank=0)
+            assert path == held and wait_for_exports(60)
+    finally:
+        holder.communicate("")
+    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"{held} of pid {holder.pid} (still running) is replaced by pid {os.getpid()}'s" in message
+    assert "export runner Twin with the same ranks" in message
+    assert load_trace(path)["capture_trace"]["pid"] == os.getpid()
+
+    done = subprocess.run(child("export_and_hold", "Twin", "1"), env=env, input="", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Twin", tp_rank=1)
+        assert path is not None and wait_for_exports(60)
+    assert [r for r in caplog.records if r.levelno == logging.WARNING] == []
+
+
 def test_directory_is_fsynced_after_the_rename(tmp_path: Path) -> None:
     env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
                     SGLANG_CAPTURE_TRACE_BACKGROUND="0")
