@@ -164,6 +164,7 @@ class _Export:
         self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
         self._lock = threading.Lock()  # publish, abandon and close never overlap
         self._abandoned = self._closed = False
+        self.finished = False  # published or failed: only the sweep may still run
 
     @classmethod
     def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
@@ -216,6 +217,7 @@ class _Export:
             logger.info("CUDA graph capture trace saved to: %s", one_line(self.saved))
             return self.saved
         finally:
+            self.finished = True
             self._sweep()
 
     def _sweep(self) -> None:
@@ -458,13 +460,14 @@ class _Background:
         except Exception as exc:  # noqa: BLE001 - never a traceback at exit; what runs is abandoned below
             logger.debug("waiting for exports at exit failed: %s", exc)
         with self._lock:
-            running = [(t, j) for t, j in self._running if t.is_alive()]
+            running = [(t, j) for t, j in self._running if t.is_alive() and not j.finished]  # not a sweep
         for _, job in running:
             job.abandon()
-        logger.warning(
-            "exiting after %ss (%s) with CUDA graph capture traces still compressing, not saved: %s",
-            timeout, settings.EXIT_TIMEOUT, ", ".join(sorted(one_line(j.final.name) for _, j in running)),
-        )
+        if running:
+            logger.warning(
+                "exiting after %ss (%s) with CUDA graph capture traces still compressing, not saved: %s",
+                timeout, settings.EXIT_TIMEOUT, ", ".join(sorted(one_line(j.final.name) for _, j in running)),
+            )
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for every export started so far; True when none is still running."""
