@@ -228,7 +228,7 @@ class _Export:
             return
         try:
             if not self._abandoned:
-                _sweep(fd)
+                _sweep(fd, self.final.parent)
         finally:
             os.close(fd)
 
@@ -402,9 +402,21 @@ def _warn_if_live_writer(dir_fd: int, final: Path, runner_name: str) -> None:
         )
 
 
-def _sweep(out_fd: int) -> None:
+# (pid, path, st_dev, st_ino) of directories this process has swept completely: a directory full of
+# planted names costs one sweep per process, not one per export (docs/DESIGN.md §2, "Sweeping").
+_swept: set[tuple[int, str, int, int]] = set()
+
+
+def _sweep(out_fd: int, directory: Path) -> None:
     try:
-        removed = [t.name for t in output_dir.sweep(out_fd, listing=False) if t.removed]
+        st = os.fstat(out_fd)
+        key = (os.getpid(), str(directory), st.st_dev, st.st_ino)
+        if key in _swept:
+            return
+        temps = output_dir.sweep(out_fd, listing=False)
+        removed = [t.name for t in temps if t.removed]
+        if len(removed) < output_dir.MAX_REMOVALS:  # not cut short: nothing left for the next export
+            _swept.add(key)
     except Exception as exc:  # noqa: BLE001 - sweeping is housekeeping: it never fails an export
         logger.debug("could not sweep stale staging directories: %s", exc)
         return

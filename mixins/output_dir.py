@@ -7,7 +7,7 @@ after the check goes through the directory's file descriptor, never its path aga
 
 Every export works inside its own staging directory, created 0700 in the output directory (same
 filesystem, so the final ``rename`` is atomic) and named ``.capture-trace-tmp.<pid>.<pidns>.<rand>.<host>``
-so the process that owns it can be recognised later: the next export into the directory and
+so the process that owns it can be recognised later: a process's first export into the directory and
 ``capture-trace ls`` remove those whose process is gone (same host and pid namespace, pid not running,
 owned by us). Never imports torch: the analyzer uses this module too.
 """
@@ -339,11 +339,14 @@ def sweep(dir_fd: int, *, remove: bool = True, listing: bool = True) -> list[Sta
     entry is handled on its own: a name or a race on one never stops the others.
     """
     here = Here.now()
+    ours = (f".{here.pid_namespace}.", f".{here.host}")  # the exporter's first, cheapest filter
     found: list[StaleTemp] = []
     removals = 0
     with os.scandir(dir_fd) as entries:
         for entry in entries:
             if not entry.name.startswith(STAGING_PREFIX):
+                continue
+            if not listing and (ours[0] not in entry.name or not entry.name.endswith(ours[1])):
                 continue
             try:
                 capped = not listing and removals >= MAX_REMOVALS

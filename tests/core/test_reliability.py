@@ -137,7 +137,8 @@ def test_one_export_removes_a_bounded_number_of_dead_staging_directories(trace_e
 
 
 def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Planted staging names can cost the sweep time, never the caller or the trace: it runs last."""
+    """Planted staging names can cost the sweep time, never the caller or the trace: it runs last, once
+    per process and directory."""
     seen: list[bool] = []
     real_sweep = output_dir.sweep
 
@@ -148,6 +149,9 @@ def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatc
     monkeypatch.setattr(output_dir, "sweep", sweep)
     final = trace_env / "cuda_graph_capture-Last-TP-0.json.gz"
     assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Last", tp_rank=0) == final
+    assert wait_for_exports(60) and seen == [True]
+    # one complete sweep per process and directory: the next export does not list it again
+    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Last", tp_rank=1) is not None
     assert wait_for_exports(60) and seen == [True]
 
 
