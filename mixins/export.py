@@ -164,7 +164,7 @@ class _Export:
         self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
         self._lock = threading.Lock()  # publish, abandon and close never overlap
         self._abandoned = self._closed = False
-        self.finished = False  # published or failed: only the sweep may still run
+        self.finished = threading.Event()  # published or failed: only the sweep may still run
 
     @classmethod
     def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
@@ -217,7 +217,7 @@ class _Export:
             logger.info("CUDA graph capture trace saved to: %s", one_line(self.saved))
             return self.saved
         finally:
-            self.finished = True
+            self.finished.set()
             self._sweep()
 
     def _sweep(self) -> None:
@@ -466,13 +466,13 @@ class _Background:
 
     def _join_at_exit(self) -> None:
         timeout = settings.exit_timeout()
-        try:
-            if self.wait(timeout):
+        try:  # the exports, not the sweeps after them: a daemon thread cut short mid-sweep harms nothing
+            if self.wait(timeout, exports_only=True):
                 return
         except Exception as exc:  # noqa: BLE001 - never a traceback at exit; what runs is abandoned below
             logger.debug("waiting for exports at exit failed: %s", exc)
         with self._lock:
-            running = [(t, j) for t, j in self._running if t.is_alive() and not j.finished]  # not a sweep
+            running = [(t, j) for t, j in self._running if t.is_alive() and not j.finished.is_set()]
         for _, job in running:
             job.abandon()
         if running:
@@ -481,19 +481,25 @@ class _Background:
                 timeout, settings.EXIT_TIMEOUT, ", ".join(sorted(one_line(j.final.name) for _, j in running)),
             )
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for every export started so far; True when none is still running."""
+    def wait(self, timeout: float | None = None, *, exports_only: bool = False) -> bool:
+        """Wait for every export started so far, and its sweep unless ``exports_only``; True when none is
+        still running."""
         if timeout is not None and math.isnan(timeout):
             raise ValueError("timeout must be a number of seconds or None, got nan")
         if timeout is not None and timeout >= threading.TIMEOUT_MAX:  # inf: join() would raise OverflowError
             timeout = None
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            threads = [t for t, _ in self._running]
-        for thread in threads:
+            running = list(self._running)
+        for thread, job in running:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            thread.join(remaining)
-        return not any(t.is_alive() for t in threads)
+            if exports_only:
+                job.finished.wait(remaining)
+            else:
+                thread.join(remaining)
+        if exports_only:
+            return all(job.finished.is_set() or not thread.is_alive() for thread, job in running)
+        return not any(t.is_alive() for t, _ in running)
 
 
 _background = _Background()

@@ -176,6 +176,20 @@ def export_and_hold(runner: str, rank_arg: str) -> None:
     sys.stdin.read()
 
 
+def export_with_endless_sweep() -> None:
+    """Test synchronisation only: the sweep after publishing never returns; exit must not wait for it."""
+    import threading
+
+    from mixins import export_cuda_graph_capture_trace, output_dir
+
+    def endless_sweep(*_args: Any, **_kwargs: Any) -> list[Any]:
+        threading.Event().wait()
+        return []
+
+    output_dir.sweep = endless_sweep  # type: ignore[assignment]
+    print(export_cuda_graph_capture_trace(_small_profile(), runner_name="Swept", tp_rank=0), flush=True)
+
+
 # -- test_kineto.py ------------------------------------------------------------------------------------
 
 
@@ -262,8 +276,8 @@ CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
         switched_off_imports, efbig, export_then_exit, concurrent_export, slow_export_then_exit,
-        parallel_exports, export_then_sleep, leave_staging, synchronous_export, export_and_hold, kineto_export,
-        gloo_discovered_rank, gloo_export, lazy_imports,
+        parallel_exports, export_then_sleep, leave_staging, synchronous_export, export_and_hold,
+        export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
     )
 }
 

@@ -155,6 +155,16 @@ def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatc
     assert wait_for_exports(60) and seen == [True]
 
 
+def test_exit_waits_for_the_export_not_for_its_sweep(tmp_path: Path) -> None:
+    """A sweep of a directory full of planted names must not hold up interpreter exit once the trace is
+    saved (the child's sweep never returns: exit completes, the trace is there, no "not saved")."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    done = subprocess.run(child("export_with_endless_sweep"), env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "not saved" not in done.stderr, done.stderr
+    path = Path(done.stdout.strip())
+    assert load_trace(path)["capture_trace"]["runner"] == "Swept"
+
+
 def test_capture_trace_ls_lists_temps_and_removes_dead_ones(trace_env: Path) -> None:
     path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Listed", tp_rank=0)
     assert path is not None and wait_for_exports(60)
