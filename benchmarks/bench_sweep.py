@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, os, sys, time, torch
 from pathlib import Path
+import mixins
+assert os.path.dirname(os.path.dirname(mixins.__file__)) == os.getcwd(), mixins.__file__
 out_root, repeat = sys.argv[1], int(sys.argv[2])
 os.environ.update(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=out_root)
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
@@ -80,8 +82,9 @@ def run(tree: Path, fakes: int, repeat: int) -> dict[str, float]:
         if fakes:
             plant(Path(tmp) / "graph_capture_profile", fakes)
         env = dict(os.environ, PYTHONPATH=str(tree))
-        done = subprocess.run([sys.executable, "-c", CHILD, tmp, str(repeat)], env=env, capture_output=True,
-                              text=True)
+        # cwd=tree: `python -c` puts the working directory first on sys.path, before PYTHONPATH
+        done = subprocess.run([sys.executable, "-c", CHILD, tmp, str(repeat)], env=env, cwd=tree,
+                              capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{tree}: {done.stderr.strip()[-2000:]}")
         times = json.loads(done.stdout.splitlines()[-1])
