@@ -16,9 +16,14 @@ is logged.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import math
 import os
+import secrets
+import socket
+import stat
 import threading
 import time
 import zlib
@@ -28,7 +33,14 @@ from typing import Any
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
 from mixins.metadata import build_metadata, trace_header
-from mixins.naming import capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
+from mixins.naming import (
+    TRACE_SUFFIX,
+    capture_numbers,
+    discover_ranks,
+    trace_dir,
+    trace_stem,
+    validate_runner_name,
+)
 from mixins.one_line import one_line
 
 logger = logging.getLogger("mixins")
@@ -93,7 +105,7 @@ def export_profile(
     if settings.background() and not settings.strict():
         _background.start(job)
         return final
-    return final if job.run() else None
+    return job.run()
 
 
 # -- the rewrite step: our metadata first, Kineto's traceName fixed ---------------------------------
@@ -147,9 +159,12 @@ class _Export:
         self.runner_name = runner_name
         self.level = settings.gzip_level()
         self.out_fd, self.stage_name, self.stage_fd = out_fd, stage, stage_fd
+        self.sweep_fd: int | None = None  # the output directory again, for the sweep after publishing
+        self.saved: Path | None = None
         self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
         self._lock = threading.Lock()  # publish, abandon and close never overlap
         self._abandoned = self._closed = False
+        self.finished = threading.Event()  # published or failed: only the sweep may still run
 
     @classmethod
     def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
@@ -163,7 +178,6 @@ class _Export:
                     f"trace file name is {size} bytes, over the directory's {limit}-byte limit for a name: "
                     f"runner_name has {len(runner_name)} characters, at most {len(runner_name) - size + limit} fit"
                 )
-            _sweep(out_fd)
             stage, stage_fd = output_dir.make_staging(out_fd)
         except BaseException:
             os.close(out_fd)
@@ -176,24 +190,47 @@ class _Export:
             raise
         return job
 
-    def run(self) -> bool:
-        """Compress, verify and publish; True when the final file is in place. Never raises unless strict."""
+    def run(self) -> Path | None:
+        """Compress, verify and publish, then sweep; the path the trace was saved to (the final name, or
+        the fallback name when that is taken), or None. Never raises unless strict."""
+        with self._lock:  # the sweep's own descriptor: abandon() may close out_fd under a running sweep
+            if not self._closed:
+                try:
+                    self.sweep_fd = os.dup(self.out_fd)
+                except OSError:
+                    pass
         try:
-            src, out = self._open_files()
-            with src, out:
-                compress_trace(src, out, self.metadata, self.level, self.kineto_path, self.final)
-                out.flush()
-                os.fsync(out.fileno())
-            self._publish()
-        except _Abandoned:
-            return False
-        except Exception as exc:
-            report_failure(self.runner_name, self.final, exc)
-            return False
+            try:
+                src, out = self._open_files()
+                with src, out:
+                    compress_trace(src, out, self.metadata, self.level, self.kineto_path, self.final)
+                    out.flush()
+                    os.fsync(out.fileno())
+                self._publish()
+            except _Abandoned:
+                return None
+            except Exception as exc:
+                report_failure(self.runner_name, self.final, exc)
+                return None
+            finally:
+                self.close()
+            logger.info("CUDA graph capture trace saved to: %s", one_line(self.saved))
+            return self.saved
         finally:
-            self.close()
-        logger.info("CUDA graph capture trace saved to: %s", one_line(self.final))
-        return True
+            self.finished.set()
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """Remove dead processes' staging directories: after publishing, so planted names never delay
+        the caller or the trace (docs/DESIGN.md §2, "Sweeping")."""
+        fd, self.sweep_fd = self.sweep_fd, None
+        if fd is None:
+            return
+        try:
+            if not self._abandoned:
+                _sweep(fd, self.final.parent)
+        finally:
+            os.close(fd)
 
     def _open_files(self) -> tuple[Any, Any]:
         """Kineto's JSON (never following a link) and our gzip, created 0644 minus the umask by open(2)
@@ -214,8 +251,37 @@ class _Export:
         with self._lock:
             if self._abandoned:
                 raise _Abandoned
-            os.replace(GZ_NAME, self.final.name, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd)
+            _warn_if_live_writer(self.out_fd, self.final, self.runner_name)
+            try:
+                os.replace(GZ_NAME, self.final.name, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd)
+                self.saved = self.final
+            except OSError as exc:
+                if exc.errno not in _TAKEN:
+                    raise
+                self.saved = self._publish_beside(exc)
             os.fsync(self.out_fd)  # the rename itself survives a crash
+
+    def _publish_beside(self, refused: OSError) -> Path:
+        """The final name holds something we cannot or must not replace (another user's directory, or
+        their file when we are not root): save under a fresh name beside it, never replacing anything."""
+        what = _describe(self.out_fd, self.final.name)
+        limit = output_dir.name_max(self.out_fd)
+        for _ in range(16):
+            name = fallback_name(self.final.name, limit)
+            try:
+                os.link(GZ_NAME, name, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd, follow_symlinks=False)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise exc from refused
+            saved = self.final.parent / name
+            logger.warning(
+                "CUDA graph capture trace of %s saved to %s instead of %s, which holds %s (%s)",
+                one_line(self.runner_name), one_line(saved), one_line(self.final), what,
+                one_line(refused.strerror or refused),
+            )
+            return saved
+        raise refused
 
     def abandon(self) -> None:
         """At exit, past the timeout: remove our staging directory; the thread will not publish."""
@@ -240,10 +306,118 @@ class _Export:
         os.close(self.out_fd)
 
 
-def _sweep(out_fd: int) -> None:
+# rename(2) errors meaning "the final name holds something we may not replace" (EISDIR: a directory;
+# EPERM/EACCES: another user's entry in a sticky directory, when we are not root; EBUSY: a mount point).
+_TAKEN = frozenset({errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST, errno.EPERM, errno.EACCES, errno.EBUSY})
+
+
+def fallback_name(final_name: str, limit: int = output_dir.DEFAULT_NAME_MAX) -> str:
+    """``<final stem>.<8 hex>.json.gz``, the stem cut to fit ``limit`` bytes (runner names are ASCII)."""
+    stem = final_name.removesuffix(TRACE_SUFFIX)
+    tail = f".{secrets.token_hex(4)}{TRACE_SUFFIX}"
+    return stem[: max(1, limit - len(tail))] + tail
+
+
+def _describe(dir_fd: int, name: str) -> str:
     try:
-        removed = [t.name for t in output_dir.sweep(out_fd) if t.removed]
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
+        return f"something we cannot inspect ({exc.strerror})"
+    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a file" if stat.S_ISREG(st.st_mode) else "an entry"
+    return f"{kind} owned by {output_dir.who(st.st_uid)}"
+
+
+# -- two live processes exporting the same name (issue 19, item 8) --------------------------------------
+
+_HEAD_BYTES = 64 << 10
+
+
+def existing_metadata(dir_fd: int, name: str) -> tuple[dict[str, Any], float] | None:
+    """The ``capture_trace`` object and mtime of the trace at ``name``, when it is one this user wrote: a
+    regular file of ours with one link, opened without following links or blocking, its first 64 KiB
+    inflated to at most 64 KiB. None for anything else; never raises."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            return None
+        head = zlib.decompressobj(31).decompress(os.read(fd, _HEAD_BYTES), _HEAD_BYTES)
+        prefix = b'{"capture_trace": '
+        if not head.startswith(prefix):
+            return None
+        metadata, _ = json.JSONDecoder().raw_decode(head[len(prefix):].decode("utf-8", "replace"))
+    except Exception:  # noqa: BLE001 - whatever the file holds, it is only a hint
+        return None
+    finally:
+        os.close(fd)
+    return (metadata, st.st_mtime) if isinstance(metadata, dict) else None
+
+
+def _process_start(pid: int) -> float | None:
+    """When ``pid`` started (seconds since the epoch, to the second), from /proc; None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read(4096).rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def live_writer(dir_fd: int, name: str) -> int | None:
+    """The pid of another process of this host, still running, that wrote the trace at ``name``.
+
+    "Still running" is checked against pid reuse: the process must have started before the file was
+    last written (docs/DESIGN.md §2). A file of a process that has exited (an earlier run) gives None.
+    """
+    found = existing_metadata(dir_fd, name)
+    if found is None:
+        return None
+    metadata, mtime = found
+    pid = metadata.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid == os.getpid():
+        return None
+    if metadata.get("hostname") != socket.gethostname() or not output_dir.pid_alive(pid):
+        return None
+    started = _process_start(pid)
+    if started is not None and started > mtime + 1:  # btime has one-second resolution
+        return None
+    return pid
+
+
+def _warn_if_live_writer(dir_fd: int, final: Path, runner_name: str) -> None:
+    try:
+        pid = live_writer(dir_fd, final.name)
+    except Exception:  # noqa: BLE001 - a hint, never a failure
+        return
+    if pid is not None:
+        logger.warning(
+            "CUDA graph capture trace %s of pid %d (still running) is replaced by pid %d's: two live processes "
+            "export runner %s with the same ranks; give each its own tp_rank/pp_rank",
+            one_line(final), pid, os.getpid(), one_line(runner_name),
+        )
+
+
+# (pid, path, st_dev, st_ino) of directories this process has swept completely: a directory full of
+# planted names costs one sweep per process, not one per export (docs/DESIGN.md §2, "Sweeping").
+_swept: set[tuple[int, str, int, int]] = set()
+
+
+def _sweep(out_fd: int, directory: Path) -> None:
+    try:
+        st = os.fstat(out_fd)
+        key = (os.getpid(), str(directory), st.st_dev, st.st_ino)
+        if key in _swept:
+            return
+        temps = output_dir.sweep(out_fd, listing=False)
+        removed = [t.name for t in temps if t.removed]
+        if len(removed) < output_dir.MAX_REMOVALS:  # not cut short: nothing left for the next export
+            _swept.add(key)
+    except Exception as exc:  # noqa: BLE001 - sweeping is housekeeping: it never fails an export
         logger.debug("could not sweep stale staging directories: %s", exc)
         return
     if removed:
@@ -292,26 +466,40 @@ class _Background:
 
     def _join_at_exit(self) -> None:
         timeout = settings.exit_timeout()
-        if self.wait(timeout):
-            return
+        try:  # the exports, not the sweeps after them: a daemon thread cut short mid-sweep harms nothing
+            if self.wait(timeout, exports_only=True):
+                return
+        except Exception as exc:  # noqa: BLE001 - never a traceback at exit; what runs is abandoned below
+            logger.debug("waiting for exports at exit failed: %s", exc)
         with self._lock:
-            running = [(t, j) for t, j in self._running if t.is_alive()]
+            running = [(t, j) for t, j in self._running if t.is_alive() and not j.finished.is_set()]
         for _, job in running:
             job.abandon()
-        logger.warning(
-            "exiting after %ss (%s) with CUDA graph capture traces still compressing, not saved: %s",
-            timeout, settings.EXIT_TIMEOUT, ", ".join(sorted(one_line(j.final.name) for _, j in running)),
-        )
+        if running:
+            logger.warning(
+                "exiting after %ss (%s) with CUDA graph capture traces still compressing, not saved: %s",
+                timeout, settings.EXIT_TIMEOUT, ", ".join(sorted(one_line(j.final.name) for _, j in running)),
+            )
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for every export started so far; True when none is still running."""
+    def wait(self, timeout: float | None = None, *, exports_only: bool = False) -> bool:
+        """Wait for every export started so far, and its sweep unless ``exports_only``; True when none is
+        still running."""
+        if timeout is not None and math.isnan(timeout):
+            raise ValueError("timeout must be a number of seconds or None, got nan")
+        if timeout is not None and timeout >= threading.TIMEOUT_MAX:  # inf: join() would raise OverflowError
+            timeout = None
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            threads = [t for t, _ in self._running]
-        for thread in threads:
+            running = list(self._running)
+        for thread, job in running:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            thread.join(remaining)
-        return not any(t.is_alive() for t in threads)
+            if exports_only:
+                job.finished.wait(remaining)
+            else:
+                thread.join(remaining)
+        if exports_only:
+            return all(job.finished.is_set() or not thread.is_alive() for thread, job in running)
+        return not any(t.is_alive() for t, _ in running)
 
 
 _background = _Background()

@@ -7,7 +7,7 @@ after the check goes through the directory's file descriptor, never its path aga
 
 Every export works inside its own staging directory, created 0700 in the output directory (same
 filesystem, so the final ``rename`` is atomic) and named ``.capture-trace-tmp.<pid>.<pidns>.<rand>.<host>``
-so the process that owns it can be recognised later: the next export into the directory and
+so the process that owns it can be recognised later: a process's first export into the directory and
 ``capture-trace ls`` remove those whose process is gone (same host and pid namespace, pid not running,
 owned by us). Never imports torch: the analyzer uses this module too.
 """
@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STAGING_PREFIX = ".capture-trace-tmp."
-_STAGING = re.compile(r"\.capture-trace-tmp\.(\d+)\.(\d+)\.([0-9a-z]+)\.(.+)")
+# Every field bounded: a name another user planted is data, parsed without raising (docs/DESIGN.md §2).
+_STAGING = re.compile(r"\.capture-trace-tmp\.([1-9][0-9]{0,9})\.([0-9]{1,20})\.([0-9a-f]{8})\.([A-Za-z0-9._-]{1,64})")
 _HOST_CHARS = re.compile(r"[^A-Za-z0-9.-]")
+PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: no process has a larger pid, and os.kill takes it
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 DEFAULT_NAME_MAX = 255
 
@@ -38,7 +40,8 @@ class UnsafeDirectoryError(PermissionError):
     """The output directory can be rearranged by another user; nothing is written there."""
 
 
-def _who(uid: int) -> str:
+def who(uid: int) -> str:
+    """``uid N (name)`` for messages."""
     try:
         import pwd
 
@@ -51,25 +54,87 @@ def _refusal(path: Path, st: os.stat_result, link: os.stat_result | None) -> str
     """Why ``path`` must not be written into, or None when it is safe."""
     me = os.geteuid()
     if link is not None and link.st_uid not in (me, 0):
-        return f"is a symbolic link owned by {_who(link.st_uid)}"
+        return f"is a symbolic link owned by {who(link.st_uid)}"
+    if link is not None and link.st_nlink != 1:  # fs.protected_hardlinks=0: anyone may link root's symlink
+        return (f"is a symbolic link with {link.st_nlink} hard links (another user can hard-link "
+                f"{who(link.st_uid)}'s symbolic link to a name of their choosing)")
     if st.st_uid not in (me, 0):
-        return f"is owned by {_who(st.st_uid)}, not by this process's {_who(me)} or root"
+        return f"is owned by {who(st.st_uid)}, not by this process's {who(me)} or root"
     if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        return f"is writable by every user without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o})"
+        mode = stat.S_IMODE(st.st_mode)
+        ours = st.st_uid == me
+        fix = f"; if nobody else uses it, `chmod o-w {path}` (or remove it) lets exports resume" if ours else ""
+        return f"is writable by every user without the sticky bit (mode {mode:04o}){fix}"
     return None
+
+
+DIR_MODE = 0o755  # directories we create: this mode minus the umask's bits, never more (docs/DESIGN.md §2)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` sets it for every thread meanwhile)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8) & 0o777
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def make_dirs(path: Path) -> None:
+    """``mkdir -p`` with ``DIR_MODE`` minus the umask on every directory we create, whatever the umask
+    (000 made them 0777) or a default ACL says: each new one is opened without following links and
+    ``fchmod``-ed. Existing directories are left as they are; the trust check judges the last one."""
+    mode = DIR_MODE & ~_umask()
+    missing = []
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            break
+        missing.append(candidate)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, mode)
+        except FileExistsError:
+            continue  # another process made it first: judged like any existing directory
+        fd = os.open(directory, _DIR_FLAGS | os.O_NOFOLLOW)
+        try:
+            if os.fstat(fd).st_uid == os.geteuid():
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+
+
+def _same_link(a: os.stat_result, b: os.stat_result | None) -> bool:
+    return b is not None and (a.st_dev, a.st_ino, a.st_nlink) == (b.st_dev, b.st_ino, b.st_nlink)
+
+
+def _open_through_link(path: Path) -> tuple[int, os.stat_result]:
+    """Follow the symlink at ``path``; its ``lstat`` (owner, links) is judged by ``_refusal``. The same
+    link, with the same link count, must still be there after the open, or nothing was opened."""
+    link = os.lstat(path)
+    fd = os.open(path, _DIR_FLAGS)
+    try:
+        after: os.stat_result | None = os.lstat(path)
+    except OSError:
+        after = None
+    if not _same_link(link, after):
+        os.close(fd)
+        raise UnsafeDirectoryError(f"refusing to write traces into {path}: it changed while it was opened")
+    return fd, link
 
 
 def open_trusted(path: Path) -> int:
     """Create ``path`` if needed, open it and check the trust policy; returns a directory fd."""
-    path.mkdir(parents=True, exist_ok=True)
+    make_dirs(path)
     link: os.stat_result | None = None
     try:
         fd = os.open(path, _DIR_FLAGS | os.O_NOFOLLOW)  # what we check is what we hold: no lstat/open race
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not os.path.islink(path):
             raise
-        link = os.lstat(path)  # a symlink: its owner must be trusted too, then follow it
-        fd = os.open(path, _DIR_FLAGS)
+        fd, link = _open_through_link(path)
     try:
         st = os.fstat(fd)
         reason = _refusal(path, st, link)
@@ -125,6 +190,20 @@ def _pid_namespace() -> int:
 
 
 @dataclass(frozen=True)
+class Here:
+    """Where this process runs: what a staging name must carry for its pid to mean anything here."""
+
+    host: str
+    pid_namespace: int
+    pid: int
+    euid: int
+
+    @classmethod
+    def now(cls) -> Here:
+        return cls(_host(), _pid_namespace(), os.getpid(), os.geteuid())
+
+
+@dataclass(frozen=True)
 class StagingName:
     """Who made a staging directory, recovered from its name."""
 
@@ -135,25 +214,35 @@ class StagingName:
 
     @classmethod
     def parse(cls, name: str) -> StagingName | None:
-        match = _STAGING.fullmatch(name)
-        if match is None:
+        """None unless every field is one we could have written (pid 1..PID_MAX, ...): never raises."""
+        match = _STAGING.fullmatch(name) if isinstance(name, str) else None
+        if match is None or int(match[1]) > PID_MAX:
             return None
         return cls(name, int(match[1]), int(match[2]), match[4])
 
-    def is_ours(self) -> bool:
+    def is_ours(self, here: Here | None = None) -> bool:
         """Made on this host in this pid namespace, so its pid can be checked here."""
-        return self.host == _host() and self.pid_namespace == _pid_namespace()
+        here = here or Here.now()
+        return self.host == here.host and self.pid_namespace == here.pid_namespace
 
-    def process_gone(self) -> bool:
-        if not self.is_ours() or self.pid == os.getpid():
+    def process_gone(self, here: Here | None = None) -> bool:
+        here = here or Here.now()
+        if not self.is_ours(here) or self.pid == here.pid:
             return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:  # EPERM: alive, another user's
-            return False
+        return not pid_alive(self.pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """``kill(pid, 0)``: True unless ESRCH; False for a pid no process can have (never raises)."""
+    if not 0 < pid <= PID_MAX:
         return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True
 
 
 def make_staging(dir_fd: int) -> tuple[str, int]:
@@ -211,35 +300,81 @@ class StaleTemp:
     removed: bool
 
 
+_SIZE_ENTRIES = 16  # a staging directory holds at most 3 files; a planted one may hold millions
+
+
 def _size(dir_fd: int, name: str) -> int:
+    """Bytes in the first few plain entries of a staging directory (bounded: it may be anyone's)."""
     try:
         fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError:
         return 0
+    total = 0
     try:
-        total = 0
-        for entry in os.listdir(fd):
-            try:
-                total += os.stat(entry, dir_fd=fd, follow_symlinks=False).st_size
-            except OSError:
-                pass
-        return total
+        with os.scandir(fd) as entries:
+            for seen, entry in enumerate(entries):
+                if seen >= _SIZE_ENTRIES:
+                    break
+                try:
+                    total += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    pass
+    except OSError:
+        pass
     finally:
         os.close(fd)
+    return total
 
 
-def sweep(dir_fd: int, *, remove: bool = True) -> list[StaleTemp]:
-    """Staging directories in ``dir_fd``; those whose process is gone are removed when ``remove``."""
-    found = []
-    for entry in os.listdir(dir_fd):
-        staging = StagingName.parse(entry) if entry.startswith(STAGING_PREFIX) else None
-        if staging is None:
-            continue
-        gone = staging.process_gone()
-        size = _size(dir_fd, entry)
-        removed = remove and gone and remove_staging(dir_fd, entry)
-        found.append(StaleTemp(entry, staging.pid, staging.host, size, gone, removed))
+# What one export's sweep may remove; the rest waits for the next export or `capture-trace ls`.
+MAX_REMOVALS = 16
+
+
+def sweep(dir_fd: int, *, remove: bool = True, listing: bool = True) -> list[StaleTemp]:
+    """Staging directories in ``dir_fd``; those whose process is gone are removed when ``remove``.
+
+    ``listing`` (``capture-trace ls``): every name that parses, with sizes. Without it (the exporter,
+    docs/DESIGN.md §2): only directories we could remove — this host and pid namespace, owned by us,
+    a dead pid — checked cheapest first, at most ``MAX_REMOVALS`` removed (``ls`` removes all). Each
+    entry is handled on its own: a name or a race on one never stops the others.
+    """
+    here = Here.now()
+    ours = (f".{here.pid_namespace}.", f".{here.host}")  # the exporter's first, cheapest filter
+    found: list[StaleTemp] = []
+    removals = 0
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            if not entry.name.startswith(STAGING_PREFIX):
+                continue
+            if not listing and (ours[0] not in entry.name or not entry.name.endswith(ours[1])):
+                continue
+            try:
+                capped = not listing and removals >= MAX_REMOVALS
+                temp = _examine(dir_fd, entry, here, remove=remove and not capped, listing=listing)
+            except Exception as exc:  # noqa: BLE001 - an untrusted entry never stops the sweep
+                logger.debug("staging directory %r skipped: %s", entry.name, exc)
+                continue
+            if temp is not None:
+                found.append(temp)
+                removals += temp.removed
     return found
+
+
+def _examine(dir_fd: int, entry: os.DirEntry[str], here: Here, *, remove: bool, listing: bool) -> StaleTemp | None:
+    staging = StagingName.parse(entry.name)
+    if staging is None:
+        return None
+    if not listing:  # the exporter's fast path: rule out what it may not remove before any system call
+        if not staging.is_ours(here) or staging.pid == here.pid or not remove:
+            return None
+        if entry.stat(follow_symlinks=False).st_uid != here.euid or not entry.is_dir(follow_symlinks=False):
+            return None
+    gone = staging.process_gone(here)
+    if not listing and not gone:
+        return None
+    size = _size(dir_fd, entry.name) if listing else 0
+    removed = remove and gone and remove_staging(dir_fd, entry.name)
+    return StaleTemp(entry.name, staging.pid, staging.host, size, gone, removed)
 
 
 def sweep_path(directory: str, *, remove: bool = True) -> list[StaleTemp]:
@@ -250,7 +385,7 @@ def sweep_path(directory: str, *, remove: bool = True) -> list[StaleTemp]:
         return []
     try:
         return sweep(fd, remove=remove)
-    except OSError:
+    except OSError:  # the listing itself failed; single entries never get here
         return []
     finally:
         os.close(fd)

@@ -10,7 +10,9 @@ re-exports them so the ``.pth`` hook and the package share one definition (docs/
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Callable
 
 from _sglang_capture_trace_bootstrap import (
@@ -57,25 +59,32 @@ def profiler_dir() -> str:
     return os.environ.get(PROFILER_DIR) or DEFAULT_PROFILER_DIR
 
 
-def _env_number(name: str, parse: Callable[[str], float], valid: Callable[[float], bool], accepted: str,
-                default: float) -> float:
+MAX_EXIT_TIMEOUT_S = 86400.0  # one day: past it a server's exit is hung, not waiting
+# Plain ASCII numbers only: no sign, no "_", no spaces, no "inf"/"nan", no other scripts' digits.
+_INTEGER = re.compile(r"[0-9]{1,4}")
+_DECIMAL = re.compile(r"(?:[0-9]{1,12}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def _env_number(name: str, pattern: re.Pattern[str], parse: Callable[[str], float], valid: Callable[[float], bool],
+                accepted: str, default: float) -> float:
+    """A numeric setting: written as ``pattern``, finite and ``valid``; otherwise one WARNING per (variable,
+    value) and process, and the default (docs/DESIGN.md §2)."""
     raw = os.environ.get(name)
     if raw is None:
         return default
-    try:
-        value = parse(raw)
-    except ValueError:
-        value = None
-    if value is not None and valid(value):
+    value = parse(raw) if pattern.fullmatch(raw) else None
+    if value is not None and math.isfinite(value) and valid(value):
         return value
     warn_once(name, raw, accepted, default)
     return default
 
 
 def gzip_level() -> int:
-    return int(_env_number(GZIP_LEVEL, int, lambda v: 0 <= v <= 9, "an integer from 0 to 9", DEFAULT_GZIP_LEVEL))
+    return int(_env_number(GZIP_LEVEL, _INTEGER, int, lambda v: 0 <= v <= 9, "an integer from 0 to 9",
+                           DEFAULT_GZIP_LEVEL))
 
 
 def exit_timeout() -> float:
-    """How long interpreter exit waits for background exports still compressing."""
-    return _env_number(EXIT_TIMEOUT, float, lambda v: v >= 0, "a number of seconds >= 0", DEFAULT_EXIT_TIMEOUT_S)
+    """How long interpreter exit waits for background exports still compressing (0: not at all)."""
+    return _env_number(EXIT_TIMEOUT, _DECIMAL, float, lambda v: 0 <= v <= MAX_EXIT_TIMEOUT_S,
+                       f"a number of seconds from 0 to {MAX_EXIT_TIMEOUT_S:.0f}", DEFAULT_EXIT_TIMEOUT_S)

@@ -168,6 +168,28 @@ def synchronous_export() -> None:
     assert export_cuda_graph_capture_trace(_small_profile(), runner_name="Synced", tp_rank=0)
 
 
+def export_and_hold(runner: str, rank_arg: str) -> None:
+    """A live process of a run: exports synchronously, prints the path, then stays alive until stdin closes."""
+    from mixins import export_cuda_graph_capture_trace
+
+    print(export_cuda_graph_capture_trace(_small_profile(), runner_name=runner, tp_rank=int(rank_arg)), flush=True)
+    sys.stdin.read()
+
+
+def export_with_endless_sweep() -> None:
+    """Test synchronisation only: the sweep after publishing never returns; exit must not wait for it."""
+    import threading
+
+    from mixins import export_cuda_graph_capture_trace, output_dir
+
+    def endless_sweep(*_args: Any, **_kwargs: Any) -> list[Any]:
+        threading.Event().wait()
+        return []
+
+    output_dir.sweep = endless_sweep  # type: ignore[assignment]
+    print(export_cuda_graph_capture_trace(_small_profile(), runner_name="Swept", tp_rank=0), flush=True)
+
+
 # -- test_kineto.py ------------------------------------------------------------------------------------
 
 
@@ -254,8 +276,8 @@ CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
         switched_off_imports, efbig, export_then_exit, concurrent_export, slow_export_then_exit,
-        parallel_exports, export_then_sleep, leave_staging, synchronous_export, kineto_export,
-        gloo_discovered_rank, gloo_export, lazy_imports,
+        parallel_exports, export_then_sleep, leave_staging, synchronous_export, export_and_hold,
+        export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
     )
 }
 

@@ -216,3 +216,11 @@ def test_exit_waits_only_as_long_as_the_exit_timeout(tmp_path: Path) -> None:
     assert "still compressing, not saved: cuda_graph_capture-Slow-TP-0.json.gz" in done.stderr
     assert "trace saved to:" not in done.stderr
     assert os.listdir(tmp_path / "graph_capture_profile") == []  # neither the trace nor its staging directory
+
+
+def test_wait_for_exports_takes_an_infinite_timeout(trace_env: Path) -> None:
+    """``timeout=inf`` waits without a bound (thread.join would raise OverflowError); nan is refused."""
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Forever", tp_rank=0)
+    assert wait_for_exports(float("inf")) and path is not None and load_trace(path)
+    with pytest.raises(ValueError, match="got nan"):
+        wait_for_exports(float("nan"))

@@ -27,8 +27,8 @@ from core_helpers import (
     subprocess_env,
 )
 
-from mixins import export_cuda_graph_capture_trace, wait_for_exports
-from mixins.output_dir import STAGING_PREFIX, StagingName
+from mixins import export_cuda_graph_capture_trace, output_dir, wait_for_exports
+from mixins.output_dir import MAX_REMOVALS, STAGING_PREFIX, StagingName
 
 
 def test_parallel_exports_in_one_process_are_all_waited_for(tmp_path: Path) -> None:
@@ -100,6 +100,71 @@ def test_sweep_removes_only_our_dead_processes_temps(trace_env: Path) -> None:
     assert sorted(os.listdir(trace_env)) == sorted([path.name, alive, other_host, other_namespace, not_ours])
 
 
+@pytest.mark.parametrize("name", [
+    f"{STAGING_PREFIX}99999999999.{{ns}}.ab.{{host}}",  # the issue's: pid > 2**31 (os.kill: OverflowError)
+    f"{STAGING_PREFIX}99999999999.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}2147483648.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}{output_dir.PID_MAX + 1}.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}0.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}-1.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}1{'0' * 200}.{{ns}}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}12.{'9' * 30}.0a1b2c3d.{{host}}",
+    f"{STAGING_PREFIX}12.{{ns}}.0a1b2c3d.h\x1b[2Jst",
+    f"{STAGING_PREFIX}12.{{ns}}.0a1b2c3d.",
+])
+def test_staging_names_out_of_range_are_not_ours(name: str) -> None:
+    """Every field of a staging name is bounded; a name we could not have written is no staging name."""
+    here = output_dir.Here.now()
+    assert StagingName.parse(name.format(ns=here.pid_namespace, host=here.host)) is None
+
+
+def test_one_export_removes_a_bounded_number_of_dead_staging_directories(trace_env: Path) -> None:
+    """The sweep runs after publishing, removes at most MAX_REMOVALS per export, and an unparseable
+    name (pid > 2**31) stops nothing; the next export removes the rest."""
+    parsed = StagingName.parse(_dead_process_staging(trace_env))
+    assert parsed is not None
+    prefix = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}"
+    dead = [f"{prefix}.{i:08x}.{parsed.host}" for i in range(MAX_REMOVALS + 3)]
+    overflow = f"{STAGING_PREFIX}99999999999.{parsed.pid_namespace}.0a1b2c3d.{parsed.host}"
+    for name in [*dead, overflow]:
+        (trace_env / name).mkdir(mode=0o700)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Bounded", tp_rank=0)
+    assert path is not None and wait_for_exports(60) and load_trace(path)
+    assert len(_staging_dirs(trace_env)) == 1 + 3 + 1  # the leave_staging one counts among the dead
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Bounded", tp_rank=1)
+    assert path is not None and wait_for_exports(60)
+    assert _staging_dirs(trace_env) == [overflow]
+
+
+def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted staging names can cost the sweep time, never the caller or the trace: it runs last, once
+    per process and directory."""
+    seen: list[bool] = []
+    real_sweep = output_dir.sweep
+
+    def sweep(dir_fd: int, **kwargs: bool) -> list[output_dir.StaleTemp]:
+        seen.append(final.exists())
+        return real_sweep(dir_fd, **kwargs)
+
+    monkeypatch.setattr(output_dir, "sweep", sweep)
+    final = trace_env / "cuda_graph_capture-Last-TP-0.json.gz"
+    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Last", tp_rank=0) == final
+    assert wait_for_exports(60) and seen == [True]
+    # one complete sweep per process and directory: the next export does not list it again
+    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Last", tp_rank=1) is not None
+    assert wait_for_exports(60) and seen == [True]
+
+
+def test_exit_waits_for_the_export_not_for_its_sweep(tmp_path: Path) -> None:
+    """A sweep of a directory full of planted names must not hold up interpreter exit once the trace is
+    saved (the child's sweep never returns: exit completes, the trace is there, no "not saved")."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    done = subprocess.run(child("export_with_endless_sweep"), env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "not saved" not in done.stderr, done.stderr
+    path = Path(done.stdout.strip())
+    assert load_trace(path)["capture_trace"]["runner"] == "Swept"
+
+
 def test_capture_trace_ls_lists_temps_and_removes_dead_ones(trace_env: Path) -> None:
     path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Listed", tp_rank=0)
     assert path is not None and wait_for_exports(60)
@@ -133,14 +198,23 @@ def test_runner_names_up_to_the_final_name_limit_work(trace_env: Path, caplog: p
     assert os.listdir(trace_env) == [path.name]
 
 
-def test_synchronous_failure_returns_none(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_directory_at_the_final_name_saves_the_trace_beside_it(
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """rename(2) cannot replace a directory: the trace goes to a fresh name beside it, one WARNING names
+    both; synchronously that name is returned (a synchronous failure is None: the EFBIG test)."""
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
     trace_env.mkdir(parents=True)
-    (trace_env / "cuda_graph_capture-Blocked-TP-0.json.gz").mkdir()  # rename onto a directory fails
-    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=0) is None
-    assert os.listdir(trace_env) == ["cuda_graph_capture-Blocked-TP-0.json.gz"]
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "1")  # known only later: the path, then a WARNING
-    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=1) is not None
+    blocked = trace_env / "cuda_graph_capture-Blocked-TP-0.json.gz"
+    blocked.mkdir()
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=0)
+    assert path is not None and path != blocked and blocked.is_dir()
+    assert re.fullmatch(r"cuda_graph_capture-Blocked-TP-0\.[0-9a-f]{8}\.json\.gz", path.name)
+    assert op_shapes(load_trace(path)) == [[[2, 8], [8, 3]]]
+    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"saved to {path} instead of {blocked}, which holds a directory owned by uid 0" in message
+    assert sorted(os.listdir(trace_env)) == sorted([blocked.name, path.name])
 
 
 def test_newline_and_nul_in_names_and_paths_stay_on_one_line(
@@ -175,6 +249,79 @@ def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.Mo
     finally:
         os.umask(old)
     assert path is not None and os.stat(path).st_mode & 0o777 == 0o644
+
+
+def test_umask_000_creates_directories_no_other_user_can_write(tmp_path: Path) -> None:
+    """Under umask 000 every directory we create is 0755 (it was 0777, then refused, also under 022)."""
+    profiler_dir = tmp_path / "new" / "deeper"
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(profiler_dir),
+                    SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    final = profiler_dir / "graph_capture_profile" / "cuda_graph_capture-Synced-TP-0.json.gz"
+    for umask, trace_mode in ((0o000, 0o644), (0o022, 0o644)):
+        done = subprocess.run(child("synchronous_export"), env=env, capture_output=True, text=True, umask=umask)
+        assert done.returncode == 0 and "refusing" not in done.stderr, done.stderr  # the child asserts a path
+        assert load_trace(final)["capture_trace"]["runner"] == "Synced"
+        assert os.stat(final).st_mode & 0o777 == trace_mode
+    for directory in (tmp_path / "new", profiler_dir, final.parent):
+        assert os.stat(directory).st_mode & 0o777 == 0o755, directory
+
+
+def test_own_world_writable_directory_is_refused_with_the_fix_named(
+    trace_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 0777 directory of ours (an earlier version under umask 000 made one) is not trusted silently: the
+    WARNING names the fix; after it exports resume."""
+    trace_env.mkdir()
+    os.chmod(trace_env, 0o777)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Fixed", tp_rank=0) is None
+    assert f"(mode 0777); if nobody else uses it, `chmod o-w {trace_env}` (or remove it) lets exports resume" in (
+        caplog.text)
+    os.chmod(trace_env, 0o755)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Fixed", tp_rank=0)
+    assert path is not None and wait_for_exports(60) and load_trace(path)
+
+
+def test_infinite_exit_timeout_is_refused_and_the_trace_saved(tmp_path: Path) -> None:
+    """``EXIT_TIMEOUT=inf`` made threading._shutdown raise OverflowError: file lost, staging left."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="inf")
+    done = subprocess.run(child("export_then_exit"), env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("Invalid value 'inf' for SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT") == 1, done.stderr
+    path = Path(done.stdout.strip())
+    assert os.listdir(path.parent) == [path.name] and load_trace(path)
+
+
+def test_live_process_exporting_the_same_name_is_warned_about(
+    trace_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two live processes of a run exporting one runner x rank: one WARNING naming both pids. A file
+    whose writer has exited (an earlier run) is replaced silently, as upstream does."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(trace_env.parent),
+                    SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    holder = subprocess.Popen(child("export_and_hold", "Twin", "0"), env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        held = Path(holder.stdout.readline().strip())  # its trace is final: it exported synchronously
+        with caplog.at_level(logging.WARNING, logger="mixins"):
+            path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Twin", tp_rank=0)
+            assert path == held and wait_for_exports(60)
+    finally:
+        holder.communicate("")
+    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"{held} of pid {holder.pid} (still running) is replaced by pid {os.getpid()}'s" in message
+    assert "export runner Twin with the same ranks" in message
+    assert load_trace(path)["capture_trace"]["pid"] == os.getpid()
+
+    done = subprocess.run(child("export_and_hold", "Twin", "1"), env=env, input="", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Twin", tp_rank=1)
+        assert path is not None and wait_for_exports(60)
+    assert [r for r in caplog.records if r.levelno == logging.WARNING] == []
 
 
 def test_directory_is_fsynced_after_the_rename(tmp_path: Path) -> None:

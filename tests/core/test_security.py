@@ -12,19 +12,22 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import select
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import load_trace, matmul_work, op_shapes, profile_of
+from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
-from mixins.output_dir import UnsafeDirectoryError
+from mixins.output_dir import STAGING_PREFIX, Here, UnsafeDirectoryError
 
 NOBODY = 65534
 SECRET = b"root only\n"
@@ -275,3 +278,112 @@ def test_kineto_output_is_reopened_without_following_a_symlink(
     assert "Too many levels of symbolic links" in caplog.text
     assert os.listdir(trace_env) == []
     _secret_untouched(secret)
+
+
+def test_planted_staging_names_stop_neither_the_export_nor_ls(server_env: Path, secret: Path) -> None:
+    """Names another user plants in a shared sticky directory, shaped like our staging directories but
+    with fields we never write (a pid over 2**31 made os.kill raise OverflowError: every export returned
+    None and ``ls`` printed a traceback), or well formed with a dead pid: all left alone, trace saved."""
+    server_env.mkdir()
+    os.chmod(server_env, 0o1777)
+    here = Here.now()
+    planted = [
+        f"{STAGING_PREFIX}99999999999.{here.pid_namespace}.ab.{here.host}",
+        f"{STAGING_PREFIX}99999999999.{here.pid_namespace}.0a1b2c3d.{here.host}",
+        f"{STAGING_PREFIX}0.{here.pid_namespace}.0a1b2c3d.{here.host}",
+        f"{STAGING_PREFIX}1{'0' * 200}.{here.pid_namespace}.0a1b2c3d.{here.host}",
+        f"{STAGING_PREFIX}4194304.{here.pid_namespace}.0a1b2c3d.{here.host}",  # well formed, no such process
+    ]
+
+    def plant() -> list[str]:
+        for name in planted:
+            os.mkdir(server_env / name, 0o700)
+            os.symlink(secret, server_env / name / "trace.json")
+        os.symlink(secret, server_env / f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3e.{here.host}")
+        return sorted(os.listdir(server_env))
+
+    before = as_nobody(plant)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(4)), runner_name="Planted", tp_rank=0)
+    assert path == server_env / "cuda_graph_capture-Planted-TP-0.json.gz" and wait_for_exports(60)
+    assert op_shapes(load_trace(path)) == [[[4, 8], [8, 3]]]
+    done = subprocess.run([PYTHON, "-m", "mixins", "ls", str(server_env)], env=subprocess_env(),
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "Planted" in done.stdout
+    assert re.search(rf"temporary {re.escape(planted[-1])}: \d+ B, its process is gone; not removed \(another user's\)",
+                     done.stdout), done.stdout
+    assert sorted(os.listdir(server_env)) == sorted([*before, path.name])  # the planted names untouched
+    _secret_untouched(secret)
+
+
+def test_attacker_directory_at_the_final_name_cannot_lose_the_trace(
+    server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After the path is returned, another user makes a directory at the final name (rename(2) cannot
+    replace it): the trace is saved beside it, one WARNING names both, their directory is untouched."""
+    server_env.mkdir()
+    os.chmod(server_env, 0o1777)
+    final = server_env / "cuda_graph_capture-Taken-TP-0.json.gz"
+
+    def take_the_final_name(_kineto_path: str) -> None:
+        def attack() -> str:
+            os.mkdir(final, 0o755)
+            os.symlink(secret, final / "inside")
+            return "taken"
+
+        assert as_nobody(attack) == "taken"
+
+    prof = PausingProfile(profile_of(matmul_work(6)), take_the_final_name, after=True)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert export_cuda_graph_capture_trace(prof, runner_name="Taken", tp_rank=0) == final
+        assert wait_for_exports(60)
+    [saved] = [p for p in server_env.iterdir() if p != final]
+    assert re.fullmatch(r"cuda_graph_capture-Taken-TP-0\.[0-9a-f]{8}\.json\.gz", saved.name)
+    assert stat.S_ISREG(saved.lstat().st_mode) and saved.lstat().st_uid == 0
+    assert op_shapes(load_trace(saved)) == [[[6, 8], [8, 3]]]
+    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"saved to {saved} instead of {final}, which holds a directory owned by uid 65534" in message
+    assert final.lstat().st_uid == NOBODY and os.listdir(final) == ["inside"]
+    _secret_untouched(secret)
+
+
+@contextmanager
+def hardlinks_unprotected() -> Iterator[bool]:
+    """fs.protected_hardlinks=0 for the block when this (root) process can set it; restored after."""
+    knob = Path("/proc/sys/fs/protected_hardlinks")
+    try:
+        old = knob.read_text().strip()
+        if old != "0":
+            knob.write_text("0")
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        if old != "0":
+            knob.write_text(old)
+
+
+def test_hard_link_to_a_root_symlink_at_the_output_directory_is_refused(
+    server_env: Path, shared_tmp: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where fs.protected_hardlinks=0 another user can hard-link root's symbolic link (owner root) to the
+    output directory's name; one link count too many gives it away. Root's own link (one) still works."""
+    roots_dir = tmp_path / "roots"
+    roots_dir.mkdir()
+    roots_link = shared_tmp / "roots-link"
+    os.symlink(roots_dir, roots_link)
+    with hardlinks_unprotected() as unprotected:
+        if not unprotected:
+            pytest.skip("cannot set /proc/sys/fs/protected_hardlinks=0 here: uid 65534 cannot hard-link root's link")
+        result = as_nobody(lambda: _errno_of(lambda: os.link(roots_link, server_env, follow_symlinks=False)))
+    assert result == "succeeded" and server_env.lstat().st_nlink == 2 and server_env.lstat().st_uid == 0
+    _refused_once(server_env, caplog, "is a symbolic link with 2 hard links")
+    assert list(roots_dir.iterdir()) == []
+
+    os.unlink(server_env)  # root's own symbolic link, one link: followed as before
+    os.symlink(roots_dir, server_env)
+    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Linked", tp_rank=0)
+    assert path is not None and wait_for_exports(60)
+    assert os.listdir(roots_dir) == [path.name]

@@ -52,13 +52,48 @@ def test_profiler_dir_defaults_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.profiler_dir() == "/data/prof"
 
 
-@pytest.mark.parametrize(("raw", "expected"), [(None, 6), ("1", 1), ("9", 9), ("0", 0), ("10", 6), ("x", 6), ("-1", 6)])
-def test_gzip_level(monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: int) -> None:
+@pytest.mark.parametrize(("raw", "expected"), [
+    (None, 6), ("1", 1), ("9", 9), ("0", 0), ("10", 6), ("x", 6), ("-1", 6), (" 5", 6), ("0_5", 6), ("\u0665", 6),
+    ("1" * 5000, 6),
+])
+def test_gzip_level(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str | None,
+                    expected: int) -> None:
+    bootstrap._warned.clear()
     if raw is None:
         monkeypatch.delenv(settings.GZIP_LEVEL, raising=False)
     else:
         monkeypatch.setenv(settings.GZIP_LEVEL, raw)
-    assert settings.gzip_level() == expected
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert settings.gzip_level() == expected
+        assert settings.gzip_level() == expected
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    valid = raw is None or str(expected) == raw
+    assert len(warnings) == (0 if valid else 1)
+    assert valid or f"for {settings.GZIP_LEVEL}: expected an integer from 0 to 9; using 6" in warnings[0]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (None, 300.0), ("0", 0.0), ("2.5", 2.5), (".5", 0.5), ("1e3", 1000.0), ("86400", 86400.0),
+    ("inf", 300.0), ("Infinity", 300.0), ("1e400", 300.0), ("1e12", 300.0), ("86400.5", 300.0), ("nan", 300.0),
+    ("-1", 300.0), ("", 300.0), (" 5", 300.0), ("1_0", 300.0), ("\u0665", 300.0), ("9" * 5000, 300.0),
+])
+def test_exit_timeout_is_finite_and_at_most_a_day(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str | None, expected: float
+) -> None:
+    """``inf``/``1e400``/``1e12`` were accepted and made threading._shutdown raise OverflowError at exit."""
+    bootstrap._warned.clear()
+    if raw is None:
+        monkeypatch.delenv(settings.EXIT_TIMEOUT, raising=False)
+    else:
+        monkeypatch.setenv(settings.EXIT_TIMEOUT, raw)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert settings.exit_timeout() == expected
+        assert settings.exit_timeout() == expected
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    valid = raw is None or expected != 300.0
+    assert len(warnings) == (0 if valid else 1)
+    assert valid or f"for {settings.EXIT_TIMEOUT}: expected a number of seconds from 0 to 86400; using 300.0" in (
+        warnings[0])
 
 
 def test_strict_and_background_switches(monkeypatch: pytest.MonkeyPatch) -> None:
