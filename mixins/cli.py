@@ -1,15 +1,19 @@
 """The ``capture-trace`` console script: ``demo`` plus the analyzer commands.
 
 Each command module adds its own sub-parser and sets ``func`` (returns the exit code), so this file
-stays a dispatcher. Exit codes: 0 ok, 1 difference/inconsistency found, 2 bad input or usage.
+stays a dispatcher. Exit codes: 0 ok, 1 difference/inconsistency found, 2 bad input or usage,
+141 (``helptext.BROKEN_PIPE``) the reader of stdout went away, for every command.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from mixins.helptext import BROKEN_PIPE
 
 
 class _Version(argparse.Action):
@@ -56,6 +60,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _drop_stdout() -> None:
+    """After EPIPE: point descriptor 1 at /dev/null so the interpreter's final flush of what is still
+    buffered neither fails nor prints "Exception ignored … BrokenPipeError" (the Python docs' recipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real descriptor (captured in-process): nothing to flush
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # The first word names the command (top-level options such as --help come first): build just it.
@@ -63,7 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        rc = int(args.func(args))
+        sys.stdout.flush()  # an early-closed pipe shows here, not in the interpreter's exit
+        return rc
+    except BrokenPipeError:  # the reader of stdout went away (``… | head``): quietly, never 0 or 1
+        _drop_stdout()
+        return BROKEN_PIPE
     except KeyboardInterrupt:
         print("capture-trace: interrupted", file=sys.stderr)
         return 130

@@ -7,6 +7,8 @@ import argparse
 from typing import Any
 
 EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usage (wins over 1)")
+# 128 + SIGPIPE, what a shell shows for a writer killed by SIGPIPE: never 0 or 1, which mean "same"/"different".
+BROKEN_PIPE = 141
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -38,6 +40,7 @@ def add_command(
     epilog = "\n".join(
         ["examples:", *(f"  {line}" for line in examples), "", "exit codes:"]
         + [f"  {code}  {meaning}" for code, meaning in enumerate(exit_codes)]
+        + [f"  {BROKEN_PIPE}  the reader of the output went away (`... | head`)"]
     )
     return subparsers.add_parser(  # type: ignore[no-any-return]
         name, help=summary, description=description, epilog=epilog, formatter_class=HelpFormatter

@@ -15,7 +15,6 @@ import argparse
 import dataclasses
 import functools
 import os
-import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "trace_files"]
 
 OK, DIFFERENT, TROUBLE = 0, 1, 2
-BROKEN_PIPE = 141
 
 
 COMMANDS = ("ls", "summary", "diff", "check", "time", "attribute")
@@ -173,27 +171,10 @@ def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentPa
 
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
-        try:
-            with using_limits(Limits(args.max_events, args.max_value_mib << 20)):
-                rc = cmd(args)
-            sys.stdout.flush()  # an early-closed pipe shows here, not in the interpreter's exit
-            return rc
-        except BrokenPipeError:
-            _drop_stdout()
-            return BROKEN_PIPE
+        with using_limits(Limits(args.max_events, args.max_value_mib << 20)):
+            return cmd(args)
 
     return run
-
-
-def _drop_stdout() -> None:
-    """After EPIPE: point descriptor 1 at /dev/null so the interpreter's final flush of what is still
-    buffered neither fails nor prints "Exception ignored … BrokenPipeError" (the Python docs' recipe)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real descriptor (captured in-process): nothing to flush
-        pass
 
 
 DIR_HELP = f"directory of *.json[.gz] traces (or one trace file); a directory with only {SUBDIR}/ is searched there"

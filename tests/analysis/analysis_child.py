@@ -33,15 +33,10 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def analyzer_cli(*argv: str) -> None:
-    """The analyzer's subcommands alone, on a parser of their own, as a user would run them."""
-    import argparse
+    """An analyzer subcommand through the console script's entry point, as a user would run it."""
+    from mixins.cli import main
 
-    from mixins.analysis import cli
-
-    parser = argparse.ArgumentParser(prog="capture-trace")
-    cli.add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    sys.exit(args.func(args))
+    sys.exit(main(list(argv)))
 
 
 def analyzer_imports_torch() -> None:

@@ -41,7 +41,7 @@ def test_every_subcommand_has_description_example_exit_codes_and_option_help(nam
     parser = _subcommands()[name]
     text = parser.format_help()
     assert parser.description and "examples:\n  capture-trace " + name in text
-    assert re.search(r"exit codes:\n  0  .+\n  1  .+\n  2  ", text), text
+    assert re.search(r"exit codes:\n  0  .+\n  1  .+\n  2  .+\n  141  the reader of the output went away", text), text
     for action in parser._actions:
         assert action.help, f"{name} {action.dest} has no help"
         shows_default = action.default not in (None, False, argparse.SUPPRESS) or action.default == 0

@@ -522,3 +522,17 @@ def test_duplicate_keys_are_refused_everywhere(tmp_path: Path, key: str) -> None
         one_error(cli(*argv), p, what)
     assert not (tmp_path / "o.json").exists()
 
+
+
+def test_reader_gone_exits_141_for_doctor_too() -> None:
+    """The broken-pipe rule lives in the console script's ``main``: ``doctor`` (not an analyzer command) obeys it."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run(
+            command("analyzer_cli", "doctor", "--no-import"), stdout=w, stderr=subprocess.PIPE, text=True,
+            env=ENV, timeout=120,
+        )
+    finally:
+        os.close(w)
+    assert (proc.returncode, proc.stderr) == (141, "")
