@@ -102,3 +102,51 @@ def tp_rank_shims(module: types.ModuleType) -> dict[str, Any]:
     if hasattr(module, "get_tensor_model_parallel_rank"):
         return {"get_tensor_model_parallel_rank": lambda: 0}
     return {}
+
+
+# -- CPUGraphRunner's real capture() on CPU ------------------------------------------------------------
+# What its capture path reads from objects sglang's __init__ and ModelRunner would have built. Everything
+# of sglang's own runs for real: capture(), its per-batch-size loop, patch_model() (a real torch.compile
+# of the model's forward on CPU, inductor included), capture_one_batch_size() with a real ForwardBatch,
+# forward_context(), and the two warm-up/compile runs of the compiled forward.
+
+
+class TpGroup:
+    """Stand-in for sglang's ``GroupCoordinator`` of a single rank: nothing to wait for."""
+
+    ca_comm = None
+
+    def barrier(self) -> None:
+        pass
+
+
+class CpuGraphAttention:
+    """Stand-in for an attention backend's three CPU-graph hooks (sglang's AMX backend has them; it
+    needs the CPU build of sgl_kernel, which does not exist here)."""
+
+    def init_cpu_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
+        pass
+
+    def get_cpu_graph_seq_len_fill_value(self) -> int:
+        return 1
+
+    def init_forward_metadata_capture_cpu_graph(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def tiny_model() -> Any:
+    """A real (tiny) torch module with sglang's model forward signature ``(input_ids, positions, forward_batch)``."""
+    import torch
+
+    class TinyModel(torch.nn.Module):
+        shared_experts_config = None  # 0.5.23's capture() reads it into get_model().override(...)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(32, 16)
+            self.proj = torch.nn.Linear(16, 32)
+
+        def forward(self, input_ids: Any, positions: Any, forward_batch: Any) -> Any:
+            return self.proj(torch.relu(self.embed(input_ids)))
+
+    return TinyModel()
