@@ -63,7 +63,7 @@ def capture(runner: Any) -> None:
         runner.capture()
 
 
-def annotations(path: Path) -> list[str]:
+def range_names(path: Path) -> list[str]:
     with gzip.open(path, "rt") as handle:
         events = json.load(handle)["traceEvents"]
     return [e["name"] for e in sorted(events, key=lambda e: e["ts"]) if e.get("cat") == "user_annotation"]
@@ -97,7 +97,7 @@ def test_cpu_graph_runner_real_capture_writes_one_trace(
     assert real_sglang.trace_names(trace_dir) == [TRACE]
     path = real_sglang.traces(trace_dir)[0]
     assert real_sglang.is_ours(path)
-    labels = [a for a in annotations(path) if a.startswith("capture::")]  # dynamo adds its own ranges
+    labels = [a for a in range_names(path) if a.startswith("capture::")]  # dynamo adds its own ranges
     assert [label.split(",")[0] for label in labels] == ["capture::bs=2", "capture::bs=1"], labels
     assert len(profilers_started) == 1 and profilers_started[0]["record_shapes"] is True
     with gzip.open(path, "rt") as handle:
