@@ -150,3 +150,43 @@ def tiny_model() -> Any:
             return self.proj(torch.relu(self.embed(input_ids)))
 
     return TinyModel()
+
+
+# -- token-count runners (PrefillCudaGraphRunner, PiecewiseCudaGraphRunner) ------------------------------
+# Their capture() is real; what it calls that needs CUDA is stood in: the capture stream, the graph
+# capture context, free GPU memory, the backend's capture session, and the per-shape capture itself
+# (one CUDA graph per token count), by a CPU function with the real method's signature.
+
+
+class CaptureBackend:
+    """Stand-in for the runner backend's ``capture_session(stream)`` (a CUDA-graph memory pool)."""
+
+    @contextlib.contextmanager
+    def capture_session(self, stream: Any) -> Iterator[None]:
+        yield
+
+
+def token_capture_shims(module: types.ModuleType) -> dict[str, Any]:
+    """Module globals of the prefill / piecewise runner modules that need CUDA or a process group."""
+    replacements = {**era_a_capture_shims(module), "get_or_create_global_graph_capture_stream": lambda: None}
+    return {name: value for name, value in replacements.items() if hasattr(module, name)}
+
+
+def per_shape_stand_in(real: Any, calls: list[tuple[Any, ...]]) -> Any:
+    """A CPU function with ``real``'s signature (so labels come from it) that records its call and runs
+    a matmul sized by the token count instead of capturing a CUDA graph."""
+    import inspect
+
+    import torch
+
+    signature = inspect.signature(real)
+
+    def capture_one(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        size = list(bound.arguments.values())[1]
+        calls.append((size, *sorted(kwargs.items())))
+        return torch.mm(torch.ones(size, 8), torch.ones(8, 4))
+
+    capture_one.__signature__ = signature  # type: ignore[attr-defined]
+    capture_one.__name__ = capture_one.__qualname__ = real.__name__
+    return capture_one

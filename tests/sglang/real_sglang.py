@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import importlib.util
 import json
 import sys
 import types
@@ -296,3 +297,67 @@ def cpu_graph_context(runner: Any) -> Iterator[None]:
         with scope:
             with runtime_context.get_parallel().override(tp_rank=0, tp_group=runner.model_runner.tp_group):
                 yield
+
+
+PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
+PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
+#: (module, class, per-shape method) of the token-count runners sglang never profiles.
+TOKEN_RUNNERS = (
+    (PIECEWISE, "PiecewiseCudaGraphRunner", "capture_one_batch_size"),
+    (PREFILL, "PrefillCudaGraphRunner", "capture_one_shape"),
+)
+
+
+def token_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:
+    """A prefill / piecewise runner without ``__init__``: what its ``capture()`` reads. Releases with a
+    published config (0.5.14+) read the flag from it (``sglang_config``), older ones from server_args."""
+    runner: Any = object.__new__(cls)
+    runner.model_runner = types.SimpleNamespace(
+        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, model=cpu_shims.tiny_model(),
+        server_args=types.SimpleNamespace(enable_cudagraph_gc=False, enable_profile_cuda_graph=profile_flag),
+    )
+    if importlib.util.find_spec("sglang.srt.runtime_context") is not None:
+        del runner.model_runner.server_args  # 0.5.14+: the runner reads get_exec() / get_flags()
+    runner.capture_num_tokens = list(sizes)
+    runner.max_context_size = None
+    runner._capture_chunked_prefix = True  # prefill: each token count again per prefix-chunk variant
+    runner._prefix_capture_variants = [2]
+    runner.backend = cpu_shims.CaptureBackend()
+    return runner
+
+
+@contextmanager
+def sglang_config(**fields: Any) -> Iterator[None]:
+    """A published sglang config with these server-args fields, for releases that have one (0.5.14+),
+    restored afterwards: ``use_context`` where it exists (0.5.23), else ``publish`` and put back what
+    the process context held. Also rank 0 (``get_parallel().override``)."""
+    try:
+        from sglang.srt import runtime_context
+    except ImportError:
+        yield
+        return
+    from sglang.srt.server_args import ServerArgs
+
+    args = ServerArgs(model_path="dummy", device="cpu", **fields)  # no download: nothing reads the model
+    if hasattr(runtime_context, "use_context"):
+        with runtime_context.use_context(runtime_context.create_context(args, role="test")):
+            with runtime_context.get_parallel().override(tp_rank=0):
+                yield
+        return
+    context = runtime_context.get_context()
+    saved = dict(vars(context))
+    runtime_context.publish(args, role="test")
+    try:
+        with runtime_context.get_parallel().override(tp_rank=0):
+            yield
+    finally:
+        vars(context).clear()
+        vars(context).update(saved)
+
+
+def run_token_capture(runner: Any, profile_flag: bool) -> None:
+    """The runner's real ``capture()`` with the CUDA-side module globals stood in."""
+    module = importlib.import_module(type(runner).__module__)
+    with patched_attributes(module, cpu_shims.token_capture_shims(module)):
+        with sglang_config(enable_profile_cuda_graph=profile_flag):
+            runner.capture()

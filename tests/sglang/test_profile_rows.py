@@ -164,3 +164,53 @@ def test_profile_rows_report_profiled_by_us() -> None:
             assert "profiled by us" in str(row)
         else:
             assert row.state is not sglang_patch.State.APPLIED, str(row)
+
+
+# -- token-count runners: real capture(), the per-shape CUDA-graph capture stood in ------------------
+
+
+def token_class(module: str, name: str) -> type:
+    cls = real_sglang.load_class(module, name)
+    if cls is None:
+        pytest.skip(f"no {name} in sglang {metadata.version('sglang')}")
+    return cls
+
+
+TOKEN_IDS = [name for _, name, _ in real_sglang.TOKEN_RUNNERS]
+
+
+@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize(("module", "name", "method"), real_sglang.TOKEN_RUNNERS, ids=TOKEN_IDS)
+def test_token_runner_real_capture(
+    module: str, name: str, method: str, case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch,
+    profilers_started: list[Any],
+) -> None:
+    """On: exactly one file named after the runner, a capture::tokens= segment per token count (largest
+    first, as sglang captures; prefill's prefix-chunk variants labelled). Either switch off, or our
+    package not installed (the control): the capture runs, no profiler starts, nothing is written."""
+    cls = token_class(module, name)
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls))
+    if case == "switch off":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    flag = case != "--enable-profile-cuda-graph off"
+    runner = real_sglang.token_runner(cls, (64, 256), profile_flag=flag)  # ascending, as sglang keeps it
+    if case != "package not installed":
+        sglang_patch.install()
+    try:
+        real_sglang.run_token_capture(runner, flag)
+    finally:
+        sglang_patch.uninstall()
+    assert calls and calls[0][0] == 256  # the real loop ran, largest first
+    if case != "on":
+        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
+        return
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
+    path = real_sglang.traces(trace_dir)[0]
+    assert real_sglang.is_ours(path) and len(profilers_started) == 1
+    expected = {
+        "PiecewiseCudaGraphRunner": ["capture::tokens=256", "capture::tokens=64"],
+        "PrefillCudaGraphRunner": ["capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2",
+                                   "capture::tokens=64", "capture::tokens=64,prefix_num_chunks=2"],
+    }[name]
+    assert range_names(path) == expected
