@@ -133,6 +133,9 @@ class CpuGraphAttention:
     def init_forward_metadata_capture_cpu_graph(self, *args: Any, **kwargs: Any) -> None:
         pass
 
+    def init_forward_metadata(self, forward_batch: Any) -> None:  # 0.5.5's capture calls the plain one
+        pass
+
 
 def tiny_model() -> Any:
     """A real (tiny) torch module with sglang's model forward signature ``(input_ids, positions, forward_batch)``."""

@@ -250,7 +250,7 @@ def cpu_graph_runner(cls: type, capture_bs: tuple[int, ...] = (1, 2), *, profile
     runner.model_runner = types.SimpleNamespace(
         device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, is_draft_worker=False,
         model=cpu_shims.tiny_model(), attn_backend=cpu_shims.CpuGraphAttention(), tp_group=cpu_shims.TpGroup(),
-        spec_algorithm=SpeculativeAlgorithm.NONE, req_to_token_pool=None,
+        spec_algorithm=SpeculativeAlgorithm.NONE, req_to_token_pool=None, token_to_kv_pool=None,
         kv_index_translator=types.SimpleNamespace(bind_runner_slots=lambda forward_batch: None),
         server_args=types.SimpleNamespace(enable_profile_cuda_graph=profile_flag, tp_size=1, pp_size=1, dp_size=1),
     )
@@ -283,9 +283,8 @@ def cpu_graph_context(runner: Any) -> Iterator[None]:
     module = importlib.import_module(CPU_GRAPH)
     shims = {"get_tensor_model_parallel_rank": lambda: 0} if hasattr(module, "get_tensor_model_parallel_rank") else {}
     with patched_attributes(module, shims):
-        try:
-            from sglang.srt import runtime_context
-        except ImportError:  # <= 0.5.13
+        runtime_context = import_optional("sglang.srt.runtime_context")  # 0.5.14+
+        if runtime_context is None:
             yield
             return
         scope: Any = nullcontext()
@@ -314,6 +313,7 @@ def token_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> An
     runner: Any = object.__new__(cls)
     runner.model_runner = types.SimpleNamespace(
         device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, model=cpu_shims.tiny_model(),
+        tp_group=cpu_shims.TpGroup(),  # 0.5.5's piecewise capture() reads its custom all-reduce
         server_args=types.SimpleNamespace(enable_cudagraph_gc=False, enable_profile_cuda_graph=profile_flag),
     )
     if importlib.util.find_spec("sglang.srt.runtime_context") is not None:
@@ -331,9 +331,8 @@ def sglang_config(**fields: Any) -> Iterator[None]:
     """A published sglang config with these server-args fields, for releases that have one (0.5.14+),
     restored afterwards: ``use_context`` where it exists (0.5.23), else ``publish`` and put back what
     the process context held. Also rank 0 (``get_parallel().override``)."""
-    try:
-        from sglang.srt import runtime_context
-    except ImportError:
+    runtime_context: Any = import_optional("sglang.srt.runtime_context")  # 0.5.14+
+    if runtime_context is None:
         yield
         return
     from sglang.srt.server_args import ServerArgs
