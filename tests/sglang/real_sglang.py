@@ -344,14 +344,15 @@ def sglang_config(**fields: Any) -> Iterator[None]:
                 yield
         return
     context = runtime_context.get_context()
-    saved = dict(vars(context))
+    slots = [name for name in type(context).__slots__ if hasattr(context, name)]
+    saved = {name: getattr(context, name) for name in slots}
     runtime_context.publish(args, role="test")
     try:
         with runtime_context.get_parallel().override(tp_rank=0):
             yield
     finally:
-        vars(context).clear()
-        vars(context).update(saved)
+        for name, value in saved.items():
+            setattr(context, name, value)
 
 
 def run_token_capture(runner: Any, profile_flag: bool) -> None:
