@@ -265,3 +265,79 @@ def test_tokens_label_from_signature() -> None:
     assert shape_label(TokenRunner.capture_one_shape, runner, (8192,), {}, "tokens") == "capture::tokens=8192"
     assert (shape_label(TokenRunner.capture_one_shape, runner, (8192,), {"prefix_num_chunks": 4}, "tokens")
             == "capture::tokens=8192,prefix_num_chunks=4")
+
+
+# -- the sglang rows' decisions on synthetic classes (the real ones: tests/sglang) -------------------
+
+
+def _profile_row_status(body: dict[str, Any], flag_source: dict[str, Any] | None = None) -> Any:
+    import types
+
+    from mixins.sglang_patch import SglangPatch
+    from mixins.sglang_targets import Strategy, Target
+
+    module = types.ModuleType("capture_trace_synthetic_runner")
+    module.Runner = type("Runner", (), {"__module__": module.__name__, **body})  # type: ignore[attr-defined]
+    target = Target(module.__name__, "Runner", "capture", Strategy.PROFILE_CAPTURE, why="", drop_when="",
+                    note="", read_in=(), capture_path=("_capture",))
+    sys.modules[module.__name__] = module
+    patch = SglangPatch((target,), tag="synthetic")
+    try:
+        (status,) = patch.install()
+        return status, module.Runner, patch
+    finally:
+        del sys.modules[module.__name__]
+
+
+def test_a_runner_that_profiles_natively_is_deferred_to() -> None:
+    """Structural: the decode runners' helper on the class, or `profile` used on the capture path."""
+    from mixins.sglang_patch import State
+
+    def capture(self: Any) -> None:
+        self._capture()
+
+    def _capture_profiling(self: Any) -> None:
+        with profile():  # type: ignore[name-defined]  # noqa: F821 - never called: only its code names
+            pass
+
+    for body, why in (
+        ({"capture": capture, "_init_profile_context_and_memory_record": lambda self: None},
+         "has _init_profile_context_and_memory_record"),
+        ({"capture": capture, "_capture": _capture_profiling}, "_capture uses profile"),
+    ):
+        status, runner, patch = _profile_row_status(body)
+        patch.uninstall()
+        assert status.state is State.DEFERRED and why in status.reason, status
+        assert "capture" in vars(runner) and vars(runner)["capture"] is body["capture"]  # left unwrapped
+
+
+def test_a_runner_sglang_does_not_profile_is_profiled_only_when_sglang_asks(
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flag as sglang stores it on the runner: on → one trace; off → the capture only."""
+    import torch
+
+    from mixins.sglang_patch import PROFILED_BY_US, State
+
+    def capture(self: Any) -> None:
+        self._capture()
+
+    def _capture(self: Any) -> None:
+        torch.ones(3).sum()
+
+    status, runner_cls, patch = _profile_row_status({"capture": capture, "_capture": _capture})
+    try:
+        assert status.state is State.APPLIED and status.reason == PROFILED_BY_US
+        off = runner_cls()
+        off.enable_profile_cuda_graph = False
+        off.capture()
+        assert _files(trace_env) == {}
+        on = runner_cls()
+        on.enable_profile_cuda_graph = True
+        on.capture()
+        assert list(_files(trace_env)) == ["cuda_graph_capture-Runner-TP-0.json.gz"]
+        unknown = runner_cls()  # no flag anywhere sglang keeps it: off (sglang would not profile)
+        unknown.capture()
+        assert list(_files(trace_env)) == ["cuda_graph_capture-Runner-TP-0.json.gz"]
+    finally:
+        patch.uninstall()
