@@ -194,9 +194,9 @@ def may_be_segment_marker(name: str) -> bool:
 
 
 def may_be_hint(name: str) -> bool:
-    """False for ranges ``attribute`` can never read a replay hint from (``…bs=N…``, ``runner=…``,
-    vLLM's ``execute_N_…``: the patterns of ``attribute._Hints`` all need one of these)."""
-    return "bs=" in name or "runner=" in name or name.startswith("execute_")
+    """False for ranges ``attribute`` can never read a replay hint from (``…bs=N…``, ``…tokens=N…``,
+    ``runner=…``, vLLM's ``execute_N_…``: the patterns of ``attribute._Hints`` all need one of these)."""
+    return "bs=" in name or "tokens=" in name or "runner=" in name or name.startswith("execute_")
 
 
 def segment_variant(label: str) -> str | None:

@@ -83,4 +83,7 @@ def test_doctor_on_the_real_sglang(capsys: pytest.CaptureFixture[str], monkeypat
     assert "plugin entry point 'capture_trace' in sglang.srt.plugins: mixins.sglang_patch:register" in out
     assert "live routes: " in out and ".pth" in out
     assert ": applied" in out and "cannot tell" not in out
+    # the CPU graph runner (every CI release) is profiled by us: sglang never profiles its capture
+    cpu = "sglang.srt.model_executor.cpu_graph_runner.CPUGraphRunner.capture"
+    assert f"{cpu}: applied (profiled by us: sglang does not profile this capture)" in out
     assert not sglang_patch.is_installed()  # installed for the report only, and removed again
