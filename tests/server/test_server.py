@@ -70,9 +70,10 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def model(venv: Path, work: Path) -> Path:
+    """Made in the server venv with the server's environment (transformers imports torchvision too)."""
     out = work / "tiny-llama"
     done = subprocess.run([str(venv / "bin" / "python"), str(HERE / "make_model.py"), str(out)], capture_output=True,
-                          text=True, timeout=600, env=clean_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
+                          text=True, timeout=600, env=server_env(work, "make-model", "0"))
     assert done.returncode == 0, done.stderr[-4000:]
     return out
 
@@ -159,6 +160,7 @@ def run_server(venv: Path, model: Path, work: Path, name: str, switch: str) -> S
         str(venv / "bin" / "python"), "-m", "sglang.launch_server", "--model-path", str(model), "--device", "cpu",
         "--host", "127.0.0.1", "--port", str(port), "--enable-torch-compile", "--cuda-graph-bs-decode", "1",
         "--torch-compile-max-bs", "1", "--max-total-tokens", "4096", "--enable-profile-cuda-graph",
+        "--decode-log-interval", "1",  # every decode step logs whether it replayed the CPU graph
     ]
     run = ServerRun(env, Path(env["SGLANG_TORCH_PROFILER_DIR"]), Log(work / f"{name}.log"))
     run.log.expect(READY, SAVED)
@@ -233,7 +235,8 @@ def test_the_real_server_captures_cpu_graphs_and_serves(request: pytest.FixtureR
     run: ServerRun = request.getfixturevalue(which)
     assert run.health == 200
     assert run.generated["meta_info"]["completion_tokens"] == NEW_TOKENS, run.generated
-    assert any("cpu graph: True" in line for line in run.log.lines), run.log.tail()  # decode replays the capture
+    decodes = [line for line in run.log.lines if "Decode batch" in line]
+    assert decodes and all("cpu graph: True" in line for line in decodes), run.log.tail()  # replays of the capture
 
 
 def test_the_trace_does_not_change_what_the_server_answers(switch_on: ServerRun, switch_off: ServerRun) -> None:
