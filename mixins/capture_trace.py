@@ -1,9 +1,12 @@
 """Runner-side integration: the class decorator, the mixin, and the wrappers they install.
 
-Both wrap the runner's post-profile hook (sglang's ``_post_process_after_profile(prof)``) so that after
-it returns, the profile it was given is exported under the *instance's* class name, exactly once per
-outermost hook call — however many of our wrappers a ``super()`` chain passes through — and wrap the
-per-shape capture method so each shape's capture is a labelled range inside the one trace.
+Two modes (docs/DESIGN.md §1.2). *Hook mode* wraps the runner's post-profile hook (sglang's
+``_post_process_after_profile(prof)``) so that after it returns, the profile it was given is exported
+under the *instance's* class name. *Profile mode* is for runners that profile nothing themselves: it
+runs the capture method inside a ``torch.profiler.profile`` of ours and exports that after the method
+returns. Both export exactly once per outermost call — however many of our wrappers a ``super()``
+chain passes through — and wrap the per-shape capture method so each shape's capture is a labelled
+range inside the one trace.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any, ClassVar, TypeVar, overload
 from mixins import settings
 from mixins.export import export_profile, report_failure
 from mixins.patching import Wrapper, find_attribute, wrap_method
-from mixins.sglang_targets import HOOK, SHAPE_LABEL_NAMES, SHAPE_METHODS
+from mixins.sglang_targets import HOOK, PROFILE_FLAG, SHAPE_LABEL_NAMES, SHAPE_METHODS, SHAPE_UNITS
 
 logger = logging.getLogger("mixins")
 DECORATOR_TAG = "with_capture_trace"
@@ -127,10 +130,16 @@ def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
 
 
 def shape_label(
-    function: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    function: Callable[..., Any],
+    instance: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    unit: str = "bs",
 ) -> str | None:
-    """``capture::bs={size}[,variant=..][,stream=..][,attention=..][,name=value..]`` from the call's own
+    """``capture::{unit}={size}[,variant=..][,stream=..][,attention=..][,name=value..]`` from the call's own
     arguments (never from counting calls, so repeated and multi-variant captures of one size stay right).
+    ``unit`` is what the size counts (``sglang_targets.SHAPE_UNITS``: ``bs``, or ``tokens`` for the
+    prefill / piecewise runners, ``capture::tokens=8192``).
 
     After the size, every scalar argument (str, int, float, bool) whose value is not its default is
     labelled: sglang's ``variant_label``, ``stream_idx`` and ``attention_variant`` under their short
@@ -150,7 +159,7 @@ def shape_label(
     params = list(signature.parameters.values())[1:]  # after self
     if not params or params[0].name not in bound.arguments:
         return None
-    parts = [f"bs={bound.arguments[params[0].name]}"]
+    parts = [f"{unit}={bound.arguments[params[0].name]}"]
     known = [p for name in SHAPE_LABEL_NAMES for p in params[1:] if p.name == name]
     others = [p for p in params[1:] if p.name not in SHAPE_LABEL_NAMES]
     for param in known + others:
@@ -176,20 +185,132 @@ def _profiling_now(instance: object) -> bool:
         return False
 
 
-def label_shape(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The wrapper for a per-shape capture method: run it inside a ``record_function(shape_label)``
-    range while a capture is profiled (outermost call only: an override calling super() labels once)."""
-    instance, args, call = bind_instance(wrapped, instance, args)
-    if not _profiling_now(instance):
-        return call(*args, **kwargs)
-    with _outermost("shape", instance) as outermost:
-        label = shape_label(wrapped, instance, args, kwargs) if outermost else None
-        if label is None:
-            return call(*args, **kwargs)
-        import torch
+def label_shape_in(unit: str) -> Wrapper:
+    """The wrapper for a per-shape capture method whose size counts ``unit``: run it inside a
+    ``record_function(shape_label)`` range while a capture is profiled (outermost call only: an
+    override calling super() labels once)."""
+    if unit not in SHAPE_UNITS:
+        raise ValueError(f"shape unit {unit!r}: expected one of {', '.join(SHAPE_UNITS)}")
+    return _LABEL_WRAPPERS[unit]
 
-        with torch.profiler.record_function(label):
+
+def _make_label_shape(unit: str) -> Wrapper:
+    def label_shape(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        instance, args, call = bind_instance(wrapped, instance, args)
+        if not _profiling_now(instance):
             return call(*args, **kwargs)
+        with _outermost("shape", instance) as outermost:
+            label = shape_label(wrapped, instance, args, kwargs, unit) if outermost else None
+            if label is None:
+                return call(*args, **kwargs)
+            import torch
+
+            with torch.profiler.record_function(label):
+                return call(*args, **kwargs)
+
+    label_shape.__qualname__ = label_shape.__name__ = f"label_shape_{unit}"
+    return label_shape
+
+
+_LABEL_WRAPPERS: dict[str, Wrapper] = {unit: _make_label_shape(unit) for unit in SHAPE_UNITS}
+#: Batch-size labels (the decode runners' and the default for user runners).
+label_shape = _LABEL_WRAPPERS["bs"]
+
+
+# -- profile mode: our own profiler around the capture ---------------------------------------------------
+
+_DEVICE_ACTIVITIES = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}
+
+
+def _device_type(runner: object) -> str:
+    for owner in (runner, getattr(runner, "model_runner", None)):
+        try:
+            device = getattr(owner, "device", None)
+        except Exception:  # a property that needs state the runner does not have yet
+            device = None
+        if device is not None:
+            return str(getattr(device, "type", device)).split(":")[0]
+    return "cpu"
+
+
+def capture_profiler(runner: object) -> Any:
+    """A profiler configured like sglang's own decode capture profile (0.5.6-0.5.23
+    ``_init_profile_context_and_memory_record``): CPU plus the runner's device activity,
+    ``record_shapes=True``, no ``profile_memory`` (sglang records CUDA memory history separately,
+    which we do not). A device activity this torch cannot record is left out."""
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    name = _DEVICE_ACTIVITIES.get(_device_type(runner))
+    device = getattr(torch.profiler.ProfilerActivity, name, None) if name else None
+    if device is not None and device in torch.profiler.supported_activities():
+        activities.append(device)
+    return torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=False)
+
+
+def profiler_active() -> bool:
+    """Whether a torch profiler is already recording in this thread (sglang's or the user's)."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch is not None and bool(torch.autograd._profiler_enabled())
+    except Exception:
+        return False
+
+
+def _stop(prof: Any, runner: object) -> bool:
+    try:
+        prof.stop()
+        return True
+    except Exception as exc:  # never let our profiler fail the capture
+        report_failure(type(runner).__name__, None, exc)
+        return False
+
+
+def _flag_on_instance(runner: object) -> bool:
+    return bool(getattr(runner, PROFILE_FLAG, True))
+
+
+def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draft_base: type | None = None) -> Wrapper:
+    """The wrapper for a capture method that profiles nothing itself: when our switch is on and
+    ``requested(runner)`` (sglang's ``--enable-profile-cuda-graph`` as the release reads it, or the
+    runner's ``enable_profile_cuda_graph`` attribute, default on, for user runners), run the method
+    inside ``capture_profiler(runner)`` and export that profile after it returns. Off: the method is
+    called straight away, nothing else. Outermost call per instance only (``super()`` chains, a
+    subclass wrapped too); a profiler already recording in this thread is left alone (DEBUG)."""
+
+    def profile_capture(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        instance, args, call = bind_instance(wrapped, instance, args)
+        if not settings.trace_enabled() or not requested(instance):
+            return call(*args, **kwargs)
+        with _outermost("profile", instance) as outermost:
+            if not outermost:
+                return call(*args, **kwargs)
+            if profiler_active():
+                logger.debug(
+                    "%s: a profiler is already recording in this thread; not starting ours "
+                    "(the capture is in that profile, and it is not exported by us)",
+                    type(instance).__name__,
+                )
+                return call(*args, **kwargs)
+            try:
+                prof = capture_profiler(instance)
+                prof.start()
+            except Exception as exc:  # a debugging aid never stops the capture
+                report_failure(type(instance).__name__, None, exc)
+                return call(*args, **kwargs)
+            try:
+                result = call(*args, **kwargs)
+            finally:
+                stopped = _stop(prof, instance)
+        if stopped:
+            export_from_runner(instance, prof, draft_base=draft_base)
+        return result
+
+    return profile_capture
 
 
 # -- decorator and mixin -----------------------------------------------------------------------------
@@ -200,10 +321,17 @@ class _Options:
     hook: str = HOOK
     shape_method: str | None = AUTO
     draft_base: type | None = None
+    profile: str | None = None
+    shape_unit: str = "bs"
 
 
 def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
-    if find_attribute(cls, options.hook) is not None:
+    if options.profile is not None:  # profile mode: our profiler around that method; no hook involved
+        if find_attribute(cls, options.profile) is not None:
+            wrap_method(cls, options.profile, profile_method(draft_base=options.draft_base), tag=tag)
+        elif required:
+            raise TypeError(f"{cls.__qualname__} has no method {options.profile!r} to profile")
+    elif find_attribute(cls, options.hook) is not None:
         wrap_method(cls, options.hook, export_after_hook(options.draft_base), tag=tag)
     elif required:
         raise TypeError(f"{cls.__qualname__} has no method {options.hook!r} to export after")
@@ -212,9 +340,18 @@ def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
     names = SHAPE_METHODS if options.shape_method == AUTO else (options.shape_method,)
     for name in names:
         if find_attribute(cls, name) is not None:
-            wrap_method(cls, name, label_shape, tag=tag)
+            wrap_method(cls, name, label_shape_in(options.shape_unit), tag=tag)
         elif required and options.shape_method != AUTO:
             raise TypeError(f"{cls.__qualname__} has no per-shape method {name!r} to label")
+
+
+def _options(
+    hook: str, shape_method: str | None, draft_base: type | None, profile: str | None, shape_unit: str
+) -> _Options:
+    if profile is not None and (not isinstance(profile, str) or not profile.isidentifier()):
+        raise TypeError(f"profile= names the method to profile (e.g. 'capture'), got {profile!r}")
+    label_shape_in(shape_unit)  # ValueError naming the units
+    return _Options(hook=hook, shape_method=shape_method, draft_base=draft_base, profile=profile, shape_unit=shape_unit)
 
 
 def _follow_subclasses(cls: type, options: _Options) -> None:
@@ -243,7 +380,12 @@ def _follow_subclasses(cls: type, options: _Options) -> None:
 def with_capture_trace(cls: C, /) -> C: ...
 @overload
 def with_capture_trace(
-    *, hook: str = HOOK, shape_method: str | None = AUTO, draft_base: bool | type = False
+    *,
+    hook: str = HOOK,
+    shape_method: str | None = AUTO,
+    draft_base: bool | type = False,
+    profile: str | None = None,
+    shape_unit: str = "bs",
 ) -> Callable[[C], C]: ...
 def with_capture_trace(
     cls: Any = None,
@@ -252,13 +394,21 @@ def with_capture_trace(
     hook: str = HOOK,
     shape_method: str | None = AUTO,
     draft_base: bool | type = False,
+    profile: str | None = None,
+    shape_unit: str = "bs",
 ) -> Any:
-    """Class decorator: export the capture profile after ``hook`` returns; returns the same class.
+    """Class decorator; returns the same class.
 
-    ``shape_method``: the per-shape capture method to label (``"auto"``: sglang's names when present,
-    ``None``: none). ``draft_base``: True (this class) or a class whose exact instances are named
-    ``Draft{Name}`` when ``self.model_runner.is_draft_worker`` is truthy.
+    Hook mode (default): export the capture profile after ``hook`` returns — for runners that profile
+    their capture themselves (sglang's decode runners). Profile mode, ``profile="capture"``: for runners
+    that profile nothing, run that method inside our own ``torch.profiler.profile`` and export it after
+    the method returns (``hook`` is not used). ``shape_method``: the per-shape capture method to label
+    (``"auto"``: sglang's names when present, ``None``: none); ``shape_unit``: what its size counts
+    (``"bs"`` or ``"tokens"``). ``draft_base``: True (this class) or a class whose exact instances are
+    named ``Draft{Name}`` when ``self.model_runner.is_draft_worker`` is truthy.
     """
+
+    _options(hook, shape_method, None, profile, shape_unit)  # bad options fail where they are written
 
     def decorate(klass: Any) -> Any:
         if not isinstance(klass, type):
@@ -266,7 +416,7 @@ def with_capture_trace(
         base = klass if draft_base is True else (draft_base or None)
         if base is not None and not isinstance(base, type):
             raise TypeError(f"with_capture_trace(draft_base=...) expects True, False or a class, got {draft_base!r}")
-        options = _Options(hook=hook, shape_method=shape_method, draft_base=base)
+        options = _options(hook, shape_method, base, profile, shape_unit)
         _apply(klass, options, DECORATOR_TAG, required=True)
         _follow_subclasses(klass, options)
         return klass
@@ -277,18 +427,24 @@ def with_capture_trace(
 class CaptureTraceMixin:
     """Inherit first (``class MyRunner(CaptureTraceMixin, SomeRunner)``) to get the decorator's behaviour.
 
-    Class attributes configure it: ``capture_trace_hook``, ``capture_trace_shape_method`` and, read from
-    the class's own body only, ``capture_trace_draft_base = True`` for a plain base runner.
+    Class attributes configure it: ``capture_trace_hook``, ``capture_trace_shape_method``,
+    ``capture_trace_profile`` (profile mode: the method to run inside our profiler, e.g. ``"capture"``),
+    ``capture_trace_shape_unit`` and, read from the class's own body only,
+    ``capture_trace_draft_base = True`` for a plain base runner.
     """
 
     capture_trace_hook: ClassVar[str] = HOOK
     capture_trace_shape_method: ClassVar[str | None] = AUTO
+    capture_trace_profile: ClassVar[str | None] = None
+    capture_trace_shape_unit: ClassVar[str] = "bs"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        options = _Options(
-            hook=cls.capture_trace_hook,
-            shape_method=cls.capture_trace_shape_method,
-            draft_base=cls if vars(cls).get("capture_trace_draft_base", False) else None,
+        options = _options(
+            cls.capture_trace_hook,
+            cls.capture_trace_shape_method,
+            cls if vars(cls).get("capture_trace_draft_base", False) else None,
+            cls.capture_trace_profile,
+            cls.capture_trace_shape_unit,
         )
         _apply(cls, options, MIXIN_TAG, required=False)

@@ -30,7 +30,20 @@ import wrapt
 
 from mixins import settings
 from mixins.patching import Wrapper, find_attribute, unwrap_method, wrap_method
-from mixins.sglang_targets import NATIVE_EXPORT, TARGETS, Strategy, Target
+from mixins.sglang_targets import (
+    EXEC_CONFIG,
+    GLOBAL_SERVER_ARGS,
+    HOOK,
+    INIT,
+    NATIVE_EXPORT,
+    NATIVE_PROFILE_NAMES,
+    PROFILE_FLAG,
+    RUNTIME_CONTEXT,
+    SERVER_ARGS_OWNERS,
+    TARGETS,
+    Strategy,
+    Target,
+)
 
 logger = logging.getLogger("mixins.sglang_patch")
 
@@ -57,6 +70,10 @@ class RowStatus:
 
     def __str__(self) -> str:
         return f"{self.target.qualname}: {self.state.value}" + (f" ({self.reason})" if self.reason else "")
+
+
+#: The reason an applied PROFILE_CAPTURE row gives in ``status()`` (a deferred one says why it defers).
+PROFILED_BY_US = "profiled by us: sglang does not profile this capture"
 
 
 class Skip(Exception):
@@ -156,7 +173,7 @@ class SglangPatch:
             logger.warning("sglang-capture-trace: could not patch %s", target.qualname, exc_info=True)
             return RowStatus(target, State.SKIPPED, f"error: {exc!r}")
         logger.debug("sglang-capture-trace: patched %s (%s)", target.qualname, target.strategy.value)
-        return RowStatus(target, State.APPLIED)
+        return RowStatus(target, State.APPLIED, PROFILED_BY_US if target.strategy is Strategy.PROFILE_CAPTURE else "")
 
 
 #: The process-wide patch (what the plugin entry point and the start-up hook install).
@@ -265,9 +282,78 @@ def _export_after_hook(target: Target, cls: type, tag: str) -> Undo:
 
 
 def _label_shapes(target: Target, cls: type, tag: str) -> Undo:
-    from mixins.capture_trace import label_shape
+    from mixins.capture_trace import label_shape_in
 
-    return _wrap(target, cls, label_shape, tag)
+    return _wrap(target, cls, label_shape_in(target.unit), tag)
+
+
+# -- profile what sglang does not (prefill, piecewise, ViT, CPU graph runners) ----------------------------
+
+
+def native_profiling(target: Target, cls: type) -> list[str]:
+    """What on the row's capture path says sglang profiles this capture itself: the decode runners'
+    profiling helpers on the class, or ``NATIVE_PROFILE_NAMES`` used by a capture-path method."""
+    found = [f"has {name}" for name in (INIT, HOOK) if find_attribute(cls, name) is not None]
+    for method in dict.fromkeys((target.method, *target.capture_path)):
+        owner = find_attribute(cls, method)
+        used = code_names(owner[1]) if owner is not None else set()
+        found += [f"{method} uses {name}" for name in NATIVE_PROFILE_NAMES if name in used]
+    return found
+
+
+def profiling_requested(runner: object) -> bool:
+    """sglang's ``--enable-profile-cuda-graph`` for this process, read as the release reads it
+    (``sglang_targets.PROFILE_FLAG``): the runner's own copy; the published ``get_exec().graph``;
+    ``model_runner.server_args``; ``get_global_server_args()``. Never raises; unknown is off."""
+    own = vars(runner).get(PROFILE_FLAG) if hasattr(runner, "__dict__") else None
+    if own is not None:
+        return bool(own)
+    for read in (_from_exec_config, _from_server_args, _from_global_server_args):
+        try:
+            value = read(runner)
+        except Exception:  # not published in this process, or not this release's layout
+            continue
+        if value is not None:
+            return bool(value)
+    logger.debug("sglang-capture-trace: %s: cannot tell whether %s is on; not profiling",
+                 type(runner).__name__, PROFILE_FLAG)
+    return False
+
+
+def _from_exec_config(runner: object) -> Any:
+    context = sys.modules.get(RUNTIME_CONTEXT)
+    getter, section = EXEC_CONFIG
+    if context is None or not hasattr(context, getter):
+        return None
+    return getattr(getattr(getattr(context, getter)(), section), PROFILE_FLAG)
+
+
+def _from_server_args(runner: object) -> Any:
+    for path in SERVER_ARGS_OWNERS:
+        owner: Any = runner
+        for name in path:
+            owner = getattr(owner, name, None)
+        value = getattr(owner, PROFILE_FLAG, None) if owner is not None else None
+        if isinstance(value, bool):
+            return value
+    return None
+
+
+def _from_global_server_args(runner: object) -> Any:
+    module_name, getter = GLOBAL_SERVER_ARGS
+    module = sys.modules.get(module_name)
+    if module is None or not hasattr(module, getter):
+        return None
+    return getattr(getattr(module, getter)(), PROFILE_FLAG, None)
+
+
+def _profile_capture(target: Target, cls: type, tag: str) -> Undo:
+    from mixins.capture_trace import profile_method
+
+    native = native_profiling(target, cls)
+    if native:
+        raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
+    return _wrap(target, cls, profile_method(profiling_requested), tag)
 
 
 # -- take over the native export (era C) -----------------------------------------------------------------
@@ -398,4 +484,5 @@ _STRATEGIES: dict[Strategy, Callable[[Target, type, str], Undo]] = {
     Strategy.INLINE_CAPTURE: _inline_capture,
     Strategy.LABEL_SHAPES: _label_shapes,
     Strategy.ADOPT_HOOK: _adopt_hook,
+    Strategy.PROFILE_CAPTURE: _profile_capture,
 }

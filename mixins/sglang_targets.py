@@ -34,6 +34,22 @@ SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
 #: wheels: ``stream_idx`` and ``variant_label`` from 0.5.14, ``attention_variant`` from 0.5.20).
 #: Any other scalar argument with a non-default value is labelled under its own name.
 SHAPE_LABEL_NAMES = {"variant_label": "variant", "stream_idx": "stream", "attention_variant": "attention"}
+#: The unit a per-shape method's size argument counts: decode runners capture per batch size
+#: (``capture::bs=8``), the prefill / piecewise runners per token count (``capture::tokens=8192``).
+SHAPE_UNITS = ("bs", "tokens")
+
+#: sglang's ``--enable-profile-cuda-graph``, read as each release reads it (docs/DESIGN.md §5.1): the
+#: runner's own copy (decode and CPU runners store it in ``__init__``), else the published config
+#: ``get_exec().graph.<flag>`` (0.5.14+, ``RUNTIME_CONTEXT``), else ``model_runner.server_args.<flag>``
+#: (every release), else ``get_global_server_args().<flag>`` (0.5.x runners without a model runner).
+PROFILE_FLAG = "enable_profile_cuda_graph"
+EXEC_CONFIG = ("get_exec", "graph")
+SERVER_ARGS_OWNERS: tuple[tuple[str, ...], ...] = (("model_runner", "server_args"),)
+GLOBAL_SERVER_ARGS = ("sglang.srt.server_args", "get_global_server_args")
+#: Names whose use on a runner's capture path means sglang profiles that capture itself (the decode
+#: runners' helpers and hook, ``torch.profiler.profile``, sglang's export): a PROFILE_CAPTURE row then
+#: defers to sglang (never two profilers, never two files).
+NATIVE_PROFILE_NAMES = ("profile", "ProfilerActivity", INIT, HOOK, NATIVE_EXPORT)
 
 #: Rank sources, read only when sglang already imported them: ``get_parallel()`` (0.5.14+; the
 #: native export reads its tp_rank from 0.5.16) ...
@@ -96,6 +112,10 @@ class Strategy(str, Enum):
     #: The class calls ``<base>.capture(self)`` but lacks the profiling helpers that method calls:
     #: give it delegating helpers so profiling works, export through the base's wrapped hook.
     ADOPT_HOOK = "adopt_hook"
+    #: sglang never profiles this runner's capture: when ``--enable-profile-cuda-graph`` is on for the
+    #: process (and our switch), run the method inside a ``torch.profiler.profile`` we own and export
+    #: after it returns. Defers when the capture path uses any of ``NATIVE_PROFILE_NAMES``.
+    PROFILE_CAPTURE = "profile_capture"
 
 
 @dataclass(frozen=True)
@@ -106,7 +126,9 @@ class Target:
     inherited); ``absent``: methods it must not have; ``own``: the method must be in the class's own
     body; ``code_names``: names the code of ``code_of`` (default: ``method``) must reference; ``base``
     (ADOPT_HOOK): the module global naming the class whose ``base_requires`` helpers are delegated to.
-    ``draft_base``: name a draft worker's exact instances ``Draft{Name}``.
+    ``draft_base``: name a draft worker's exact instances ``Draft{Name}``. ``unit`` (LABEL_SHAPES):
+    what the size argument counts (``SHAPE_UNITS``). ``capture_path`` (PROFILE_CAPTURE): the methods
+    whose code is searched for ``NATIVE_PROFILE_NAMES`` (those the class has).
 
     Evidence: ``read_in``: releases whose wheel was read and where the row applies; ``verified_in``:
     the subset run in CI (``.ci/run``), where the test suite checks the row really applies;
@@ -131,6 +153,8 @@ class Target:
     base: str | None = None
     base_requires: tuple[str, ...] = ()
     draft_base: bool = False
+    unit: str = "bs"
+    capture_path: tuple[str, ...] = ()
 
     @property
     def qualname(self) -> str:
@@ -144,6 +168,10 @@ _NPU_OLD = "sglang.srt.model_executor.npu_graph_runner"
 _NPU = "sglang.srt.hardware_backend.npu.graph_runner.npu_graph_runner"
 _XPU = "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner"
 
+_CPU = "sglang.srt.model_executor.cpu_graph_runner"
+_PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
+_PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
+
 _EAGLE = f"{_SPEC}.eagle_draft_cuda_graph_runner"
 _EAGLE_EXTEND = f"{_SPEC}.eagle_draft_extend_cuda_graph_runner"
 _MULTI_LAYER = f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
@@ -153,6 +181,11 @@ _UNO = f"{_SPEC}.uno_cuda_graph_runner"
 #: Releases run in CI (.ci/run) per era; a row's ``verified_in`` lists those where it applies.
 _CI_A, _CI_B, _CI_C = ("0.5.5",), ("0.5.13",), ("0.5.20", "0.5.23")
 _ERA_A, _ERA_B, _ERA_C = span("0.4.10", "0.5.5"), span("0.5.6", "0.5.13"), span("0.5.14", "0.5.23")
+
+#: Releases where each never-profiled runner exists with a capture() (read from every wheel).
+_CPU_RELEASES = span("0.5.2", "0.5.23")
+_PIECEWISE_RELEASES = span("0.5.4", "0.5.13")
+_PREFILL_RELEASES = span("0.5.14", "0.5.23")
 
 _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) and native export is deferred to"
 
@@ -184,11 +217,49 @@ def _adopt_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str) -
     )
 
 
+def _ci(read_in: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(v for v in (*_CI_A, *_CI_B, *_CI_C) if v in read_in)
+
+
+_PROFILE_WHY = (
+    "sglang never profiles this runner's capture, with or without --enable-profile-cuda-graph "
+    "(the flag is read by the decode runners only), so no trace exists for it"
+)
+_PROFILE_NOTE = (
+    "`capture()` run inside our own profiler (CPU + device activity, record_shapes) when "
+    "--enable-profile-cuda-graph is on; exported after it returns"
+)
+_PROFILE_DROP = "drop when sglang profiles this runner's capture itself (the row then defers: never two files)"
+
+
+def _profile_row(
+    module: str, cls: str, read_in: tuple[str, ...], evidence: str, *, path: tuple[str, ...] = ()
+) -> Target:
+    """A runner whose capture sglang never profiles: PROFILE_CAPTURE on its ``capture()``."""
+    return Target(
+        module,
+        cls,
+        "capture",
+        Strategy.PROFILE_CAPTURE,
+        why=_PROFILE_WHY,
+        drop_when=_PROFILE_DROP,
+        note=_PROFILE_NOTE,
+        read_in=read_in,
+        verified_in=_ci(read_in),
+        evidence=evidence,
+        capture_path=path,
+    )
+
+
 def _shape_rows(
-    method: str, *, why: str, drop_when: str, rows: tuple[tuple[str, str, tuple[str, ...], str], ...]
+    method: str,
+    *,
+    why: str,
+    drop_when: str,
+    rows: tuple[tuple[str, str, tuple[str, ...], str], ...],
+    unit: str = "bs",
 ) -> list[Target]:
     """Per-shape methods (one strategy, one reason) for several classes: (module, class, read_in, evidence)."""
-    ci = (*_CI_A, *_CI_B, *_CI_C)
     return [
         Target(
             module,
@@ -197,10 +268,11 @@ def _shape_rows(
             Strategy.LABEL_SHAPES,
             why,
             drop_when,
-            note=f"`{method}` labelled per call",
+            note=f"`{method}` labelled per call (`capture::{unit}=N`)",
             read_in=read_in,
-            verified_in=tuple(v for v in ci if v in read_in),
+            verified_in=_ci(read_in),
             evidence=evidence,
+            unit=unit,
         )
         for module, cls, read_in, evidence in rows
     ]
@@ -337,6 +409,51 @@ TARGETS: tuple[Target, ...] = (
             (_FROZEN, "FrozenKVMTPCudaGraphRunner", _ERA_C, ""),
             (_UNO, "UnoDecodeCudaGraphRunner", span("0.5.20", "0.5.23"), "calls super(): labelled once, outermost"),
         ),
+    ),
+    # -- runners sglang never profiles: our own profiler around capture() ---------------------------------
+    _profile_row(
+        _CPU,
+        "CPUGraphRunner",
+        _CPU_RELEASES,
+        "stores enable_profile_cuda_graph in __init__ (model_runner.server_args <= 0.5.13, "
+        "get_exec().graph from 0.5.14) and never reads it; capture() torch.compiles the model per batch size",
+        path=("_capture",),
+    ),
+    _profile_row(
+        _PIECEWISE,
+        "PiecewiseCudaGraphRunner",
+        _PIECEWISE_RELEASES,
+        "capture() loops capture_one_batch_size(num_tokens); no profiler anywhere in the module; "
+        "replaced by PrefillCudaGraphRunner",
+    ),
+    _profile_row(
+        _PREFILL,
+        "PrefillCudaGraphRunner",
+        _PREFILL_RELEASES,
+        "capture() -> _capture() -> _capture_one_stream() loops capture_one_shape(num_tokens) and, with "
+        "chunked-prefix capture, capture_one_shape(num_tokens, prefix_num_chunks=n); no profiler",
+        path=("_capture", "_capture_one_stream"),
+    ),
+    *_shape_rows(
+        "capture_one_batch_size",
+        why="label each batch size's capture as a capture::bs=N range inside our profile",
+        drop_when=_PROFILE_DROP,
+        rows=((_CPU, "CPUGraphRunner", _CPU_RELEASES,
+               "(bs, forward) <= 0.5.5; (bs, forward, skip_cross_attention=False) later, called with True"),),
+    ),
+    *_shape_rows(
+        "capture_one_batch_size",
+        why="label each token count's capture as a capture::tokens=N range inside our profile",
+        drop_when=_PROFILE_DROP,
+        rows=((_PIECEWISE, "PiecewiseCudaGraphRunner", _PIECEWISE_RELEASES, "(num_tokens)"),),
+        unit="tokens",
+    ),
+    *_shape_rows(
+        "capture_one_shape",
+        why="label each token count's capture as a capture::tokens=N[,prefix_num_chunks=K] range",
+        drop_when=_PROFILE_DROP,
+        rows=((_PREFILL, "PrefillCudaGraphRunner", _PREFILL_RELEASES, "(size, *, prefix_num_chunks=0)"),),
+        unit="tokens",
     ),
 )
 

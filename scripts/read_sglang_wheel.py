@@ -28,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixins.sglang_targets import (  # noqa: E402
     HOOK,
+    INIT,
     NATIVE_EXPORT,
+    NATIVE_PROFILE_NAMES,
     RUNTIME_CONTEXT,
     SHAPE_METHODS,
     TARGETS,
@@ -190,6 +192,14 @@ def _strategy_check(wheel: Wheel, target: Target, klass: Klass) -> str:
         return f"skip: {target.base} lacks {lacking}" if lacking else "applies"
     if target.strategy is Strategy.INLINE_CAPTURE:
         return "applies" if module_global(wheel, target.module, "profile") is not None else "skip: no 'profile'"
+    if target.strategy is Strategy.PROFILE_CAPTURE:
+        if find_member(wheel, klass, target.method) is None:
+            return f"skip: lacks {target.method}"
+        native = [f"has {n}" for n in (INIT, HOOK) if find_member(wheel, klass, n) is not None]
+        for method in dict.fromkeys((target.method, *target.capture_path)):
+            used = referenced_names(find_member(wheel, klass, method))
+            native += [f"{method} uses {n}" for n in NATIVE_PROFILE_NAMES if n in used]
+        return f"deferred to native ({', '.join(native)})" if native else "applies (profiled by us)"
     if target.strategy is Strategy.TAKE_OVER_NATIVE:
         hook = klass.own().get(target.method)
         if NATIVE_EXPORT not in referenced_names(hook):

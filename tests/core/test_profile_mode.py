@@ -1,0 +1,256 @@
+"""Profile mode of the decorator and the mixin: for runners that profile nothing themselves, our own
+real CPU ``torch.profiler.profile`` runs around the named method and is exported after it returns.
+The same exactly-once rules as the hook mode: subclasses, ``super()`` chains, decorated twice."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_helpers import load_trace
+
+from mixins import CaptureTraceMixin, wait_for_exports, with_capture_trace
+from mixins.capture_trace import capture_profiler, shape_label
+
+
+class PlainRunner:
+    """A user runner with no profiler of its own: capture() loops a per-shape method."""
+
+    capture_bs = [8, 4]
+    captures = 0
+
+    def capture(self) -> str:
+        type(self).captures += 1
+        for bs in self.capture_bs:
+            self.capture_one_batch_size(bs)
+        return f"captured:{type(self).__name__}"
+
+    def capture_one_batch_size(self, bs: int, variant: str = "plain") -> Any:
+        import torch
+
+        return torch.mm(torch.ones(bs, 8), torch.ones(8, 3))
+
+
+class TokenRunner:
+    capture_num_tokens = [512, 256]
+
+    def capture(self) -> None:
+        for n in self.capture_num_tokens:
+            self.capture_one_shape(n)
+        self.capture_one_shape(256, prefix_num_chunks=2)
+
+    def capture_one_shape(self, size: int, *, prefix_num_chunks: int = 0) -> Any:
+        import torch
+
+        return torch.ones(size, 4).sum()
+
+
+def _files(directory: Path) -> dict[str, Any]:
+    assert wait_for_exports(60)
+    if not directory.exists():
+        return {}
+    return {p.name: load_trace(p) for p in sorted(directory.iterdir())}
+
+
+def _annotations(trace: dict[str, Any]) -> list[str]:
+    events = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+    return [e["name"] for e in sorted(events, key=lambda e: e["ts"])]
+
+
+def _name(cls: type) -> str:
+    return f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"
+
+
+def _hierarchy(apply: str) -> tuple[type, ...]:
+    if apply == "decorator":
+        @with_capture_trace(profile="capture")
+        class Base(PlainRunner):
+            pass
+    else:
+        class Base(CaptureTraceMixin, PlainRunner):  # type: ignore[no-redef]
+            capture_trace_profile = "capture"
+
+    class Inheriting(Base):
+        capture_bs = [2]
+
+    class OverridingWithSuper(Base):
+        def capture(self) -> str:
+            return "override+" + super().capture()
+
+    class OverridingWithoutSuper(Base):
+        def capture(self) -> str:
+            self.capture_one_batch_size(1)
+            return "override-only"
+
+    return Base, Inheriting, OverridingWithSuper, OverridingWithoutSuper
+
+
+@pytest.mark.parametrize("apply", ["decorator", "mixin"])
+def test_profile_mode_exports_one_file_per_runner_class(trace_env: Path, apply: str) -> None:
+    classes = _hierarchy(apply)
+    results = [cls().capture() for cls in classes]
+    assert results == [
+        "captured:Base", "captured:Inheriting", "override+captured:OverridingWithSuper", "override-only"
+    ]
+    files = _files(trace_env)
+    assert sorted(files) == sorted(_name(cls) for cls in classes)
+    assert _annotations(files[_name(classes[0])]) == ["capture::bs=8", "capture::bs=4"]
+    assert _annotations(files[_name(classes[1])]) == ["capture::bs=2"]
+    assert _annotations(files[_name(classes[2])]) == ["capture::bs=8", "capture::bs=4"]  # one profile, not two
+    assert _annotations(files[_name(classes[3])]) == ["capture::bs=1"]
+    trace = files[_name(classes[0])]
+    assert trace["capture_trace"]["runner"] == "Base"
+    assert trace["capture_trace"]["capture_bs"] == [8, 4]
+    mms = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"]
+    assert [e["args"]["Input Dims"][0] for e in mms] == [[8, 8], [4, 8]]  # record_shapes=True
+
+
+@pytest.mark.parametrize("how", ["decorator twice", "decorator and mixin", "subclass decorated again"])
+def test_applied_twice_still_profiles_and_exports_once(trace_env: Path, how: str) -> None:
+    if how == "decorator twice":
+        runner_cls = with_capture_trace(profile="capture")(with_capture_trace(profile="capture")(
+            type("Twice", (PlainRunner,), {})))
+    elif how == "decorator and mixin":
+        runner_cls = with_capture_trace(profile="capture")(
+            type("Both", (CaptureTraceMixin, PlainRunner), {"capture_trace_profile": "capture"}))
+    else:
+        base = with_capture_trace(profile="capture")(type("Base2", (PlainRunner,), {}))
+        runner_cls = with_capture_trace(profile="capture")(type("Sub2", (base,), {}))
+    runner_cls().capture()
+    files = _files(trace_env)
+    assert list(files) == [_name(runner_cls)]
+    assert _annotations(files[_name(runner_cls)]) == ["capture::bs=8", "capture::bs=4"]
+
+
+def test_token_runners_label_tokens_and_non_default_variants(trace_env: Path) -> None:
+    @with_capture_trace(profile="capture", shape_unit="tokens")
+    class Prefill(TokenRunner):
+        pass
+
+    Prefill().capture()
+    trace = _files(trace_env)[_name(Prefill)]
+    assert _annotations(trace) == ["capture::tokens=512", "capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2"]
+
+
+def test_switch_off_or_flag_off_calls_the_method_and_nothing_else(
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off (either switch): no profiler created or started, no range, no export — the method only."""
+    import torch
+
+    @with_capture_trace(profile="capture")
+    class Quiet(PlainRunner):
+        pass
+
+    created: list[Any] = []
+    ranges: list[str] = []
+    real_profile, real_range = torch.profiler.profile, torch.profiler.record_function
+    monkeypatch.setattr(torch.profiler, "profile", lambda *a, **k: created.append(k) or real_profile(*a, **k))
+    monkeypatch.setattr(torch.profiler, "record_function", lambda n, *a: ranges.append(n) or real_range(n, *a))
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    assert Quiet().capture() == "captured:Quiet"
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    runner = Quiet()
+    runner.enable_profile_cuda_graph = False  # type: ignore[attr-defined]
+    assert runner.capture() == "captured:Quiet"
+    assert (created, ranges, _files(trace_env)) == ([], [], {})
+    Quiet().capture()  # and on: one profiler, two ranges, one file
+    assert len(created) == 1 and len(ranges) == 2 and list(_files(trace_env)) == [_name(Quiet)]
+
+
+def test_switch_off_adds_no_call_on_the_capture_path(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Python function called during capture() with the switch off: the runner's own, our two
+    wrappers' bodies and the switch read — no profiler, exporter or torch.profiler code at all."""
+
+    @with_capture_trace(profile="capture")
+    class Counted(PlainRunner):
+        pass
+
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    runner = Counted()
+    runner.capture()  # warm caches (imports, signatures)
+    called: set[str] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            called.add(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    sys.setprofile(tracer)
+    try:
+        runner.capture()
+    finally:
+        sys.setprofile(None)
+    ours = {c.rsplit(":", 1)[1] for c in called if "/mixins/" in c}
+    assert not any("torch/profiler" in c or "torch/autograd/profiler" in c for c in called), called
+    # the wrappers, the instance binding and the switch read (settings re-exports the bootstrap's)
+    assert ours <= {"profile_capture", "label_shape", "bind_instance", "_profiling_now"}, ours
+    assert any("_sglang_capture_trace_bootstrap" in c for c in called)  # the switch was read, per call
+
+
+def test_a_profiler_already_recording_is_left_alone(trace_env: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Nested profilers: with sglang's or the user's profiler active in this thread, ours does not start
+    (the capture is in theirs) and we export nothing; the labels still go into their profile."""
+    import torch
+
+    @with_capture_trace(profile="capture")
+    class Nested(PlainRunner):
+        pass
+
+    with caplog.at_level(logging.DEBUG, logger="mixins"):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
+            assert Nested().capture() == "captured:Nested"
+    assert _files(trace_env) == {}
+    assert "already recording in this thread" in caplog.text
+    names = {e.name for e in outer.events()}
+    assert {"capture::bs=8", "capture::bs=4"} <= names
+
+
+def test_exceptions_pass_through_and_nothing_is_exported(trace_env: Path) -> None:
+    import torch
+
+    @with_capture_trace(profile="capture")
+    class Failing(PlainRunner):
+        def capture(self) -> str:
+            raise ValueError("capture failed")
+
+    with pytest.raises(ValueError, match="capture failed"):
+        Failing().capture()
+    assert not torch.autograd._profiler_enabled()  # our profiler was stopped
+    assert _files(trace_env) == {}
+
+
+def test_profile_mode_options_are_checked() -> None:
+    with pytest.raises(TypeError, match="no method 'capture_all' to profile"):
+        with_capture_trace(profile="capture_all")(type("NoSuch", (PlainRunner,), {}))
+    with pytest.raises(TypeError, match="names the method to profile"):
+        with_capture_trace(profile=True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="bs, tokens"):
+        with_capture_trace(profile="capture", shape_unit="rows")
+    # profile mode needs no post-profile hook
+    assert with_capture_trace(profile="capture")(type("NoHook", (PlainRunner,), {})).__name__ == "NoHook"
+
+
+def test_capture_profiler_is_configured_like_sglangs_decode_profile() -> None:
+    import torch
+
+    class Cpu:
+        device = "cpu"
+
+    prof = capture_profiler(Cpu())
+    assert prof.record_shapes is True and prof.profile_memory is False
+    assert set(prof.activities) == {torch.profiler.ProfilerActivity.CPU}
+    cuda = type("Cuda", (), {"model_runner": type("MR", (), {"device": "cuda"})()})()
+    expected = {torch.profiler.ProfilerActivity.CPU}
+    if torch.profiler.ProfilerActivity.CUDA in torch.profiler.supported_activities():
+        expected.add(torch.profiler.ProfilerActivity.CUDA)
+    assert set(capture_profiler(cuda).activities) == expected
+
+
+def test_tokens_label_from_signature() -> None:
+    runner = TokenRunner()
+    assert shape_label(TokenRunner.capture_one_shape, runner, (8192,), {}, "tokens") == "capture::tokens=8192"
+    assert (shape_label(TokenRunner.capture_one_shape, runner, (8192,), {"prefix_num_chunks": 4}, "tokens")
+            == "capture::tokens=8192,prefix_num_chunks=4")
