@@ -41,6 +41,7 @@ CPU_GRAPH_ROW = f"sglang.srt.model_executor.cpu_graph_runner.{RUNNER}"
 # What the server's own log says, read line by line through a pipe: the handshakes the test waits on.
 READY = "The server is fired up and ready to roll"
 SAVED = "CUDA graph capture trace saved to: "  # mixins/export.py, at INFO through sglang's logging
+PROFILER_START = "] profiler_start"  # Kineto (torch 2.13) logs this to stderr whenever a profiler starts
 START_TIMEOUT_S = 900  # a cold inductor compile on 2 busy cores; the wait ends at once if the server dies
 STOP_GRACE_S = 60  # SIGTERM to the group, then SIGKILL
 PROMPT = "The quick brown fox"
@@ -249,6 +250,7 @@ def test_the_trace_does_not_change_what_the_server_answers(switch_on: ServerRun,
 def test_switch_on_writes_exactly_one_cpu_graph_runner_trace(switch_on: ServerRun) -> None:
     assert all_files(switch_on.profile_dir) == ["graph_capture_profile", f"graph_capture_profile/{TRACE}"]
     assert switch_on.saved_line is not None and switch_on.saved_line.rstrip().endswith(TRACE)
+    assert sum(PROFILER_START in line for line in switch_on.log.lines) == 1  # ours, around the capture
 
 
 def test_summary_time_and_check_read_the_per_shape_segments(venv: Path, switch_on: ServerRun) -> None:
@@ -275,7 +277,7 @@ def test_summary_time_and_check_read_the_per_shape_segments(venv: Path, switch_o
 
 def test_switch_off_writes_no_trace_at_all(switch_off: ServerRun) -> None:
     assert all_files(switch_off.profile_dir) == []
-    assert not any(SAVED in line for line in switch_off.log.lines)
+    assert not any(SAVED in line or PROFILER_START in line for line in switch_off.log.lines)  # no profiler either
 
 
 # -- doctor, run in that venv with the server's environment, tells the truth --------------------------
