@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mixins.analysis.render import console
+from mixins.analysis.segments import by_size
 from mixins.analysis.timing import NOTE, PHASES
 
 __all__ = ["render_time", "bar"]
@@ -85,10 +86,11 @@ def _top_table(t: dict[str, Any]) -> Table | None:
 
 
 def _side_by_side(traces: list[dict[str, Any]]) -> Table:
-    """Rows: segment labels (first-seen order); columns: traces; the slowest cell of a row marked."""
+    """Rows: segment labels (`segments.by_size`: bs, then tokens); columns: traces; the slowest cell of a row marked."""
     labels: list[str] = []
     for t in traces:
         labels += [s["label"] for s in t["segments"] if s["label"] not in labels]
+    labels = by_size(labels)  # decode (bs=) and prefill (tokens=) runners: each unit's rows together
     table = Table(title="wall ms per segment, runners side by side (* the slowest)", title_justify="left")
     table.add_column("segment")
     for t in traces:

@@ -2,10 +2,13 @@
 
 Why a module of its own: ``summary``/``check`` count per segment, ``attribute`` looks for capture
 windows inside a segment and ``time`` splits per segment; all must cut a trace the same way.
+A segment's size is in its label in the unit its runner captures by: ``bs=8`` (decode runners),
+``tokens=8192`` (prefill / piecewise runners, ``mixins.sglang_targets.SHAPE_UNITS``).
 """
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -14,8 +17,30 @@ from typing import Any, NamedTuple
 from mixins.analysis.events import segment_marker
 from mixins.analysis.identity import Identity
 from mixins.analysis.model import ALL, Segment
+from mixins.sglang_targets import SHAPE_UNITS
 
-__all__ = ["Range", "segments_of", "assigner"]
+__all__ = ["Range", "segments_of", "assigner", "segment_size", "by_size"]
+
+_SIZE = re.compile(r"(?:^|,)(?P<unit>" + "|".join(SHAPE_UNITS) + r")=(?P<n>\d+)(?=,|#|$)")
+
+
+def segment_size(label: str) -> tuple[str, int] | None:
+    """``("bs", 8)`` for ``bs=8,variant=x``, ``("tokens", 8192)`` for ``tokens=8192,prefix_num_chunks=2``."""
+    m = _SIZE.search(label)
+    return (m["unit"], int(m["n"])) if m else None
+
+
+def by_size(labels: list[str]) -> list[str]:
+    """Labels in the order to compare runners by: batch sizes, then token counts, each ascending (a
+    size's variants keep their order), then labels without a size as they came."""
+
+    def key(item: tuple[int, str]) -> tuple[int, int, int]:
+        size = segment_size(item[1])
+        if size is None:
+            return (len(SHAPE_UNITS), 0, item[0])
+        return (SHAPE_UNITS.index(size[0]), size[1], item[0])
+
+    return [label for _, label in sorted(enumerate(labels), key=key)]
 
 
 class Range(NamedTuple):

@@ -132,7 +132,9 @@ def test_token_runners_label_tokens_and_non_default_variants(trace_env: Path) ->
 
     Prefill().capture()
     trace = _files(trace_env)[_name(Prefill)]
-    assert _annotations(trace) == ["capture::tokens=512", "capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2"]
+    assert _annotations(trace) == [
+        "capture::tokens=512", "capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2"
+    ]
 
 
 def test_switch_off_or_flag_off_calls_the_method_and_nothing_else(
@@ -148,8 +150,17 @@ def test_switch_off_or_flag_off_calls_the_method_and_nothing_else(
     created: list[Any] = []
     ranges: list[str] = []
     real_profile, real_range = torch.profiler.profile, torch.profiler.record_function
-    monkeypatch.setattr(torch.profiler, "profile", lambda *a, **k: created.append(k) or real_profile(*a, **k))
-    monkeypatch.setattr(torch.profiler, "record_function", lambda n, *a: ranges.append(n) or real_range(n, *a))
+
+    def profile_spy(*args: Any, **kwargs: Any) -> Any:
+        created.append(kwargs)
+        return real_profile(*args, **kwargs)
+
+    def range_spy(name: str, *args: Any) -> Any:
+        ranges.append(name)
+        return real_range(name, *args)
+
+    monkeypatch.setattr(torch.profiler, "profile", profile_spy)
+    monkeypatch.setattr(torch.profiler, "record_function", range_spy)
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
     assert Quiet().capture() == "captured:Quiet"
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
@@ -226,7 +237,7 @@ def test_profile_mode_options_are_checked() -> None:
     with pytest.raises(TypeError, match="no method 'capture_all' to profile"):
         with_capture_trace(profile="capture_all")(type("NoSuch", (PlainRunner,), {}))
     with pytest.raises(TypeError, match="names the method to profile"):
-        with_capture_trace(profile=True)  # type: ignore[arg-type]
+        with_capture_trace(profile=True)  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="bs, tokens"):
         with_capture_trace(profile="capture", shape_unit="rows")
     # profile mode needs no post-profile hook

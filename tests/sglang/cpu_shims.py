@@ -102,3 +102,91 @@ def tp_rank_shims(module: types.ModuleType) -> dict[str, Any]:
     if hasattr(module, "get_tensor_model_parallel_rank"):
         return {"get_tensor_model_parallel_rank": lambda: 0}
     return {}
+
+
+# -- CPUGraphRunner's real capture() on CPU ------------------------------------------------------------
+# What its capture path reads from objects sglang's __init__ and ModelRunner would have built. Everything
+# of sglang's own runs for real: capture(), its per-batch-size loop, patch_model() (a real torch.compile
+# of the model's forward on CPU, inductor included), capture_one_batch_size() with a real ForwardBatch,
+# forward_context(), and the two warm-up/compile runs of the compiled forward.
+
+
+class TpGroup:
+    """Stand-in for sglang's ``GroupCoordinator`` of a single rank: nothing to wait for."""
+
+    ca_comm = None
+
+    def barrier(self) -> None:
+        pass
+
+
+class CpuGraphAttention:
+    """Stand-in for an attention backend's three CPU-graph hooks (sglang's AMX backend has them; it
+    needs the CPU build of sgl_kernel, which does not exist here)."""
+
+    def init_cpu_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
+        pass
+
+    def get_cpu_graph_seq_len_fill_value(self) -> int:
+        return 1
+
+    def init_forward_metadata_capture_cpu_graph(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def tiny_model() -> Any:
+    """A real (tiny) torch module with sglang's model forward signature ``(input_ids, positions, forward_batch)``."""
+    import torch
+
+    class TinyModel(torch.nn.Module):
+        shared_experts_config = None  # 0.5.23's capture() reads it into get_model().override(...)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(32, 16)
+            self.proj = torch.nn.Linear(16, 32)
+
+        def forward(self, input_ids: Any, positions: Any, forward_batch: Any) -> Any:
+            return self.proj(torch.relu(self.embed(input_ids)))
+
+    return TinyModel()
+
+
+# -- token-count runners (PrefillCudaGraphRunner, PiecewiseCudaGraphRunner) ------------------------------
+# Their capture() is real; what it calls that needs CUDA is stood in: the capture stream, the graph
+# capture context, free GPU memory, the backend's capture session, and the per-shape capture itself
+# (one CUDA graph per token count), by a CPU function with the real method's signature.
+
+
+class CaptureBackend:
+    """Stand-in for the runner backend's ``capture_session(stream)`` (a CUDA-graph memory pool)."""
+
+    @contextlib.contextmanager
+    def capture_session(self, stream: Any) -> Iterator[None]:
+        yield
+
+
+def token_capture_shims(module: types.ModuleType) -> dict[str, Any]:
+    """Module globals of the prefill / piecewise runner modules that need CUDA or a process group."""
+    replacements = {**era_a_capture_shims(module), "get_or_create_global_graph_capture_stream": lambda: None}
+    return {name: value for name, value in replacements.items() if hasattr(module, name)}
+
+
+def per_shape_stand_in(real: Any, calls: list[tuple[Any, ...]]) -> Any:
+    """A CPU function with ``real``'s signature (so labels come from it) that records its call and runs
+    a matmul sized by the token count instead of capturing a CUDA graph."""
+    import inspect
+
+    import torch
+
+    signature = inspect.signature(real)
+
+    def capture_one(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        size = list(bound.arguments.values())[1]
+        calls.append((size, *sorted(kwargs.items())))
+        return torch.mm(torch.ones(size, 8), torch.ones(8, 4))
+
+    capture_one.__signature__ = signature  # type: ignore[attr-defined]
+    capture_one.__name__ = capture_one.__qualname__ = real.__name__
+    return capture_one

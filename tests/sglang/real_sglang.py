@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import importlib.util
 import json
 import sys
 import types
@@ -230,3 +231,133 @@ def run_order(*steps: str) -> None:
 
 if __name__ == "__main__":
     run_order(*sys.argv[1:])
+
+
+# -- runners sglang never profiles (PROFILE_CAPTURE rows) ----------------------------------------------
+
+CPU_GRAPH = "sglang.srt.model_executor.cpu_graph_runner"
+
+
+def cpu_graph_runner(cls: type, capture_bs: tuple[int, ...] = (1, 2), *, profile_flag: bool = True) -> Any:
+    """A ``CPUGraphRunner`` without ``__init__`` (which would also capture): the attributes its
+    ``__init__`` sets that ``capture()`` reads, for a decode-only text model on CPU. ``profile_flag``
+    stands for what ``__init__`` stores from ``--enable-profile-cuda-graph``."""
+    import torch
+    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    runner: Any = object.__new__(cls)
+    runner.model_runner = types.SimpleNamespace(
+        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, is_draft_worker=False,
+        model=cpu_shims.tiny_model(), attn_backend=cpu_shims.CpuGraphAttention(), tp_group=cpu_shims.TpGroup(),
+        spec_algorithm=SpeculativeAlgorithm.NONE, req_to_token_pool=None,
+        kv_index_translator=types.SimpleNamespace(bind_runner_slots=lambda forward_batch: None),
+        server_args=types.SimpleNamespace(enable_profile_cuda_graph=profile_flag, tp_size=1, pp_size=1, dp_size=1),
+    )
+    runner.device = "cpu"
+    runner.enable_profile_cuda_graph = profile_flag
+    runner.capture_bs = list(capture_bs)
+    runner.graphs, runner.graphs_cross, runner.output_buffers = {}, {}, {}
+    runner.captured_forward_batches, runner.captured_forward_batches_cross = {}, {}
+    runner.is_encoder_decoder = False
+    runner.encoder_lens = None
+    runner.num_tokens_per_bs = runner.captured_req_width = 1
+    runner.capture_forward_mode = ForwardMode.DECODE
+    runner.capture_hidden_mode = CaptureHiddenMode.NULL
+    max_bs = max(capture_bs)
+    runner.input_ids = torch.zeros((max_bs,), dtype=torch.int64)
+    runner.req_pool_indices = torch.zeros((max_bs,), dtype=torch.int64)
+    runner.seq_lens = torch.ones((max_bs,), dtype=torch.int64)
+    runner.out_cache_loc = torch.zeros((max_bs,), dtype=torch.int64)
+    runner.positions = torch.zeros((max_bs,), dtype=torch.int64)
+    runner.mrope_positions = torch.zeros((3, max_bs), dtype=torch.int64)
+    runner.num_token_non_padded = torch.zeros((1,), dtype=torch.int64)
+    runner.custom_mask = torch.ones((max_bs * 2,), dtype=torch.bool)
+    return runner
+
+
+@contextmanager
+def cpu_graph_context(runner: Any) -> Iterator[None]:
+    """What a scheduler process has when CPUGraphRunner captures: rank 0 of one, and (0.5.23) a published
+    config, made with ``create_context`` / ``use_context`` so this process's own context is left alone."""
+    module = importlib.import_module(CPU_GRAPH)
+    shims = {"get_tensor_model_parallel_rank": lambda: 0} if hasattr(module, "get_tensor_model_parallel_rank") else {}
+    with patched_attributes(module, shims):
+        try:
+            from sglang.srt import runtime_context
+        except ImportError:  # <= 0.5.13
+            yield
+            return
+        scope: Any = nullcontext()
+        if hasattr(runtime_context, "use_context"):
+            from sglang.srt.server_args import ServerArgs
+
+            args = ServerArgs(model_path="dummy", device="cpu")  # no download: nothing reads the model
+            scope = runtime_context.use_context(runtime_context.create_context(args, role="test"))
+        with scope:
+            with runtime_context.get_parallel().override(tp_rank=0, tp_group=runner.model_runner.tp_group):
+                yield
+
+
+PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
+PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
+#: (module, class, per-shape method) of the token-count runners sglang never profiles.
+TOKEN_RUNNERS = (
+    (PIECEWISE, "PiecewiseCudaGraphRunner", "capture_one_batch_size"),
+    (PREFILL, "PrefillCudaGraphRunner", "capture_one_shape"),
+)
+
+
+def token_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:
+    """A prefill / piecewise runner without ``__init__``: what its ``capture()`` reads. Releases with a
+    published config (0.5.14+) read the flag from it (``sglang_config``), older ones from server_args."""
+    runner: Any = object.__new__(cls)
+    runner.model_runner = types.SimpleNamespace(
+        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, model=cpu_shims.tiny_model(),
+        server_args=types.SimpleNamespace(enable_cudagraph_gc=False, enable_profile_cuda_graph=profile_flag),
+    )
+    if importlib.util.find_spec("sglang.srt.runtime_context") is not None:
+        del runner.model_runner.server_args  # 0.5.14+: the runner reads get_exec() / get_flags()
+    runner.capture_num_tokens = list(sizes)
+    runner.max_context_size = None
+    runner._capture_chunked_prefix = True  # prefill: each token count again per prefix-chunk variant
+    runner._prefix_capture_variants = [2]
+    runner.backend = cpu_shims.CaptureBackend()
+    return runner
+
+
+@contextmanager
+def sglang_config(**fields: Any) -> Iterator[None]:
+    """A published sglang config with these server-args fields, for releases that have one (0.5.14+),
+    restored afterwards: ``use_context`` where it exists (0.5.23), else ``publish`` and put back what
+    the process context held. Also rank 0 (``get_parallel().override``)."""
+    try:
+        from sglang.srt import runtime_context
+    except ImportError:
+        yield
+        return
+    from sglang.srt.server_args import ServerArgs
+
+    args = ServerArgs(model_path="dummy", device="cpu", **fields)  # no download: nothing reads the model
+    if hasattr(runtime_context, "use_context"):
+        with runtime_context.use_context(runtime_context.create_context(args, role="test")):
+            with runtime_context.get_parallel().override(tp_rank=0):
+                yield
+        return
+    context = runtime_context.get_context()
+    saved = dict(vars(context))
+    runtime_context.publish(args, role="test")
+    try:
+        with runtime_context.get_parallel().override(tp_rank=0):
+            yield
+    finally:
+        vars(context).clear()
+        vars(context).update(saved)
+
+
+def run_token_capture(runner: Any, profile_flag: bool) -> None:
+    """The runner's real ``capture()`` with the CUDA-side module globals stood in."""
+    module = importlib.import_module(type(runner).__module__)
+    with patched_attributes(module, cpu_shims.token_capture_shims(module)):
+        with sglang_config(enable_profile_cuda_graph=profile_flag):
+            runner.capture()

@@ -1,0 +1,216 @@
+"""Runners sglang never profiles (PROFILE_CAPTURE rows), against the real installed sglang.
+
+``CPUGraphRunner`` captures for real on CPU: its real ``capture()`` runs sglang's per-batch-size loop,
+``patch_model()`` (a real ``torch.compile`` of a tiny model's forward, inductor included) and
+``capture_one_batch_size()`` with a real ``ForwardBatch``; only what a scheduler process would have
+built is stood in (``cpu_shims``: a one-rank TP group, the attention backend's CPU-graph hooks, a tiny
+model). The first capture in a process pays the inductor compile (minutes on 2 busy cores); later ones
+hit dynamo's cache (seconds).
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import logging
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if importlib.util.find_spec("sglang") is None:
+    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
+
+import cpu_shims  # noqa: E402
+import real_sglang  # noqa: E402
+
+from mixins import sglang_patch  # noqa: E402
+from mixins.sglang_targets import TARGETS, Strategy  # noqa: E402
+
+cpu_shims.prepare()
+
+TRACE = "cuda_graph_capture-CPUGraphRunner-TP-0.json.gz"
+
+
+@pytest.fixture
+def trace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
+    return tmp_path
+
+
+@pytest.fixture
+def installed():
+    assert not sglang_patch.is_installed()
+    sglang_patch.install()
+    yield
+    sglang_patch.uninstall()
+
+
+def cpu_graph_class() -> type:
+    cls = real_sglang.load_class(real_sglang.CPU_GRAPH, "CPUGraphRunner")
+    if cls is None:
+        pytest.skip(f"no CPUGraphRunner in sglang {metadata.version('sglang')}")
+    return cls
+
+
+def capture(runner: Any) -> None:
+    with real_sglang.cpu_graph_context(runner):
+        runner.capture()
+
+
+def range_names(path: Path) -> list[str]:
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    return [e["name"] for e in sorted(events, key=lambda e: e["ts"]) if e.get("cat") == "user_annotation"]
+
+
+@pytest.fixture
+def profilers_started(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every torch.profiler.profile created while the test runs (ours is made through that name)."""
+    import torch
+
+    created: list[Any] = []
+    real = torch.profiler.profile
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        created.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.profiler, "profile", spy)
+    return created
+
+
+def test_cpu_graph_runner_real_capture_writes_one_trace(
+    trace_dir: Path, installed: None, profilers_started: list[Any]
+) -> None:
+    """The real capture path under --enable-profile-cuda-graph: one file, the runner's own name, one
+    segment per captured batch size (largest first, as sglang captures), torch.compile really ran."""
+    cls = cpu_graph_class()
+    runner = real_sglang.cpu_graph_runner(cls, (1, 2))
+    capture(runner)
+    assert sorted(runner.graphs) == [1, 2] and all(callable(g) for g in runner.graphs.values())
+    assert real_sglang.trace_names(trace_dir) == [TRACE]
+    path = real_sglang.traces(trace_dir)[0]
+    assert real_sglang.is_ours(path)
+    labels = [a for a in range_names(path) if a.startswith("capture::")]  # dynamo adds its own ranges
+    assert [label.split(",")[0] for label in labels] == ["capture::bs=2", "capture::bs=1"], labels
+    assert len(profilers_started) == 1 and profilers_started[0]["record_shapes"] is True
+    with gzip.open(path, "rt") as handle:
+        trace = json.load(handle)
+    assert trace["capture_trace"]["runner"] == "CPUGraphRunner"
+    assert trace["capture_trace"]["capture_bs"] == [1, 2]
+    mm = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] in ("aten::addmm", "aten::mm")]
+    assert mm and all("Input Dims" in e["args"] for e in mm)  # record_shapes, the model's own ops
+
+
+@pytest.mark.parametrize("off", ["switch off", "--enable-profile-cuda-graph off", "package not installed"])
+def test_cpu_graph_runner_writes_nothing_when_off(
+    off: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch, profilers_started: list[Any]
+) -> None:
+    """Either switch off: the capture runs, no profiler is started, nothing is written. The control
+    (our package not installed, flag and switch on): sglang itself writes no capture trace."""
+    cls = cpu_graph_class()
+    if off == "switch off":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    runner = real_sglang.cpu_graph_runner(cls, (1, 2), profile_flag=off != "--enable-profile-cuda-graph off")
+    if off != "package not installed":
+        sglang_patch.install()
+    try:
+        capture(runner)
+    finally:
+        sglang_patch.uninstall()
+    assert sorted(runner.graphs) == [1, 2]
+    assert profilers_started == []
+    assert real_sglang.trace_names(trace_dir) == []
+    assert not (trace_dir / "graph_capture_profile").exists()
+
+
+def test_cpu_graph_runner_defers_to_an_active_profiler(
+    trace_dir: Path, installed: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nested profilers: with a profiler already recording in this thread, ours does not start and we
+    write nothing; the per-shape ranges land in that profile."""
+    import torch
+
+    runner = real_sglang.cpu_graph_runner(cpu_graph_class(), (1, 2))
+    with caplog.at_level(logging.DEBUG, logger="mixins"):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
+            capture(runner)
+    assert real_sglang.trace_names(trace_dir) == []
+    assert "already recording in this thread" in caplog.text
+    assert {e.name.split(",")[0] for e in outer.events()} >= {"capture::bs=2", "capture::bs=1"}
+
+
+def test_profile_rows_report_profiled_by_us() -> None:
+    """status() says per row whether we profile it (applied) or sglang does (deferred, with why)."""
+    real_sglang.import_targets()
+    status = sglang_patch.install()
+    try:
+        rows = {s.target.qualname: s for s in status if s.target.strategy is Strategy.PROFILE_CAPTURE}
+    finally:
+        sglang_patch.uninstall()
+    version = metadata.version("sglang").split(".post")[0]
+    for target in TARGETS:
+        if target.strategy is not Strategy.PROFILE_CAPTURE:
+            continue
+        row = rows[target.qualname]
+        if version in target.read_in:
+            assert row.state is sglang_patch.State.APPLIED, str(row)
+            assert "profiled by us" in str(row)
+        else:
+            assert row.state is not sglang_patch.State.APPLIED, str(row)
+
+
+# -- token-count runners: real capture(), the per-shape CUDA-graph capture stood in ------------------
+
+
+def token_class(module: str, name: str) -> type:
+    cls = real_sglang.load_class(module, name)
+    if cls is None:
+        pytest.skip(f"no {name} in sglang {metadata.version('sglang')}")
+    return cls
+
+
+TOKEN_IDS = [name for _, name, _ in real_sglang.TOKEN_RUNNERS]
+
+
+@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize(("module", "name", "method"), real_sglang.TOKEN_RUNNERS, ids=TOKEN_IDS)
+def test_token_runner_real_capture(
+    module: str, name: str, method: str, case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch,
+    profilers_started: list[Any],
+) -> None:
+    """On: exactly one file named after the runner, a capture::tokens= segment per token count (largest
+    first, as sglang captures; prefill's prefix-chunk variants labelled). Either switch off, or our
+    package not installed (the control): the capture runs, no profiler starts, nothing is written."""
+    cls = token_class(module, name)
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls))
+    if case == "switch off":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    flag = case != "--enable-profile-cuda-graph off"
+    runner = real_sglang.token_runner(cls, (64, 256), profile_flag=flag)  # ascending, as sglang keeps it
+    if case != "package not installed":
+        sglang_patch.install()
+    try:
+        real_sglang.run_token_capture(runner, flag)
+    finally:
+        sglang_patch.uninstall()
+    assert calls and calls[0][0] == 256  # the real loop ran, largest first
+    if case != "on":
+        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
+        return
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
+    path = real_sglang.traces(trace_dir)[0]
+    assert real_sglang.is_ours(path) and len(profilers_started) == 1
+    expected = {
+        "PiecewiseCudaGraphRunner": ["capture::tokens=256", "capture::tokens=64"],
+        "PrefillCudaGraphRunner": ["capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2",
+                                   "capture::tokens=64", "capture::tokens=64,prefix_num_chunks=2"],
+    }[name]
+    assert range_names(path) == expected
