@@ -1,5 +1,6 @@
-"""``capture-trace demo``: three small runners named like SGLang's EAGLE3 set-up (``mixins.demo_runners``)
-capture a tiny model for a few batch sizes under ``torch.profiler`` and write one trace each.
+"""``capture-trace demo``: four small runners named like SGLang's EAGLE3 set-up plus a prefill runner
+(``mixins.demo_runners``) capture a tiny model for a few shapes under ``torch.profiler`` and write one
+trace each (the prefill runner through the decorator's profile mode).
 
 The runners, wrapt and torch are imported only when the command runs; without torch (the analyzer-only
 install) the command says how to get it.
@@ -48,8 +49,8 @@ def _resolve_device(device: str) -> str:
 def _profile_replays(runners: list[Any], replays: int, path: Path) -> Path:
     """Replay every captured graph ``replays`` times under the profiler, as serving would.
 
-    Each runner/batch size is wrapped in ``replay::runner=<name>,bs=<bs>`` so ``attribute`` can use
-    the runner and batch size as hints (the kernel sequence still decides).
+    Each runner/shape is wrapped in ``replay::runner=<name>,bs=<bs>`` (``tokens=<n>`` for the prefill
+    runner) so ``attribute`` can use the runner and size as hints (the kernel sequence still decides).
     """
     from mixins.demo_runners import import_torch
 
@@ -58,7 +59,8 @@ def _profile_replays(runners: list[Any], replays: int, path: Path) -> Path:
     with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
         for runner in runners:
             for bs, graph in sorted(runner.graphs.items()):
-                with torch.profiler.record_function(f"replay::runner={type(runner).__name__},bs={bs}"):
+                unit = "bs" if hasattr(runner, "capture_bs") else "tokens"  # the prefill runner's graphs
+                with torch.profiler.record_function(f"replay::runner={type(runner).__name__},{unit}={bs}"):
                     for _ in range(replays):
                         graph.replay()
         torch.cuda.synchronize()
@@ -79,7 +81,7 @@ def _replays(text: str) -> int:
 def run_demo(
     out: Path, device: str = "auto", batch_sizes: list[int] | None = None, replays: int = 0
 ) -> list[Path]:
-    """Capture with the three runners (and profile ``replays`` replays of each graph); the written files."""
+    """Capture with the demo runners (and profile ``replays`` replays of each graph); the written files."""
     from mixins.demo_runners import RUNNERS
     from mixins.export import wait_for_exports
 
@@ -149,13 +151,15 @@ def add_command(commands: Any) -> None:
     parser = add_documented(
         commands,
         "demo",
-        "capture three demo runners and write their traces",
-        "Capture a tiny model with three runners named like sglang's EAGLE3 set-up (decode, draft, "
-        "draft-extend) under torch.profiler, one labelled segment per batch size, and write one trace "
-        f"each to OUT/graph_capture_profile/. Turns {settings.ENABLE} on for this process only.",
+        "capture four demo runners and write their traces",
+        "Capture a tiny model with four runners named like sglang's EAGLE3 set-up (decode, draft, "
+        "draft-extend: they profile their own capture) and a prefill runner (no profiler of its own: "
+        "the decorator's profile mode) under torch.profiler, one labelled segment per batch size or "
+        f"token count, and write one trace each to OUT/graph_capture_profile/. Turns {settings.ENABLE} "
+        "on for this process only.",
         ["capture-trace demo --out demo-out --device cpu --batch-sizes 1,2,4,8",
          "capture-trace ls --long demo-out"],
-        exit_codes=("the three traces were written", "a trace is missing", "bad input or usage"),
+        exit_codes=("the four traces were written", "a trace is missing", "bad input or usage"),
     )
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help="profiler directory the traces go under")
     parser.add_argument(

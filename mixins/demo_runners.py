@@ -1,5 +1,8 @@
-"""The three demo runners of ``capture-trace demo``, named like SGLang's EAGLE3 set-up: each captures a tiny
-model for a few batch sizes under ``torch.profiler`` and writes one trace.
+"""The demo runners of ``capture-trace demo``, named like SGLang's EAGLE3 set-up plus a prefill runner:
+each captures a tiny model for a few shapes under ``torch.profiler`` and writes one trace. The three
+decode-side runners profile their own capture (hook mode, as sglang's decode runners); the prefill
+runner profiles nothing itself and gets its profile from the decorator's profile mode (as sglang's
+prefill, piecewise and CPU graph runners get theirs from the hook-mode rows).
 
 On CUDA each batch size is warmed up on a side stream and captured into a real ``torch.cuda.CUDAGraph``
 (as sglang does); on CPU the same loop runs eager forward passes, which is enough to see the traces,
@@ -101,4 +104,26 @@ class EAGLEDraftExtendCudaGraphRunner(CaptureTraceMixin, _DemoRunner):
         pass
 
 
-RUNNERS = (DecodeCudaGraphRunner, EAGLEDraftCudaGraphRunner, EAGLEDraftExtendCudaGraphRunner)
+@with_capture_trace(profile="capture", shape_method="capture_one_shape", shape_unit="tokens")
+class PrefillCudaGraphRunner(_DemoRunner):
+    """A prefill runner: one graph per token count, and no profiler of its own — profile mode runs
+    ``capture()`` inside ours and exports it (``capture::tokens=N`` segments)."""
+
+    tokens_per_batch = 16
+
+    def __init__(self, device: str, batch_sizes: list[int]) -> None:
+        super().__init__(device, batch_sizes)
+        self.capture_num_tokens = [bs * self.tokens_per_batch for bs in batch_sizes]
+        del self.capture_bs  # sizes are token counts here (the trace's metadata names batch sizes only)
+
+    def capture(self) -> None:
+        torch = import_torch()
+        with torch.inference_mode():
+            for num_tokens in reversed(self.capture_num_tokens):  # largest first, as sglang
+                self.capture_one_shape(num_tokens)
+
+    def capture_one_shape(self, size: int) -> Any:
+        return self.capture_one_batch_size(size, self.forward)
+
+
+RUNNERS = (DecodeCudaGraphRunner, EAGLEDraftCudaGraphRunner, EAGLEDraftExtendCudaGraphRunner, PrefillCudaGraphRunner)

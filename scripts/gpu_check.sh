@@ -2,14 +2,15 @@
 # The GPU check of `capture-trace attribute` (docs/DESIGN.md §9), prepared so that a session lent a
 # GPU spends its few device minutes on one call: capture real CUDA graphs with the demo, profile 3
 # replays of each, attribute the replay to the captures, check every graph kernel is attributed and
-# verified, and bring the traces back as test fixtures with their provenance.
+# verified, check the decorator's profile mode (the demo's prefill runner) captured real CUDA graphs
+# in its capture::tokens= segments, and bring the traces back as test fixtures with their provenance.
 #
 #   bash scripts/gpu_check.sh --prepare   # here, once: fetch the wheels the device lacks into .whl/
 #   bash scripts/gpu_check.sh             # there (device run, carry .whl), writes into $OUT
 #   GPU_CHECK_DEVICE=cpu bash scripts/gpu_check.sh   # dry run of every step that needs no GPU
 #
 # Device run: run(command="bash scripts/gpu_check.sh", carry=[".whl"], timeout_s=480). Files come
-# back under $OUT (at most 8): the three capture traces, replay-TP-0.json.gz, attribute.json,
+# back under $OUT (at most 8, all used): the four capture traces, replay-TP-0.json.gz, attribute.json,
 # provenance.txt, check.log. The device has torch, wrapt and rich but not msgspec (KINDS.md).
 set -euo pipefail
 
@@ -60,6 +61,18 @@ python3 -m mixins time "$traces"
 python3 -m mixins attribute --top 10 "$replay" "$captures"
 python3 -m mixins attribute --json "$replay" "$captures" > "$out/attribute.json"
 cp "$traces"/*.json.gz "$out/"
+
+# profile mode (the demo's PrefillCudaGraphRunner profiles nothing itself): our profiler around its
+# capture() recorded one capture::tokens= segment per token count, each with a capture window on CUDA
+python3 -m mixins time --json "$traces/cuda_graph_capture-PrefillCudaGraphRunner-TP-0.json.gz" \
+    | python3 -c "
+import json, sys
+(t,) = json.load(sys.stdin)['traces']
+segs = t['segments']
+print('profile mode:', [(s['label'], s['capture_windows']) for s in segs])
+assert segs and all(s['label'].startswith('tokens=') for s in segs), segs
+assert '$device' != 'cuda' or all(s['capture_windows'] >= 1 for s in segs), 'no CUDA graph captured in profile mode'
+"
 
 python3 - "$out/attribute.json" <<'EOF'
 import json, sys

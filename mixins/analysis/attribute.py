@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from mixins.analysis.identity import identity_of, rank_from_name
 from mixins.analysis.model import Kernel
+from mixins.analysis.segments import segment_size
 from mixins.analysis.serialise import json_value
 from mixins.analysis.timeline import C_GRAPH, D_COPY, D_KERNEL, NODE_KIND_OF_CALL, Timeline, load_timeline
 from mixins.analysis.windows import Node, Site, Window, sites_of_calls
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 _BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d+)"), re.compile(r"^execute_(\d+)_"))
+_TOKENS_HINT = re.compile(r"(?:^|[^A-Za-z0-9])tokens=(\d+)")  # prefill / piecewise runners (segments.segment_size)
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id
@@ -237,7 +239,9 @@ class _Hints:
     def __init__(self, tl: Timeline) -> None:
         found = []
         for r in tl.ranges:
-            bs = next((int(m.group(1)) for pat in _BS_HINT if (m := pat.search(r.name))), None)
+            bs = next((("bs", int(m.group(1))) for pat in _BS_HINT if (m := pat.search(r.name))), None)
+            if bs is None and (tm := _TOKENS_HINT.search(r.name)):
+                bs = ("tokens", int(tm.group(1)))
             rm = _RUNNER_HINT.search(r.name)
             if bs is not None or rm:
                 found.append((r.ts, r.ts + r.dur, r.pid, bs, rm.group(1) if rm else None))
@@ -246,8 +250,8 @@ class _Hints:
         self.starts = [f[0] for f in found]
         self.longest = max((f[1] - f[0] for f in found), default=0.0)
 
-    def at(self, t: float, pid: Any) -> tuple[int | None, str | None]:
-        bs: int | None = None
+    def at(self, t: float, pid: Any) -> tuple[tuple[str, int] | None, str | None]:
+        bs: tuple[str, int] | None = None
         runner: str | None = None
         j = bisect_right(self.starts, t) - 1
         while j >= 0 and self.starts[j] >= t - self.longest:  # later starts are inner ranges
@@ -289,7 +293,7 @@ class _Matcher:
         return got
 
     def pick(
-        self, ok: list[tuple[Window, list[int]]], hints: tuple[int | None, str | None]
+        self, ok: list[tuple[Window, list[int]]], hints: tuple[tuple[str, int] | None, str | None]
     ) -> tuple[Window, list[int]] | str:
         """One verified window, or why not.
 
@@ -302,7 +306,7 @@ class _Matcher:
         filters = (
             lambda x: len(x[0].nodes) == len(x[1]),
             lambda x: runner is not None and x[0].runner == runner,
-            lambda x: bs is not None and x[0].bs == bs,
+            lambda x: bs is not None and segment_size(x[0].segment) == bs,  # bs=N or tokens=N
             lambda x: prev is not None and x[0].capture == prev.capture and x[0].order == prev.order + 1,
         )
         for keep in filters:

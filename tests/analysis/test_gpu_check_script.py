@@ -35,8 +35,10 @@ def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
         "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
         "cuda_graph_capture-EAGLEDraftCudaGraphRunner-TP-0.json.gz",
         "cuda_graph_capture-EAGLEDraftExtendCudaGraphRunner-TP-0.json.gz",
+        "cuda_graph_capture-PrefillCudaGraphRunner-TP-0.json.gz",  # the decorator's profile mode
         "provenance.txt",
-    ]  # on a GPU also replay-TP-0.json.gz: 7 files, within the device's 8
+    ]  # on a GPU also replay-TP-0.json.gz: 8 files, the device's limit
+    assert "profile mode: [('tokens=" in done.stdout
     cov = json.loads((out / "attribute.json").read_text())["coverage"]
     assert cov["graph_kernels_attributed"] == cov["graph_kernels"] == 421
     assert "| torch " in (out / "provenance.txt").read_text()

@@ -27,6 +27,7 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
 REPO = Path(__file__).resolve().parent.parent.parent
 RUNNERS = ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
+PREFILL = "PrefillCudaGraphRunner"  # the demo's profile-mode runner: capture::tokens= segments
 Run = Callable[..., tuple[int, str, str]]  # the run_cli fixture
 TOL = 0.005  # µs: Kineto timestamps are ns-precise; ours are rounded to whole ns
 
@@ -139,7 +140,7 @@ def test_vllm_capture_trace_phases_match_its_events(run_cli: Run) -> None:
 
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's real CPU traces (three runners, batch sizes 1, 2, 4), made in a subprocess."""
+    """The demo's real CPU traces (four runners, batch sizes 1, 2, 4), made in a subprocess."""
     out = tmp_path_factory.mktemp("demo")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run(
@@ -154,11 +155,13 @@ def test_demo_every_batch_size_of_every_runner_is_a_row(
     demo_dir: Path, run_cli: Run
 ) -> None:
     doc = time_json(run_cli, demo_dir)
-    assert sorted(t["runner"] for t in doc["traces"]) == sorted(RUNNERS)
+    assert sorted(t["runner"] for t in doc["traces"]) == sorted((*RUNNERS, PREFILL))
     for t in doc["traces"]:
-        assert [(s["label"], s["bs"], s["variant"]) for s in t["segments"]] == [
-            ("bs=4", 4, None), ("bs=2", 2, None), ("bs=1", 1, None)  # sglang captures the largest first
-        ]
+        assert [(s["label"], s["bs"], s["variant"]) for s in t["segments"]] == (
+            [("tokens=64", None, None), ("tokens=32", None, None), ("tokens=16", None, None)]  # 16 per batch
+            if t["runner"] == PREFILL
+            else [("bs=4", 4, None), ("bs=2", 2, None), ("bs=1", 1, None)]  # sglang captures the largest first
+        )
         for s in t["segments"]:  # on CPU there is no capture window: the passes are eager
             assert s["capture_windows"] == 0 and s["phases"]["capture"] == s["phases"]["instantiate"] == 0
             assert s["phases"]["warmup"] > 0
@@ -196,7 +199,7 @@ def test_text_output_has_a_bar_per_segment_and_runners_side_by_side(
     assert "█" in out and "░" in out  # vLLM's capture window and the demo's eager passes
     side = out.split("runners side by side", 1)[1].splitlines()
     rows = [line for line in side if line.startswith("│")]
-    assert len(rows) == 5 and all(row.count(" *") == 1 for row in rows)  # the slowest of each row marked
+    assert len(rows) == 5 + 3 and all(row.count(" *") == 1 for row in rows)  # + tokens=16/32/64; slowest marked
 
 
 # -- hand-written CUDA capture traces (named fakes: no GPU here) ---------------------------------------

@@ -6,6 +6,7 @@ from pathlib import Path
 from core_helpers import PYTHON, load_trace, subprocess_env
 
 RUNNERS = ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
+PREFILL = "PrefillCudaGraphRunner"  # no profiler of its own: the decorator's profile mode
 
 
 def test_demo_command_writes_one_labelled_trace_per_runner(tmp_path: Path) -> None:
@@ -18,7 +19,7 @@ def test_demo_command_writes_one_labelled_trace_per_runner(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1" in done.stdout
     directory = tmp_path / "graph_capture_profile"
-    expected = sorted(f"cuda_graph_capture-{r}-TP-0.json.gz" for r in RUNNERS)
+    expected = sorted(f"cuda_graph_capture-{r}-TP-0.json.gz" for r in (*RUNNERS, PREFILL))
     assert sorted(p.name for p in directory.iterdir()) == expected
     for runner in RUNNERS:
         path = directory / f"cuda_graph_capture-{runner}-TP-0.json.gz"
@@ -32,6 +33,14 @@ def test_demo_command_writes_one_labelled_trace_per_runner(tmp_path: Path) -> No
         hidden = 64 if runner == "DecodeCudaGraphRunner" else 32
         linear_inputs = [e["args"]["Input Dims"][0] for e in trace["traceEvents"] if e.get("name") == "aten::linear"]
         assert [3, hidden] in linear_inputs and [1, hidden] in linear_inputs
+
+
+    prefill = load_trace(directory / f"cuda_graph_capture-{PREFILL}-TP-0.json.gz")  # profile mode
+    assert prefill["capture_trace"]["runner"] == PREFILL and prefill["capture_trace"]["capture_bs"] is None
+    labels = [e["name"] for e in prefill["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert labels == ["capture::tokens=48", "capture::tokens=16"]  # 16 tokens per batch, largest first
+    linear_inputs = [e["args"]["Input Dims"][0] for e in prefill["traceEvents"] if e.get("name") == "aten::linear"]
+    assert [48, 64] in linear_inputs and [16, 64] in linear_inputs
 
 
 def test_demo_rejects_bad_batch_sizes_and_missing_cuda(tmp_path: Path) -> None:
