@@ -21,14 +21,6 @@ tools=(hatchling==1.33.0 packaging==26.4 pathspec==1.1.1 pluggy==1.7.0 trove-cla
 
 quiet() { grep -v "is ignored: it is neither a file nor a directory" >&2 || true; }
 
-# included DEPS_LIST: the lists it names with `-r FILE` (relative to it, one level), so a change to one
-# builds a fresh venv too.
-included() {
-    local dir
-    dir="$(dirname "$1")"
-    sed -n 's/^-r[[:space:]]*//p' "$1" | while read -r name; do printf '%s\n' "$dir/$name"; done
-}
-
 # cached_venv NAME DEPS_LIST CHECK_CODE PACKAGE...: set $venv to a complete venv holding PACKAGE... and
 # DEPS_LIST (both --no-deps), building it when missing; CHECK_CODE is Python that must run in it.
 cached_venv() {
@@ -37,7 +29,7 @@ cached_venv() {
     [ -f "$deps" ] || { echo "no deps list: $deps" >&2; exit 2; }
     mkdir -p "$cache"
     local hash
-    hash="$( { cat "$deps" $(included "$deps") "${BASH_SOURCE[0]}" "${BASH_SOURCE[1]}"; printf '%s\n' "$@" "${tools[@]}";
+    hash="$( { cat "$deps" "${BASH_SOURCE[0]}" "${BASH_SOURCE[1]}"; printf '%s\n' "$@" "${tools[@]}";
                "$python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-12)"
     venv="$cache/venv-$name-$hash"
     local marker="$venv/.sglang-capture-trace-complete"
