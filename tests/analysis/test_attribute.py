@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inprocess import run_analyzer
 from pairs import (
     H100,
     VLLM_CAPTURE,
@@ -47,6 +48,13 @@ def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return str(request.param)
 
 
+#: For tests whose behaviour does not depend on how the replay is read: sequential by default, the
+#: overlapped repeat under the ``exhaustive`` marker (``.ci/run`` runs both).
+SEQUENTIAL_BY_DEFAULT = pytest.mark.parametrize(
+    "reading", ["sequential", pytest.param("overlapped", marks=pytest.mark.exhaustive)], indirect=True
+)
+
+
 def _attribute(run_cli: Any, *argv: Any) -> dict[str, Any]:
     rc, out, err = run_cli("attribute", *argv, "--json")
     assert rc == 0, err
@@ -66,8 +74,17 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"capture": load(VLLM_CAPTURE), "replay": load(VLLM_REPLAY)}
 
 
-def test_real_vllm_pair_reproduces_tracelens_ops_summary(run_cli: Any) -> None:
-    res = _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE)
+@pytest.fixture(scope="module")
+def full() -> dict[str, Any]:
+    """``attribute --json`` on the real pair, run once for every test that compares with it."""
+    rc, out, err = run_analyzer("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--json")
+    assert rc == 0, err
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def test_real_vllm_pair_reproduces_tracelens_ops_summary(full: dict[str, Any]) -> None:
+    res = full
     cov = res["coverage"]
     assert (cov["graph_kernels"], cov["graph_kernels_attributed"]) == (421, 421)
     assert res["unattributed"] == []
@@ -110,17 +127,17 @@ def test_derived_wrong_capture_attributes_nothing(run_cli: Any, real: dict[str, 
 
 
 def test_derived_capture_with_extra_launches_still_verifies(
-    run_cli: Any, real: dict[str, Any], tmp_path: Path
+    run_cli: Any, real: dict[str, Any], full: dict[str, Any], tmp_path: Path
 ) -> None:
     extra = save(extra_launches(real["capture"]), tmp_path / "extra_capture.json.gz")
     assert len(load_capture(str(extra)).windows[0].nodes) == 421 + 11
     res = _attribute(run_cli, VLLM_REPLAY, extra)
     assert res["coverage"]["graph_kernels_attributed"] == 421
-    assert _by_name_module(res) == pytest.approx(_by_name_module(_attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE)))
+    assert _by_name_module(res) == pytest.approx(_by_name_module(full))
 
 
 def test_derived_piecewise_pair_matches_window_by_window(
-    run_cli: Any, real: dict[str, Any], tmp_path: Path
+    run_cli: Any, real: dict[str, Any], full: dict[str, Any], tmp_path: Path
 ) -> None:
     cap, rep = piecewise(real["capture"], real["replay"], cut=200)
     cap_p, rep_p = save(cap, tmp_path / "pw_capture.json.gz"), save(rep, tmp_path / "pw_replay.json.gz")
@@ -128,7 +145,6 @@ def test_derived_piecewise_pair_matches_window_by_window(
     assert [len(w.nodes) for w in windows] == [200, 221]
     res = _attribute(run_cli, rep_p, cap_p)
     assert res["coverage"]["graph_kernels"] == res["coverage"]["graph_kernels_attributed"] == 421
-    full = _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE)
     assert _by_name_module(res) == pytest.approx(_by_name_module(full))
 
 
@@ -146,12 +162,17 @@ def test_rank_mismatch_is_a_clean_error(run_cli: Any, real: dict[str, Any], tmp_
 
 @pytest.mark.parametrize("which", ["replay", "capture"])
 @pytest.mark.parametrize(
-    "content,expect",
+    "content,expect,reading",
     [
-        (b"\x1f\x8b\x08\x00truncated", "gzip"),
-        (b'{"traceEvents": [{"ph": "X", "name": 1', "invalid JSON"),
-        (None, "no such file"),
+        pytest.param(content, expect, reading, marks=[pytest.mark.exhaustive] if repeat else [])
+        for content, expect in [
+            (b"\x1f\x8b\x08\x00truncated", "gzip"),
+            (b'{"traceEvents": [{"ph": "X", "name": 1', "invalid JSON"),
+            (None, "no such file"),
+        ]
+        for reading, repeat in [("sequential", False), ("overlapped", expect != "invalid JSON")]
     ],
+    indirect=["reading"],
 )
 def test_bad_replay_or_capture_exits_2_with_one_line(
     run_cli: Any, tmp_path: Path, which: str, content: bytes | None, expect: str, reading: str
@@ -411,7 +432,7 @@ def test_overlapped_reading_gives_the_same_result(
 
 
 def test_derived_repeated_launches_add_up_whatever_the_batch(
-    run_cli: Any, real: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_cli: Any, real: dict[str, Any], full: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """DERIVED: the real graph launch replayed 40 times (same kernels, same durations). Launches of one
     graph are added to the rows in batches; any batch size gives the same JSON, and every row is the
@@ -429,7 +450,7 @@ def test_derived_repeated_launches_add_up_whatever_the_batch(
     assert outputs[0] == outputs[1] == outputs[2]
     many = json.loads(outputs[0])
     assert many["coverage"]["graph_kernels_attributed"] == 40 * 421
-    one = _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE)
+    one = full
     key = lambda op: (op["name"], op["module"], json.dumps(op["input_dims"]), op["source"])  # noqa: E731
     singles = {key(op): op for op in one["ops"] if op["source"] == "graph"}
     graph = [op for op in many["ops"] if op["source"] == "graph"]
@@ -441,6 +462,7 @@ def test_derived_repeated_launches_add_up_whatever_the_batch(
         assert (op["min_us"], op["max_us"]) == (single["min_us"], single["max_us"])
 
 
+@SEQUENTIAL_BY_DEFAULT
 def test_replay_inside_the_capture_directory_is_not_a_capture(
     run_cli: Any, tmp_path: Path, reading: str
 ) -> None:

@@ -255,6 +255,7 @@ def test_ls_long_with_mistyped_metadata(tmp_path: Path) -> None:
 # -- item 4: --annotate streams from the one descriptor ---------------------------------------------------
 
 
+@pytest.mark.exhaustive  # a minute on 2 cores: .ci/run runs it (pytest -m exhaustive)
 def test_annotate_whitespace_bomb_is_bounded(tmp_path: Path) -> None:
     """2 MB of gzip holding 2 GB of whitespace after the replay's events: both reads of the replay
     (attribution, the annotated copy) stream it; the child's peak RSS stays small under a 1 GiB limit."""

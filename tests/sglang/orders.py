@@ -18,6 +18,18 @@ def orders(max_steps: int) -> list[tuple[str, ...]]:
     return found
 
 
+#: The orders the default run checks (every one is in ``orders(3)``; the rest run under the ``exhaustive``
+#: marker): the import alone, each activation step once before and once after it, and the multi-step
+#: orders users hit (0.5.23's import then plugin load after an install, an uninstall after the patches
+#: applied, a reinstall after an uninstall).
+DEFAULT_ORDERS = (
+    *orders(1),
+    ("install", "plugin", "import"),
+    ("install", "import", "uninstall"),
+    ("import", "install", "uninstall", "install"),
+)
+
+
 def installed_after(steps: tuple[str, ...]) -> bool:
     """Install and plugin load (with the switch on) install; uninstall uninstalls; import changes nothing."""
     installed = False
