@@ -23,6 +23,7 @@ from operator import add, itemgetter, le, mul
 from typing import Any, NamedTuple
 
 from mixins.analysis.collect import IdIndex
+from mixins.analysis.events import SIZE
 from mixins.analysis.identity import identity_of, rank_from_name
 from mixins.analysis.model import Kernel
 from mixins.analysis.segments import segment_size
@@ -42,9 +43,9 @@ __all__ = [
 ]
 
 # A range without "bs=", "tokens=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
-_BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(\d{1,18})(?!\d)"), re.compile(r"^execute_(\d{1,18})_"))
+_BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(" + SIZE + ")"), re.compile(r"^execute_(" + SIZE + ")_"))
 # prefill / piecewise runners count tokens, not requests (segments.segment_size)
-_TOKENS_HINT = re.compile(r"(?:^|[^A-Za-z0-9])tokens=(\d{1,18})(?!\d)")
+_TOKENS_HINT = re.compile(r"(?:^|[^A-Za-z0-9])tokens=(" + SIZE + ")")
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id

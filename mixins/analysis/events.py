@@ -62,8 +62,11 @@ K_OTHER, K_CPU_OP, K_LAUNCH, K_GRAPH, K_KERNEL, K_RUNTIME, K_GPU, K_ANNOT, K_FLO
 
 OUR_SEGMENT = re.compile(r"^capture::(?P<label>.+)$")
 # vLLM's ``capture_<bs>[_<mode>]``; modes have underscores (FULL_DECODE_ONLY, FULL_AND_PIECEWISE)
-FOREIGN_SEGMENT = re.compile(r"^capture_(?P<bs>\d{1,18})(?:_(?P<variant>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*))?$")
-_BS = re.compile(r"(?:^|,)bs=(\d{1,18})(?:,|$)")  # digits bounded here and above: int() of 4,301 raises
+# A batch size or token count read from a label: at most this many digits (fits 64 bits; int() of a
+# 4,301-digit string raises). Every size pattern uses it; a longer one stays plain text.
+SIZE = r"\d{1,18}(?!\d)"
+FOREIGN_SEGMENT = re.compile(r"^capture_(?P<bs>" + SIZE + r")(?:_(?P<variant>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*))?$")
+_BS = re.compile(r"(?:^|,)bs=(" + SIZE + r")(?:,|$)")
 _VARIANT = re.compile(r"(?:^|,)variant=([^,#]+)")
 _MODULE_SUFFIX = re.compile(r"_\d+$")
 _MODULE_PREFIX = "nn.Module: "

@@ -14,14 +14,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from mixins.analysis.events import segment_marker
+from mixins.analysis.events import SIZE, segment_marker
 from mixins.analysis.identity import Identity
 from mixins.analysis.model import ALL, Segment
 from mixins.sglang_targets import SHAPE_UNITS
 
 __all__ = ["Range", "segments_of", "assigner", "segment_size", "by_size"]
 
-_SIZE = re.compile(r"(?:^|,)(?P<unit>" + "|".join(SHAPE_UNITS) + r")=(?P<n>\d+)(?=,|#|$)")
+_SIZE = re.compile(r"(?:^|,)(?P<unit>" + "|".join(SHAPE_UNITS) + r")=(?P<n>" + SIZE + r")(?=,|#|$)")
 
 
 def segment_size(label: str) -> tuple[str, int] | None:

@@ -361,19 +361,27 @@ def test_time_numbers_out_of_range_are_one_line(tmp_path: Path, field: str, valu
 
 
 def test_huge_batch_sizes_in_labels_are_plain_text(tmp_path: Path) -> None:
-    """``capture::bs=<5,000 digits>``, vLLM's ``capture_<5,000 digits>``, a replay's ``bs=<5,000 digits>``
-    hint: never int() of them (past 4,300 digits it raises); the label is kept as text."""
+    """``capture::bs=<5,000 digits>``, ``capture::tokens=<5,000 digits>``, vLLM's ``capture_<5,000 digits>``,
+    a replay's ``bs=`` / ``tokens=`` hint: never int() of them (past 4,300 digits it raises); the label is kept
+    as text."""
     big = "9" * 5000
     events = [op(f"capture::bs={big}", 0.0, 10.0, cat="user_annotation"), op("aten::mm", 1.0),
-              op(f"capture_{big}", 20.0, 10.0, cat="user_annotation"), op("aten::mm", 21.0)]
+              op(f"capture_{big}", 20.0, 10.0, cat="user_annotation"), op("aten::mm", 21.0),
+              op(f"capture::tokens={big}", 40.0, 10.0, cat="user_annotation"), op("aten::mm", 41.0)]
     p = trace(tmp_path / "cuda_graph_capture-R-TP-0.json", events, meta(0, 1, runner="R"))
     for argv in (["summary", "--json", p], ["time", "--json", p]):
         proc = cli(*argv)
         assert proc.returncode == 0, proc.stderr
-        assert f"bs={big}" in proc.stdout
+        assert f"bs={big}" in proc.stdout and f"tokens={big}" in proc.stdout
+    # two runners: ``time`` sorts the rows of its side-by-side table by size (``segments.by_size``)
+    trace(tmp_path / "cuda_graph_capture-S-TP-0.json",
+          [op("capture::tokens=8", 0.0, 10.0, cat="user_annotation"), op("aten::mm", 1.0)], meta(0, 1, runner="S"))
+    proc = cli("time", tmp_path)
+    assert proc.returncode == 0, proc.stderr
     hinted = tmp_path / "replay.json.gz"
     doc = json.loads(gzip.decompress(VLLM_REPLAY.read_bytes()))
     doc["traceEvents"].append(op(f"replay::bs={big}", 0.0, 1e12, cat="user_annotation"))
+    doc["traceEvents"].append(op(f"replay::tokens={big}", 0.0, 1e12, cat="user_annotation"))
     hinted.write_bytes(gzip.compress(json.dumps(doc).encode()))
     proc = cli("attribute", "--json", hinted, VLLM_CAPTURE, "-j", "1")
     assert proc.returncode == 0, proc.stderr
