@@ -32,7 +32,7 @@ from typing import Any
 
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
-from mixins.metadata import build_metadata, trace_header
+from mixins.metadata import HEADER_PREFIX, build_metadata, trace_header
 from mixins.naming import (
     TRACE_SUFFIX,
     capture_numbers,
@@ -345,10 +345,9 @@ def existing_metadata(dir_fd: int, name: str) -> tuple[dict[str, Any], float] | 
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
             return None
         head = zlib.decompressobj(31).decompress(os.read(fd, _HEAD_BYTES), _HEAD_BYTES)
-        prefix = b'{"capture_trace": '
-        if not head.startswith(prefix):
+        if not head.startswith(HEADER_PREFIX):
             return None
-        metadata, _ = json.JSONDecoder().raw_decode(head[len(prefix):].decode("utf-8", "replace"))
+        metadata, _ = json.JSONDecoder().raw_decode(head[len(HEADER_PREFIX):].decode("utf-8", "replace"))
     except Exception:  # noqa: BLE001 - whatever the file holds, it is only a hint
         return None
     finally:

@@ -105,6 +105,10 @@ def distributed_info(metadata: dict[str, Any]) -> dict[str, Any] | None:
     return info
 
 
+# How every trace we write begins: our metadata is its first key (readers look for it there).
+HEADER_PREFIX = b'{"capture_trace": '
+
+
 def trace_header(metadata: dict[str, Any], kineto_head: bytes) -> bytes:
     """What goes before Kineto's first key: ``{"capture_trace": ..., ["distributedInfo": ...,]``.
 
@@ -112,7 +116,7 @@ def trace_header(metadata: dict[str, Any], kineto_head: bytes) -> bytes:
     ``distributedInfo`` among them, before ``traceEvents``, so that prefix tells whether it wrote one.
     On one line, so HTA (which finds the rank by a line regex) reads it from the first line.
     """
-    head = '{"capture_trace": ' + json.dumps(metadata) + ", "
+    head = HEADER_PREFIX.decode() + json.dumps(metadata) + ", "
     before_events = kineto_head.split(b'"traceEvents"', 1)[0]
     info = None if KINETO_DISTRIBUTED_KEY in before_events else distributed_info(metadata)
     if info is not None:
