@@ -28,6 +28,8 @@ __all__ = [
     "C_SET",
     "C_BEGIN",
     "C_END",
+    "C_INSTANTIATE",
+    "C_OTHER",
     "D_KERNEL",
     "D_COPY",
     "D_SET",
@@ -38,11 +40,11 @@ __all__ = [
     "compact_json",
 ]
 
-# Runtime calls kept (kind per call) and device work kinds.
-C_LAUNCH, C_GRAPH, C_COPY, C_SET, C_BEGIN, C_END = range(6)
+# Runtime calls (kind per call; every call is kept: ``time`` ranks them by self time) and device work kinds.
+C_LAUNCH, C_GRAPH, C_COPY, C_SET, C_BEGIN, C_END, C_INSTANTIATE, C_OTHER = range(8)
 D_KERNEL, D_COPY, D_SET = range(3)
 NODE_KIND_OF_CALL = {C_LAUNCH: D_KERNEL, C_COPY: D_COPY, C_SET: D_SET}
-_SKIP, _CPU_OP, _PYTHON, _RUNTIME, _ANNOTATION = range(5)  # what an event category is to us
+_SKIP, _PYTHON, _CPU_OP, _RUNTIME, _ANNOTATION = range(5)  # what an event category is to us
 _DEVICE = 8  # _DEVICE + D_KERNEL / D_COPY / D_SET
 
 
@@ -92,9 +94,11 @@ class Intervals:
 
 @dataclass
 class Calls:
-    """Runtime calls that matter: launches, graph launches, copies, sets, capture begin/end."""
+    """Runtime / driver calls: launches, graph launches, copies, sets, capture begin/end, instantiates, others."""
 
     start: array = field(default_factory=lambda: array("d"))
+    end: array = field(default_factory=lambda: array("d"))
+    name: array = field(default_factory=lambda: array("i"))  # into Timeline.call_names
     thread: array = field(default_factory=lambda: array("i"))
     kind: array = field(default_factory=lambda: array("b"))
     corr: array = field(default_factory=lambda: array("q"))  # -1: none
@@ -129,13 +133,55 @@ class Timeline:
     module_names: list[str] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
     thread_pid: list[Any] = field(default_factory=list)
+    call_names: list[str] = field(default_factory=list)
+    span: tuple[float, float] | None = None  # first start, last end of every cpu_op, call and range
+
+    def capture_windows(self) -> list[tuple[int, int]]:
+        """The one definition of a capture window: (begin call, end call or -1 when never closed).
+
+        Marks are taken in time order. An ``…EndCapture`` closes the latest open ``…BeginCapture`` of
+        its own thread (two streams captured from one thread nest: the inner one ends first); with none
+        open there, the oldest open one of another thread of its process (a capture ended on another
+        thread, as relaxed capture mode allows). An end that closes nothing is ignored; a begin never
+        closed runs to the end of the trace. Both ``time`` and ``attribute`` read windows from here.
+        """
+        c = self.calls
+        marks = sorted(
+            (c.start[i], c.kind[i] == C_END, i) for i in range(len(c.kind)) if c.kind[i] in (C_BEGIN, C_END)
+        )
+        opened: dict[int, list[int]] = {}
+        out: list[tuple[int, int]] = []
+        for _, is_end, i in marks:
+            th = c.thread[i]
+            if not is_end:
+                opened.setdefault(th, []).append(i)
+                continue
+            if opened.get(th):
+                out.append((opened[th].pop(), i))
+                continue
+            pid = self.thread_pid[th]
+            other = min(
+                (st[0] for t, st in opened.items() if st and self.thread_pid[t] == pid), key=c.start.__getitem__,
+                default=None,
+            )
+            if other is not None:
+                opened[c.thread[other]].remove(other)
+                out.append((other, i))
+        out += [(b, -1) for st in opened.values() for b in st]
+        out.sort(key=lambda w: (c.start[w[0]], w[0]))
+        return out
 
 
 class _Builder:
     """Fills a Timeline slice by slice."""
 
-    def __init__(self, tl: Timeline) -> None:
+    def __init__(self, tl: Timeline, device: bool = True, modules: bool = True) -> None:
         self.tl = tl
+        self.keep_device = device
+        self.keep_modules = modules
+        self.call_names = _Interner()
+        self.lo = float("inf")
+        self.hi = float("-inf")
         self.threads = _Interner()
         self.raw_sigs = _Interner()
         self.modules = _Interner()
@@ -182,20 +228,24 @@ class _Builder:
         for cat in cats.difference(dest):
             dest[cat] = self._category(cat or "")
         present = {dest[c] for c in cats}
-        if any(k >= _DEVICE for k in present):
+        if self.keep_device and any(k >= _DEVICE for k in present):
             self._devices([ev for ev in events if dest[ev.cat] >= _DEVICE and ev.ts is not None])
-        if _PYTHON in present:
+        if self.keep_modules and _PYTHON in present:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
         if present & {_CPU_OP, _RUNTIME, _ANNOTATION}:
-            self._others([ev for ev in events if _SKIP < dest[ev.cat] < _DEVICE and ev.ts is not None], dest)
+            self._others([ev for ev in events if _PYTHON < dest[ev.cat] < _DEVICE and ev.ts is not None], dest)
 
     def _others(self, events: list[SlimEvent], dest: dict[str | None, int]) -> None:
         """cpu_op intervals, runtime calls and annotation ranges (a few percent of any trace)."""
         tl = self.tl
+        lo, hi = self.lo, self.hi
         for ev in events:
             kind = dest[ev.cat]
             name = ev.name or ""
             ts = ev.ts or 0.0
+            end = ts + (ev.dur or 0.0)
+            lo = ts if ts < lo else lo
+            hi = end if end > hi else hi
             if kind == _CPU_OP:
                 a = ev.args
                 raw = (name, bytes(a.dims), bytes(a.types)) if a is not None else (name, b"", b"")
@@ -205,6 +255,7 @@ class _Builder:
             elif kind == _ANNOTATION:
                 if E.may_be_segment_marker(name) or E.may_be_hint(name):  # no other range is read
                     tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
+        self.lo, self.hi = lo, hi
 
     def _modules(self, events: list[SlimEvent]) -> None:
         iv = self.tl.modules
@@ -245,11 +296,16 @@ class _Builder:
             kind = C_BEGIN
         elif E.is_capture_end(name):
             kind = C_END
+        elif E.is_graph_instantiate(name):
+            kind = C_INSTANTIATE
         else:
-            return
+            kind = C_OTHER
         a = ev.args
         c = self.tl.calls
-        c.start.append(ev.ts or 0.0)
+        ts = ev.ts or 0.0
+        c.start.append(ts)
+        c.end.append(ts + (ev.dur or 0.0))
+        c.name.append(self.call_names(name))
         c.thread.append(self.thread(ev))
         c.kind.append(kind)
         c.corr.append(E.ident(a.correlation) if a is not None else -1)
@@ -270,13 +326,18 @@ class _Builder:
         tl.module_names = list(self.modules.values)
         tl.kernels = list(self.kernels.values)
         tl.thread_pid = [pid for pid, _ in self.threads.values]
+        tl.call_names = list(self.call_names.values)
+        tl.span = (self.lo, self.hi) if self.lo <= self.hi else None
 
 
-def load_timeline(path: str, progress: Callable[[int, int], None] | None = None) -> Timeline:
-    """Read ``path`` in one streaming pass; raises TraceError for any bad input."""
+def load_timeline(
+    path: str, progress: Callable[[int, int], None] | None = None, *, device: bool = True, modules: bool = True
+) -> Timeline:
+    """Read ``path`` in one streaming pass; raises TraceError for any bad input. ``device`` / ``modules``
+    False: device work / ``nn.Module`` intervals are not kept (``time`` reads neither)."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
-    b = _Builder(tl)
+    b = _Builder(tl, device, modules)
     for events in stream.slim_events():
         b.add(events)
     try:

@@ -24,14 +24,15 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from mixins.analysis import events as E
 from mixins.analysis.identity import Identity, identity_of
 from mixins.analysis.intervals import Interval, clip, length, subtract, union
 from mixins.analysis.model import Segment
-from mixins.analysis.reader import SlimEvent, open_trace
-from mixins.analysis.segments import Range, segments_of
+from mixins.analysis.segments import segments_of
+from mixins.analysis.timeline import C_INSTANTIATE, Timeline, load_timeline
 
 __all__ = ["PHASES", "NOTE", "TopOp", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
 
@@ -40,7 +41,6 @@ NOTE = (
     "profiling inflates CPU time (every op and runtime call is recorded while the trace is taken): "
     "read shares and compare runners and batch sizes; absolute times are upper bounds"
 )
-_BEGIN, _END, _INSTANTIATE = range(3)
 _FOREVER = 1 << 62
 
 
@@ -137,83 +137,21 @@ class TraceTime:
         }
 
 
-class _Timeline:
-    """CPU-side calls as parallel arrays (ns), capture/instantiate marks and annotation ranges."""
+class _Calls:
+    """The timeline's CPU ops and runtime calls as one set of parallel arrays in integer ns."""
 
-    def __init__(self) -> None:
-        self.ts = array("q")
-        self.end = array("q")
-        self.thread = array("i")
-        self.name = array("i")
-        self.op = array("b")  # 1: a cpu_op, 0: a runtime/driver call
-        self.names: dict[str, int] = {}
-        self.mark_of: list[int | None] = []  # per name id: _BEGIN / _END / _INSTANTIATE / None
-        self.threads: dict[tuple[Any, Any], int] = {}
-        self.thread_pid: list[Any] = []
-        self.marks: list[tuple[int, int, int, int]] = []  # (ts, kind, thread, end)
-        self.ranges: list[Range] = []  # the ones that may be segment markers; the rest only count in
-        self.range_lo = _FOREVER  # ... the span: first start and last end (ns) of every range
-        self.range_hi = -_FOREVER
-        self.wanted: dict[str | None, bool] = {}  # category -> timed (cpu_op, runtime) or a range
-
-    def add(self, events: list[SlimEvent]) -> None:
-        ts_a, end_a, thread_a, name_a, op_a = self.ts, self.end, self.thread, self.name, self.op
-        threads, names, mark_of = self.threads, self.names, self.mark_of
-        wanted = self.wanted
-        for cat in {ev.cat for ev in events}.difference(wanted):
-            wanted[cat] = cat is not None and (E.is_cpu_op(cat) or E.is_runtime(cat) or E.is_annotation(cat))
-        # One comprehension drops what is never timed (most of a capture: python_function calls).
-        for ev in [ev for ev in events if wanted[ev.cat] and ev.ts is not None]:
-            t, cat = ev.ts, ev.cat
-            assert t is not None and cat is not None
-            is_op = E.is_cpu_op(cat)
-            if not is_op and not E.is_runtime(cat):
-                name = ev.name or ""
-                dur = ev.dur or 0.0
-                self.range_lo = min(self.range_lo, _ns(t))
-                self.range_hi = max(self.range_hi, _ns(t + dur))
-                if E.may_be_segment_marker(name):  # kept whole only if it can cut a segment
-                    self.ranges.append(Range(name, t, dur, ev.pid))
-                continue
-            thread = threads.get((ev.pid, ev.tid))
-            if thread is None:
-                thread = self._thread(ev.pid, ev.tid)
-            name = ev.name or ""
-            nid = names.get(name)
-            if nid is None:
-                nid = self._name(name)
-            start, end = round(t * 1000), round((t + (ev.dur or 0.0)) * 1000)  # ns
-            ts_a.append(start)
-            end_a.append(end)
-            thread_a.append(thread)
-            name_a.append(nid)
-            op_a.append(is_op)
-            if not is_op:
-                mark = mark_of[nid]
-                if mark is not None:
-                    self.marks.append((start, mark, thread, end))
-
-    def _thread(self, pid: Any, tid: Any) -> int:
-        self.threads[(pid, tid)] = len(self.thread_pid)
-        self.thread_pid.append(pid)
-        return len(self.thread_pid) - 1
-
-    def _name(self, name: str) -> int:
-        """Intern ``name``; runtime calls of this name mark a capture boundary or an instantiate, or not."""
-        self.names[name] = len(self.mark_of)
-        self.mark_of.append(
-            _BEGIN if E.is_capture_begin(name)
-            else _END if E.is_capture_end(name)
-            else _INSTANTIATE if E.is_graph_instantiate(name)
-            else None
-        )
-        return len(self.mark_of) - 1
-
-    def span(self) -> tuple[int, int]:
-        """First start and last end of the CPU calls and annotation ranges (0, 0 when there are none)."""
-        lo = min(min(self.ts, default=_FOREVER), self.range_lo)
-        hi = max(max(self.end, default=-_FOREVER), self.range_hi)
-        return (lo, hi) if lo <= hi else (0, 0)
+    def __init__(self, tl: Timeline) -> None:
+        ops, calls = tl.ops, tl.calls
+        names: dict[str, int] = {}
+        op_names = [names.setdefault(n, len(names)) for n, _, _ in tl.signatures]
+        call_names = [names.setdefault(n, len(names)) for n in tl.call_names]
+        self.names = list(names)
+        self.n_ops = len(ops.start)  # indexes below are cpu_ops, the rest runtime calls
+        self.ts = array("q", (round(t * 1000) for t in (*ops.start, *calls.start)))
+        self.end = array("q", (round(t * 1000) for t in (*ops.end, *calls.end)))
+        self.thread = ops.thread + calls.thread
+        self.name = array("i", [op_names[x] for x in ops.label] + [call_names[x] for x in calls.name])
+        self.pid = [tl.thread_pid[t] for t in self.thread]
 
     def start_order(self) -> array:
         """Call indexes by start, the longer first on a tie (a parent before its children).
@@ -223,59 +161,27 @@ class _Timeline:
         by_end = sorted(range(len(self.ts)), key=self.end.__getitem__, reverse=True)
         return array("i", sorted(by_end, key=self.ts.__getitem__))
 
-    def self_times(self, order: array) -> array:
-        """Each call's duration minus what calls nested in it on the same thread took."""
-        ts, end, thread = self.ts, self.end, self.thread
-        own = array("q", (e - s for s, e in zip(ts, end, strict=True)))
-        stacks: dict[int, list[int]] = {}
-        for i in order:
-            stack = stacks.setdefault(thread[i], [])
-            while stack and end[stack[-1]] <= ts[i]:
-                stack.pop()
-            if stack:
-                parent = stack[-1]
-                own[parent] = max(0, own[parent] - (min(end[i], end[parent]) - ts[i]))
-            stack.append(i)
-        return own
 
-    def windows(self) -> list[tuple[Any, int, int]]:
-        """Capture windows (pid, BeginCapture end, EndCapture end).
-
-        An EndCapture closes the latest open BeginCapture of its thread (captures on two streams may
-        nest), else the oldest open one of its process; an unclosed window runs to the segment's end.
-        """
-        opened: dict[int, list[int]] = {}
-        out: list[tuple[Any, int, int]] = []
-        for _, kind, thread, end in sorted(self.marks):
-            if kind == _BEGIN:
-                opened.setdefault(thread, []).append(end)
-            elif kind == _END:
-                pid = self.thread_pid[thread]
-                if opened.get(thread):
-                    out.append((pid, opened[thread].pop(), end))
-                    continue
-                other = next((t for t, st in opened.items() if st and self.thread_pid[t] == pid), None)
-                if other is not None:
-                    out.append((pid, opened[other].pop(0), end))
-        out += [(self.thread_pid[t], start, _FOREVER) for t, st in opened.items() for start in st]
-        return out
-
-    def instantiates(self) -> list[tuple[Any, int, int]]:
-        return [(self.thread_pid[th], ts, end) for ts, kind, th, end in self.marks if kind == _INSTANTIATE]
+def _windows(tl: Timeline) -> list[tuple[Any, int, int]]:
+    """(pid, BeginCapture end, EndCapture end) in ns of each capture window (``Timeline.capture_windows``,
+    the one definition); a window never closed runs to the segment's end."""
+    c = tl.calls
+    return [
+        (tl.thread_pid[c.thread[b]], round(c.end[b] * 1000), round(c.end[e] * 1000) if e >= 0 else _FOREVER)
+        for b, e in tl.capture_windows()
+    ]
 
 
 @dataclass
 class _Context:
-    """What every segment's computation reads: the timeline in start order, windows, self times."""
+    """What every segment's computation reads: the calls in start order, windows, instantiates."""
 
-    tl: _Timeline
+    calls: _Calls
     order: array
     starts: array
     windows: list[tuple[Any, int, int]]
     instantiates: list[tuple[Any, int, int]]
-    own: array
     top: int
-    names: list[str]
     span: tuple[int, int]
 
 
@@ -288,8 +194,8 @@ def _phase_intervals(
     capture = union(windows)
     inst = subtract(union(clip(((a, b) for p, a, b in ctx.instantiates if mine or p == pid), s0, s1)), capture)
     first = capture[0][0] if capture else s1
-    tl = ctx.tl
-    ops = ((tl.ts[i], min(tl.end[i], first)) for i in members if tl.ts[i] < first and tl.op[i])
+    cs = ctx.calls
+    ops = ((cs.ts[i], min(cs.end[i], first)) for i in members if cs.ts[i] < first and i < cs.n_ops)  # cpu_ops
     warmup = subtract(subtract(union(ops, in_order=True), capture), inst)  # members are in start order
     return {"warmup": warmup, "capture": capture, "instantiate": inst}, len(windows)
 
@@ -314,65 +220,96 @@ class _Spent:
         return out
 
 
-def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]]) -> _Spent:
-    """Each call's self time, in the phase where it starts (members come in start order)."""
-    # One cursor per phase's sorted intervals (the phases are disjoint by construction), not one sorted
-    # list of all pieces: a trace whose warm-up ops never nest has one interval per op (issue 19).
-    phases = [(p, ivs) for p, ivs in sets.items() if ivs]
-    at = [0] * len(phases)
+class _Measure:
+    """How much of ``[lo, t)`` a sorted, disjoint interval list covers, for any ``t`` (prefix sums + bisect)."""
+
+    def __init__(self, ivs: list[Interval]) -> None:
+        self.starts = [a for a, _ in ivs]
+        self.ends = [b for _, b in ivs]
+        self.before = list(accumulate((b - a for a, b in ivs), initial=0))
+
+    def __call__(self, t: int) -> int:
+        k = bisect_right(self.starts, t) - 1
+        return 0 if k < 0 else self.before[k] + min(t, self.ends[k]) - self.starts[k]
+
+
+def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: int, s1: int) -> _Spent:
+    """Each call's self time (its duration less the calls nested in it on its thread), cut by the phases:
+    what lies in a phase counts there and only there, and nothing outside the segment counts. So a
+    phase's ops never add up to more than the phase (an op starting in warm-up and running on through a
+    capture window gives each phase its own part)."""
+    measures = [(p, _Measure(ivs)) for p, ivs in sets.items() if ivs]
+
+    def parts(a: int, b: int) -> list[int]:
+        """[s0, s1) ∩ [a, b) per phase of ``measures``, then the rest ("other")."""
+        a, b = min(max(a, s0), s1), min(max(b, s0), s1)
+        got = [m(b) - m(a) for _, m in measures]
+        return got + [(b - a) - sum(got)]
+
+    phases = [p for p, _ in measures] + ["other"]
+    cs = ctx.calls
+    ts, end, thread, name = cs.ts, cs.end, cs.thread, cs.name
+    own: dict[int, list[int]] = {}
+    stacks: dict[int, list[int]] = {}
+    for i in members:  # in start order: a parent before its children
+        own[i] = parts(ts[i], end[i])
+        stack = stacks.setdefault(thread[i], [])
+        while stack and end[stack[-1]] <= ts[i]:
+            stack.pop()
+        if stack:
+            parent = own[stack[-1]]
+            nested = own[i] if end[i] <= end[stack[-1]] else parts(ts[i], end[stack[-1]])
+            for k, v in enumerate(nested):
+                parent[k] -= v
+        stack.append(i)
     out = _Spent()
-    tl, own = ctx.tl, ctx.own
-    for i in members:
-        t = tl.ts[i]
-        phase = "other"
-        for n, (p, ivs) in enumerate(phases):
-            k = at[n]
-            while k < len(ivs) and ivs[k][1] <= t:
-                k += 1
-            at[n] = k
-            if k < len(ivs) and ivs[k][0] <= t:
-                phase = p
-                break
-        key = (phase, tl.name[i])
-        out.ns[key] += own[i]
-        out.calls[key] += 1
+    for i, vec in own.items():
+        for phase, v in zip(phases, vec, strict=True):
+            if v > 0:
+                key = (phase, name[i])
+                out.ns[key] += v
+                out.calls[key] += 1
     return out
 
 
 def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
-    tl = ctx.tl
+    cs = ctx.calls
     bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
     pid = seg.pid if bounded else None
     members = ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]  # an array: 4 B a call
     if pid is not None:
-        members = array("i", [i for i in members if tl.thread_pid[tl.thread[i]] == pid])
+        members = array("i", [i for i in members if cs.pid[i] == pid])
     sets, n_windows = _phase_intervals(ctx, members, s0, s1, pid)
     phases = {p: length(sets[p]) for p in PHASES[:-1]}
     phases["other"] = (s1 - s0) - sum(phases.values())
-    spent = _spent(ctx, members, sets) if ctx.top > 0 else _Spent()
+    spent = _spent(ctx, members, sets, s0, s1) if ctx.top > 0 else _Spent()
     total.add(spent)
-    top = spent.top(ctx.top, ctx.names)
+    top = spent.top(ctx.top, cs.names)
     return SegmentTime(seg.label, seg.bs, E.segment_variant(seg.label), s1 - s0, phases, n_windows, top)
 
 
-def build(path: str, identity: Identity, tl: _Timeline, top: int) -> TraceTime:
-    """The TraceTime of a collected timeline."""
+def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
+    """The TraceTime of a trace's timeline."""
     segs, source = segments_of(tl.ranges, identity)
-    order = tl.start_order()
-    names = sorted(tl.names, key=tl.names.__getitem__)
-    starts = array("q", (tl.ts[i] for i in order))
-    ctx = _Context(tl, order, starts, tl.windows(), tl.instantiates(), tl.self_times(order), top, names, tl.span())
+    cs = _Calls(tl)
+    order = cs.start_order()
+    starts = array("q", (cs.ts[i] for i in order))
+    c = tl.calls
+    instantiates = [
+        (tl.thread_pid[c.thread[i]], round(c.start[i] * 1000), round(c.end[i] * 1000))
+        for i in range(len(c.kind))
+        if c.kind[i] == C_INSTANTIATE
+    ]
+    span = (round(tl.span[0] * 1000), round(tl.span[1] * 1000)) if tl.span is not None else (0, 0)
+    ctx = _Context(cs, order, starts, _windows(tl), instantiates, top, span)
     total = _Spent()
     segments = [_segment(ctx, s, total) for s in segs]
-    return TraceTime(path, identity, source, segments, total.top(top, names))
+    return TraceTime(path, identity, source, segments, total.top(top, cs.names))
 
 
 def time_trace(path: str, top: int = 5, progress: Callable[[int, int], None] | None = None) -> TraceTime:
     """Read ``path`` in one streaming pass and time its segments; raises TraceError for bad input."""
-    stream = open_trace(path, progress)
-    tl = _Timeline()
-    for events in stream.slim_events():
-        tl.add(events)
-    return build(path, identity_of(path, stream.metadata), tl, top)
+    tl = load_timeline(path, progress, device=False, modules=False)
+    return build(path, identity_of(path, tl.metadata), tl, top)

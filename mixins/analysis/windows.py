@@ -23,8 +23,6 @@ from mixins.analysis.reader import TraceError
 from mixins.analysis.safe_io import read_small_json
 from mixins.analysis.segments import assigner, segments_of
 from mixins.analysis.timeline import (
-    C_BEGIN,
-    C_END,
     C_LAUNCH,
     D_KERNEL,
     NODE_KIND_OF_CALL,
@@ -118,20 +116,28 @@ def sites_of_calls(tl: Timeline, calls: list[int]) -> tuple[list[Site], list[int
 
 
 def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
-    """(thread, begin, end) of each capture window, in time order; an unclosed begin runs to the end."""
+    """(thread, begin, end) of each capture window (``Timeline.capture_windows``, the one definition) in
+    time order, on the thread that began it; a window never closed runs to the end."""
     c = tl.calls
-    begins = sorted((c.start[i], c.thread[i]) for i in range(len(c.kind)) if c.kind[i] == C_BEGIN)
-    ends: dict[int, list[float]] = {}
-    for i in range(len(c.kind)):
-        if c.kind[i] == C_END:
-            ends.setdefault(c.thread[i], []).append(c.start[i])
-    for v in ends.values():
-        v.sort()
-    out = []
-    for ts, th in begins:
-        e = ends.get(th, [])
-        k = bisect_left(e, ts)
-        out.append((th, ts, e[k] if k < len(e) else float("inf")))
+    return [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
+
+
+def _nested(spans: list[tuple[int, float, float]]) -> dict[int, list[tuple[float, float]]]:
+    """Per window, the windows nested in it on its thread (their launches belong to them, not to it);
+    windows follow one another in nearly every trace, so this is one pass over each thread's windows."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    by_thread: dict[int, list[int]] = {}
+    for n, (th, _, _) in enumerate(spans):  # spans come in time order
+        by_thread.setdefault(th, []).append(n)
+    for idx in by_thread.values():
+        for k, n in enumerate(idx):
+            _, b, e = spans[n]
+            for m in idx[k + 1 :]:
+                _, b2, e2 = spans[m]
+                if b2 > e:
+                    break
+                if e2 <= e:
+                    out.setdefault(n, []).append((b2, e2))
     return out
 
 
@@ -205,11 +211,13 @@ class _Context:
             return 0
         return self.find(ts, self.thread_pidx[thread])
 
-    def nodes(self, th: int, lo: float, hi: float) -> list[Node]:
+    def nodes(self, th: int, lo: float, hi: float, inner: list[tuple[float, float]]) -> list[Node]:
         starts, idx = self.by_thread.get(th, ([], []))
         out = []
         c = self.tl.calls
         for i in idx[bisect_left(starts, lo) : bisect_right(starts, hi)]:
+            if inner and any(b <= c.start[i] <= e for b, e in inner):
+                continue
             own = self.tl.kernels[c.kernel[i]] if c.kernel[i] >= 0 else None
             site = self.site[i]
             assert site is not None  # every call in by_thread has one
@@ -234,12 +242,13 @@ def _windows(tl: Timeline, identity: Identity, segs: list[Segment], source: str)
     if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
         return []
     ctx = _Context(tl, segs, source)
+    nested = _nested(spans)
     out: list[Window] = []
     last_end: dict[int, float] = {}
     for order, (th, b, e) in enumerate(spans):
         j = ctx.segment(b, th)
         seg = segs[j] if j >= 0 else None
-        nodes = ctx.nodes(th, b, e)
+        nodes = ctx.nodes(th, b, e, nested.get(order, []))
         named_by_launch = all(n.kernel is not None for n in nodes if n.kind == D_KERNEL)
         lo = max(last_end.get(th, float("-inf")), seg.start if seg is not None else float("-inf"))
         nodes, unnamed = _name_by_warmup(nodes, ctx.eager(th, lo, b))

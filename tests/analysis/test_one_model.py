@@ -1,0 +1,111 @@
+"""One reading of a trace: ``time`` and ``attribute`` see the same capture windows, ``summary`` and
+``attribute`` name the same captured launches, and ``time``'s phases never contradict their ops.
+
+The trace is hand-built (a named fake of an NVIDIA capture: no GPU here) with what tells definitions
+apart: two captures nested on one thread (the inner one ends first), a capture begun on one thread and
+ended on another, and an op that starts in the warm-up pass and runs on through the first capture.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mixins.analysis.windows import load_capture
+
+Run = Callable[..., tuple[int, str, str]]
+PID = 7
+
+
+def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _op(name: str, ts: float, dur: float, ext: int, tid: int = 1) -> dict[str, Any]:
+    return _x("cpu_op", name, ts, dur, tid, **{"External id": ext, "Input Dims": [[4, 4]], "Input type": ["float"]})
+
+
+def _launch(ts: float, corr: int, ext: int, tid: int = 1) -> dict[str, Any]:
+    return _x("cuda_runtime", "cudaLaunchKernel", ts, 2, tid, correlation=corr, **{"External id": ext})
+
+
+def _kernel(name: str, ts: float, corr: int, ext: int) -> dict[str, Any]:
+    return {**_x("kernel", name, ts, 3, 0, correlation=corr, **{"External id": ext}), "tid": 99}
+
+
+EVENTS = [
+    _x("user_annotation", "capture::bs=1", 0, 1000),
+    # warm-up pass: the kernels really ran (their names are known)
+    _op("aten::mm", 10, 10, 1), _launch(12, 1, 1), _kernel("gemm_kernel", 13, 1, 1),
+    _op("aten::relu", 22, 10, 2), _launch(24, 2, 2), _kernel("relu_kernel", 25, 2, 2),
+    _op("aten::add", 34, 10, 3), _launch(36, 3, 3), _kernel("add_kernel", 37, 3, 3),
+    # an op from the warm-up pass on through the first capture window (80 .. 300)
+    _op("aten::long_op", 80, 220, 4),
+    # outer window on thread 1: mm, [inner window: relu], add
+    _x("cuda_runtime", "cudaStreamBeginCapture", 100, 5, correlation=10),
+    _op("aten::mm", 110, 10, 5), _launch(112, 11, 5),
+    _x("cuda_runtime", "cudaStreamBeginCapture", 140, 5, correlation=12),
+    _op("aten::relu", 150, 10, 6), _launch(152, 13, 6),
+    _x("cuda_runtime", "cudaStreamEndCapture", 180, 5, correlation=14),
+    _op("aten::add", 190, 10, 7), _launch(192, 15, 7),
+    _x("cuda_runtime", "cudaStreamEndCapture", 220, 5, correlation=16),
+    # a window begun on thread 1 and ended on thread 2
+    _x("cuda_runtime", "cudaStreamBeginCapture", 400, 5, correlation=20),
+    _op("aten::mm", 410, 10, 8), _launch(412, 21, 8),
+    _x("cuda_runtime", "cudaStreamEndCapture", 450, 5, 2, correlation=22),
+    _x("cuda_runtime", "cudaGraphInstantiate", 460, 40, 2, correlation=23),
+]
+
+
+def _write(path: Path) -> Path:
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": EVENTS}, f)
+    return path
+
+
+def test_time_and_attribute_read_the_same_windows(tmp_path: Path, run_cli: Run) -> None:
+    path = _write(tmp_path / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz")
+    rc, out, err = run_cli("time", "--json", path)
+    assert rc == 0, err
+    (seg,) = json.loads(out)["traces"][0]["segments"]
+    windows = load_capture(str(path)).windows
+    assert seg["capture_windows"] == len(windows) == 3
+    # each launch belongs to the innermost window open on its thread; the cross-thread one has its own
+    sites = [[n.site.name for n in w.nodes] for w in windows]
+    assert sites == [["aten::mm", "aten::add"], ["aten::relu"], ["aten::mm"]]
+    # time's capture phase is exactly the windows' union: 105..225 and 405..455 (Begin end .. End end)
+    assert seg["phases"]["capture"] == 120.0 + 50.0
+
+
+def test_warm_up_names_agree_between_summary_and_attribute(tmp_path: Path, run_cli: Run) -> None:
+    path = _write(tmp_path / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz")
+    outer, _, cross = load_capture(str(path)).windows
+    by_attribute = {(n.site.name, n.kernel.name) for w in (outer, cross) for n in w.nodes if n.kernel is not None}
+    assert by_attribute == {("aten::mm", "gemm_kernel"), ("aten::add", "add_kernel")}
+    rc, out, err = run_cli("summary", "--json", "--top", "10", path)
+    assert rc == 0, err
+    (seg,) = json.loads(out)["traces"][0]["segments"]
+    by_summary = {
+        (row["op"], k["name"]) for row in seg["top"] for k in row["kernels"] if k.get("attributed")
+    }
+    assert by_attribute <= by_summary
+
+
+def test_an_op_across_phases_gives_each_phase_only_its_part(tmp_path: Path, run_cli: Run) -> None:
+    path = _write(tmp_path / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz")
+    rc, out, err = run_cli("time", "--json", "--top", "100", path)
+    assert rc == 0, err
+    (seg,) = json.loads(out)["traces"][0]["segments"]
+    top: dict[str, dict[str, float]] = {}
+    for row in seg["top"]:
+        top.setdefault(row["phase"], {})[row["op"]] = row["self_us"]
+    for phase, ops in top.items():  # a phase's ops never add up to more than the phase
+        assert sum(ops.values()) <= seg["phases"][phase] + 1e-6, (phase, ops, seg["phases"])
+    # aten::long_op (80 .. 300) less its children: warm-up 80..100, capture from 105 (Begin's end) on
+    long_op = {phase: ops["aten::long_op"] for phase, ops in top.items() if "aten::long_op" in ops}
+    # warm-up 80..105 less the Begin call in it; capture 105..225 less mm, Begin, relu, End, add, End;
+    # other 225..300 (the op ran on after the window): 20 + 75 + 75 = its 220 µs less 50 µs of children
+    assert long_op == {"warmup": 20.0, "capture": 75.0, "other": 75.0}
