@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mixins.helptext import BROKEN_PIPE
+from mixins.helptext import ANALYSIS_COMMANDS, BROKEN_PIPE
 
 
 class _Version(argparse.Action):
@@ -29,7 +29,7 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-COMMANDS = ("demo", "doctor", "ls", "summary", "diff", "check", "time", "attribute")
+COMMANDS = ("demo", "doctor", *ANALYSIS_COMMANDS)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

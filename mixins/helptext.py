@@ -9,6 +9,9 @@ from typing import Any
 EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usage (wins over 1)")
 # 128 + SIGPIPE, what a shell shows for a writer killed by SIGPIPE: never 0 or 1, which mean "same"/"different".
 BROKEN_PIPE = 141
+# The analyzer's sub-commands, in ``--help`` order (``mixins.analysis.cli`` registers them; ``mixins.cli``
+# dispatches on them without importing the analyzer).
+ANALYSIS_COMMANDS = ("ls", "clean", "summary", "diff", "check", "time", "attribute")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -23,7 +23,7 @@ import msgspec
 from mixins.analysis import render
 from mixins.analysis.identity import Identity, is_trace_name
 from mixins.analysis.reader import Limits, TraceError, current_limits, using_limits
-from mixins.helptext import add_command, int_at_least, non_negative_int
+from mixins.helptext import ANALYSIS_COMMANDS, add_command, int_at_least, non_negative_int
 from mixins.naming import SUBDIR
 
 if TYPE_CHECKING:
@@ -39,13 +39,15 @@ __all__ = ["add_commands", "cmd_ls", "cmd_summary", "cmd_diff", "cmd_check", "tr
 OK, DIFFERENT, TROUBLE = 0, 1, 2
 
 
-COMMANDS = ("ls", "summary", "diff", "check", "time", "attribute")
+COMMANDS = ANALYSIS_COMMANDS
 
 
 def add_commands(subparsers: Any, only: str | None = None) -> None:
     """Register ``ls``, ``summary``, ``diff``, ``check``, ``time`` and ``attribute`` (or ``only`` that
     one) on argparse sub-parsers."""
-    adders = dict(zip(COMMANDS, (_add_ls, _add_summary, _add_diff, _add_check, _add_time, _add_attribute), strict=True))
+    adders = dict(
+        zip(COMMANDS, (_add_ls, _add_clean, _add_summary, _add_diff, _add_check, _add_time, _add_attribute), strict=True)
+    )
     for name, add in adders.items():
         if only is None or only == name:
             add(subparsers)
@@ -72,6 +74,22 @@ def _add_ls(subparsers: Any) -> None:
     p.add_argument("-l", "--long", action="store_true", help="one block per trace with its recorded metadata")
     p.add_argument("--json", action="store_true", help="machine-readable output (includes the metadata)")
     p.set_defaults(func=with_limits(cmd_ls, p))
+
+
+def _add_clean(subparsers: Any) -> None:
+    p = add_command(
+        subparsers,
+        "clean",
+        "remove the staging directories of exports whose process is gone",
+        "Remove what interrupted exports left in a trace directory: staging directories (.capture-trace-"
+        "staging.*) whose process is gone, on this host and in this pid namespace, owned by you. Others "
+        "(another user's, a running process, another host) are listed and kept. `ls` lists them and never "
+        "removes anything; an exporter removes its own host's dead ones as it goes (docs/DESIGN.md §2).",
+        ["capture-trace clean /tmp/graph_capture_profile"],
+    )
+    p.add_argument("dir", metavar="DIR", help="a trace directory (where the traces are written)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_clean)
 
 
 def _add_summary(subparsers: Any) -> None:
@@ -319,7 +337,7 @@ def _collect(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
 def cmd_ls(args: argparse.Namespace) -> int:
     from mixins.output_dir import sweep_path
 
-    temps = sweep_path(args.dir) if os.path.isdir(args.dir) else []  # exports' staging dirs; dead ones removed
+    temps = sweep_path(args.dir, remove=False) if os.path.isdir(args.dir) else []  # listed, never removed
     if temps and not args.json:
         render.render_temps(temps)
     try:
@@ -343,6 +361,22 @@ def cmd_ls(args: argparse.Namespace) -> int:
     elif rows:
         render.render_ls(rows)
     return TROUBLE if bad else OK
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from mixins.output_dir import sweep_path
+
+    if not os.path.isdir(args.dir):
+        render.error(f"{args.dir}: not a directory")
+        return TROUBLE
+    temps = sweep_path(args.dir, remove=True)
+    if args.json:
+        render.print_json({"dir": args.dir, "temporaries": [dataclasses.asdict(t) for t in temps]})
+    else:
+        render.render_temps(temps, cleaning=True)
+        if not temps:
+            render.console().print(render.safe(f"{args.dir}: no staging directories"))
+    return OK
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

@@ -173,13 +173,16 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
     console().print(table)
 
 
-def render_temps(temps: list[Any]) -> None:
-    """Staging directories of exports (``mixins.output_dir.StaleTemp``): one line each."""
+def render_temps(temps: list[Any], cleaning: bool = False) -> None:
+    """Staging directories of exports (``mixins.output_dir.StaleTemp``): one line each. ``ls`` lists them
+    (``cleaning`` False: nothing was removed); ``clean`` says what it removed and what it kept."""
     for t in temps:
         if t.removed:
             state = "its process is gone: removed"
-        elif t.process_gone:
+        elif t.process_gone and cleaning:
             state = "its process is gone; not removed (another user's)"
+        elif t.process_gone:
+            state = "its process is gone: stale (capture-trace clean removes it)"
         else:
             state = f"pid {t.pid} on {t.host} is running or not on this host: kept"
         console().print(safe(f"temporary {t.name}: {size_text(t.bytes)}, {state}"), highlight=False)

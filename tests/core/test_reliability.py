@@ -165,7 +165,7 @@ def test_exit_waits_for_the_export_not_for_its_sweep(tmp_path: Path) -> None:
     assert load_trace(path)["capture_trace"]["runner"] == "Swept"
 
 
-def test_capture_trace_ls_lists_temps_and_removes_dead_ones(trace_env: Path) -> None:
+def test_capture_trace_ls_lists_temps_and_clean_removes_dead_ones(trace_env: Path) -> None:
     path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Listed", tp_rank=0)
     assert path is not None and wait_for_exports(60)
     dead = _dead_process_staging(trace_env)
@@ -173,12 +173,19 @@ def test_capture_trace_ls_lists_temps_and_removes_dead_ones(trace_env: Path) -> 
     assert parsed is not None
     running = f"{STAGING_PREFIX}{os.getpid()}.{parsed.pid_namespace}.0a1b2c3d.{parsed.host}"
     (trace_env / running).mkdir(mode=0o700)
+    before = sorted(os.listdir(trace_env))
     done = subprocess.run([PYTHON, "-m", "mixins", "ls", str(trace_env)], env=subprocess_env(), capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
-    assert f"temporary {dead}: 1,000 B, its process is gone: removed" in done.stdout
+    assert f"temporary {dead}: 1,000 B, its process is gone: stale (capture-trace clean removes it)" in done.stdout
     assert f"temporary {running}: 0 B, pid {os.getpid()} on" in done.stdout and "kept" in done.stdout
     assert "Listed" in done.stdout
+    assert sorted(os.listdir(trace_env)) == before  # ls lists; it never deletes
+    done = subprocess.run([PYTHON, "-m", "mixins", "clean", str(trace_env)], env=subprocess_env(),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"temporary {dead}: 1,000 B, its process is gone: removed" in done.stdout
+    assert f"temporary {running}: 0 B, pid {os.getpid()} on" in done.stdout and "kept" in done.stdout
     assert sorted(os.listdir(trace_env)) == sorted([path.name, running])
 
 
