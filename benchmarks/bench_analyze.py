@@ -82,7 +82,7 @@ CHILD = {
     "summary": """
         import sys, time
         t = time.perf_counter()
-        from mixins.analysis.records import load_record, summarize
+        from mixins.analysis.model.records import load_record, summarize
         s = summarize(load_record(sys.argv[1]), 10)
         json.dumps(s)
         print(json.dumps({"seconds": time.perf_counter() - t, "events": s["events"]}))

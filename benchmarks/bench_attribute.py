@@ -54,7 +54,7 @@ FLOOR = """
     import sys, time
     t = time.perf_counter()
     import msgspec
-    from mixins.analysis.reader import SlimEvent
+    from mixins.analysis.read.reader import SlimEvent
     try:
         from isal.isal_zlib import decompress
     except ImportError:

@@ -23,7 +23,7 @@ bench_analyze.CHILD["time"] = """
     import sys, time
     t = time.perf_counter()
     from mixins.analysis.serialise import to_json
-    from mixins.analysis.timing import time_trace
+    from mixins.analysis.commands.time import time_trace
     doc = to_json(time_trace(sys.argv[1], 5))
     json.dumps(doc)
     print(json.dumps({"seconds": time.perf_counter() - t, "segments": len(doc["segments"])}))

@@ -75,6 +75,14 @@ def trace_stem(runner_name: str, ranks: Ranks) -> str:
     return stem
 
 
+# The parse of what trace_stem + capture_numbers write (the analyzer's identity reads names with it;
+# a plain ``.json`` is accepted for traces someone decompressed).
+TRACE_NAME = re.compile(
+    "^" + re.escape(TRACE_PREFIX)
+    + r"(?P<runner>.+?)-TP-(?P<tp>\d+)(?:-PP-(?P<pp>\d+))?(?:-(?P<n>\d+))?\.json(?:\.gz)?$"
+)
+
+
 def trace_dir(profiler_dir: str) -> Path:
     return Path(profiler_dir) / SUBDIR
 

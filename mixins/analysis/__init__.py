@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mixins.analysis.reader import TraceError
+from mixins.analysis.read.reader import TraceError
 
 if TYPE_CHECKING:
-    from mixins.analysis.records import TraceRecord, load_record
+    from mixins.analysis.model.records import TraceRecord, load_record
 
 __all__ = ["TraceError", "TraceRecord", "load_record"]
 
@@ -22,7 +22,7 @@ __all__ = ["TraceError", "TraceRecord", "load_record"]
 def __getattr__(name: str) -> Any:
     """``records`` on first use: ``attribute`` and ``time`` never build a record (start-up time)."""
     if name in ("TraceRecord", "load_record"):
-        from mixins.analysis import records
+        from mixins.analysis.model import records
 
         return getattr(records, name)
     raise AttributeError(f"module 'mixins.analysis' has no attribute {name!r}")

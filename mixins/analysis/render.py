@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from mixins.analysis.compare import GroupCheck, SegmentDiff
+    from mixins.analysis.commands.compare import GroupCheck, SegmentDiff
 
 from mixins.analysis.serialise import to_json
 from mixins.one_line import one_line
@@ -126,7 +126,8 @@ def cut(items: list[str], keep: int) -> list[str]:
     return items if len(items) <= keep else items[:keep] + [f"{len(items) - keep:,} more"]
 
 
-def _who(t: dict[str, Any]) -> str:
+def who(t: dict[str, Any]) -> str:
+    """A trace's writer in a few words: ``runner TP 0 PP 1 #2`` (the ``--json`` identity fields)."""
     parts = [t.get("runner") or "?"]
     if t.get("tp_rank") is not None:
         parts.append(f"TP {t['tp_rank']}")
@@ -208,7 +209,7 @@ def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
              + f"{_plural(len(segments), 'segment')}: " + ", ".join(cut(segments, 12)))]
     if m is None:
         source = t["identity_source"]
-        found = "no identity anywhere" if source == "none" else f"identity from {source}: {_who(t)}"
+        found = "no identity anywhere" if source == "none" else f"identity from {source}: {who(t)}"
         return rows + [("metadata", f"none in the trace ({found})")]
     runner = t.get("runner") or "?"
     sizes = [f"TP {_of(t.get('tp_rank'), m.get('tp_size'))}", f"PP {_of(t.get('pp_rank'), m.get('pp_size'))}"]
@@ -276,7 +277,7 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
     out = console()
     for t in traces:
         out.print(
-            f"[bold]{safe(t['path'])}[/bold]  {safe(_who(t))}  (identity: {t['identity_source']}, "
+            f"[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (identity: {t['identity_source']}, "
             f"segments: {safe(t['segment_source'])}, {t['events']:,} events)"
         )
         table = Table()

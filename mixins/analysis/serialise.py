@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from mixins.analysis.identity import Identity
-from mixins.analysis.model import Kernel, Segment, TraceRecord
+from mixins.analysis.model.identity import Identity
+from mixins.analysis.model.record import Kernel, Segment, TraceRecord
 
 __all__ = ["to_json", "json_value", "op_json", "identity_json", "summarize"]
 

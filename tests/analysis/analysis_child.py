@@ -112,9 +112,10 @@ def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
 def flip_after_listing(victim: str, *argv: str) -> None:
     """The CLI with the attacker's timing made exact: right after the directory is listed (and the
     name seen as a regular trace), ``victim`` becomes a FIFO. Before issue 19 the read then hung."""
-    from mixins.analysis import cli
+    from mixins.analysis import jobs
+    from mixins.analysis.commands import check, ls
 
-    listed = cli.trace_files
+    listed = jobs.trace_files
 
     def then_flip(directory: str) -> list[str]:
         files = listed(directory)
@@ -122,7 +123,8 @@ def flip_after_listing(victim: str, *argv: str) -> None:
         os.mkfifo(victim)
         return files
 
-    cli.trace_files = then_flip  # type: ignore[assignment]
+    for module in (jobs, ls, check):  # where each command looks it up
+        module.trace_files = then_flip  # type: ignore[attr-defined]
     analyzer_cli(*argv)
 
 

@@ -34,15 +34,15 @@ from pairs import (
     with_rank,
 )
 
-from mixins.analysis.attribute import attribute_replay
-from mixins.analysis.windows import load_capture
+from mixins.analysis.commands.attribute_match import attribute_replay
+from mixins.analysis.model.windows import load_capture
 
 
 @pytest.fixture(params=["sequential", "overlapped"])
 def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways ``attribute`` reads one replay: after the captures, or (a big replay) while the captures
     load in worker processes; the threshold is lowered so the real pair takes the overlapped path."""
-    from mixins.analysis import attribute_cmd
+    from mixins.analysis.commands import attribute as attribute_cmd
 
     monkeypatch.setattr(attribute_cmd, "OVERLAP_MIN_BYTES", 0 if request.param == "overlapped" else 1 << 62)
     return str(request.param)
@@ -410,7 +410,7 @@ def test_overlapped_reading_gives_the_same_result(
     run_cli: Any, real: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The replay read while two captures load in workers: byte-identical JSON to ``-j 1``."""
-    from mixins.analysis import attribute_cmd
+    from mixins.analysis.commands import attribute as attribute_cmd
 
     other = save(rotate_names(real["capture"]), tmp_path / "rotated_capture.json.gz")
     argv = ("attribute", VLLM_REPLAY, VLLM_CAPTURE, other, "--json")
@@ -437,7 +437,7 @@ def test_derived_repeated_launches_add_up_whatever_the_batch(
     """DERIVED: the real graph launch replayed 40 times (same kernels, same durations). Launches of one
     graph are added to the rows in batches; any batch size gives the same JSON, and every row is the
     single launch's row with 40x the count, kernels and time, and the same min and max."""
-    from mixins.analysis import attribute
+    from mixins.analysis.commands import attribute_match as attribute
 
     cap, rep = scaled(real["capture"], real["replay"], segments=1, launches=40)
     cap_p, rep_p = save(cap, tmp_path / "capture.json.gz"), save(rep, tmp_path / "replay_rank0.json.gz")

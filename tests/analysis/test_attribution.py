@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mixins.analysis.records import load_record, summarize
+from mixins.analysis.model.records import load_record, summarize
 
 H100 = Path(__file__).resolve().parent.parent / "data" / "h100_qwen1.5-0.5b_inference.json.gz"
 SHIFT_IDS = 10_000_000

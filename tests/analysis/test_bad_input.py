@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from analysis_child import child_env, command
 
-from mixins.analysis.reader import TraceError
-from mixins.analysis.records import load_record
+from mixins.analysis.model.records import load_record
+from mixins.analysis.read.reader import TraceError
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -32,7 +32,10 @@ def _bad_files(tmp: Path) -> dict[str, tuple[Path, str]]:
             b'{"traceEvents": [{"ph": "X", "name": "a"}, {"ph": "X", "na',
             "invalid JSON in traceEvents",
         ),
-        "no_trace_events": (gzip.compress(b'{"schemaVersion": 1, "events": []}'), "no traceEvents array"),
+        "no_trace_events": (
+            gzip.compress(b'{"schemaVersion": 1, "events": []}'),
+            "no traceEvents array (not a Kineto/chrome trace; its keys: 'schemaVersion', 'events')",
+        ),
         "not_an_object": (b"[1, 2, 3]", "not a JSON object"),
         "events_not_array": (b'{"traceEvents": {"a": 1}}', "traceEvents is not an array"),
         "empty": (b"", "empty file"),
@@ -189,7 +192,7 @@ def test_load_record_raises_trace_error_only(bad_files) -> None:  # type: ignore
 @pytest.mark.parametrize("case", ["truncated_gzip", "corrupt_gzip"])
 def test_stdlib_gzip_fallback_gives_the_same_errors(bad_files, run_cli, monkeypatch, case: str) -> None:  # type: ignore[no-untyped-def]
     """isal is optional: without it the stdlib gzip module reads, with the same messages."""
-    from mixins.analysis import reader
+    from mixins.analysis.read import reader
 
     monkeypatch.setattr(reader, "_fast_gzip", None)
     path, msg = bad_files[case]

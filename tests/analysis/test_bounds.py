@@ -19,11 +19,11 @@ import pytest
 from analysis_child import child_env, command
 from shapes import POOL, REPLAY_MODES, cli_args, replay_sequences, window_names, write_shape
 
-from mixins.analysis import attribute
-from mixins.analysis.intervals import subtract, union
-from mixins.analysis.model import Kernel
-from mixins.analysis.timeline import D_COPY, D_KERNEL
-from mixins.analysis.windows import Node, Site, Window
+from mixins.analysis.commands import attribute_match as attribute
+from mixins.analysis.model.interval_sets import subtract, union
+from mixins.analysis.model.record import Kernel
+from mixins.analysis.model.timeline import D_COPY, D_KERNEL
+from mixins.analysis.model.windows import Node, Site, Window
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -39,7 +39,7 @@ SITE = Site("aten::mm", "NA", "[[8,8]]", '["float"]')
 # ``summary``/``diff``/``check`` share one collector, ``attribute``/``time`` another each.
 CAPS = {
     ("summary", "kernel"): 250,  # measured ~70 B (was ~680 B)
-    ("time", "cpu_op"): 350,  # ~160 B (was ~240 B): warm-up intervals, one tuple each when none nest
+    ("time", "cpu_op"): 350,  # ~90 B (was ~160 B before time read the timeline; ~240 B before issue 19)
     ("attribute", "kernel"): 300,  # ~80 B (was ~220 B: a dict entry and a list per correlation)
 }
 

@@ -214,9 +214,9 @@ def test_one_command_imports_only_its_own_modules(tmp_path: Path) -> None:
         return set(got["modules"])
 
     loaded = modules("attribute", "--json", VLLM_REPLAY, VLLM_CAPTURE)
-    assert "mixins.analysis.attribute" in loaded
-    others = {"mixins.demo", "mixins.doctor", "mixins.analysis.compare", "mixins.analysis.timing",
-              "mixins.analysis.records", "mixins.output_dir", "importlib.metadata", "torch", "wrapt",
+    assert "mixins.analysis.commands.attribute_match" in loaded
+    others = {"mixins.demo", "mixins.doctor", "mixins.analysis.commands.compare", "mixins.analysis.commands.time",
+              "mixins.analysis.model.records", "mixins.output_dir", "importlib.metadata", "torch", "wrapt",
               "multiprocessing"}  # one capture, a small replay: no worker process, so no pool
     assert loaded & others == set()
     assert not any(m == "rich" or m.startswith("rich.") for m in loaded)

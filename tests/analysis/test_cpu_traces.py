@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mixins.analysis.records import Segment, TraceRecord, load_record, summarize
+from mixins.analysis.model.records import Segment, TraceRecord, load_record, summarize
 
 
 def _seg(rec: TraceRecord, label: str) -> Segment:
@@ -231,7 +231,7 @@ def test_summary_human_output(cpu_traces, run_cli) -> None:  # type: ignore[no-u
 )
 def test_segment_markers_of_every_writer(name: str, expected: object) -> None:
     """Ours and vLLM's annotations, including vLLM modes that contain underscores."""
-    from mixins.analysis.events import segment_marker, segment_variant
+    from mixins.analysis.model.events import segment_marker, segment_variant
 
     assert segment_marker(name) == expected
     if expected is not None and "variant=" in expected[0]:  # type: ignore[index]

@@ -284,7 +284,7 @@ def test_annotate_reads_the_file_attributed_even_if_swapped(
 ) -> None:
     """The attacker's timing, as a handshake: right after attribution another file is renamed over the
     replay's name. The annotated output is still the replay that was attributed."""
-    from mixins.analysis import attribute_cmd
+    from mixins.analysis.commands import attribute as attribute_cmd
 
     replay = tmp_path / "replay-TP-0.json.gz"
     shutil.copy(VLLM_REPLAY, replay)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mixins.analysis.intervals import clip, length, subtract, union
+from mixins.analysis.model.interval_sets import clip, length, subtract, union
 
 spans = st.lists(st.tuples(st.integers(-20, 60), st.integers(-20, 60)), max_size=8)
 

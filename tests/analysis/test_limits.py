@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from analysis_child import child_env, command
 
-from mixins.analysis import reader
-from mixins.analysis.reader import Limits, TraceError, open_trace
+from mixins.analysis.read import reader
+from mixins.analysis.read.reader import Limits, TraceError, open_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -314,7 +314,7 @@ def test_a_dead_worker_is_that_files_error(run_cli, tmp_path: Path, monkeypatch:
 def _killed_on_t1(path: str, progress: object = None) -> object:
     import signal
 
-    from mixins.analysis.records import compact, load_record
+    from mixins.analysis.model.records import compact, load_record
 
     if path.endswith("t1.json.gz"):
         os.kill(os.getpid(), signal.SIGKILL)
@@ -322,7 +322,7 @@ def _killed_on_t1(path: str, progress: object = None) -> object:
 
 
 def _buggy_summary_job(path: str, top: int, progress: object = None) -> object:
-    from mixins.analysis.records import load_record, summarize
+    from mixins.analysis.model.records import load_record, summarize
 
     if path.endswith("bad.json.gz"):
         raise KeyError("oops\nsecond line")

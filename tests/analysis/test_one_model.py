@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mixins.analysis.windows import load_capture
+from mixins.analysis.model.windows import load_capture
 
 Run = Callable[..., tuple[int, str, str]]
 PID = 7

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mixins.analysis import reader
-from mixins.analysis.reader import TraceError
-from mixins.analysis.records import load_record
+from mixins.analysis.model.records import load_record
+from mixins.analysis.read import reader
+from mixins.analysis.read.reader import TraceError
 
 FUZZ = settings(
     max_examples=int(os.environ.get("CAPTURE_TRACE_FUZZ_EXAMPLES", "150")),

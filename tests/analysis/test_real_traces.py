@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from pairs import load
 
-from mixins.analysis.records import load_record, summarize
+from mixins.analysis.model.records import load_record, summarize
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 H100 = DATA / "h100_qwen1.5-0.5b_inference.json.gz"

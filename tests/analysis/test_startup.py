@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-NOT_NEEDED = ("mixins.export", "mixins.capture_trace", "wrapt", "mixins.analysis.records", "rich", "torch")
+NOT_NEEDED = ("mixins.export", "mixins.capture_trace", "wrapt", "mixins.analysis.model.records", "rich", "torch")
 
 
 def _imported_after(code: str) -> set[str]:
@@ -26,11 +26,11 @@ def _imported_after(code: str) -> set[str]:
 
 def test_attribution_path_imports_neither_exporter_nor_records() -> None:
     loaded = _imported_after(
-        "from mixins.analysis.attribute import attribute_replay\n"
-        "from mixins.analysis.windows import load_capture\n"
+        "from mixins.analysis.commands.attribute_match import attribute_replay\n"
+        "from mixins.analysis.model.windows import load_capture\n"
         "from mixins.analysis.serialise import to_json"
     )
-    assert "mixins.analysis.attribute" in loaded
+    assert "mixins.analysis.commands.attribute_match" in loaded
     assert sorted(m for m in NOT_NEEDED if m in loaded) == []
 
 
@@ -44,4 +44,4 @@ def test_public_names_still_resolve() -> None:
         "try:\n    mixins.nothing_here\nexcept AttributeError as exc:\n    assert 'nothing_here' in str(exc)\n"
         "else:\n    raise SystemExit('no AttributeError')"
     )
-    assert {"mixins.export", "mixins.analysis.records"} <= loaded
+    assert {"mixins.export", "mixins.analysis.model.records"} <= loaded

@@ -1,7 +1,7 @@
 """``capture-trace time``: phase boundaries checked against the events themselves.
 
 The reference below reads the raw JSON with ``json.load`` and sweeps boundary points with depth
-counters (no interval algebra, no code shared with ``mixins.analysis.timing``). It runs on the real
+counters (no interval algebra, no code shared with ``mixins.analysis.commands.time``). It runs on the real
 vLLM capture trace, on the demo's real CPU traces, and on hand-written CUDA capture traces (named
 fakes: no GPU here) with several windows, instantiate/upload calls, vLLM/HIP names and no segment.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from mixins.analysis.timing import PHASES
+from mixins.analysis.commands.time import PHASES
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -321,7 +321,7 @@ def test_phases_sum_to_the_wall_time_whatever_the_split() -> None:
     (found by a run of the demo: 251,420 ns split 8,018 / 5,851 / 6,670 / rest)."""
     import random
 
-    from mixins.analysis.timing import phases_json
+    from mixins.analysis.commands.time import phases_json
 
     rng = random.Random(0)
     walls = [rng.randrange(1, 10**9) for _ in range(20_000)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mixins.analysis.segments import by_size, segment_size
+from mixins.analysis.model.segments import by_size, segment_size
 
 Run = Callable[..., tuple[int, str, str]]
 

@@ -310,7 +310,8 @@ def test_planted_staging_names_stop_neither_the_export_nor_ls(server_env: Path, 
                           capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "Planted" in done.stdout
-    assert re.search(rf"temporary {re.escape(planted[-1])}: \d+ B, its process is gone: stale", done.stdout), done.stdout
+    stale = rf"temporary {re.escape(planted[-1])}: \d+ B, its process is gone: stale"
+    assert re.search(stale, done.stdout), done.stdout
     done = subprocess.run([PYTHON, "-m", "mixins", "clean", str(server_env)], env=subprocess_env(),
                           capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

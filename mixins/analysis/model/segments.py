@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from mixins.analysis.events import SIZE, segment_marker
-from mixins.analysis.identity import Identity
-from mixins.analysis.model import ALL, Segment
+from mixins.analysis.model.events import SIZE, segment_marker
+from mixins.analysis.model.identity import Identity
+from mixins.analysis.model.record import ALL, Segment
 from mixins.sglang_targets import SHAPE_UNITS
 
 __all__ = ["Range", "segments_of", "assigner", "segment_size", "by_size"]

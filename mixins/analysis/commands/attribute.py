@@ -19,22 +19,22 @@ from contextlib import nullcontext
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.annotate import write_annotated, write_output
-from mixins.analysis.attribute import Attribution, ReplayIndex, attribute_index, index_replay
-from mixins.analysis.cli import (
+from mixins.analysis.commands.attribute_annotate import write_annotated, write_output
+from mixins.analysis.commands.attribute_match import Attribution, ReplayIndex, attribute_index, index_replay
+from mixins.analysis.jobs import (
     add_jobs_option,
     collect_results,
-    gather_files,
+    gather,
     map_files,
-    run_job,
+    run_one,
     trace_files,
     with_limits,
 )
-from mixins.analysis.reader import TraceError, current_limits, holding
-from mixins.analysis.windows import Capture, Window, load_capture, read_execution_details
+from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
+from mixins.analysis.read.reader import TraceError, current_limits, holding
 from mixins.helptext import add_command, non_negative_int
 
-__all__ = ["add_attribute_command", "cmd_attribute", "csv_rows", "CSV_COLUMNS"]
+__all__ = ["add", "cmd_attribute", "csv_rows", "CSV_COLUMNS"]
 
 OK, LOW_COVERAGE, TROUBLE = 0, 1, 2
 Details = dict[str, tuple[int, str | None]]  # TraceLens execution details: file name -> (batch size, mode)
@@ -61,7 +61,7 @@ CSV_COLUMNS = (
 )
 
 
-def add_attribute_command(subparsers: Any) -> None:
+def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "attribute",
@@ -204,16 +204,16 @@ def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[A
     workers = max(1, min(len(paths), (args.jobs or os.cpu_count() or 2) - 1))
     limits = current_limits()
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_job, limits, _capture_job, p, inputs) for p in paths]
-        rp = run_job(limits, index_replay, replay)
-        caps, bad = collect_results(gather_files(paths, futures))
+        futures = [pool.submit(run_one, limits, _capture_job, p, inputs) for p in paths]
+        rp = run_one(limits, index_replay, replay)
+        caps, bad = collect_results(gather(paths, futures))
     if bad:
         raise _Reported()
     rank = _capture_rank(caps, args.any_rank)
     if isinstance(rp, TraceError):
         raise rp
     extra = (rp, *_matched_against(caps), bool(args.annotate), rank, args.any_rank)
-    return collect_results([(replay, run_job(limits, _attribute_job, replay, *extra))])
+    return collect_results([(replay, run_one(limits, _attribute_job, replay, *extra))])
 
 
 def _matched_against(caps: list[Capture]) -> tuple[list[Window], list[str]]:

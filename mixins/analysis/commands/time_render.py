@@ -11,9 +11,9 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from mixins.analysis.render import console, safe
-from mixins.analysis.segments import by_size
-from mixins.analysis.timing import NOTE, PHASES
+from mixins.analysis.commands.time import NOTE, PHASES
+from mixins.analysis.model.segments import by_size
+from mixins.analysis.render import console, safe, who
 
 __all__ = ["render_time", "bar"]
 
@@ -34,17 +34,6 @@ def bar(phases: dict[str, float], scale: float, width: int = BAR_WIDTH) -> Text:
         text.append(glyph * max(0, cells), style=style)
         done += max(0, cells)
     return text
-
-
-def _who(t: dict[str, Any]) -> str:
-    who = t.get("runner") or "?"
-    if t.get("tp_rank") is not None:
-        who += f" TP {t['tp_rank']}"
-    if t.get("pp_rank"):
-        who += f" PP {t['pp_rank']}"
-    if t.get("capture_index", 1) != 1:
-        who += f" #{t['capture_index']}"
-    return who
 
 
 def _ms(us: float) -> str:
@@ -94,7 +83,7 @@ def _side_by_side(traces: list[dict[str, Any]]) -> Table:
     table = Table(title="wall ms per segment, runners side by side (* the slowest)", title_justify="left")
     table.add_column("segment")
     for t in traces:
-        table.add_column(safe(_who(t)), justify="right")
+        table.add_column(safe(who(t)), justify="right")
     for label in labels + ["total"]:
         values = [
             t["totals"]["wall_us"] if label == "total"
@@ -123,7 +112,7 @@ def render_time(traces: list[dict[str, Any]]) -> None:
     out.print(legend)
     scale = max((s["wall_us"] for t in traces for s in t["segments"]), default=0.0)
     for t in traces:
-        out.print(f"\n[bold]{safe(_who(t))}[/bold]  {safe(t['path'])}  (segments: {safe(t['segment_source'])})")
+        out.print(f"\n[bold]{safe(who(t))}[/bold]  {safe(t['path'])}  (segments: {safe(t['segment_source'])})")
         out.print(_segment_table(t, scale))
         top = _top_table(t)
         if top is not None:

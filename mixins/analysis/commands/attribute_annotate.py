@@ -15,8 +15,8 @@ from typing import IO, Any
 
 import msgspec
 
-from mixins.analysis.reader import open_trace
-from mixins.analysis.safe_io import output_file
+from mixins.analysis.read.reader import open_trace
+from mixins.analysis.read.safe_io import output_file
 
 __all__ = ["write_annotated", "write_output"]
 

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from difflib import SequenceMatcher
 from typing import Any
 
-from mixins.analysis.model import CompactTrace
+from mixins.analysis.model.align import opcodes
+from mixins.analysis.model.record import CompactTrace
 from mixins.analysis.render import cut
 from mixins.analysis.serialise import op_json
 
 __all__ = ["SegmentDiff", "Divergence", "GroupCheck", "diff_traces", "check_traces", "group_key"]
 
 _EXAMPLES = 5
-_ALIGN_LIMIT = 4_000_000  # len(a) * len(b) of the differing middle above which no alignment is tried
 
 
 class _Keys:
@@ -98,10 +98,12 @@ def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[
         d.add("removed", {**op_json(keys[k]), "count": n})
 
 
-def _aligned_diff(d: SegmentDiff, mid_a: array, mid_b: array, first: int, keys: list[tuple[Any, ...]]) -> None:
+def _aligned_diff(
+    d: SegmentDiff, codes: list[tuple[str, int, int, int, int]], mid_a: array, mid_b: array, first: int,
+    keys: list[tuple[Any, ...]],
+) -> None:
     """Align the differing middles; the same op name in the same place is a change, else remove + add."""
-    sm = SequenceMatcher(None, list(mid_a), list(mid_b), autojunk=False)
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+    for tag, i1, i2, j1, j2 in codes:
         if tag == "equal":
             continue
         paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
@@ -147,10 +149,11 @@ def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> Se
         end_a -= 1
         end_b -= 1
     mid_a, mid_b = a[first:end_a], b[first:end_b]
-    if len(mid_a) * len(mid_b) > _ALIGN_LIMIT:
+    codes = opcodes(list(mid_a), list(mid_b))
+    if codes is None:
         _multiset_diff(d, mid_a, mid_b, keys)
     else:
-        _aligned_diff(d, mid_a, mid_b, first, keys)
+        _aligned_diff(d, codes, mid_a, mid_b, first, keys)
     return d
 
 
@@ -375,3 +378,10 @@ def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
             size = max(found)
             first.problems.append(f"{_ranks_text('PP', missing)} missing (pp_size {size}): no trace of any TP rank")
             first.complete = False
+
+
+def compact_job(path: str, progress: Callable[[int, int], None] | None = None) -> CompactTrace:
+    from mixins.analysis.model.record import compact
+    from mixins.analysis.model.records import load_record
+
+    return compact(load_record(path, progress))

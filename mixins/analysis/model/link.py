@@ -9,10 +9,10 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 
-from mixins.analysis.collect import Collector, IdIndex
-from mixins.analysis.model import Kernel, Segment
+from mixins.analysis.model.align import matching_runs
+from mixins.analysis.model.collect import Collector, IdIndex
+from mixins.analysis.model.record import Kernel, Segment
 
 __all__ = ["Links", "link", "name_captured_launches"]
 
@@ -133,13 +133,13 @@ def name_captured_launches(seg: Segment) -> None:
         return
     eager = [o for o in seg.ops if o.kernels and all(k.name is not None for k in o.kernels)]
     captured = [o for o in seg.ops if any(k.name is None for k in o.kernels)]
-    if not eager or not captured or len(eager) * len(captured) > 4e8:
+    if not eager or not captured:
         return
-    ek = [(o.sig, len(o.kernels)) for o in eager]
-    ck = [(o.sig, len(o.kernels)) for o in captured]
-    matcher = SequenceMatcher(None, ek, ck, autojunk=False)
+    runs = matching_runs([(o.sig, len(o.kernels)) for o in eager], [(o.sig, len(o.kernels)) for o in captured])
+    if runs is None:
+        return
     got = 0
-    for a, b, size in matcher.get_matching_blocks():
+    for a, b, size in runs:
         for d in range(size):
             src, dst = eager[a + d], captured[b + d]
             names = tuple(

@@ -10,11 +10,11 @@ from array import array
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from mixins.analysis import events as E
-from mixins.analysis.events import ident
-from mixins.analysis.model import Kernel
-from mixins.analysis.reader import Args, Event
-from mixins.analysis.segments import Range
+from mixins.analysis.model import events as E
+from mixins.analysis.model.events import ident
+from mixins.analysis.model.record import Kernel
+from mixins.analysis.model.segments import Range
+from mixins.analysis.read.reader import Args, Event
 
 __all__ = ["Collector", "kernel_of"]
 

@@ -42,6 +42,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "TraceError",
+    "compact_json",
     "Args",
     "Event",
     "SlimArgs",
@@ -105,7 +106,7 @@ def holding(path: str) -> Iterator[None]:
     """Open ``path`` once (:func:`safe_io.open_input`) for the duration; every stream over ``path``
     in this process reads that descriptor from its start. Why: ``attribute --annotate`` reads the
     replay twice (attribution, then the copy) and a file swapped in between must not be annotated."""
-    from mixins.analysis.safe_io import open_input  # imports this module
+    from mixins.analysis.read.safe_io import open_input  # imports this module
 
     fd, _ = open_input(path)
     _held[path] = fd
@@ -240,6 +241,7 @@ _VALUE_WINDOW = 512  # bytes first tried for a top-level value (doubled while it
 _MAX_TOP_MEMBERS = 100_000  # a Kineto trace has ~15; each costs ~6 us, so 1 GB of `"a":0,` stops early
 _MAX_TOP_KEYS = 256  # distinct top-level key names remembered (informational); a hostile file may have millions
 _MAX_TOP_KEY_CHARS = 256
+_SHOWN_KEYS = 5  # top-level keys named when a file has no traceEvents (what it is instead)
 
 # Top-level keys worth keeping (small); the rest are parsed for validity and dropped.
 KEEP_KEYS = frozenset({"capture_trace", "distributedInfo", "schemaVersion", "traceName", "displayTimeUnit"})
@@ -378,7 +380,7 @@ class TraceStream:
         self.progress = progress
         self.limits = limits if limits is not None else _limits
         self.metadata: dict[str, Any] = {}
-        self.top_keys: list[str] = []  # distinct names in file order, at most _MAX_TOP_KEYS
+        self.top_keys: list[str] = []  # distinct names in file order, at most _MAX_TOP_KEYS (for errors)
         self.events_seen = False
         self.size = 0
         self.elements = 0  # traceEvents elements so far, objects or not
@@ -405,7 +407,7 @@ class TraceStream:
     def _open(self) -> None:
         """Open the file once (or take the descriptor the command holds for it, :func:`holding`), by
         descriptor from then on: a name flipped to a FIFO or a link after a check changes nothing."""
-        from mixins.analysis.safe_io import open_input  # imports this module
+        from mixins.analysis.read.safe_io import open_input  # imports this module
 
         held = _held.get(self.path)
         if held is not None:
@@ -724,7 +726,10 @@ class TraceStream:
             if self._peek():
                 raise self._error(f"invalid JSON: extra data after the top-level object at byte {self._offset()}")
             if not self.events_seen:
-                raise self._error("no traceEvents array (not a Kineto/chrome trace)")
+                keys = ", ".join(repr(k[:40]) for k in self.top_keys[:_SHOWN_KEYS])
+                more = f", … {len(self.top_keys) - _SHOWN_KEYS:,} more" if len(self.top_keys) > _SHOWN_KEYS else ""
+                found = f"; its keys: {keys}{more}" if keys else "; an empty object"
+                raise self._error(f"no traceEvents array (not a Kineto/chrome trace{found})")
             self._report()
         except TraceError:
             raise
@@ -776,6 +781,21 @@ class TraceStream:
                 self._pos += 1
                 return
             raise self._error(f"invalid JSON: expected ',' or '}}' at byte {self._offset()}")
+
+
+def compact_json(raw: bytes, cache: dict[bytes, str]) -> str:
+    """Layout-independent text of a raw JSON value such as ``Input Dims`` ('' when absent), so equal values
+    compare and hash equal whatever the writer's spacing; ``cache`` keeps each distinct raw text's answer."""
+    if not raw:
+        return ""
+    got = cache.get(raw)
+    if got is None:
+        try:
+            got = msgspec.json.encode(msgspec.json.decode(raw)).decode()
+        except msgspec.DecodeError:  # pragma: no cover - the reader validated it
+            got = raw.decode("utf-8", "replace")
+        cache[raw] = got
+    return got
 
 
 def open_trace(

@@ -14,12 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from mixins.analysis import events as E
-from mixins.analysis.model import Kernel
-from mixins.analysis.reader import SlimEvent, TraceError, open_trace
-from mixins.analysis.segments import Range
+from mixins.analysis.model import events as E
+from mixins.analysis.model.record import Kernel
+from mixins.analysis.model.segments import Range
+from mixins.analysis.read.reader import SlimEvent, TraceError, compact_json, open_trace
 
 __all__ = [
     "C_LAUNCH",
@@ -37,7 +35,6 @@ __all__ = [
     "Timeline",
     "load_timeline",
     "innermost",
-    "compact_json",
 ]
 
 # Runtime calls (kind per call; every call is kept: ``time`` ranks them by self time) and device work kinds.
@@ -46,16 +43,6 @@ D_KERNEL, D_COPY, D_SET = range(3)
 NODE_KIND_OF_CALL = {C_LAUNCH: D_KERNEL, C_COPY: D_COPY, C_SET: D_SET}
 _SKIP, _PYTHON, _CPU_OP, _RUNTIME, _ANNOTATION = range(5)  # what an event category is to us
 _DEVICE = 8  # _DEVICE + D_KERNEL / D_COPY / D_SET
-
-
-def compact_json(raw: bytes) -> str:
-    """Layout-independent text of a raw JSON value ('' when absent)."""
-    if not raw:
-        return ""
-    try:
-        return msgspec.json.encode(msgspec.json.decode(raw)).decode()
-    except msgspec.DecodeError:  # pragma: no cover - the reader validated it
-        return raw.decode("utf-8", "replace")
 
 
 class _Interner:
@@ -315,14 +302,7 @@ class _Builder:
     def finish(self) -> None:
         tl = self.tl
         cache: dict[bytes, str] = {}
-
-        def text(raw: bytes) -> str:
-            got = cache.get(raw)
-            if got is None:
-                got = cache[raw] = compact_json(raw)
-            return got
-
-        tl.signatures = [(n, text(d), text(t)) for n, d, t in self.raw_sigs.values]
+        tl.signatures = [(n, compact_json(d, cache), compact_json(t, cache)) for n, d, t in self.raw_sigs.values]
         tl.module_names = list(self.modules.values)
         tl.kernels = list(self.kernels.values)
         tl.thread_pid = [pid for pid, _ in self.threads.values]

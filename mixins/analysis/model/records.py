@@ -10,13 +10,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 
-import msgspec
-
-from mixins.analysis import events as E
-from mixins.analysis.collect import Collector
-from mixins.analysis.identity import Identity, identity_from_name, identity_of, is_trace_name
-from mixins.analysis.link import Links, link, name_captured_launches
-from mixins.analysis.model import (
+from mixins.analysis.model import events as E
+from mixins.analysis.model.collect import Collector
+from mixins.analysis.model.identity import Identity, identity_from_name, identity_of, is_trace_name
+from mixins.analysis.model.link import Links, link, name_captured_launches
+from mixins.analysis.model.record import (
     ALL,
     OUTSIDE,
     CompactTrace,
@@ -27,8 +25,8 @@ from mixins.analysis.model import (
     TraceRecord,
     compact,
 )
-from mixins.analysis.reader import TraceError, open_trace
-from mixins.analysis.segments import assigner, segments_of
+from mixins.analysis.model.segments import assigner, segments_of
+from mixins.analysis.read.reader import TraceError, compact_json, open_trace
 from mixins.analysis.serialise import identity_json, json_value, op_json, summarize
 
 __all__ = [
@@ -53,20 +51,6 @@ __all__ = [
 ]
 
 
-def _compact_json(raw: bytes, cache: dict[bytes, str]) -> str:
-    """Layout-independent text of a raw JSON value ('' when absent)."""
-    if not raw:
-        return ""
-    got = cache.get(raw)
-    if got is None:
-        try:
-            got = msgspec.json.encode(msgspec.json.decode(raw)).decode()
-        except msgspec.DecodeError:  # pragma: no cover - the reader validated it
-            got = raw.decode("utf-8", "replace")
-        cache[raw] = got
-    return got
-
-
 def _signatures(c: Collector) -> list[Signature]:
     """Normalise each distinct raw (name, dims, types, concrete) once; equal signatures share one object."""
     cache: dict[bytes, str] = {}
@@ -74,7 +58,7 @@ def _signatures(c: Collector) -> list[Signature]:
     canon: dict[Signature, Signature] = {}
     for (name, dims, types, concrete), sid in c.raw_sigs.items():
         sig = Signature(
-            name or "", _compact_json(dims, cache), _compact_json(types, cache), _compact_json(concrete, cache)
+            name or "", compact_json(dims, cache), compact_json(types, cache), compact_json(concrete, cache)
         )
         sig_list[sid] = canon.setdefault(sig, sig)
     return sig_list
@@ -131,7 +115,7 @@ def _place_ops(c: Collector, seg_of: array, all_segs: list[Segment], links: Link
         s.ops.sort(key=lambda o: o.ts)
 
 
-def build(path: str, size: int, identity: Identity, c: Collector, top_keys: list[str]) -> TraceRecord:
+def build(path: str, size: int, identity: Identity, c: Collector) -> TraceRecord:
     """The TraceRecord of a collected trace."""
     segs, source = segments_of(c.ranges, identity)
     seg_of = _segment_index(c, segs, source)
@@ -144,7 +128,7 @@ def build(path: str, size: int, identity: Identity, c: Collector, top_keys: list
     result = list(segs)
     if all_segs[-1].events:
         result.append(all_segs[-1])
-    return TraceRecord(path, size, identity, len(c.kind), result, source, top_keys)
+    return TraceRecord(path, size, identity, len(c.kind), result, source)
 
 
 def load_record(path: str, progress: Callable[[int, int], None] | None = None) -> TraceRecord:
@@ -155,6 +139,6 @@ def load_record(path: str, progress: Callable[[int, int], None] | None = None) -
         c.add(events)
     identity = identity_of(path, stream.metadata)
     try:
-        return build(path, stream.size, identity, c, stream.top_keys)
+        return build(path, stream.size, identity, c)
     except (MemoryError, RecursionError) as exc:  # pragma: no cover - defensive
         raise TraceError(path, f"cannot analyse: {type(exc).__name__}") from None

@@ -13,16 +13,14 @@ import os
 from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from typing import NamedTuple
 
-from mixins.analysis.collect import IdIndex
-from mixins.analysis.identity import Identity, identity_of, rank_from_name
-from mixins.analysis.model import Kernel, Segment
-from mixins.analysis.reader import TraceError
-from mixins.analysis.safe_io import read_small_json
-from mixins.analysis.segments import assigner, segments_of
-from mixins.analysis.timeline import (
+from mixins.analysis.model.align import matching_runs
+from mixins.analysis.model.collect import IdIndex
+from mixins.analysis.model.identity import Identity, identity_of, rank_from_name
+from mixins.analysis.model.record import Kernel, Segment
+from mixins.analysis.model.segments import assigner, segments_of
+from mixins.analysis.model.timeline import (
     C_LAUNCH,
     D_KERNEL,
     NODE_KIND_OF_CALL,
@@ -30,12 +28,13 @@ from mixins.analysis.timeline import (
     innermost,
     load_timeline,
 )
+from mixins.analysis.read.reader import TraceError
+from mixins.analysis.read.safe_io import read_small_json
 
 __all__ = ["Site", "Node", "Window", "Capture", "load_capture", "read_execution_details", "sites_of_calls"]
 
 NO_MODULE = "NA"  # TraceLens's parent_module when no nn.Module encloses the op
 NO_OP = "(no cpu_op)"
-_ALIGN_LIMIT = 4e8
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,11 +172,11 @@ def _name_by_warmup(nodes: list[Node], eager: list[tuple[Site, Kernel]]) -> tupl
     if not todo or not eager:
         return nodes, len(todo)
     kernel_pos = [k for k, n in enumerate(nodes) if n.kind == D_KERNEL]
-    if len(kernel_pos) * len(eager) > _ALIGN_LIMIT:
+    runs = matching_runs([s for s, _ in eager], [nodes[k].site for k in kernel_pos])
+    if runs is None:
         return nodes, len(todo)
-    matcher = SequenceMatcher(None, [s for s, _ in eager], [nodes[k].site for k in kernel_pos], autojunk=False)
     named = list(nodes)
-    for a, b, size in matcher.get_matching_blocks():
+    for a, b, size in runs:
         for d in range(size):
             k = kernel_pos[b + d]
             if named[k].kernel is None:

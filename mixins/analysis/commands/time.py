@@ -18,21 +18,25 @@ shares and comparisons are what these numbers are for.
 
 from __future__ import annotations
 
+import argparse
 import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, chain
 from typing import Any
 
-from mixins.analysis import events as E
-from mixins.analysis.identity import Identity, identity_of
-from mixins.analysis.intervals import Interval, clip, length, subtract, union
-from mixins.analysis.model import Segment
-from mixins.analysis.segments import segments_of
-from mixins.analysis.timeline import C_INSTANTIATE, Timeline, load_timeline
+from mixins.analysis import render
+from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.model import events as E
+from mixins.analysis.model.identity import Identity, identity_of
+from mixins.analysis.model.interval_sets import Interval, clip, length, subtract, union
+from mixins.analysis.model.record import Segment
+from mixins.analysis.model.segments import segments_of
+from mixins.analysis.model.timeline import C_INSTANTIATE, Timeline, load_timeline
+from mixins.helptext import add_command, non_negative_int
 
 __all__ = ["PHASES", "NOTE", "TopOp", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
 
@@ -147,11 +151,12 @@ class _Calls:
         call_names = [names.setdefault(n, len(names)) for n in tl.call_names]
         self.names = list(names)
         self.n_ops = len(ops.start)  # indexes below are cpu_ops, the rest runtime calls
-        self.ts = array("q", (round(t * 1000) for t in (*ops.start, *calls.start)))
-        self.end = array("q", (round(t * 1000) for t in (*ops.end, *calls.end)))
+        # streamed into the columns (no tuple or list of a Python object per call: issue 19's budgets)
+        self.ts = array("q", (round(t * 1000) for t in chain(ops.start, calls.start)))
+        self.end = array("q", (round(t * 1000) for t in chain(ops.end, calls.end)))
         self.thread = ops.thread + calls.thread
-        self.name = array("i", [op_names[x] for x in ops.label] + [call_names[x] for x in calls.name])
-        self.pid = [tl.thread_pid[t] for t in self.thread]
+        self.name = array("i", chain(map(op_names.__getitem__, ops.label), map(call_names.__getitem__, calls.name)))
+        self.thread_pid = tl.thread_pid
 
     def start_order(self) -> array:
         """Call indexes by start, the longer first on a tie (a parent before its children).
@@ -249,26 +254,32 @@ def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: i
     phases = [p for p, _ in measures] + ["other"]
     cs = ctx.calls
     ts, end, thread, name = cs.ts, cs.end, cs.thread, cs.name
-    own: dict[int, list[int]] = {}
-    stacks: dict[int, list[int]] = {}
-    for i in members:  # in start order: a parent before its children
-        own[i] = parts(ts[i], end[i])
-        stack = stacks.setdefault(thread[i], [])
-        while stack and end[stack[-1]] <= ts[i]:
-            stack.pop()
-        if stack:
-            parent = own[stack[-1]]
-            nested = own[i] if end[i] <= end[stack[-1]] else parts(ts[i], end[stack[-1]])
-            for k, v in enumerate(nested):
-                parent[k] -= v
-        stack.append(i)
     out = _Spent()
-    for i, vec in own.items():
+
+    def done(i: int, vec: list[int]) -> None:
         for phase, v in zip(phases, vec, strict=True):
             if v > 0:
                 key = (phase, name[i])
                 out.ns[key] += v
                 out.calls[key] += 1
+
+    # One stack of open calls per thread, each with its self time per phase so far: a call is final
+    # when it is popped, so memory is the nesting depth, not a vector per call.
+    stacks: dict[int, list[tuple[int, list[int]]]] = {}
+    for i in members:  # in start order: a parent before its children
+        vec = parts(ts[i], end[i])
+        stack = stacks.setdefault(thread[i], [])
+        while stack and end[stack[-1][0]] <= ts[i]:
+            done(*stack.pop())
+        if stack:
+            parent, parent_vec = stack[-1]
+            nested = vec if end[i] <= end[parent] else parts(ts[i], end[parent])
+            for k, v in enumerate(nested):
+                parent_vec[k] -= v
+        stack.append((i, vec))
+    for stack in stacks.values():
+        for item in stack:
+            done(*item)
     return out
 
 
@@ -280,7 +291,7 @@ def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
     pid = seg.pid if bounded else None
     members = ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]  # an array: 4 B a call
     if pid is not None:
-        members = array("i", [i for i in members if cs.pid[i] == pid])
+        members = array("i", [i for i in members if cs.thread_pid[cs.thread[i]] == pid])
     sets, n_windows = _phase_intervals(ctx, members, s0, s1, pid)
     phases = {p: length(sets[p]) for p in PHASES[:-1]}
     phases["other"] = (s1 - s0) - sum(phases.values())
@@ -313,3 +324,42 @@ def time_trace(path: str, top: int = 5, progress: Callable[[int, int], None] | N
     """Read ``path`` in one streaming pass and time its segments; raises TraceError for bad input."""
     tl = load_timeline(path, progress, device=False, modules=False)
     return build(path, identity_of(path, tl.metadata), tl, top)
+
+
+# -- the command ---------------------------------------------------------------------------------------
+
+
+def add(subparsers: Any) -> None:
+    p = add_command(
+        subparsers,
+        "time",
+        "where capture time goes: warmup / capture / instantiate / other",
+        "Split each segment (batch size, variant) of each runner's capture into warm-up passes, the "
+        "capture window, graph instantiation and the rest; bars per segment, top CPU ops by self time per "
+        "phase, runners side by side. Profiling inflates CPU time: compare shares, runners and batch sizes.",
+        ["capture-trace time /tmp/graph_capture_profile", "capture-trace time --json --top 3 run1"],
+        exit_codes=("every trace was timed", "(not used)", "bad input or usage (other files still reported)"),
+    )
+    p.add_argument("paths", metavar="TRACE_OR_DIR", nargs="+", help="trace files or directories of traces")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N ops per phase")
+    add_jobs_option(p)
+    p.set_defaults(func=with_limits(cmd_time, p))
+
+
+def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    from mixins.analysis.serialise import to_json
+
+    return to_json(time_trace(path, top, progress))  # type: ignore[no-any-return]
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    files, bad = expand_paths(list(args.paths))
+    traces, bad_files = collect_results(map_files(_time_job, files, (args.top,), args.jobs, not args.json))
+    if args.json:
+        render.print_json({"note": NOTE, "traces": traces})
+    elif traces:
+        from mixins.analysis.commands.time_render import render_time
+
+        render_time(traces)
+    return TROUBLE if bad or bad_files else OK

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, TypeVar
 
-from mixins.analysis.reader import Event, SlimEvent
+from mixins.analysis.read.reader import Event, SlimEvent
 
 _E = TypeVar("_E", Event, SlimEvent)
 

@@ -10,7 +10,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from mixins.analysis.identity import Identity
+from mixins.analysis.model.identity import Identity
 
 __all__ = ["OUTSIDE", "ALL", "Kernel", "Signature", "Op", "Segment", "TraceRecord", "CompactTrace", "compact"]
 
@@ -121,7 +121,6 @@ class TraceRecord:
     events: int
     segments: list[Segment]
     segment_source: str  # "capture::" | "filename" | "foreign" | "all"
-    top_keys: list[str] = field(default_factory=list)
 
     def segment(self, label: str) -> Segment | None:
         for s in self.segments:

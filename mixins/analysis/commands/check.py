@@ -1,0 +1,67 @@
+"""``check``: every TP (and PP) rank of each runner present, and each capturing the same op sequences as
+the lowest rank (``compare.check_traces``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from mixins.analysis import render
+from mixins.analysis.jobs import (
+    DIFFERENT,
+    DIR_HELP,
+    OK,
+    TROUBLE,
+    add_jobs_option,
+    collect_results,
+    map_files,
+    trace_files,
+    with_limits,
+)
+from mixins.analysis.read.reader import TraceError
+from mixins.helptext import add_command
+
+
+def add(subparsers: Any) -> None:
+    p = add_command(
+        subparsers,
+        "check",
+        "verify every TP rank of each runner is present and captured the same sequences",
+        "Group a capture's traces by runner, pipeline stage and capture number; fail when a TP or PP "
+        "rank is missing (from the group sizes the traces recorded) or when a rank captured a "
+        "different op sequence than the lowest rank, naming the first divergent op. Files are read in "
+        "parallel.",
+        ["capture-trace check /tmp/graph_capture_profile", "capture-trace check -j 4 --json run1"],
+    )
+    p.add_argument("dir", metavar="DIR", help=DIR_HELP)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_jobs_option(p)
+    p.set_defaults(func=with_limits(cmd_check, p))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from mixins.analysis.commands.compare import check_traces, compact_job
+
+    try:
+        files = trace_files(args.dir)
+    except TraceError as exc:
+        render.error(str(exc))
+        return TROUBLE
+    traces, bad = collect_results(map_files(compact_job, files, (), args.jobs, not args.json))
+    groups = check_traces(traces)
+    divergent = any(not g.ok for g in groups)
+    if args.json:
+        render.print_json(
+            {
+                "dir": args.dir,
+                "ok": not divergent and not bad,
+                "bad_files": [f for f in files if f not in {t.path for t in traces}],
+                "groups": groups,
+            }
+        )
+    elif groups:
+        render.render_check(groups)
+    if bad:
+        return TROUBLE
+    return DIFFERENT if divergent else OK

@@ -1,0 +1,52 @@
+"""``summary``: per trace and segment, what was captured (ops, signatures, launches, kernels) and the
+most frequent signatures with their kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from mixins.analysis import render
+from mixins.analysis.jobs import OK, TROUBLE, collect_results, expand_paths, map_files, with_limits
+from mixins.helptext import add_command, non_negative_int
+
+
+def add(subparsers: Any) -> None:
+    p = add_command(
+        subparsers,
+        "summary",
+        "per trace and segment: ops, signatures, launches, kernels",
+        "Summarise traces per segment (one per captured batch size): events, CPU ops, distinct op "
+        "signatures, kernel launches, graph launches, kernels and how they link, and the most frequent "
+        "signatures with their kernels.",
+        [
+            "capture-trace summary cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
+            "capture-trace summary --top 10 --json demo-out",
+        ],
+    )
+    p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz) or directories")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N signatures per segment")
+    p.set_defaults(func=with_limits(cmd_summary, p))
+
+
+def _summary_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    from mixins.analysis.model.records import load_record
+    from mixins.analysis.serialise import summarize
+
+    return summarize(load_record(path, progress), top)
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    files, bad_dir = expand_paths(list(args.traces))
+    traces, bad = collect_results(map_files(_summary_job, files, (args.top,), 0, not args.json))
+    bad = bad or bad_dir
+    if bad and not traces:
+        return TROUBLE
+    if args.json:
+        render.print_json({"traces": traces})
+    else:
+        render.render_summary(traces, args.top)
+    return TROUBLE if bad else OK

@@ -1,0 +1,178 @@
+"""Files in, results out, for every analyzer command: which files a path names, each read in a worker
+process (one per core) under the reader's limits, and one line per file that failed.
+
+Exit codes (as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or usage; trouble
+(2) wins over a difference (1), so a CI gate never passes on an unreadable rank. 141 (128 + SIGPIPE,
+``mixins.helptext.BROKEN_PIPE``): the reader of stdout went away (``… | head``), quietly.
+Each worker returns a small summary or compact sequences, never raw events. Whatever goes wrong with
+one file (bad input, a limit, a bug, a dead worker) is that file's one-line error: the other files are
+still reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from mixins.analysis import render
+from mixins.analysis.model.identity import is_trace_name
+from mixins.analysis.read.reader import Limits, TraceError, current_limits, using_limits
+from mixins.helptext import int_at_least, non_negative_int
+from mixins.naming import SUBDIR
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+__all__ = [
+    "OK", "DIFFERENT", "TROUBLE", "DIR_HELP", "add_jobs_option", "with_limits", "trace_files", "expand_paths",
+    "run_one", "map_files", "gather", "collect_results",
+]
+
+OK, DIFFERENT, TROUBLE = 0, 1, 2
+
+
+def add_jobs_option(p: argparse.ArgumentParser) -> None:
+    """``-j/--jobs``: how many files are read at once, each in its own worker process."""
+    jobs = non_negative_int("--jobs")
+    p.add_argument("-j", "--jobs", type=jobs, default=0, metavar="N", help="worker processes; 0: one per core")
+
+
+def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser) -> Callable[..., int]:
+    """Give ``p`` the --max-events / --max-value-mib options; ``cmd`` runs under those limits."""
+    d = Limits()
+    p.add_argument(
+        "--max-events",
+        type=int_at_least(1, "--max-events"),
+        default=d.max_events,
+        metavar="N",
+        help=f"refuse a trace with more traceEvents elements (default {d.max_events:,})",
+    )
+    p.add_argument(
+        "--max-value-mib",
+        type=int_at_least(1, "--max-value-mib"),
+        default=d.max_value_bytes >> 20,
+        metavar="MIB",
+        help=f"refuse a larger key, top-level value or event (default {d.max_value_bytes >> 20})",
+    )
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        with using_limits(Limits(args.max_events, args.max_value_mib << 20)):
+            return cmd(args)
+
+    return run
+
+
+DIR_HELP = f"directory of *.json[.gz] traces (or one trace file); a directory with only {SUBDIR}/ is searched there"
+
+
+def trace_files(directory: str) -> list[str]:
+    """Visible ``*.json[.gz]`` files of ``directory``, sorted; raises TraceError if none / unreadable."""
+    if os.path.isfile(directory):
+        return [directory]
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        raise TraceError(directory, "no such directory") from None
+    except NotADirectoryError:
+        raise TraceError(directory, "not a directory") from None
+    except PermissionError:
+        raise TraceError(directory, "permission denied") from None
+    except OSError as exc:
+        raise TraceError(directory, exc.strerror or str(exc)) from None
+    except ValueError:
+        raise TraceError(directory, "invalid path (contains a NUL byte)") from None
+    files = [os.path.join(directory, n) for n in names if is_trace_name(n)]
+    files = [f for f in files if not os.path.isdir(f)]
+    if not files and SUBDIR in names and os.path.isdir(os.path.join(directory, SUBDIR)):
+        return trace_files(os.path.join(directory, SUBDIR))  # the profiler dir itself was given
+    if not files:
+        raise TraceError(directory, "no traces (*.json.gz or *.json) in this directory")
+    return files
+
+
+def expand_paths(paths: list[str]) -> tuple[list[str], bool]:
+    """Files as given, directories as their traces; bad directories reported (``True``)."""
+    files, bad = [], False
+    for path in paths:
+        if not os.path.isdir(path):
+            files.append(path)
+            continue
+        try:
+            files += trace_files(path)
+        except TraceError as exc:
+            render.error(str(exc))
+            bad = True
+    return files, bad
+
+
+def run_one(limits: Limits, job: Callable[..., Any], path: str, *extra: Any) -> Any:
+    """``job``'s result, or the TraceError to report: never an exception, so one file cannot stop the rest."""
+    try:
+        with using_limits(limits):  # a worker process does not share the parent's
+            return job(path, *extra)
+    except TraceError as exc:
+        return exc
+    except MemoryError:
+        return TraceError(path, "out of memory (lower --max-events / --max-value-mib, or allow more memory)")
+    except RecursionError:
+        return TraceError(path, "invalid JSON: nested too deeply")
+    except msgspec.ValidationError as exc:  # a raw args value (Input Dims, ...) decoded only now
+        return TraceError(path, f"invalid JSON: number out of range in an event's args ({exc})")
+    except Exception as exc:  # noqa: BLE001 - a bug must still be one line and exit 2, not a traceback
+        return TraceError(path, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
+
+
+def map_files(
+    job: Callable[..., Any], paths: list[str], extra: tuple[Any, ...], jobs: int, show: bool
+) -> Iterable[tuple[str, Any]]:
+    """Run ``job`` over paths (parallel when several), yielding (path, result or TraceError) in order."""
+    workers = min(len(paths), jobs if jobs > 0 else (os.cpu_count() or 1))
+    limits = current_limits()
+    if workers <= 1:
+        for p in paths:
+            big = os.path.isfile(p) and os.path.getsize(p) >= render.PROGRESS_MIN_BYTES
+            with render.progress_bytes(show and big, os.path.basename(p)) as bar:
+                more = (bar,) if bar is not None else ()
+                yield p, run_one(limits, job, p, *extra, *more)
+        return
+    from concurrent.futures import ProcessPoolExecutor  # ~20 ms with multiprocessing: only when used
+
+    with ProcessPoolExecutor(max_workers=workers) as pool, render.progress_files(show, len(paths)) as tick:
+        futures = [pool.submit(run_one, limits, job, p, *extra) for p in paths]
+        yield from gather(paths, futures, tick)
+
+
+def gather(
+    paths: list[str], futures: list[Future[Any]], tick: Callable[[], None] | None = None
+) -> Iterable[tuple[str, Any]]:
+    """(path, result or TraceError) for each submitted ``run_one``, in order; a dead worker is a TraceError."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    for p, fut in zip(paths, futures, strict=True):
+        try:
+            res = fut.result()
+        except BrokenProcessPool:  # killed (OOM killer, a signal): the others are still reported
+            res = TraceError(p, "the process reading this file died (killed, or out of memory?)")
+        except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
+            res = TraceError(p, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
+        yield p, res
+        if tick is not None:
+            tick()
+
+
+def collect_results(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
+    """Results in order, and whether any file was bad (each reported on stderr as it comes)."""
+    good, bad = [], False
+    for _, res in pairs:
+        if isinstance(res, TraceError):
+            render.error(str(res))
+            bad = True
+        else:
+            good.append(res)
+    return good, bad
