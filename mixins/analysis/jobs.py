@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from mixins.analysis import render
-from mixins.analysis.model.identity import is_trace_name
+from mixins.analysis.model.identity import is_trace_name, names_a_trace
 from mixins.analysis.read.reader import Limits, TraceError, current_limits, using_limits
 from mixins.helptext import int_at_least, non_negative_int
 from mixins.naming import SUBDIR
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OK", "DIFFERENT", "TROUBLE", "DIR_HELP", "add_jobs_option", "with_limits", "trace_files", "expand_paths",
-    "run_one", "map_files", "gather", "collect_results",
+    "run_one", "map_files", "gather", "collect_results", "listed_in",
 ]
 
 OK, DIFFERENT, TROUBLE = 0, 1, 2
@@ -78,7 +78,7 @@ def trace_files(directory: str) -> list[str]:
     try:
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
-        raise TraceError(directory, "no such directory") from None
+        raise TraceError(directory, "no such file" if is_trace_name(directory) else "no such directory") from None
     except NotADirectoryError:
         raise TraceError(directory, "not a directory") from None
     except PermissionError:
@@ -96,19 +96,23 @@ def trace_files(directory: str) -> list[str]:
     return files
 
 
-def expand_paths(paths: list[str]) -> tuple[list[str], bool]:
-    """Files as given, directories as their traces; bad directories reported (``True``)."""
-    files, bad = [], False
+def expand_paths(paths: list[str]) -> tuple[list[str], set[str], bool]:
+    """Files as given, directories as their traces (also returned as ``listed``: see
+    :func:`collect_results`); bad directories reported (``True``)."""
+    files, listed, bad = [], set(), False
     for path in paths:
         if not os.path.isdir(path):
             files.append(path)
             continue
         try:
-            files += trace_files(path)
+            found = trace_files(path)
         except TraceError as exc:
             render.error(str(exc))
             bad = True
-    return files, bad
+            continue
+        files += found
+        listed.update(found)
+    return files, listed, bad
 
 
 def run_one(limits: Limits, job: Callable[..., Any], path: str, *extra: Any) -> Any:
@@ -166,13 +170,30 @@ def gather(
             tick()
 
 
-def collect_results(pairs: Iterable[tuple[str, Any]]) -> tuple[list[Any], bool]:
-    """Results in order, and whether any file was bad (each reported on stderr as it comes)."""
+def collect_results(
+    pairs: Iterable[tuple[str, Any]], listed: Collection[str] = (), failed: list[str] | None = None
+) -> tuple[list[Any], bool]:
+    """Results in order, and whether any file was bad (each reported on stderr as it comes).
+
+    A file found by listing a folder (``listed``) that holds valid JSON but no trace, and whose name does
+    not say it is one (``execution_details.json``, a config), is skipped with one INFO line: folders as
+    sglang, vLLM and TraceLens lay them out work. Named on the command line, or trace-named, it is an
+    error. ``failed`` collects the paths reported as errors."""
     good, bad = [], False
-    for _, res in pairs:
+    for path, res in pairs:
         if isinstance(res, TraceError):
+            if res.not_a_trace and path in listed and not names_a_trace(path):
+                render.error(f"{path}: skipped, not a trace ({res.message})", "info")
+                continue
             render.error(str(res))
             bad = True
+            if failed is not None:
+                failed.append(path)
         else:
             good.append(res)
     return good, bad
+
+
+def listed_in(path: str, files: list[str]) -> Collection[str]:
+    """The files :func:`trace_files` found by listing ``path`` (none when ``path`` named a file itself)."""
+    return files if os.path.isdir(path) else ()

@@ -29,19 +29,21 @@ def _bad_files(tmp: Path) -> dict[str, tuple[Path, str]]:
         "corrupt_gzip": (good[:20] + b"\xff" * 200 + good[220:], "corrupt gzip data"),
         "invalid_json": (gzip.compress(b'{"traceEvents": [{"ph": "X"}, }'), "invalid JSON"),
         "truncated_json": (
-            b'{"traceEvents": [{"ph": "X", "name": "a"}, {"ph": "X", "na',
+            gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "a"}, {"ph": "X", "na'),
             "invalid JSON in traceEvents",
         ),
         "no_trace_events": (
             gzip.compress(b'{"schemaVersion": 1, "events": []}'),
             "no traceEvents array (not a Kineto/chrome trace; its keys: 'schemaVersion', 'events')",
         ),
-        "not_an_object": (b"[1, 2, 3]", "not a JSON object"),
-        "events_not_array": (b'{"traceEvents": {"a": 1}}', "traceEvents is not an array"),
+        "not_an_object": (gzip.compress(b"[1, 2, 3]"), "not a JSON object"),
+        "events_not_array": (gzip.compress(b'{"traceEvents": {"a": 1}}'), "traceEvents is not an array"),
         "empty": (b"", "empty file"),
         "empty_gzip": (gzip.compress(b""), "no JSON content"),
-        "garbage_after": (b'{"traceEvents": []} xyz', "invalid JSON: extra data after the top-level object"),
-        "bad_utf8": (b'{"traceEvents": [{"name": "\xff\xfe"}]}', "invalid JSON"),
+        "garbage_after": (
+            gzip.compress(b'{"traceEvents": []} xyz'), "invalid JSON: extra data after the top-level object"
+        ),
+        "bad_utf8": (gzip.compress(b'{"traceEvents": [{"name": "\xff\xfe"}]}'), "invalid JSON"),
     }
     out = {}
     for name, (data, msg) in cases.items():

@@ -295,11 +295,11 @@ def test_value_and_element_limits_are_exact_enough(tmp_path: Path, monkeypatch: 
 def test_a_dead_worker_is_that_files_error(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     """Fault injection (named as such): the worker reading one file is SIGKILLed, as the OOM killer
     would; ``check`` still exits 2 with one line per affected file, not a traceback."""
-    from mixins.analysis import cli
+    from mixins.analysis.commands import compare
 
     for n in range(3):
         shutil.copy(VLLM, tmp_path / f"t{n}.json.gz")
-    monkeypatch.setattr(cli, "_compact_job", _killed_on_t1)
+    monkeypatch.setattr(compare, "compact_job", _killed_on_t1)  # the job check runs per file
     rc, _, err = run_cli("check", tmp_path, "-j", "2")
     assert rc == 2
     lines = err.splitlines()
@@ -333,9 +333,9 @@ def test_an_unexpected_error_is_one_line_and_the_rest_is_reported(  # type: igno
     run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fault injection (named as such): a bug raising mid-file must not become a traceback/exit 1."""
-    from mixins.analysis import cli
+    from mixins.analysis.commands import summary
 
-    monkeypatch.setattr(cli, "_summary_job", _buggy_summary_job)
+    monkeypatch.setattr(summary, "summary_job", _buggy_summary_job)  # the job summary runs per file
     shutil.copy(VLLM, tmp_path / "good.json.gz")
     rc, out, err = run_cli("summary", tmp_path / "bad.json.gz", tmp_path / "good.json.gz", "--json")
     assert rc == 2
@@ -375,7 +375,7 @@ def test_path_with_newline_and_nul_stays_one_line(run_cli, tmp_path: Path) -> No
 def test_path_with_newline_in_a_real_process(tmp_path: Path) -> None:
     """Through the console entry point in a fresh interpreter, with an undecodable byte too."""
     name = os.fsdecode(b"bad\n\xff.json.gz")
-    (tmp_path / name).write_bytes(b"not json")
+    (tmp_path / name).write_bytes(gzip.compress(b"not json"))
     res = subprocess.run(
         [sys.executable, "-m", "mixins.cli", "summary", str(tmp_path / name)],
         capture_output=True,

@@ -15,6 +15,7 @@ from mixins.analysis.jobs import (
     TROUBLE,
     add_jobs_option,
     collect_results,
+    listed_in,
     map_files,
     trace_files,
     with_limits,
@@ -48,7 +49,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    traces, bad = collect_results(map_files(compact_job, files, (), args.jobs, not args.json))
+    failed: list[str] = []
+    traces, bad = collect_results(
+        map_files(compact_job, files, (), args.jobs, not args.json), listed_in(args.dir, files), failed
+    )
     groups = check_traces(traces)
     divergent = any(not g.ok for g in groups)
     if args.json:
@@ -56,7 +60,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             {
                 "dir": args.dir,
                 "ok": not divergent and not bad,
-                "bad_files": [f for f in files if f not in {t.path for t in traces}],
+                "bad_files": failed,
                 "groups": groups,
             }
         )

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import DIR_HELP, OK, TROUBLE, collect_results, map_files, trace_files, with_limits
+from mixins.analysis.jobs import DIR_HELP, OK, TROUBLE, collect_results, listed_in, map_files, trace_files, with_limits
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.read.reader import TraceError
 from mixins.helptext import add_command
+from mixins.naming import SUBDIR
 
 
 def add_ls(subparsers: Any) -> None:
@@ -68,7 +69,9 @@ def _ls_job(path: str, progress: Callable[[int, int], None] | None = None) -> di
 def cmd_ls(args: argparse.Namespace) -> int:
     from mixins.output_dir import sweep_path
 
-    temps = sweep_path(args.dir, remove=False) if os.path.isdir(args.dir) else []  # listed, never removed
+    # staging directories (listed, never removed) where the traces are: DIR, and the profiler dir's SUBDIR
+    where = [d for d in (args.dir, os.path.join(args.dir, SUBDIR)) if os.path.isdir(d)]
+    temps = [t for d in where for t in sweep_path(d, remove=False)]
     if temps and not args.json:
         render.render_temps(temps)
     try:
@@ -76,7 +79,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    rows, bad = collect_results(map_files(_ls_job, files, (), 0, not args.json))
+    rows, bad = collect_results(map_files(_ls_job, files, (), 0, not args.json), listed_in(args.dir, files))
     if args.json:
         render.print_json(
             {

@@ -32,7 +32,7 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=with_limits(cmd_summary, p))
 
 
-def _summary_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def summary_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     from mixins.analysis.model.records import load_record
     from mixins.analysis.serialise import summarize
 
@@ -40,8 +40,8 @@ def _summary_job(path: str, top: int, progress: Callable[[int, int], None] | Non
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    files, bad_dir = expand_paths(list(args.traces))
-    traces, bad = collect_results(map_files(_summary_job, files, (args.top,), 0, not args.json))
+    files, listed, bad_dir = expand_paths(list(args.traces))
+    traces, bad = collect_results(map_files(summary_job, files, (args.top,), 0, not args.json), listed)
     bad = bad or bad_dir
     if bad and not traces:
         return TROUBLE

@@ -354,8 +354,8 @@ def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None =
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    files, bad = expand_paths(list(args.paths))
-    traces, bad_files = collect_results(map_files(_time_job, files, (args.top,), args.jobs, not args.json))
+    files, listed, bad = expand_paths(list(args.paths))
+    traces, bad_files = collect_results(map_files(_time_job, files, (args.top,), args.jobs, not args.json), listed)
     if args.json:
         render.print_json({"note": NOTE, "traces": traces})
     elif traces:

@@ -10,7 +10,9 @@ from typing import Any
 from mixins.analysis.read.reader import TraceError
 from mixins.naming import TRACE_NAME
 
-__all__ = ["Identity", "identity_from_name", "identity_of", "is_trace_name", "rank_from_name", "MAX_WORLD"]
+__all__ = [
+    "Identity", "identity_from_name", "identity_of", "is_trace_name", "rank_from_name", "MAX_WORLD", "names_a_trace",
+]
 
 # The one bound on ranks and group sizes read from a trace or a file name (docs/DESIGN.md §7.1): far
 # above any real world (a few thousand GPUs), small enough that listing or counting every rank is cheap.
@@ -22,6 +24,16 @@ _MAX_DIGITS = 10  # int() of a longer digit run is never needed (and past 4,300 
 _OURS = TRACE_NAME  # the exporter's own name format, parsed where it is written (mixins.naming)
 _UPSTREAM_BS = re.compile(r"^(?:(?P<runner>.+?)_)?bs_(?P<bs>\d+)_rank(?P<rank>\d+)\.json(?:\.gz)?$")
 _RANK_IN_NAME = re.compile(r"(?:-TP-|(?:^|[_.-])rank_?)(?P<rank>\d+)(?=[_.-]|$)")
+
+
+def names_a_trace(name: str) -> bool:
+    """Whether a file's name says it is a trace (any ``*.json.gz``: gzip is how profilers write them; ours,
+    upstream's per-batch-size files, vLLM's ``graph_capture_rank_N``, torch's ``*.pt.trace.json``, anything
+    with "trace" in it): a broken file so named is an error, where other JSON in a listed folder
+    (``execution_details.json``, a config) is skipped."""
+    base = os.path.basename(name)
+    named = base.endswith(".gz") or "trace" in base.lower() or "graph_capture" in base
+    return named or bool(_OURS.match(base) or _UPSTREAM_BS.match(base))
 
 
 def is_trace_name(name: str) -> bool:

@@ -124,13 +124,16 @@ class _OutOfRange(Exception):
 class TraceError(Exception):
     """Bad input, already phrased for ``capture-trace: error: <path>: <what>``."""
 
-    def __init__(self, path: str, message: str) -> None:
+    def __init__(self, path: str, message: str, not_a_trace: bool = False) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
         self.message = message
+        # valid JSON that is not a trace (execution_details.json, a config): a directory listing skips
+        # such a file unless its name says it is a trace (``jobs.collect_results``)
+        self.not_a_trace = not_a_trace
 
-    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str]]:  # survive process pools
-        return (TraceError, (self.path, self.message))
+    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str, bool]]:  # survive process pools
+        return (TraceError, (self.path, self.message, self.not_a_trace))
 
 
 _RAW_EMPTY = msgspec.Raw(b"")
@@ -396,8 +399,8 @@ class TraceStream:
         self.on_member: Callable[[str, bytes | None], None] | None = None
 
     # -- low level -------------------------------------------------------------------------------
-    def _error(self, message: str) -> TraceError:
-        return TraceError(self.path, message)
+    def _error(self, message: str, not_a_trace: bool = False) -> TraceError:
+        return TraceError(self.path, message, not_a_trace)
 
     def _too_big(self, what: str) -> TraceError:
         return self._error(
@@ -422,6 +425,8 @@ class TraceStream:
         raw.seek(0)
         if not magic:
             raise self._error("empty file")
+        if magic != b"\x1f\x8b" and self.path.endswith(".gz"):
+            raise self._error("not gzip (the name ends in .gz, the file has no gzip header)")
         if magic == b"\x1f\x8b":
             opener = _fast_gzip.IGzipFile if _fast_gzip is not None else gzip.GzipFile
             self._fh = opener(fileobj=raw, mode="rb")  # type: ignore[assignment]
@@ -717,7 +722,7 @@ class TraceStream:
             if not first:
                 raise self._error("empty file" if self.size == 0 else "no JSON content")
             if first != b"{":
-                raise self._error("not a JSON object (a Kineto trace is an object with traceEvents)")
+                raise self._error("not a JSON object (a Kineto trace is an object with traceEvents)", not_a_trace=True)
             self._pos += 1
             if self._peek() == b"}":
                 self._pos += 1
@@ -729,7 +734,7 @@ class TraceStream:
                 keys = ", ".join(repr(k[:40]) for k in self.top_keys[:_SHOWN_KEYS])
                 more = f", … {len(self.top_keys) - _SHOWN_KEYS:,} more" if len(self.top_keys) > _SHOWN_KEYS else ""
                 found = f"; its keys: {keys}{more}" if keys else "; an empty object"
-                raise self._error(f"no traceEvents array (not a Kineto/chrome trace{found})")
+                raise self._error(f"no traceEvents array (not a Kineto/chrome trace{found})", not_a_trace=True)
             self._report()
         except TraceError:
             raise

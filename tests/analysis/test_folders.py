@@ -1,0 +1,91 @@
+"""Folders as users have them (issue 18): TraceLens's ``execution_details.json`` beside the capture,
+CSVs, configs — every command skips what is not a trace with one INFO line, and still fails (exit 2) on
+a file whose name says it is a trace but which is broken."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mixins.naming import SUBDIR
+from mixins.output_dir import STAGING_PREFIX, Here
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+DETAILS = DATA / "vllm_decode_full_execution_details.json"
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def tracelens_folder(tmp_path: Path) -> Path:
+    """The layout ``attribute`` documents: capture, TraceLens's index, its CSV, a config."""
+    shutil.copy(CAPTURE, tmp_path / CAPTURE.name)
+    shutil.copy(DETAILS, tmp_path / "execution_details.json")
+    (tmp_path / "ops_summary.csv").write_text("name,count\n")
+    (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x", "tp_size": 1}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", [["check"], ["ls"], ["summary"], ["time"]])
+def test_non_traces_in_a_folder_are_skipped_with_one_info_line(
+    tracelens_folder: Path, run_cli: Run, command: list[str]
+) -> None:
+    rc, out, err = run_cli(*command, tracelens_folder, "--json")
+    assert rc == 0, err
+    assert err.splitlines() == [
+        f"capture-trace: info: {tracelens_folder / 'execution_details.json'}: skipped, not a trace "
+        "(not a JSON object (a Kineto trace is an object with traceEvents))",
+        f"capture-trace: info: {tracelens_folder / 'server_args.json'}: skipped, not a trace "
+        "(no traceEvents array (not a Kineto/chrome trace; its keys: 'model_path', 'tp_size'))",
+    ]
+    doc = json.loads(out)
+    paths = [t["path"] for t in doc["traces"]] if "traces" in doc else [p for g in doc["groups"] for p in g["paths"]]
+    assert paths == [str(tracelens_folder / CAPTURE.name)]
+    if command == ["check"]:
+        assert doc["ok"] is True and doc["bad_files"] == []
+
+
+@pytest.mark.parametrize("command", [["check"], ["ls"], ["summary"], ["time"]])
+def test_a_broken_trace_named_file_is_still_an_error(tracelens_folder: Path, run_cli: Run, command: list[str]) -> None:
+    broken = tracelens_folder / "cuda_graph_capture-DecodeCudaGraphRunner-TP-1.json.gz"
+    broken.write_bytes(gzip.compress(b"[1, 2]"))
+    rc, out, err = run_cli(*command, tracelens_folder, "--json")
+    assert rc == 2
+    assert f"capture-trace: error: {broken}: not a JSON object" in err
+    if command == ["check"]:
+        assert json.loads(out)["bad_files"] == [str(broken)]
+
+
+def test_a_non_trace_named_on_the_command_line_is_an_error(tracelens_folder: Path, run_cli: Run) -> None:
+    rc, _, err = run_cli("summary", tracelens_folder / "server_args.json")
+    assert rc == 2 and "error:" in err and "no traceEvents array" in err
+
+
+def test_plain_errors_name_what_is_wrong(tmp_path: Path, run_cli: Run) -> None:
+    rc, _, err = run_cli("ls", tmp_path / "missing.json.gz")
+    assert (rc, err) == (2, f"capture-trace: error: {tmp_path / 'missing.json.gz'}: no such file\n")
+    plain = tmp_path / "cuda_graph_capture-X-TP-0.json.gz"
+    plain.write_bytes(b'{"traceEvents": []}')  # a JSON trace named .gz
+    rc, _, err = run_cli("summary", plain)
+    assert rc == 2 and err.endswith(": not gzip (the name ends in .gz, the file has no gzip header)\n"), err
+
+
+def test_ls_of_the_profiler_dir_finds_the_traces_and_their_staging_leftovers(tmp_path: Path, run_cli: Run) -> None:
+    sub = tmp_path / SUBDIR
+    sub.mkdir()
+    shutil.copy(CAPTURE, sub / CAPTURE.name)
+    here = Here.now()
+    stale = f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3d.{here.host}"  # no such process
+    os.mkdir(sub / stale, 0o700)
+    rc, out, err = run_cli("ls", tmp_path, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert [t["path"] for t in doc["traces"]] == [str(sub / CAPTURE.name)]
+    assert [(t["name"], t["process_gone"], t["removed"]) for t in doc["temporaries"]] == [(stale, True, False)]
+    assert (sub / stale).is_dir()  # listed, not removed
