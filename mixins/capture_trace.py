@@ -15,7 +15,7 @@ import inspect
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -224,8 +224,8 @@ label_shape = _LABEL_WRAPPERS["bs"]
 _DEVICE_ACTIVITIES = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}
 
 
-def _device_type(runner: object) -> str:
-    for owner in (runner, getattr(runner, "model_runner", None)):
+def _device_type(runner: object, hints: tuple[Any, ...] = ()) -> str:
+    for owner in (runner, getattr(runner, "model_runner", None), *hints):
         try:
             device = getattr(owner, "device", None)
         except Exception:  # a property that needs state the runner does not have yet
@@ -235,15 +235,17 @@ def _device_type(runner: object) -> str:
     return "cpu"
 
 
-def capture_profiler(runner: object) -> Any:
+def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
     """A profiler configured like sglang's own decode capture profile (0.5.6-0.5.23
     ``_init_profile_context_and_memory_record``): CPU plus the runner's device activity,
     ``record_shapes=True``, no ``profile_memory`` (sglang records CUDA memory history separately,
-    which we do not). A device activity this torch cannot record is left out."""
+    which we do not). A device activity this torch cannot record is left out. The device is the
+    runner's (or its model runner's), else that of the first of ``hints`` (the call's arguments) that
+    has one."""
     import torch
 
     activities = [torch.profiler.ProfilerActivity.CPU]
-    name = _DEVICE_ACTIVITIES.get(_device_type(runner))
+    name = _DEVICE_ACTIVITIES.get(_device_type(runner, hints))
     device = getattr(torch.profiler.ProfilerActivity, name, None) if name else None
     if device is not None and device in torch.profiler.supported_activities():
         activities.append(device)
@@ -311,6 +313,113 @@ def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draf
         return result
 
     return profile_capture
+
+
+# -- lazy captures: one graph per new shape while serving (docs/DESIGN.md §5.1) --------------------------
+
+ShapeOf = Callable[[Mapping[str, Any]], "tuple[tuple[str, int], ...]"]
+LAZY_UNKNOWN_SHAPE = "capture::graph"
+
+
+def lazy_label(shape_of: ShapeOf | None, function: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> str:
+    """``capture::tokens=N,images=K`` from ``shape_of`` over the call's arguments bound by name;
+    ``capture::graph`` when they cannot be read (a DEBUG line says why)."""
+    if hasattr(function, "__self__"):
+        instance, function = function.__self__, getattr(function, "__func__", function)
+    signature = _signature(function)
+    try:
+        if shape_of is None or signature is None:
+            return LAZY_UNKNOWN_SHAPE
+        parts = shape_of(signature.bind(instance, *args, **kwargs).arguments)
+        return "capture::" + ",".join(f"{name}={int(value)}" for name, value in parts)
+    except Exception as exc:  # a future signature: still one segment, unlabelled
+        logger.debug("%s: cannot read the captured shape (%s); labelled %s", type(instance).__name__, exc,
+                     LAZY_UNKNOWN_SHAPE)
+        return LAZY_UNKNOWN_SHAPE
+
+
+def _graph_count(runner: object, graphs: str | None) -> int | None:
+    try:
+        return len(getattr(runner, graphs)) if graphs else None
+    except Exception:
+        return None
+
+
+def profile_lazy_capture(
+    requested: Callable[[object], bool], shape_of: ShapeOf | None = None, graphs: str | None = None
+) -> Wrapper:
+    """The wrapper for a method that captures one graph for a new input shape, while serving: when our
+    switch is on and ``requested(runner)``, run it inside ``capture_profiler`` and a
+    ``record_function(lazy_label)`` range, and hand the stopped profile to the runner's one
+    ``lazy_trace.LazyTrace``, which re-publishes the file with every shape so far, off this thread.
+    ``graphs``: the runner's dict of graphs, for a method that returns early for a known shape (a call
+    that adds none is not kept). Off: a straight call. A profiler already recording in this thread:
+    ours does not start, the range is recorded in that one (DEBUG). Past the trace's limits: a straight
+    call. Nothing of ours raises into the caller (unless strict); the method's own exceptions pass
+    through, and nothing is kept for that call."""
+
+    def profile_each_capture(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        instance, args, call = bind_instance(wrapped, instance, args)
+        if not settings.trace_enabled() or not requested(instance):
+            return call(*args, **kwargs)
+        with _outermost("profile", instance) as outermost:
+            if not outermost:
+                return call(*args, **kwargs)
+            return _profile_one_shape(wrapped, instance, args, kwargs, call, shape_of, graphs)
+
+    return profile_each_capture
+
+
+def _profile_one_shape(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+    call: Callable[..., Any], shape_of: ShapeOf | None, graphs: str | None,
+) -> Any:
+    import torch
+
+    from mixins import lazy_trace
+
+    name = type(instance).__name__
+    try:
+        label = lazy_label(shape_of, wrapped, instance, args, kwargs)
+        nested = profiler_active()
+        trace = None if nested else lazy_trace.trace_for(instance, name)
+        admitted = trace is not None and trace.admit()
+    except Exception as exc:  # a debugging aid never stops the capture
+        report_failure(name, None, exc)
+        return call(*args, **kwargs)
+    if nested:
+        logger.debug("%s: a profiler is already recording in this thread; not starting ours (%s is in "
+                     "that profile, and it is not exported by us)", name, label)
+        with torch.profiler.record_function(label):
+            return call(*args, **kwargs)
+    if trace is None or not admitted:
+        return call(*args, **kwargs)
+    try:
+        prof = capture_profiler(instance, (*args, *kwargs.values()))
+        prof.start()
+        before = _graph_count(instance, graphs)
+    except Exception as exc:
+        trace.release()
+        report_failure(name, None, exc)
+        return call(*args, **kwargs)
+    kept = False
+    try:
+        with torch.profiler.record_function(label):
+            result = call(*args, **kwargs)
+        kept = before is None or (_graph_count(instance, graphs) or 0) > before
+    finally:
+        stopped = _stop(prof, instance)
+        if not (kept and stopped):
+            trace.release()
+    if kept and stopped:
+        try:
+            trace.add(prof, instance)
+        except Exception as exc:
+            report_failure(name, trace.final, exc)
+    return result
 
 
 # -- decorator and mixin -----------------------------------------------------------------------------

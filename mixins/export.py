@@ -28,7 +28,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
@@ -189,6 +189,14 @@ class _Export:
             job.close()
             raise
         return job
+
+    def read_kineto(self, limit: int) -> bytes | None:
+        """Kineto's staged JSON, read back by descriptor without following links; None when it is longer
+        than ``limit`` bytes (a bounded read: nothing beyond ``limit + 1`` bytes is held)."""
+        fd = os.open(RAW_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.stage_fd)
+        with os.fdopen(fd, "rb") as raw:
+            data = raw.read(limit + 1)
+        return None if len(data) > limit else data
 
     def run(self) -> Path | None:
         """Compress, verify and publish, then sweep; the path the trace was saved to (the final name, or
@@ -436,15 +444,30 @@ def report_failure(runner_name: object, path: Path | None, exc: BaseException) -
     )
 
 
+#: The export of one staged profile, for callers that finish it themselves (``mixins.lazy_trace``).
+StagedExport = _Export
+
+
+class Job(Protocol):
+    """What the background runs: an export, or a lazy trace's publisher (``mixins.lazy_trace``)."""
+
+    final: Path
+    finished: threading.Event
+
+    def run(self) -> Any: ...
+
+    def abandon(self) -> None: ...
+
+
 class _Background:
     """Compression threads, joined (bounded) before the interpreter or a multiprocessing child exits."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: list[tuple[threading.Thread, _Export]] = []
+        self._running: list[tuple[threading.Thread, Job]] = []
         self._exit_hook_pid: int | None = None
 
-    def start(self, job: _Export) -> None:
+    def start(self, job: Job) -> None:
         thread = threading.Thread(target=job.run, name=f"capture-trace:{job.final.name}", daemon=True)
         with self._lock:  # started under the lock: pruning never drops a thread not yet started
             thread.start()
@@ -504,6 +527,11 @@ class _Background:
 _background = _Background()
 
 
+def run_in_background(job: Job) -> None:
+    """Run ``job`` on its own thread, waited for (bounded) at exit and by ``wait_for_exports``."""
+    _background.start(job)
+
+
 def wait_for_exports(timeout: float | None = None) -> bool:
     """Block until background trace exports finish (or ``timeout`` seconds pass); True when none is running.
 
@@ -514,6 +542,8 @@ def wait_for_exports(timeout: float | None = None) -> bool:
 
 __all__ = [
     "IncompleteTraceError",
+    "Job",
+    "StagedExport",
     "export_cuda_graph_capture_trace",
     "export_profile",
     "one_line",

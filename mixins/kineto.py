@@ -11,6 +11,9 @@ Checked by hand on torch 2.7.1, 2.8.0, 2.11.0, 2.13.0 and 2.14.1 (CPU builds; al
 - The JSON is one object; ``traceEvents`` comes before ``traceName``, the last key, whose value is
   ``path`` byte for byte (not JSON-escaped), so the tail tells whether the write finished.
 - A profile can be exported once; the second call raises ``RuntimeError("Trace is already saved.")``.
+- Every key after ``traceEvents`` has a scalar value, and timestamps are relative to one base time per
+  process (``baseTimeNanoseconds``, the same in every profile of the process), so the events of several
+  profiles can be joined into one trace (``split_trace``, used by ``mixins.lazy_trace``).
 
 The next torch release that changes any of this should change this file only. Where the tail has no
 ``traceName`` (a future layout) the check falls back to "the object closes after ``traceEvents``" and
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from typing import Any
 
@@ -87,3 +91,30 @@ def rename_trace(tail: bytes, written_path: str, final_json: bytes) -> bytes:
             log_fallback_once("Kineto's traceName is not the path it was given; left unchanged")
         return tail
     return tail.replace(old, final_json, 1)
+
+
+_EVENTS_OPEN = re.compile(rb'"traceEvents"\s*:\s*\[')
+# After the events: only scalar members (Kineto: traceName, maybe displayTimeUnit / baseTimeNanoseconds).
+_AFTER_EVENTS = re.compile(rb'\]\s*(?:,\s*"[^"\\]*"\s*:\s*(?:"[^"\\]*"|[-+0-9.eE]+|true|false|null)\s*)*\}\s*\Z')
+_TAIL_SEARCH = 64 << 10
+
+
+def split_trace(data: bytes) -> tuple[bytes, bytes, bytes]:
+    """Kineto's JSON as (everything through ``"traceEvents": [``, the events, the rest from the ``]``
+    that closes them): the events of several profiles of one process can then be joined under one head
+    (their timestamps share Kineto's per-process base time). Raises IncompleteTraceError for any other
+    layout: the closing ``]`` is looked for in the last 64 KiB only, and must be followed by scalar keys,
+    ``traceName`` among them, and preceded by an event's ``}``. Checked against real Kineto output by
+    ``tests/core/test_lazy_trace.py`` (the events split off parse to the trace's ``traceEvents``)."""
+    opened = _EVENTS_OPEN.search(data)
+    if opened is None:
+        raise IncompleteTraceError("Kineto's JSON has no traceEvents array")
+    start, pos = max(opened.end(), len(data) - _TAIL_SEARCH), len(data)
+    while (pos := data.rfind(b"]", start, pos)) >= 0:
+        if _AFTER_EVENTS.match(data, pos) and TRACE_NAME_KEY in data[pos:]:
+            events = data[opened.end() : pos].strip()
+            if events and not events.endswith(b"}"):
+                break  # the ']' of an array after the events: not Kineto's layout
+            return data[: opened.end()], events, data[pos:]
+    raise IncompleteTraceError("Kineto's JSON does not end with its traceEvents array, then traceName and "
+                               "other scalar keys")

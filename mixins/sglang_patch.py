@@ -72,8 +72,10 @@ class RowStatus:
         return f"{self.target.qualname}: {self.state.value}" + (f" ({self.reason})" if self.reason else "")
 
 
-#: The reason an applied PROFILE_CAPTURE row gives in ``status()`` (a deferred one says why it defers).
+#: The reason an applied PROFILE_CAPTURE / PROFILE_LAZY_CAPTURE row gives in ``status()`` (a deferred one
+#: says why it defers).
 PROFILED_BY_US = "profiled by us: sglang does not profile this capture"
+_PROFILED = (Strategy.PROFILE_CAPTURE, Strategy.PROFILE_LAZY_CAPTURE)
 
 
 class Skip(Exception):
@@ -173,7 +175,7 @@ class SglangPatch:
             logger.warning("sglang-capture-trace: could not patch %s", target.qualname, exc_info=True)
             return RowStatus(target, State.SKIPPED, f"error: {exc!r}")
         logger.debug("sglang-capture-trace: patched %s (%s)", target.qualname, target.strategy.value)
-        return RowStatus(target, State.APPLIED, PROFILED_BY_US if target.strategy is Strategy.PROFILE_CAPTURE else "")
+        return RowStatus(target, State.APPLIED, PROFILED_BY_US if target.strategy in _PROFILED else "")
 
 
 #: The process-wide patch (what the plugin entry point and the start-up hook install).
@@ -287,7 +289,7 @@ def _label_shapes(target: Target, cls: type, tag: str) -> Undo:
     return _wrap(target, cls, label_shape_in(target.unit), tag)
 
 
-# -- profile what sglang does not (prefill, piecewise, ViT, CPU graph runners) ----------------------------
+# -- profile what sglang does not (prefill, piecewise, CPU graph runners; the ViT runners' lazy captures) -------
 
 
 def native_profiling(target: Target, cls: type) -> list[str]:
@@ -354,6 +356,15 @@ def _profile_capture(target: Target, cls: type, tag: str) -> Undo:
     if native:
         raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
     return _wrap(target, cls, profile_method(profiling_requested), tag)
+
+
+def _profile_lazy_capture(target: Target, cls: type, tag: str) -> Undo:
+    from mixins.capture_trace import profile_lazy_capture
+
+    native = native_profiling(target, cls)
+    if native:
+        raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
+    return _wrap(target, cls, profile_lazy_capture(profiling_requested, target.shape_of, target.graphs), tag)
 
 
 # -- take over the native export (era C) -----------------------------------------------------------------
@@ -485,4 +496,5 @@ _STRATEGIES: dict[Strategy, Callable[[Target, type, str], Undo]] = {
     Strategy.LABEL_SHAPES: _label_shapes,
     Strategy.ADOPT_HOOK: _adopt_hook,
     Strategy.PROFILE_CAPTURE: _profile_capture,
+    Strategy.PROFILE_LAZY_CAPTURE: _profile_lazy_capture,
 }

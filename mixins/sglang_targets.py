@@ -16,8 +16,10 @@ Modelled on vllm-ascend's patch notes: one entry per patch, with the upstream fa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 # -- names sglang defines that we rely on -----------------------------------------------------------------
 
@@ -116,6 +118,10 @@ class Strategy(str, Enum):
     #: process (and our switch), run the method inside a ``torch.profiler.profile`` we own and export
     #: after it returns. Defers when the capture path uses any of ``NATIVE_PROFILE_NAMES``.
     PROFILE_CAPTURE = "profile_capture"
+    #: The runner has no capture(): it captures one graph lazily per new input shape while serving. Run
+    #: each such capture inside our profiler (as PROFILE_CAPTURE), labelled per shape, and re-publish the
+    #: runner's one file with every shape so far (``mixins.lazy_trace``, docs/DESIGN.md §5.1).
+    PROFILE_LAZY_CAPTURE = "profile_lazy_capture"
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,8 @@ class Target:
     draft_base: bool = False
     unit: str = "bs"
     capture_path: tuple[str, ...] = ()
+    shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]] | None = None
+    graphs: str | None = None
 
     @property
     def qualname(self) -> str:
@@ -171,6 +179,9 @@ _XPU = "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner"
 _CPU = "sglang.srt.model_executor.cpu_graph_runner"
 _PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
 _PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
+_VIT = "sglang.srt.multimodal.vit_cuda_graph_runner"
+_INTERN_VIT = "sglang.srt.multimodal.internvl_vit_cuda_graph_runner"
+_KIMI_VIT = "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner"
 
 _EAGLE = f"{_SPEC}.eagle_draft_cuda_graph_runner"
 _EAGLE_EXTEND = f"{_SPEC}.eagle_draft_extend_cuda_graph_runner"
@@ -186,6 +197,10 @@ _ERA_A, _ERA_B, _ERA_C = span("0.4.10", "0.5.5"), span("0.5.6", "0.5.13"), span(
 _CPU_RELEASES = span("0.5.2", "0.5.23")
 _PIECEWISE_RELEASES = span("0.5.4", "0.5.13")
 _PREFILL_RELEASES = span("0.5.14", "0.5.23")
+#: ... and each vision-encoder runner, which has no capture() but captures lazily per new shape.
+_VIT_RELEASES = span("0.5.7", "0.5.23")
+_INTERN_VIT_RELEASES = span("0.5.8", "0.5.23")
+_KIMI_VIT_RELEASES = span("0.5.17", "0.5.23")
 
 _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) and native export is deferred to"
 
@@ -248,6 +263,64 @@ def _profile_row(
         verified_in=_ci(read_in),
         evidence=evidence,
         capture_path=path,
+    )
+
+
+# -- the vision encoders' lazy captures: one shape per call, labelled from the call's own arguments ---------
+# Read from every wheel (0.5.7-0.5.23). ``tokens`` is the sequence length the graph was captured for.
+
+
+def _rows(tensor: Any) -> int:
+    return int(tensor.shape[0])
+
+
+def _vit_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``ViTCudaGraphRunner.create_graph(x_3d [S, 1, H], cu_seqlens [images + 1], ...)``."""
+    return (("tokens", _rows(args["x_3d"])), ("images", _rows(args["cu_seqlens"]) - 1))
+
+
+def _intern_vit_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``InternViTCudaGraphRunner.create_graph(x [tiles, S, H])``: graphs are keyed by (tiles, S)."""
+    tiles, seq = (int(n) for n in args["x"].shape[:2])
+    return (("tokens", tiles * seq), ("tiles", tiles))
+
+
+def _kimi_vit_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``KimiK3ViTCudaGraphRunner._capture(key, pixel_values [patches, ...], grid_thws, grid_thw_list, ...)``:
+    graphs are keyed by the images' (t, h, w) grids."""
+    return (("tokens", _rows(args["pixel_values"])), ("images", len(args["grid_thw_list"])))
+
+
+_LAZY_WHY = (
+    "sglang never profiles this runner: it has no capture() and captures one CUDA graph lazily per new "
+    "input shape while serving (--enable-profile-cuda-graph is never read for it)"
+)
+_LAZY_NOTE = (
+    "each lazy capture run inside our own profiler when --enable-profile-cuda-graph is on, labelled "
+    "`capture::tokens=N,…`; the one file is re-published with every shape so far (bounded)"
+)
+
+
+def _lazy_row(
+    module: str, cls: str, method: str, read_in: tuple[str, ...], evidence: str, *,
+    shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]], path: tuple[str, ...] = (),
+    graphs: str | None = None,
+) -> Target:
+    return Target(
+        module,
+        cls,
+        method,
+        Strategy.PROFILE_LAZY_CAPTURE,
+        why=_LAZY_WHY,
+        drop_when=_PROFILE_DROP,
+        note=_LAZY_NOTE,
+        read_in=read_in,
+        verified_in=_ci(read_in),
+        evidence=evidence,
+        capture_path=path,
+        shape_of=shape_of,
+        graphs=graphs,
+        unit="tokens",
     )
 
 
@@ -454,6 +527,42 @@ TARGETS: tuple[Target, ...] = (
         drop_when=_PROFILE_DROP,
         rows=((_PREFILL, "PrefillCudaGraphRunner", _PREFILL_RELEASES, "(size, *, prefix_num_chunks=0)"),),
         unit="tokens",
+    ),
+    # -- vision encoders: no capture(), one lazy capture per new input shape while serving ---------------
+    _lazy_row(
+        _VIT,
+        "ViTCudaGraphRunner",
+        "create_graph",
+        _VIT_RELEASES,
+        "run() calls create_graph(x_3d, cu_seqlens, cu_window_seqlens, position_embeddings, ...) for a new "
+        "graph key (seq_len <= 0.5.18; (seq_len, attention layout) from 0.5.19, attention_layout_key=None "
+        "added), which returns early for a known key, else allocates and calls _create_graph (warm-up, "
+        "torch.cuda.graph); used by Qwen2.5-VL / Qwen3-VL under SGLANG_VIT_ENABLE_CUDA_GRAPH; module absent "
+        "in 0.5.6",
+        shape_of=_vit_shape,
+        path=("_create_graph",),
+        graphs="block_graphs",
+    ),
+    _lazy_row(
+        _INTERN_VIT,
+        "InternViTCudaGraphRunner",
+        "create_graph",
+        _INTERN_VIT_RELEASES,
+        "run(x) calls create_graph(x [tiles, S, H]) for a new (tiles, S), which returns early for a known "
+        "key, else _warmup_once then _capture_graph (torch.cuda.graph); module absent in 0.5.7",
+        shape_of=_intern_vit_shape,
+        path=("_warmup_once", "_capture_graph"),
+        graphs="graphs",
+    ),
+    _lazy_row(
+        _KIMI_VIT,
+        "KimiK3ViTCudaGraphRunner",
+        "_capture",
+        _KIMI_VIT_RELEASES,
+        "run() calls _capture(key, pixel_values, grid_thws, grid_thw_list, metadata) for a new grid key seen "
+        "min_hits times while under capacity (SGLANG_KIMI_K3_VIT_CUDA_GRAPH_*), stores the entry itself, "
+        "and falls back to eager when _capture raises; module absent in 0.5.16",
+        shape_of=_kimi_vit_shape,
     ),
 )
 

@@ -192,7 +192,7 @@ def _strategy_check(wheel: Wheel, target: Target, klass: Klass) -> str:
         return f"skip: {target.base} lacks {lacking}" if lacking else "applies"
     if target.strategy is Strategy.INLINE_CAPTURE:
         return "applies" if module_global(wheel, target.module, "profile") is not None else "skip: no 'profile'"
-    if target.strategy is Strategy.PROFILE_CAPTURE:
+    if target.strategy in (Strategy.PROFILE_CAPTURE, Strategy.PROFILE_LAZY_CAPTURE):
         if find_member(wheel, klass, target.method) is None:
             return f"skip: lacks {target.method}"
         native = [f"has {n}" for n in (INIT, HOOK) if find_member(wheel, klass, n) is not None]

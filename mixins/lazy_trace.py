@@ -1,0 +1,248 @@
+"""One trace file per runner class and rank for runners that capture lazily: one CUDA graph per new input
+shape, while serving, with no ``capture()`` to wrap (sglang's vision encoders, docs/DESIGN.md §5.1).
+
+Each lazy capture is profiled on its own (``capture_trace.profile_lazy_capture``) and handed here. A
+``LazyTrace`` keeps the events of every shape profiled so far and re-publishes the runner's one file
+(``cuda_graph_capture-{Runner}-TP-{rank}.json.gz``, the name reserved once) holding all of them, through
+the ordinary export: trust policy, private staging, gzip, atomic rename (docs/DESIGN.md §1–2). A reader
+therefore always finds one complete file, which grows by a segment per shape.
+
+Off the serving thread: everything after the profiler stops — Kineto's JSON, the merge, gzip, the
+rename — runs on one publisher thread per file; captures that arrive meanwhile are published together.
+Bounded: ``MAX_SHAPES`` shapes and ``MAX_EVENT_BYTES`` of Kineto event JSON per file (kept zlib-compressed
+in memory); past either, later captures run without our profiler and the file says how many
+(``shapes_not_profiled`` in its ``capture_trace`` metadata).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+from mixins import kineto, settings
+from mixins.export import StagedExport, report_failure, run_in_background
+from mixins.metadata import build_metadata
+from mixins.naming import Ranks, capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
+
+logger = logging.getLogger("mixins")
+
+#: Shapes kept per file; later captures are not profiled (one INFO line per file).
+MAX_SHAPES = 64
+#: Kineto event JSON kept per file (uncompressed size); a shape that would pass it is dropped and later
+#: captures are not profiled. Each publish rewrites the whole file, so this also bounds one publish.
+MAX_EVENT_BYTES = 256 << 20
+
+
+class MergedProfile:
+    """Stands in for a profile in the export: ``export_chrome_trace`` writes the first shape's head, every
+    shape's events and the latest shape's tail (its ``traceName`` pointed at the path written)."""
+
+    def __init__(self, head: bytes, segments: list[bytes], tail: bytes, tail_path: str) -> None:
+        self.head, self.segments, self.tail, self.tail_path = head, segments, tail, tail_path
+
+    def export_chrome_trace(self, path: str) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(path, flags, 0o600), "wb") as out:
+            out.write(self.head)
+            for index, segment in enumerate(self.segments):
+                out.write(b"\n" if index == 0 else b",\n")
+                out.write(zlib.decompress(segment))
+            out.write(b"\n  ")
+            out.write(kineto.rename_trace(self.tail, self.tail_path, b'"' + path.encode() + b'"'))
+
+
+class _Publisher:
+    """One run of a file's publisher thread (what ``export.run_in_background`` runs and exit waits for)."""
+
+    def __init__(self, trace: LazyTrace, final: Path) -> None:
+        self.trace, self.final = trace, final
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.trace.work(self)
+        finally:
+            self.finished.set()
+
+    def abandon(self) -> None:
+        self.trace.abandon()
+
+
+class LazyTrace:
+    """The one file of one runner class and rank in one output directory, growing by a shape per capture."""
+
+    def __init__(self, runner_name: str, ranks: Ranks, final: Path, index: int) -> None:
+        self.runner_name, self.ranks, self.final, self.index = runner_name, ranks, final, index
+        self._lock = threading.Lock()  # the counters and the queue
+        self._publish_lock = threading.Lock()  # one publish at a time, in order
+        self._admitted = 0  # shapes being profiled, queued or kept
+        self._not_profiled = 0
+        self._full = False
+        self._pending: list[Any] = []
+        self._runner: object = None
+        self._publisher: _Publisher | None = None
+        self._current: StagedExport | None = None
+        self._abandoned = False
+        # kept by the publisher only (under _publish_lock)
+        self._head: bytes | None = None
+        self._tail: tuple[bytes, str] = (b"]}", "")
+        self._segments: list[bytes] = []
+        self._bytes = 0
+
+    def admit(self) -> bool:
+        """Whether the next capture may be profiled (a slot is taken: ``add`` or ``release`` it). The first
+        refusal re-publishes the file once, so that it says shapes are missing."""
+        with self._lock:
+            if not self._full and self._admitted < MAX_SHAPES:
+                self._admitted += 1
+                return True
+            first = self._refuse_locked()
+        if first:
+            self._enqueue(None, None)
+        return False
+
+    def _refuse_locked(self) -> bool:
+        self._not_profiled += 1
+        if self._not_profiled > 1:
+            return False
+        logger.info(
+            "%s: its capture trace holds its first %d shapes (limits: %d shapes, %d MiB of events, "
+            "docs/DESIGN.md §5.1); later captures are not profiled", self.runner_name,
+            self._admitted, MAX_SHAPES, MAX_EVENT_BYTES >> 20,
+        )
+        return True
+
+    def release(self) -> None:
+        """The admitted call captured nothing (it raised, or the shape was known): free its slot."""
+        with self._lock:
+            self._admitted -= 1
+
+    def add(self, prof: Any, runner: object) -> None:
+        """Queue a stopped profile of one shape; publish on the publisher thread (inline when the export
+        is synchronous: ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` or strict)."""
+        self._enqueue(prof, runner)
+
+    def _enqueue(self, prof: Any, runner: object) -> None:
+        """``prof`` None: publish again with the same shapes (the metadata changed)."""
+        with self._lock:
+            self._pending.append(prof)
+            if runner is not None:
+                self._runner = runner
+            if self._publisher is not None:
+                return  # the running publisher takes it with the next batch
+            if settings.background() and not settings.strict():
+                self._publisher = publisher = _Publisher(self, self.final)
+            else:
+                publisher = None
+        if publisher is None:
+            self.work(None)
+        else:
+            run_in_background(publisher)
+
+    def work(self, publisher: _Publisher | None) -> None:
+        """Publish until nothing is queued; a publisher thread ends only under the lock with an empty queue,
+        so a profile queued at any moment is published by this run or starts the next."""
+        with self._publish_lock:
+            while True:
+                with self._lock:
+                    batch, self._pending = self._pending, []
+                    if not batch or self._abandoned:
+                        if publisher is not None and self._publisher is publisher:
+                            self._publisher = None
+                        return
+                    runner = self._runner
+                kept = [self._keep(prof) for prof in batch if prof is not None]
+                if self._head is not None and (any(kept) or len(kept) < len(batch)):
+                    self._publish(runner)
+
+    def _keep(self, prof: Any) -> bool:
+        """Kineto's JSON for one shape, staged under the trust policy, read back and kept (compressed)."""
+        try:
+            job = StagedExport.stage(prof, self.final, {}, runner_name=self.runner_name)
+            try:
+                data = job.read_kineto(MAX_EVENT_BYTES - self._bytes + (1 << 20))
+                kineto_path = job.kineto_path
+            finally:
+                job.close()
+            parts = kineto.split_trace(data) if data is not None else None
+        except Exception as exc:
+            report_failure(self.runner_name, self.final, exc)
+            self.release()
+            return False
+        if parts is None or self._bytes + len(parts[1]) > MAX_EVENT_BYTES:
+            with self._lock:
+                self._full = True
+                self._admitted -= 1
+                self._refuse_locked()
+            return True  # publish again: the file now says a shape is missing
+        head, events, tail = parts
+        if self._head is None:
+            self._head = head
+        self._tail = (tail, kineto_path)
+        self._segments.append(zlib.compress(events, 1))
+        self._bytes += len(events)
+        return True
+
+    def _publish(self, runner: object) -> None:
+        try:
+            metadata = build_metadata(self.runner_name, self.ranks, self.index, runner)
+            with self._lock:
+                metadata["capture_shapes"] = len(self._segments)
+                metadata["shapes_not_profiled"] = self._not_profiled
+            merged = MergedProfile(self._head or b"", list(self._segments), *self._tail)
+            job = StagedExport.stage(merged, self.final, metadata, runner_name=self.runner_name)
+        except Exception as exc:
+            report_failure(self.runner_name, self.final, exc)
+            return
+        with self._lock:
+            if self._abandoned:
+                job.close()
+                return
+            self._current = job
+        try:
+            job.run()  # reports its own failures
+        finally:
+            with self._lock:
+                self._current = None
+
+    def abandon(self) -> None:
+        """At exit, past the timeout: stop publishing; the export in progress removes its staging."""
+        with self._lock:
+            self._abandoned = True
+            current = self._current
+        if current is not None:
+            current.abandon()
+
+    def counts(self) -> tuple[int, int]:
+        """(shapes kept in the file, captures not profiled)."""
+        with self._lock:
+            return len(self._segments), self._not_profiled
+
+
+_traces: dict[tuple[str, str], LazyTrace] = {}
+_traces_pid = os.getpid()
+_traces_lock = threading.Lock()
+
+
+def trace_for(runner: object, runner_name: str) -> LazyTrace:
+    """The one LazyTrace of this runner name, ranks and output directory in this process (a forked child
+    starts its own); its file name is reserved when it is first asked for."""
+    global _traces_pid
+    name = validate_runner_name(runner_name)
+    ranks = discover_ranks(runner)
+    directory = trace_dir(settings.profiler_dir())
+    stem = trace_stem(name, ranks)
+    key = (os.path.realpath(directory), stem)
+    with _traces_lock:
+        if _traces_pid != os.getpid():
+            _traces.clear()
+            _traces_pid = os.getpid()
+        trace = _traces.get(key)
+        if trace is None:
+            final, index = capture_numbers.reserve(directory, stem)
+            trace = _traces[key] = LazyTrace(name, ranks, final, index)
+        return trace

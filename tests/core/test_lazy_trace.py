@@ -1,0 +1,253 @@
+"""Lazy captures (docs/DESIGN.md §5.1): a runner that captures one graph per new input shape while serving
+gets one file per class and rank, re-published with every shape so far. A real CPU ``torch.profiler``,
+real files; the runner below stands in for sglang's vision-encoder runners (tests/sglang drives the real
+classes)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_helpers import load_trace
+
+from mixins import kineto, lazy_trace, wait_for_exports
+from mixins.capture_trace import profile_lazy_capture
+from mixins.kineto import IncompleteTraceError
+from mixins.patching import unwrap_method, wrap_method
+
+
+def _vit_shape(args: Any) -> tuple[tuple[str, int], ...]:
+    return (("tokens", int(args["x"].shape[0])), ("images", int(args["images"])))
+
+
+class LazyRunner:
+    """Captures a "graph" (a CPU matmul) the first time it sees a sequence length, as sglang's ViT runners."""
+
+    def __init__(self) -> None:
+        self.graphs: dict[int, Any] = {}
+
+    def run(self, x: Any, images: int = 1) -> Any:
+        if x.shape[0] not in self.graphs:
+            self.create_graph(x, images)
+        return self.graphs[x.shape[0]]
+
+    def create_graph(self, x: Any, images: int = 1) -> int:
+        import torch
+
+        if x.shape[0] in self.graphs:
+            return x.shape[0]
+        self.graphs[x.shape[0]] = torch.mm(x, torch.ones(x.shape[1], 4))
+        return x.shape[0]
+
+
+NAME = "cuda_graph_capture-LazyRunner-TP-0.json.gz"
+
+
+@pytest.fixture
+def wrapped() -> Any:
+    assert wrap_method(LazyRunner, "create_graph", profile_lazy_capture(lambda runner: True, _vit_shape, "graphs"),
+                       tag="test_lazy")
+    yield LazyRunner
+    unwrap_method(LazyRunner, "create_graph", tag="test_lazy")
+
+
+@pytest.fixture
+def profilers(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    import torch
+
+    created: list[Any] = []
+    real = torch.profiler.profile
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        created.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.profiler, "profile", spy)
+    return created
+
+
+def _ones(n: int) -> Any:
+    import torch
+
+    return torch.ones(n, 8)
+
+
+def _labels(trace: dict[str, Any]) -> list[str]:
+    events = sorted((e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    return [e["name"] for e in events]
+
+
+def _trace(directory: Path) -> dict[str, Any]:
+    assert wait_for_exports(60)
+    return load_trace(directory / NAME)
+
+
+def _files(directory: Path) -> list[str]:
+    assert wait_for_exports(60)
+    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+
+@pytest.mark.parametrize("background", ["1", "0"])
+def test_two_shapes_one_file_two_segments(
+    background: str, trace_env: Path, wrapped: type, profilers: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each new shape is profiled on its own and the one file is re-published holding every shape so far;
+    a known shape (replay) starts no profiler and adds nothing."""
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", background)
+    runner = wrapped()
+    runner.run(_ones(16), images=2)
+    assert _files(trace_env) == [NAME]
+    assert _labels(_trace(trace_env)) == ["capture::tokens=16,images=2"]
+    runner.run(_ones(16), images=2)  # replay: nothing new
+    runner.run(_ones(64))
+    assert _files(trace_env) == [NAME]
+    trace = _trace(trace_env)
+    assert _labels(trace) == ["capture::tokens=16,images=2", "capture::tokens=64,images=1"]
+    assert len(profilers) == 2 and all(p["record_shapes"] for p in profilers)
+    meta = trace["capture_trace"]
+    assert (meta["runner"], meta["capture_index"], meta["capture_shapes"], meta["shapes_not_profiled"]) == (
+        "LazyRunner", 1, 2, 0)
+    mm = [e["args"]["Input Dims"] for e in trace["traceEvents"] if e.get("name") == "aten::mm"]
+    assert sorted(d[0][0] for d in mm) == [16, 64]  # each shape's own ops, record_shapes
+    assert trace["traceName"] == str(trace_env / NAME)
+
+
+def test_a_call_that_captures_nothing_is_not_kept(trace_env: Path, wrapped: type) -> None:
+    """create_graph called for a known shape returns early: no segment (the runner's graphs did not grow)."""
+    runner = wrapped()
+    runner.run(_ones(8))
+    runner.create_graph(_ones(8))
+    assert _labels(_trace(trace_env)) == ["capture::tokens=8,images=1"]
+
+
+def test_limit_on_shapes(
+    trace_env: Path, wrapped: type, profilers: list[Any], monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Past MAX_SHAPES a capture runs without our profiler; the file keeps the first shapes and, re-published
+    once at the first refusal, says that shapes are missing; one INFO line."""
+    monkeypatch.setattr(lazy_trace, "MAX_SHAPES", 2)
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+    runner = wrapped()
+    with caplog.at_level(logging.INFO, logger="mixins"):
+        for n in (4, 8, 12, 16, 20):
+            runner.run(_ones(n))
+    assert wait_for_exports(60)
+    trace = _trace(trace_env)
+    assert [label.split(",")[0] for label in _labels(trace)] == ["capture::tokens=4", "capture::tokens=8"]
+    assert len(profilers) == 2 and sorted(runner.graphs) == [4, 8, 12, 16, 20]
+    assert caplog.text.count("later captures are not profiled") == 1
+    assert trace["capture_trace"]["shapes_not_profiled"] == 1  # as of the last publish: the first refusal
+    before = (trace_env / NAME).stat().st_ino
+    runner.run(_ones(24))  # later refusals cost no publish
+    assert (trace_env / NAME).stat().st_ino == before
+
+
+def test_limit_on_event_bytes(trace_env: Path, wrapped: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shape whose events would pass MAX_EVENT_BYTES is dropped; later captures are not profiled."""
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+    runner = wrapped()
+    runner.run(_ones(4))
+    monkeypatch.setattr(lazy_trace, "MAX_EVENT_BYTES", 1)
+    runner.run(_ones(8))
+    runner.run(_ones(12))
+    trace = _trace(trace_env)
+    assert _labels(trace) == ["capture::tokens=4,images=1"]
+    assert trace["capture_trace"]["shapes_not_profiled"] == 1  # 8 dropped (re-published once); 12 not profiled
+
+
+def test_off_is_a_straight_call(trace_env: Path, wrapped: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switch off: every Python function called on the capture path is the runner's own, our wrapper's
+    body, the instance binding and the switch read — no profiler, lazy trace or exporter."""
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    runner = wrapped()
+    runner.run(_ones(2))
+    called: set[str] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            called.add(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    sys.setprofile(tracer)
+    try:
+        runner.run(_ones(3))
+    finally:
+        sys.setprofile(None)
+    ours = {c.rsplit(":", 1)[1] for c in called if "/mixins/" in c}
+    assert ours <= {"profile_each_capture", "bind_instance"}, ours
+    assert not any("torch/profiler" in c or "mixins/lazy_trace" in c or "mixins/export" in c for c in called), called
+    assert _files(trace_env) == []
+
+
+def test_flag_off_writes_nothing(trace_env: Path, profilers: list[Any]) -> None:
+    """--enable-profile-cuda-graph off (requested() False): no profiler, no file."""
+    assert wrap_method(LazyRunner, "create_graph", profile_lazy_capture(lambda runner: False, _vit_shape, "graphs"),
+                       tag="test_lazy_off")
+    try:
+        LazyRunner().run(_ones(2))
+    finally:
+        unwrap_method(LazyRunner, "create_graph", tag="test_lazy_off")
+    assert profilers == [] and _files(trace_env) == []
+
+
+def test_nested_profiler_gets_the_range_and_we_write_nothing(
+    trace_env: Path, wrapped: type, caplog: pytest.LogCaptureFixture
+) -> None:
+    import torch
+
+    with caplog.at_level(logging.DEBUG, logger="mixins"):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
+            wrapped().run(_ones(5))
+    assert _files(trace_env) == []
+    assert "already recording in this thread" in caplog.text
+    assert "capture::tokens=5,images=1" in {e.name for e in outer.events()}
+
+
+def test_failures_are_logged_never_raised(
+    trace_env: Path, wrapped: type, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The output directory cannot exist (its parent is a regular file): the capture still returns its
+    result, one WARNING names the runner; the method's own exception passes through untouched."""
+    trace_env.parent.joinpath("graph_capture_profile").write_text("not a directory")
+    runner = wrapped()
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        assert runner.run(_ones(6)).shape == (6, 4)
+    assert wait_for_exports(60)
+    assert "CUDA graph capture trace of LazyRunner not saved" in caplog.text
+
+    class Broken(LazyRunner):
+        def create_graph(self, x: Any, images: int = 1) -> int:
+            raise RuntimeError("capture failed")
+
+    assert wrap_method(Broken, "create_graph", profile_lazy_capture(lambda runner: True, _vit_shape), tag="t")
+    with pytest.raises(RuntimeError, match="capture failed"):
+        Broken().run(_ones(7))
+
+
+def test_split_trace_refuses_another_layout() -> None:
+    head, events, tail = kineto.split_trace(b'{"a": 1, "traceEvents": [ {"x": [1]} ], "traceName": "p" }')
+    assert (head, events, tail) == (b'{"a": 1, "traceEvents": [', b'{"x": [1]}', b'], "traceName": "p" }')
+    bad_layouts = (b'{"a": 1}', b'{"traceEvents": [ {} ], "later": [1] }', b'{"traceEvents": [ {} ',
+                   b'{"traceEvents": [ {} ], "later": [1], "traceName": "p" }')
+    for bad in bad_layouts:
+        with pytest.raises(IncompleteTraceError):
+            kineto.split_trace(bad)
+
+
+def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
+    """This torch's Kineto JSON splits into a head, events that parse to its traceEvents, and a tail."""
+    import json
+
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        with torch.profiler.record_function("capture::tokens=3"):
+            torch.ones(3, 3).sum()
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    data = (tmp_path / "t.json").read_bytes()
+    head, events, tail = kineto.split_trace(data)
+    assert json.loads(b"[" + events + b"]") == json.loads(data)["traceEvents"]
+    assert json.loads(head + b"\n" + events + b"\n" + tail)["traceName"] == json.loads(data)["traceName"]

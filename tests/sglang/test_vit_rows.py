@@ -1,0 +1,272 @@
+"""The vision-encoder runners' lazy captures (PROFILE_LAZY_CAPTURE rows), against the real installed sglang.
+
+Each runner's real serving path runs: ``run()`` sees a new input shape, calls the real ``create_graph`` /
+``_capture`` (buffers, warm-up, the layers' forward inside the capture) and replays. Only what needs a GPU
+is faked, for the duration of a test: ``torch.cuda.CUDAGraph`` / ``torch.cuda.graph`` (the captured layers
+run eagerly on CPU instead), ``torch.cuda.synchronize``, the CUDA memory counters and the graph-pool
+handle; the encoders are tiny CPU modules with the attributes the runners read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import importlib.util
+import json
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if importlib.util.find_spec("sglang") is None:
+    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
+
+import cpu_shims  # noqa: E402
+import real_sglang  # noqa: E402
+import torch  # noqa: E402
+
+from mixins import sglang_patch, wait_for_exports  # noqa: E402
+
+cpu_shims.prepare()
+
+VIT = "sglang.srt.multimodal.vit_cuda_graph_runner"
+INTERN_VIT = "sglang.srt.multimodal.internvl_vit_cuda_graph_runner"
+KIMI_VIT = "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner"
+H, HEADS, HEAD_DIM = 8, 2, 4
+
+
+# -- fakes for what needs a GPU ----------------------------------------------------------------------------
+
+
+class FakeCUDAGraph:
+    """Stands in for torch.cuda.CUDAGraph: nothing is recorded, replay does nothing."""
+
+    def replay(self) -> None:
+        pass
+
+
+@contextmanager
+def fake_cuda_graph(graph: Any, *args: Any, **kwargs: Any) -> Iterator[None]:
+    """Stands in for torch.cuda.graph: the body (the encoder's real layers) runs eagerly on CPU."""
+    yield
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeCUDAGraph)
+    monkeypatch.setattr(torch.cuda, "graph", fake_cuda_graph)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **k: 0)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a, **k: 0)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: ("fake graph pool",))
+
+
+# -- tiny CPU encoders with what each runner reads -----------------------------------------------------------
+
+
+class Block(torch.nn.Module):
+    """A transformer block's call signature; a real matmul inside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(H, H)
+        self.attn = types.SimpleNamespace(qkv_backend_name="triton_attn", num_attention_heads_per_partition=HEADS,
+                                          head_size=HEAD_DIM)
+
+    def forward(self, x: Any, cu_seqlens: Any = None, position_embeddings: Any = None,
+                rotary_pos_emb_cos: Any = None, rotary_pos_emb_sin: Any = None, output_ws: Any = None) -> Any:
+        return self.proj(x)
+
+
+class TinyViT(torch.nn.Module):
+    """Qwen2.5-VL's vision tower as ViTCudaGraphRunner reads it (no window attention, no deepstack)."""
+
+    use_data_parallel = True  # 0.5.16+: capture locally, without the TP group's communicator
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(), Block()])
+        self.merger = torch.nn.Linear(H, 4)
+
+    device = torch.device("cpu")
+    dtype = torch.float32
+
+
+class InternLayer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(H, H)
+        self.attn = types.SimpleNamespace(attn=types.SimpleNamespace(
+            qkv_backend_name="triton_attn", num_attention_heads_per_partition=HEADS, head_size=HEAD_DIM))
+
+    def forward(self, x: Any, cu_seqlens: Any = None, output_ws: Any = None) -> Any:
+        return self.proj(x)
+
+
+class TinyInternEncoder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([InternLayer(), InternLayer()])
+
+
+class TinyKimiTower(torch.nn.Module):
+    """Kimi-K3's vision tower as KimiK3ViTCudaGraphRunner calls it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(H, H)
+
+    def prepare_forward_metadata(self, grid_thws: Any, *, grid_thw_list: Any, total_tokens: int, dtype: Any) -> Any:
+        return types.SimpleNamespace(total_tokens=total_tokens, position_embeddings=None)
+
+    def _forward_eager(self, pixel_values: Any, grid_thws: Any, *, grid_thw_list: Any, forward_metadata: Any) -> Any:
+        return [self.proj(pixel_values)]
+
+
+def load(module: str, name: str) -> type:
+    cls = real_sglang.load_class(module, name)
+    if cls is None:
+        pytest.skip(f"no {name} in sglang {metadata.version('sglang')}")
+    return cls
+
+
+def serve_vit(cls: type, seq_lens: tuple[int, ...]) -> Any:
+    """ViTCudaGraphRunner.run() once per input, as Qwen2.5-VL's forward calls it: one image each, then two."""
+    runner = cls(TinyViT())
+    for n in seq_lens:
+        images = 2 if n % 2 == 0 and n > 8 else 1
+        cu = torch.tensor([0, *([n // 2] if images == 2 else []), n], dtype=torch.int32)
+        cos, sin = torch.ones(n, HEAD_DIM), torch.zeros(n, HEAD_DIM)
+        runner.run(torch.ones(n, H), cu, None, None, rotary_pos_emb_cos=cos, rotary_pos_emb_sin=sin)
+    return runner
+
+
+def serve_intern_vit(cls: type, tiles: tuple[int, ...]) -> Any:
+    runner = cls(TinyInternEncoder())
+    for b in tiles:
+        runner.run(torch.ones(b, 5, H))
+    return runner
+
+
+def serve_kimi_vit(cls: type, grids: tuple[tuple[tuple[int, int, int], ...], ...]) -> Any:
+    runner = cls(TinyKimiTower(), capacity=4, min_hits=1)
+    for grid in grids:
+        patches = sum(t * h * w for t, h, w in grid)
+        runner.run(torch.ones(patches, H), torch.tensor(grid), grid)
+    return runner
+
+
+#: (module, class, what serves it with two new shapes then a known one, the captured-graph count, labels)
+CASES = {
+    "ViTCudaGraphRunner": (VIT, lambda cls: serve_vit(cls, (8, 16, 8)), lambda r: len(r.block_graphs),
+                           ["capture::tokens=8,images=1", "capture::tokens=16,images=2"]),
+    "InternViTCudaGraphRunner": (INTERN_VIT, lambda cls: serve_intern_vit(cls, (1, 3, 1)), lambda r: len(r.graphs),
+                                 ["capture::tokens=5,tiles=1", "capture::tokens=15,tiles=3"]),
+    "KimiK3ViTCudaGraphRunner": (
+        KIMI_VIT, lambda cls: serve_kimi_vit(cls, (((1, 2, 2),), ((1, 2, 2), (1, 2, 4)), ((1, 2, 2),))),
+        lambda r: len(r.graphs), ["capture::tokens=4,images=1", "capture::tokens=12,images=2"]),
+}
+
+
+@contextmanager
+def profile_flag(on: bool) -> Iterator[None]:
+    """--enable-profile-cuda-graph as the release publishes it: the runtime context (0.5.14+), else the
+    scheduler's global server args (set_global_server_args_for_scheduler)."""
+    if importlib.util.find_spec("sglang.srt.runtime_context") is not None:
+        with real_sglang.sglang_config(enable_profile_cuda_graph=on):
+            yield
+        return
+    server_args = importlib.import_module("sglang.srt.server_args")
+    saved = vars(server_args).get("_global_server_args")
+    # <= 0.5.13 the runners read mm_attention_backend there too, and the TP group's custom all-reduce.
+    server_args._global_server_args = types.SimpleNamespace(  # type: ignore[attr-defined]
+        enable_profile_cuda_graph=on, mm_attention_backend="triton_attn")
+    modules = [importlib.import_module(m) for m in (VIT, INTERN_VIT)]
+    shims = [{"get_tp_group": cpu_shims.TpGroup} if hasattr(m, "get_tp_group") else {} for m in modules]
+    try:
+        with real_sglang.patched_attributes(modules[0], shims[0]), \
+                real_sglang.patched_attributes(modules[1], shims[1]):
+            yield
+    finally:
+        server_args._global_server_args = saved  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def trace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
+    return tmp_path
+
+
+@pytest.fixture
+def profilers_started(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    created: list[Any] = []
+    real = torch.profiler.profile
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        created.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.profiler, "profile", spy)
+    return created
+
+
+def range_names(path: Path) -> list[str]:
+    with gzip.open(path, "rt") as handle:
+        trace = json.load(handle)
+    events = sorted((e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    return [e["name"] for e in events]
+
+
+@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_vit_runner_lazy_captures(
+    name: str, case: str, trace_dir: Path, fake_gpu: None, monkeypatch: pytest.MonkeyPatch,
+    profilers_started: list[Any],
+) -> None:
+    """On: two new shapes while serving (then a known one, replayed) -> exactly one file named after the
+    runner, with one capture::tokens= segment per shape, in capture order. Either switch off, or our
+    package not installed (the control: sglang itself writes nothing): the same captures, no profiler
+    started, no file."""
+    module, serve, graph_count, labels = CASES[name]
+    cls = load(module, name)
+    if case == "switch off":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    if case != "package not installed":
+        sglang_patch.install()
+    try:
+        with profile_flag(case != "--enable-profile-cuda-graph off"):
+            runner = serve(cls)
+    finally:
+        sglang_patch.uninstall()
+    assert wait_for_exports(60)
+    assert graph_count(runner) == 2  # the real lazy path captured two shapes
+    if case != "on":
+        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
+        return
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
+    path = real_sglang.traces(trace_dir)[0]
+    assert real_sglang.is_ours(path) and len(profilers_started) == 2
+    assert range_names(path) == labels
+
+
+def test_vit_rows_report_profiled_by_us() -> None:
+    """status() lists the lazy rows as profiled by us where this sglang has the class (doctor prints it)."""
+    for module, _, _, _ in CASES.values():
+        real_sglang.import_optional(module)
+    status = sglang_patch.install()
+    try:
+        rows = {s.target.cls: s for s in status if s.target.module in {c[0] for c in CASES.values()}}
+    finally:
+        sglang_patch.uninstall()
+    version = metadata.version("sglang").split(".post")[0]
+    assert set(rows) == set(CASES)
+    for row in rows.values():
+        applies = version in row.target.read_in
+        assert (row.state is sglang_patch.State.APPLIED) == applies, str(row)
+        assert ("profiled by us" in str(row)) == applies
