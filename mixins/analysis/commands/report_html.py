@@ -244,6 +244,7 @@ def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[fl
     float sum of its children in the order plotly adds them (``branchvalues="total"`` hides a sector
     whose children add up to more than it)."""
     leaves: dict[tuple[str, ...], float] = {}
+    key: tuple[str, ...]
     for op in res.get("ops") or []:
         key = (str(op.get("module")), str(op.get("name")), _shape(op))
         leaves[key] = leaves.get(key, 0.0) + float(op.get("gpu_time_us") or 0.0)
