@@ -116,7 +116,8 @@ def test_vllm_pair_renders_in_chromium_with_the_json_numbers(vllm: dict[str, Any
     _check_json_dom(page, vllm["check"]["ok"])
     # attribution: one sector per node, counted here from the JSON: replay, modules, ops, shapes, reasons
     att = vllm["attribute"]
-    nodes = {("m", o["module"]) for o in att["ops"]} | {("o", o["module"], o["name"]) for o in att["ops"]}
+    nodes: set[tuple[Any, ...]] = {("m", o["module"]) for o in att["ops"]}
+    nodes |= {("o", o["module"], o["name"]) for o in att["ops"]}
     nodes |= {("s", o["module"], o["name"], json.dumps(o["input_dims"])) for o in att["ops"]}
     nodes |= {("u", u["reason"]) for u in att["unattributed"]} | ({("u",)} if att["unattributed"] else set())
     assert len(els.select("g", within="attribution-0", cls="slice")) == len(nodes) + 1
@@ -221,7 +222,8 @@ def test_missing_plotly_is_one_line_naming_the_extra(cpu_traces: dict[str, Path]
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "capture-trace: error: report needs plotly: pip install 'sglang-capture-trace[report]' (or pip install plotly)\n"
+        "capture-trace: error: report needs plotly: "
+        "pip install 'sglang-capture-trace[report]' (or pip install plotly)\n"
     )
     assert not out.exists() and os.listdir(tmp_path) == []
     light = (
