@@ -59,14 +59,20 @@ def _check_json_dom(page: Page, expect_ok: bool) -> None:
 
 
 def _startup_numbers(els: Elements, time_json: dict[str, Any]) -> None:
-    """Every wall and phase cell's exact µs (data-us) equals the JSON; the text shows it in the unit."""
-    cells = [(a.get("data-phase"), a["data-us"]) for a in els.select("td") if a.get("data-us") is not None]
-    expected = []
+    """Every wall and phase cell's exact µs (data-us) equals the JSON, and its text shows that value in
+    the unit its header names, to the 3 decimals shown."""
+    cells = [(a.get("data-phase"), a["data-us"], "".join(txt)) for t, a, _, txt in els.found
+             if t == "td" and a.get("data-us") is not None]
+    expected: list[tuple[str | None, str]] = []
     for t in time_json["traces"]:
         for s in t["segments"]:
             expected.append((None, json.dumps(s["wall_us"])))
             expected += [(p, json.dumps(s["phases"][p])) for p in PHASES]
-    assert cells[: len(expected)] == expected
+    assert [c[:2] for c in cells[: len(expected)]] == expected
+    header = next("".join(txt) for t, _, _, txt in els.found if t == "th" and "".join(txt).startswith("wall ("))
+    per_unit = {"wall (µs)": 1.0, "wall (ms)": 1e3, "wall (s)": 1e6}[header]
+    for _, us, text in cells[: len(expected)]:
+        assert abs(float(text.replace(",", "")) * per_unit - json.loads(us)) <= 0.0005 * per_unit, (text, us)
 
 
 def _bars(els: Elements) -> int:
