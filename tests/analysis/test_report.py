@@ -196,6 +196,19 @@ def _hostile(vllm: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict
     return t, c, a
 
 
+def test_hostile_names_never_leave_their_text_and_several_replays_each_get_a_chart(vllm: dict[str, Any]) -> None:
+    """Without a browser: the page's only tags are ours, and ``{"replays": [...]}`` (attribute given a
+    folder of replays) draws one sunburst per replay."""
+    t, c, a = _hostile(vllm)
+    page = render_report(t, c, {"replays": [a, vllm["attribute"]]}, inputs=[HOSTILE], version=HOSTILE)
+    low = page.lower()
+    assert low.count("</script") == 4 and low.count("<script") == 4
+    ours = page.split("</script>", 1)[1].lower()  # after plotly.js (whose source has "<img" strings)
+    assert "<img" not in ours and "<!--" not in ours and "<b>bold" not in ours and "\u2028" not in ours
+    assert _data(page)["attribute"] == {"replays": [a, vllm["attribute"]]}
+    assert 'id="attribution-0"' in page and 'id="attribution-1"' in page and 'id="attribution-2"' not in page
+
+
 @needs_chromium
 def test_hostile_names_are_text_and_run_nothing(vllm: dict[str, Any], tmp_path: Path) -> None:
     """Names from a trace in every place the page shows one: no element, no script, no CSP report (a
