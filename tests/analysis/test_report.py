@@ -22,7 +22,7 @@ from browser import SCALE, Elements, Page, chromium, hex_rgb, open_page, pixels
 from inprocess import run_analyzer
 from pairs import VLLM_CAPTURE, VLLM_REPLAY
 
-from mixins.analysis.report import DATA_ID, PHASES, render_report
+from mixins.analysis.commands.report_html import DATA_ID, PHASES, render_report
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE_BLUE = "#3b7dd8"  # the capture phase's bars (report._COLORS) and the largest op's sectors
