@@ -26,6 +26,7 @@ _REGISTRARS = {
     "check": ("check", "add"),
     "time": ("time", "add"),
     "attribute": ("attribute", "add"),
+    "report": ("report", "add"),
 }
 
 

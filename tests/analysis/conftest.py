@@ -93,6 +93,22 @@ def cpu_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"r0": r0, "r1": r1, "r1_bad": r1_bad, "same": same, "diverged": diverged, "nometa": nometa}
 
 
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's real CPU traces (four runners, batch sizes 1, 2, 4), made once in a subprocess."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("demo")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run(
+        [sys.executable, "-m", "mixins", "demo", "--out", str(out), "--device", "cpu", "--batch-sizes", "1,2,4"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return out / "graph_capture_profile"
+
+
 @pytest.fixture()
 def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
     """Run an analyzer command in-process through argparse, as the console script does."""

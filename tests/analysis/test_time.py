@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,6 @@ from mixins.analysis.commands.time import PHASES
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
-REPO = Path(__file__).resolve().parent.parent.parent
 RUNNERS = ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
 PREFILL = "PrefillCudaGraphRunner"  # the demo's profile-mode runner: capture::tokens= segments
 Run = Callable[..., tuple[int, str, str]]  # the run_cli fixture
@@ -136,19 +132,6 @@ def test_vllm_capture_trace_phases_match_its_events(run_cli: Run) -> None:
     assert top[("other", "hipFree")]["count"] == 2  # 808.497 + 7.94 µs, outside every op
     assert top[("other", "hipFree")]["self_us"] == pytest.approx(808.497 + 7.94, abs=TOL)
     assert t["totals"]["phases"] == seg["phases"]
-
-
-@pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's real CPU traces (four runners, batch sizes 1, 2, 4), made in a subprocess."""
-    out = tmp_path_factory.mktemp("demo")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run(
-        [sys.executable, "-m", "mixins", "demo", "--out", str(out), "--device", "cpu", "--batch-sizes", "1,2,4"],
-        env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    return out / "graph_capture_profile"
 
 
 def test_demo_every_batch_size_of_every_runner_is_a_row(

@@ -1,0 +1,137 @@
+"""``report``: obtains the dicts ``time --json``, ``check --json`` and ``attribute --json`` print, hands
+them to ``report_html.render_report`` and writes the page through ``safe_io.output_file``.
+
+An adapter only: ``time`` and ``attribute`` are run in this process exactly as the console script runs them
+(their own parser, ``--json``, stdout captured), so the page holds the very dicts they print. ``check``
+takes one directory; the report's traces may be several files or folders, so its dict is built here from
+``check``'s own computation (``compare.check_traces``) and serialised by ``render.print_json`` as
+``check --json`` is (tests/analysis/test_report.py holds the two equal). Nothing is written when an input
+is bad or plotly (extra ``[report]``) is missing. Design: docs/DESIGN.md §7.3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mixins.analysis import render
+from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.read.reader import TraceError, current_limits
+from mixins.helptext import add_command
+from mixins.one_line import one_line
+
+__all__ = ["add", "cmd_report", "report_dicts"]
+
+
+def add(subparsers: Any) -> None:
+    p = add_command(
+        subparsers,
+        "report",
+        "one self-contained HTML page: start-up time, rank check, replay attribution",
+        "Write one HTML file that works offline (the charting library is embedded): the start-up time of "
+        "each runner and shape as stacked bars (warm-up / capture / instantiate / other, from 'time'), "
+        "the cross-rank check ('check'), and, given --replay, where the replay's GPU time went as a "
+        "module, op and shape sunburst ('attribute'). Needs plotly: pip install "
+        "'sglang-capture-trace[report]'.",
+        [
+            "capture-trace report /tmp/graph_capture_profile -o report.html",
+            "capture-trace report --replay serving-TP-0.json.gz graph_capture_profile/ -o report.html",
+        ],
+        exit_codes=("report written", "(not used)", "bad input or usage, or plotly missing: nothing written"),
+    )
+    p.add_argument("traces", metavar="TRACE_OR_DIR", nargs="+", help="capture traces or directories of them")
+    p.add_argument("--replay", metavar="REPLAY", help="a serving trace (or a directory of them) to attribute")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
+    p.add_argument("--any-rank", action="store_true", help="attribute even when ranks differ (as attribute's)")
+    add_jobs_option(p)
+    p.set_defaults(func=with_limits(cmd_report, p))
+
+
+def _printed(run: Callable[[], int]) -> tuple[int, Any]:
+    """Exit code and the JSON ``run`` printed on stdout (None when it printed nothing)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = run()
+    text = out.getvalue()
+    return rc, json.loads(text) if text.strip() else None
+
+
+def _command_json(argv: list[str]) -> tuple[int, Any]:
+    """Run one analyzer command as the console script does (its own parser), with ``--json``."""
+    from mixins.analysis import cli
+
+    parser = argparse.ArgumentParser(prog="capture-trace")
+    cli.add_commands(parser.add_subparsers(dest="command", required=True), only=argv[0])
+    args = parser.parse_args([*argv, "--json"])
+    return _printed(lambda: int(args.func(args)))
+
+
+def _check_json(paths: list[str], jobs: int) -> tuple[bool, Any]:
+    """``check --json``'s dict for the traces of ``paths`` (several files or folders); False if a file was bad."""
+    from mixins.analysis.commands.compare import check_traces, compact_job
+
+    files, bad_dir = expand_paths(paths)
+    traces, bad = collect_results(map_files(compact_job, files, (), jobs, False))
+    bad = bad or bad_dir
+    groups = check_traces(traces)
+    read = {t.path for t in traces}
+    doc = {
+        "dir": paths[0] if len(paths) == 1 else paths,
+        "ok": not bad and all(g.ok for g in groups),
+        "bad_files": [f for f in files if f not in read],
+        "groups": groups,
+    }
+
+    def show() -> int:
+        render.print_json(doc)
+        return OK
+
+    return not bad, _printed(show)[1]
+
+
+def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None] | None:
+    """(time, check, attribute) as their ``--json`` prints them; None when an input was bad (reported)."""
+    limits = current_limits()
+    common = ["--max-events", str(limits.max_events), "--max-value-mib", str(limits.max_value_bytes >> 20)]
+    jobs = ["--jobs", str(args.jobs)]
+    rc, time_json = _command_json(["time", *args.traces, *jobs, *common])
+    if rc != OK or time_json is None:
+        return None
+    good, check_json = _check_json(list(args.traces), args.jobs)
+    if not good:
+        return None
+    attribute_json = None
+    if args.replay is not None:
+        extra = ["--any-rank"] if args.any_rank else []
+        rc, attribute_json = _command_json(["attribute", args.replay, *args.traces, *jobs, *extra, *common])
+        if rc != OK or attribute_json is None:
+            return None
+    return time_json, check_json, attribute_json
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from mixins.analysis.commands.report_html import ReportUnavailable, render_report, require_plotly
+    from mixins.analysis.read.safe_io import output_file
+    from mixins.metadata import PACKAGE, distribution_version
+
+    try:
+        require_plotly()  # before any trace is read
+        dicts = report_dicts(args)
+        if dicts is None:
+            return TROUBLE
+        inputs = [*args.traces, *([] if args.replay is None else [f"replay: {args.replay}"])]
+        page = render_report(*dicts, inputs=inputs, version=distribution_version(PACKAGE)).encode()
+        with output_file(args.output) as f:
+            f.write(page)
+    except (ReportUnavailable, TraceError) as exc:
+        render.error(str(exc))
+        return TROUBLE
+    if args.output not in ("-", "/dev/stdout"):
+        size = render.size_text(len(page))
+        print(f"capture-trace: report written to {one_line(args.output)} ({size})", file=sys.stderr)
+    return OK

@@ -1,0 +1,444 @@
+"""``report``'s page: one self-contained HTML file drawn from the commands' ``--json`` dicts.
+
+``render_report`` is pure: it takes exactly what ``time --json``, ``check --json`` and ``attribute --json``
+print and returns the page, so it does not depend on how those are computed (``report`` obtains them).
+Charts are plotly (the ``[report]`` extra): its bundled plotly.js is embedded, so the page works offline.
+Every string that came from a trace is escaped for where it lands: HTML text and attributes
+(``html.escape``), JSON inside ``<script>`` (``<``, ``>``, ``&``, U+2028/9 as ``\\u`` escapes) and plotly's
+labels (plotly.js reads ``<b>``, ``<a href>``... in text, so labels are entity-escaped and shown as
+written). A Content-Security-Policy with the hashes of our two scripts stops anything else from running
+or loading. Design: docs/DESIGN.md §7.3.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from mixins.one_line import one_line
+
+__all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json"]
+
+EXTRA = "report"  # pyproject.toml [project.optional-dependencies]
+PHASES = ("warmup", "capture", "instantiate", "other")  # time --json's phase keys, stacked bottom to top
+DATA_ID = "capture-trace-data"  # the <script type="application/json"> holding the three dicts as given
+_COLORS = {"warmup": "#f2a541", "capture": "#3b7dd8", "instantiate": "#8e5bd0", "other": "#a0a4ab"}
+_PHASE_NAMES = {"warmup": "warm-up", "capture": "capture", "instantiate": "instantiate", "other": "other"}
+_MODULE_COLORS = ("#b8c7dc", "#d5c3a5", "#b9d3c2", "#d4b8cf", "#c9c9a3", "#a9cbd2")
+_OP_COLORS = (
+    "#3b7dd8", "#e4572e", "#29a36a", "#f2a541", "#8e5bd0", "#17a2b8", "#d0427f", "#7a9a01",
+    "#b5651d", "#5c6bc0", "#c0392b", "#16a085", "#e67e22", "#6d4c41", "#2e86c1", "#a93226",
+)
+_UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+
+
+class ReportUnavailable(Exception):
+    """The charting library (the ``[report]`` extra) is not installed."""
+
+
+def _plotly() -> tuple[Any, str]:
+    """plotly's graph objects (they validate every property against the bundled plotly.js) and that bundle."""
+    try:
+        import plotly.graph_objects as go
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        raise ReportUnavailable(
+            f"report needs plotly: pip install 'sglang-capture-trace[{EXTRA}]' (or pip install plotly)"
+        ) from None
+    # "</script" cannot occur inside a script element; "<\/" is the same text in a JS string or regex.
+    return go, re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE)
+
+
+def require_plotly() -> None:
+    """Raise ``ReportUnavailable`` (one line naming the extra) unless plotly can be imported."""
+    _plotly()
+
+
+def script_json(value: Any) -> str:
+    """JSON that is safe inside ``<script>``: no ``<``, ``>`` or ``&`` (no ``</script>``, no ``<!--``)
+    and no U+2028/U+2029; ``JSON.parse`` reads back the same value. Strict: no NaN or Infinity."""
+    text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    for ch, esc in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+def _h(value: object) -> str:
+    """Untrusted text for HTML text or a quoted attribute: one line (``one_line``), then entities."""
+    return html.escape(one_line(value), quote=True)
+
+
+def _label(value: object) -> str:
+    """Untrusted text for a plotly label: plotly.js parses a few tags in text and decodes entities, so
+    entity-escaped text is shown exactly as written and no tag is ever interpreted."""
+    return html.escape(one_line(value), quote=False)
+
+
+def _num(value: Any) -> str:
+    """A JSON number as the JSON text has it (``data-*`` attributes: read back and compared exactly)."""
+    return _h(json.dumps(value))
+
+
+def _unit(max_us: float) -> tuple[float, str]:
+    return next(((div, name) for div, name in _UNITS if max_us >= div), _UNITS[-1])
+
+
+def _fmt(us: float | None, div: float) -> str:
+    return "–" if us is None else f"{us / div:,.3f}"
+
+
+def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
+    """One name per ``time`` trace: runner (or class, or file), TP rank, PP rank and capture number when
+    not the first; a name still shared gets ``(file)`` so two bars never merge."""
+    names = []
+    for t in traces:
+        who = t.get("runner") or t.get("runner_class") or os.path.basename(str(t.get("path", "?")))
+        parts = [str(who), f"TP {t['tp_rank']}" if t.get("tp_rank") is not None else "TP ?"]
+        if t.get("pp_rank"):
+            parts.append(f"PP {t['pp_rank']}")
+        if (t.get("capture_index") or 1) > 1:
+            parts.append(f"#{t['capture_index']}")
+        names.append(" · ".join(parts))
+    for i, n in enumerate(names):
+        if names.count(n) > 1:
+            names[i] = f"{n} ({os.path.basename(str(traces[i].get('path', '?')))})"
+    return names
+
+
+def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """Stacked bars (warm-up / capture / instantiate / other) per runner × shape, and the tables."""
+    traces = time_json.get("traces") or []
+    names = _trace_names(traces)
+    rows = [(name, t, s) for name, t in zip(names, traces, strict=True) for s in t.get("segments") or []]
+    if not rows:
+        return None, "<p>No capture segment in these traces.</p>"
+    div, unit = _unit(max((s.get("wall_us") or 0.0) for _, _, s in rows))
+    x = [[_label(n) for n, _, _ in rows], [_label(s.get("label", "?")) for _, _, s in rows]]
+    bars = []
+    for phase in PHASES:
+        us = [(s.get("phases") or {}).get(phase) or 0.0 for _, _, s in rows]
+        share = [(s.get("shares") or {}).get(phase) or 0.0 for _, _, s in rows]
+        bars.append(
+            go.Bar(
+                name=_PHASE_NAMES[phase],
+                x=x,
+                y=[v / div for v in us],
+                customdata=[[v, sh] for v, sh in zip(us, share, strict=True)],
+                marker_color=_COLORS[phase],
+                hovertemplate=f"%{{x}}<br>{_PHASE_NAMES[phase]}: %{{customdata[0]:,.3f}} µs "
+                "(%{customdata[1]:.1%})<extra></extra>",
+            )
+        )
+    width = max(900, 40 * len(rows) + 240)
+    fig = go.Figure(
+        data=bars,
+        layout=dict(
+            barmode="stack",
+            width=width if len(rows) > 18 else None,
+            height=520,
+            margin=dict(l=70, r=20, t=40, b=140),
+            yaxis_title=f"CPU wall time ({unit})",
+            legend=dict(orientation="h", y=1.08, traceorder="normal"),
+            xaxis=dict(tickangle=0),
+            template="plotly_white",
+        ),
+    )
+    return fig.to_plotly_json(), _startup_tables(time_json, names, div, unit)
+
+
+def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, unit: str) -> str:
+    head = "".join(f"<th>{_PHASE_NAMES[p]} ({unit})</th>" for p in PHASES)
+    out = []
+    for i, (name, t) in enumerate(zip(names, time_json.get("traces") or [], strict=True)):
+        body = []
+        for j, s in enumerate(t.get("segments") or []):
+            phases = s.get("phases") or {}
+            cells = "".join(
+                f'<td class="num" data-phase="{p}" data-us="{_num(phases.get(p))}">{_fmt(phases.get(p), div)}</td>'
+                for p in PHASES
+            )
+            body.append(
+                f'<tr data-trace="{i}" data-segment="{j}"><td>{_h(s.get("label", "?"))}</td>'
+                f'<td class="num" data-us="{_num(s.get("wall_us"))}">{_fmt(s.get("wall_us"), div)}</td>{cells}'
+                f'<td class="num">{_h(s.get("capture_windows", ""))}</td></tr>'
+            )
+        out.append(
+            f'<details><summary>{_h(name)} — {_h(t.get("path", "?"))}</summary><table class="startup">'
+            f"<tr><th>segment</th><th>wall ({unit})</th>{head}<th>capture windows</th></tr>"
+            + "".join(body)
+            + "</table></details>"
+        )
+    return "\n".join(out)
+
+
+def _check_section(check_json: dict[str, Any]) -> str:
+    ok = bool(check_json.get("ok"))
+    status = "consistent" if ok else "FAILED"
+    parts = [
+        f'<p class="status {"ok" if ok else "bad"}" id="check-status" data-ok="{str(ok).lower()}">'
+        f"cross-rank check: {status}</p>"
+    ]
+    bad = check_json.get("bad_files") or []
+    if bad:
+        parts.append("<p>Files that could not be read:</p><ul>" + "".join(f"<li>{_h(f)}</li>" for f in bad) + "</ul>")
+    rows = []
+    for g in check_json.get("groups") or []:
+        ranks = ", ".join("?" if r is None else str(r) for r in g.get("ranks") or [])
+        details = [*(g.get("problems") or []), *(_divergence_text(d) for d in g.get("divergences") or [])]
+        notes = g.get("notes") or []
+        rows.append(
+            f'<tr class="{"ok" if g.get("ok") else "bad"}" data-ok="{str(bool(g.get("ok"))).lower()}">'
+            f'<td>{_h(g.get("runner") or "?")}</td><td>{_h(_opt(g.get("pp_rank")))}</td>'
+            f'<td>{_h(_opt(g.get("capture_index")))}</td><td>{_h(ranks)}</td><td>{_h(_opt(g.get("tp_size")))}</td>'
+            f'<td>{"ok" if g.get("ok") else "FAILED"}</td>'
+            f"<td>{'<br>'.join(_h(d) for d in details)}{'<br>' if details and notes else ''}"
+            f"{'<br>'.join('note: ' + _h(n) for n in notes)}</td></tr>"
+        )
+    if rows:
+        parts.append(
+            '<table class="check"><tr><th>runner</th><th>PP</th><th>capture #</th><th>TP ranks</th>'
+            "<th>TP size</th><th>result</th><th>why</th></tr>" + "".join(rows) + "</table>"
+        )
+    return "\n".join(parts)
+
+
+def _opt(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+def _divergence_text(d: dict[str, Any]) -> str:
+    if d.get("position") is None:
+        return (
+            f"segment {d.get('segment')!r} present on only one side "
+            f"(reference {d.get('ops_reference')} ops, TP {_opt(d.get('rank'))} {d.get('ops_other')} ops)"
+        )
+    ref, other = d.get("reference") or {}, d.get("other") or {}
+    return (
+        f"TP {_opt(d.get('rank'))} diverges in {d.get('segment')!r} at op #{d.get('position')}: "
+        f"reference {ref.get('op', '(end)')} {ref.get('input_dims', '')}, "
+        f"this rank {other.get('op', '(end)')} {other.get('input_dims', '')}"
+    )
+
+
+def _replays(attribute_json: dict[str, Any]) -> list[dict[str, Any]]:
+    """``attribute --json`` prints one replay's result, or ``{"replays": [...]}`` for several."""
+    if "replays" in attribute_json:
+        return list(attribute_json["replays"])
+    return [attribute_json]
+
+
+def _shape(op: dict[str, Any]) -> str:
+    dims = op.get("input_dims")
+    return "no shapes" if dims is None else json.dumps(dims, separators=(",", ":"))
+
+
+def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[float], list[list[Any]], list[str]]:
+    """Sunburst nodes replay → module → op → shape (ids, parents, labels, values, hover data); rows that
+    share a node add up; unattributed device work is one branch per reason. Each parent's value is the
+    float sum of its children in the order plotly adds them (``branchvalues="total"`` hides a sector
+    whose children add up to more than it)."""
+    leaves: dict[tuple[str, ...], float] = {}
+    key: tuple[str, ...]
+    for op in res.get("ops") or []:
+        key = (str(op.get("module")), str(op.get("name")), _shape(op))
+        leaves[key] = leaves.get(key, 0.0) + float(op.get("gpu_time_us") or 0.0)
+    for u in res.get("unattributed") or []:
+        key = ("(unattributed)", str(u.get("reason")))
+        leaves[key] = leaves.get(key, 0.0) + float(u.get("gpu_time_us") or 0.0)
+    # a parent's total, for ordering only: biggest first at every level
+    weight: dict[tuple[str, ...], float] = {}
+    for key, us in leaves.items():
+        for depth in range(1, len(key) + 1):
+            weight[key[:depth]] = weight.get(key[:depth], 0.0) + us
+    order = sorted(weight, key=lambda k: (len(k), -weight[k], k))
+    index: dict[tuple[str, ...], int] = {(): 0}
+    for n, path in enumerate(order, start=1):
+        index[path] = n
+    values = [0.0] * (len(order) + 1)
+    for path in order:
+        values[index[path]] = leaves.get(path, 0.0)
+    for depth in (3, 2, 1):  # deepest first; siblings in their order, as plotly adds them
+        for path in order:
+            if len(path) == depth:
+                values[index[path[:-1]]] += values[index[path]]
+    total = values[0]
+    ids = ["r"] + [f"n{index[p]}" for p in order]
+    parents = [""] + [("r" if len(p) == 1 else f"n{index[p[:-1]]}") for p in order]
+    labels = [_label(os.path.basename(str(res.get("replay"))))] + [_label(p[-1]) for p in order]
+    kinds = ("module", "op", "shape")
+    custom = [[total, 1.0, "replay"]] + [
+        [values[index[p]], values[index[p]] / total if total else 0.0, kinds[len(p) - 1]] for p in order
+    ]
+    return ids, parents, labels, values, custom, _colors(order)
+
+
+def _colors(order: list[tuple[str, ...]]) -> list[str]:
+    """Modules in muted tones, each op its own colour (largest first), its shapes the same colour;
+    unattributed work grey."""
+    colors: dict[tuple[str, ...], str] = {}
+    ops = modules = 0
+    for p in order:
+        if p[0] == "(unattributed)":
+            colors[p] = "#c8c8c8" if len(p) == 1 else "#9a9a9a"
+        elif len(p) == 1:
+            colors[p], modules = _MODULE_COLORS[modules % len(_MODULE_COLORS)], modules + 1
+        elif len(p) == 2:
+            colors[p], ops = _OP_COLORS[ops % len(_OP_COLORS)], ops + 1
+        else:
+            colors[p] = colors.get(p[:2], "#dddddd")
+    return ["#ffffff"] + [colors[p] for p in order]
+
+
+def _attribution_figure(go: Any, res: dict[str, Any]) -> dict[str, Any]:
+    ids, parents, labels, values, custom, colors = _tree(res)
+    fig = go.Figure(
+        go.Sunburst(
+            ids=ids,
+            parents=parents,
+            labels=labels,
+            values=values,
+            customdata=custom,
+            marker=dict(colors=colors, line=dict(color="#ffffff", width=1)),
+            branchvalues="total",
+            maxdepth=-1,
+            insidetextorientation="radial",
+            hovertemplate="%{customdata[2]}: %{label}<br>%{customdata[0]:,.3f} µs GPU "
+            "(%{customdata[1]:.1%} of the replay)<extra></extra>",
+        ),
+        layout=dict(height=640, margin=dict(l=10, r=10, t=10, b=10)),
+    )
+    return fig.to_plotly_json()  # type: ignore[no-any-return]
+
+
+def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
+    cov = res.get("coverage") or {}
+    gpu, done = cov.get("gpu_time_us") or 0.0, cov.get("attributed_us") or 0.0
+    share = f"{done / gpu:.1%}" if gpu else "–"
+    head = (
+        f'<p class="coverage" data-replay="{k}" data-gpu-us="{_num(cov.get("gpu_time_us"))}" '
+        f'data-attributed-us="{_num(cov.get("attributed_us"))}" data-graph-kernels="{_num(cov.get("graph_kernels"))}"'
+        f' data-graph-kernels-attributed="{_num(cov.get("graph_kernels_attributed"))}">'
+        f"<b>{_h(res.get('replay', '?'))}</b>: {done:,.3f} of {gpu:,.3f} µs GPU time attributed ({share}); "
+        f"graph kernels {cov.get('graph_kernels_attributed', 0):,} of {cov.get('graph_kernels', 0):,}</p>"
+    )
+    ops = sorted(res.get("ops") or [], key=lambda o: -(o.get("gpu_time_us") or 0.0))
+    rows = "".join(
+        f'<tr data-replay="{k}"><td>{_h(o.get("name"))}</td><td>{_h(o.get("module"))}</td>'
+        f"<td>{_h(_shape(o))}</td><td>{_h(o.get('source'))}</td><td>{_h(o.get('segment'))}</td>"
+        f'<td class="num">{_h(o.get("kernels"))}</td><td class="num">{_h(o.get("count"))}</td>'
+        f'<td class="num" data-us="{_num(o.get("gpu_time_us"))}">{(o.get("gpu_time_us") or 0.0):,.3f}</td></tr>'
+        for o in ops[:top]
+    )
+    more = f"<p>{len(ops) - top:,} more rows in the embedded data (attribute --json).</p>" if len(ops) > top else ""
+    unattr = "".join(
+        f'<tr><td>{_h(u.get("source"))}</td><td>{_h(u.get("reason"))}</td><td class="num">{_h(u.get("kernels"))}</td>'
+        f'<td class="num" data-us="{_num(u.get("gpu_time_us"))}">{(u.get("gpu_time_us") or 0.0):,.3f}</td></tr>'
+        for u in res.get("unattributed") or []
+    )
+    return (
+        head
+        + f'<div class="chart" id="attribution-{k}"></div>'
+        + "<details><summary>ops by GPU time</summary><table class=\"ops\"><tr><th>op</th><th>module</th>"
+        "<th>input dims</th><th>source</th><th>segment</th><th>kernels</th><th>count</th><th>GPU µs</th></tr>"
+        + rows
+        + "</table>"
+        + more
+        + "</details>"
+        + (
+            '<details open><summary>unattributed</summary><table class="unattributed"><tr><th>source</th>'
+            f"<th>reason</th><th>kernels</th><th>GPU µs</th></tr>{unattr}</table></details>"
+            if unattr
+            else ""
+        )
+    )
+
+
+_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;
+vertical-align:top}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.status{font-weight:bold;padding:6px 10px;display:inline-block;border-radius:4px}
+.ok{background:#e5f5e8}.bad{background:#fbe3e3}.note{color:#555}.chart{overflow-x:auto}
+code{overflow-wrap:anywhere}
+"""
+
+_INIT = """
+(function () {
+  var figs = JSON.parse(document.getElementById("capture-trace-figures").textContent);
+  var cfg = {displaylogo: false, responsive: true};
+  Object.keys(figs).forEach(function (id) {
+    Plotly.newPlot(id, figs[id].data, figs[id].layout, cfg);
+  });
+})();
+"""
+
+
+def _csp_hash(script: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
+def render_report(
+    time_json: dict[str, Any],
+    check_json: dict[str, Any] | None = None,
+    attribute_json: dict[str, Any] | None = None,
+    *,
+    inputs: Iterable[str] = (),
+    version: str | None = None,
+    top: int = 200,
+) -> str:
+    """The report page for the dicts ``time --json`` / ``check --json`` / ``attribute --json`` print (the
+    last two optional); ``inputs`` are the command line's paths, shown in the header. Raises
+    ``ReportUnavailable`` when plotly is not installed."""
+    go, plotly_js = _plotly()
+    figures: dict[str, Any] = {}
+    startup, tables = _startup_figure(go, time_json)
+    if startup is not None:
+        figures["startup"] = startup
+    sections = [
+        "<h2>Start-up time per runner × shape</h2>",
+        f'<p class="note">{_h(time_json.get("note", ""))}</p>',
+        '<div class="chart" id="startup"></div>' if startup is not None else "",
+        tables,
+    ]
+    if check_json is not None:
+        sections += ["<h2>Cross-rank check</h2>", _check_section(check_json)]
+    if attribute_json is not None:
+        sections.append("<h2>Replay GPU time by module → op → shape</h2>")
+        sections.append(
+            '<p class="note">Click a sector to zoom in, the centre to zoom out. Graph kernels are attributed '
+            "to the capture op that launched them (verified by kernel sequence), eager kernels to their own op.</p>"
+        )
+        for k, res in enumerate(_replays(attribute_json)):
+            figures[f"attribution-{k}"] = _attribution_figure(go, res)
+            sections.append(_attribution_section(res, k, top))
+    data = {"time": time_json, "check": check_json, "attribute": attribute_json}
+    shown = ", ".join(_h(p) for p in inputs)
+    csp = (
+        "default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; "
+        f"script-src {_csp_hash(plotly_js)} {_csp_hash(_INIT)}"
+    )
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
+            "<title>capture-trace report</title>",
+            f"<style>{_STYLE}</style>",
+            f"<script>{plotly_js}</script>",
+            "</head><body>",
+            "<h1>capture-trace report</h1>",
+            f'<p class="note">{shown}{" — sglang-capture-trace " + _h(version) if version else ""}</p>',
+            *sections,
+            f'<script type="application/json" id="{DATA_ID}">{script_json(data)}</script>',
+            f'<script type="application/json" id="capture-trace-figures">{script_json(figures)}</script>',
+            f"<script>{_INIT}</script>",
+            "</body></html>",
+        ]
+    )

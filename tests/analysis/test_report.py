@@ -1,0 +1,280 @@
+"""``capture-trace report``: the page opened in a real headless Chromium (tests/analysis/browser.py).
+
+Reports of the real vLLM capture/replay pair and of the demo's real CPU traces, each loaded once: no
+console message at all, the charts drawn (one SVG bar per runner × shape × phase, one sunburst sector per
+module / op / shape node, counted from the JSON here, not from the report's code; the screenshot shows
+the phase and op colours), and the numbers in the page equal what ``time``, ``check`` and ``attribute``
+print with ``--json``. A page of hostile names runs no script and shows the names as written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import SCALE, Elements, Page, chromium, hex_rgb, open_page, pixels
+from inprocess import run_analyzer
+from pairs import VLLM_CAPTURE, VLLM_REPLAY
+
+from mixins.analysis.commands.report_html import DATA_ID, PHASES, render_report
+
+REPO = Path(__file__).resolve().parents[2]
+CAPTURE_BLUE = "#3b7dd8"  # the capture phase's bars (report._COLORS) and the largest op's sectors
+
+needs_chromium = pytest.mark.skipif(
+    chromium() is None and not os.environ.get("CI"),
+    reason="no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it, and CI fails without it)",
+)
+
+
+def _json(*argv: object, rc: int = 0) -> dict[str, Any]:
+    got, out, err = run_analyzer(*argv, "--json")
+    assert got == rc, err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def _report(tmp: Path, *argv: object) -> Path:
+    out = tmp / "report.html"
+    rc, _, err = run_analyzer("report", *argv, "-o", out)
+    assert rc == 0, err
+    assert err.startswith(f"capture-trace: report written to {out} (") and err.endswith(" MiB)\n"), err
+    return out
+
+
+def _data(html_or_dom: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(Elements(html_or_dom).text(DATA_ID))
+    return doc
+
+
+def _check_json_dom(page: Page, expect_ok: bool) -> None:
+    status = Elements(page.dom).select("p", cls="status")
+    assert [s.get("data-ok") for s in status] == [str(expect_ok).lower()]
+
+
+def _startup_numbers(els: Elements, time_json: dict[str, Any]) -> None:
+    """Every wall and phase cell's exact µs (data-us) equals the JSON, and its text shows that value in
+    the unit its header names, to the 3 decimals shown."""
+    cells = [(a.get("data-phase"), a["data-us"], "".join(txt)) for t, a, _, txt in els.found
+             if t == "td" and a.get("data-us") is not None]
+    expected: list[tuple[str | None, str]] = []
+    for t in time_json["traces"]:
+        for s in t["segments"]:
+            expected.append((None, json.dumps(s["wall_us"])))
+            expected += [(p, json.dumps(s["phases"][p])) for p in PHASES]
+    assert [c[:2] for c in cells[: len(expected)]] == expected
+    header = next("".join(txt) for t, _, _, txt in els.found if t == "th" and "".join(txt).startswith("wall ("))
+    per_unit = {"wall (µs)": 1.0, "wall (ms)": 1e3, "wall (s)": 1e6}[header]
+    for _, us, text in cells[: len(expected)]:
+        assert abs(float(text.replace(",", "")) * per_unit - json.loads(us)) <= 0.0005 * per_unit, (text, us)
+
+
+def _bars(els: Elements) -> int:
+    return len(els.select("g", within="startup", cls="point"))
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The real vLLM pair's report (capture + replay), opened once, and the three commands' --json."""
+    out = _report(tmp_path_factory.mktemp("report_vllm"), "--replay", VLLM_REPLAY, VLLM_CAPTURE)
+    return {
+        "html": out.read_text(),
+        "page": open_page(out) if chromium() else None,
+        "time": _json("time", VLLM_CAPTURE),
+        "check": _json("check", VLLM_CAPTURE),
+        "attribute": _json("attribute", VLLM_REPLAY, VLLM_CAPTURE),
+        "size": out.stat().st_size,
+    }
+
+
+@pytest.fixture(scope="session")
+def demo(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = _report(tmp_path_factory.mktemp("report_demo"), demo_dir)
+    return {
+        "html": out.read_text(),
+        "page": open_page(out) if chromium() else None,
+        "time": _json("time", demo_dir),
+        "check": _json("check", demo_dir),
+    }
+
+
+def test_page_holds_exactly_what_the_commands_print(vllm: dict[str, Any], demo: dict[str, Any]) -> None:
+    assert _data(vllm["html"]) == {k: vllm[k] for k in ("time", "check", "attribute")}
+    assert _data(demo["html"]) == {"time": demo["time"], "check": demo["check"], "attribute": None}
+
+
+@needs_chromium
+def test_vllm_pair_renders_in_chromium_with_the_json_numbers(vllm: dict[str, Any]) -> None:
+    page: Page = vllm["page"]
+    assert page.console == []
+    els = Elements(page.dom)
+    assert _data(page.dom) == {k: vllm[k] for k in ("time", "check", "attribute")}  # after the scripts ran
+    # start-up: one SVG bar per segment × phase
+    segments = sum(len(t["segments"]) for t in vllm["time"]["traces"])
+    assert segments == 1 and _bars(els) == segments * len(PHASES)
+    _startup_numbers(els, vllm["time"])
+    _check_json_dom(page, vllm["check"]["ok"])
+    # attribution: one sector per node, counted here from the JSON: replay, modules, ops, shapes, reasons
+    att = vllm["attribute"]
+    nodes: set[tuple[Any, ...]] = {("m", o["module"]) for o in att["ops"]}
+    nodes |= {("o", o["module"], o["name"]) for o in att["ops"]}
+    nodes |= {("s", o["module"], o["name"], json.dumps(o["input_dims"])) for o in att["ops"]}
+    nodes |= {("u", u["reason"]) for u in att["unattributed"]} | ({("u",)} if att["unattributed"] else set())
+    assert len(els.select("g", within="attribution-0", cls="slice")) == len(nodes) + 1
+    (cov,) = els.select("p", cls="coverage")
+    assert json.loads(cov["data-gpu-us"] or "") == att["coverage"]["gpu_time_us"] == 10717.708
+    assert json.loads(cov["data-attributed-us"] or "") == att["coverage"]["attributed_us"]
+    assert json.loads(cov["data-graph-kernels-attributed"] or "") == att["coverage"]["graph_kernels_attributed"] == 421
+    shown = [json.loads(a["data-us"] or "") for a in els.select("td") if a.get("data-us")][1 + len(PHASES) :]
+    assert shown == sorted((o["gpu_time_us"] for o in att["ops"]), reverse=True)
+    assert "vllm::moe_forward" in els.text("attribution-0")  # the largest op's label is drawn
+    _screenshot_shows_the_charts(page)
+
+
+def _screenshot_shows_the_charts(page: Page) -> None:
+    px = pixels(page)
+    assert (page.width, page.height) == (1280 * SCALE, 2000 * SCALE)
+    assert len(set(px)) > 200  # not blank: text, bars, sectors, anti-aliasing
+    mean = sum(sum(p) for p in px) / (3 * len(px))
+    assert 0 < sum((sum(p) / 3 - mean) ** 2 for p in px) / len(px)
+    blue = hex_rgb(CAPTURE_BLUE)
+    assert sum(p == blue for p in px) > 500  # the capture bar(s) as solid pixels
+
+
+@needs_chromium
+def test_demo_traces_render_in_chromium(demo: dict[str, Any]) -> None:
+    page: Page = demo["page"]
+    assert page.console == []
+    els = Elements(page.dom)
+    assert _data(page.dom)["time"] == demo["time"]
+    segments = sum(len(t["segments"]) for t in demo["time"]["traces"])
+    assert segments == 4 * 3  # four runners, batch sizes 1, 2, 4
+    assert _bars(els) == segments * len(PHASES)
+    _startup_numbers(els, demo["time"])
+    _check_json_dom(page, demo["check"]["ok"])
+    assert not els.select("div", within="attribution-0")  # no replay given: no attribution
+    names = els.text("startup")
+    assert all(r in names for r in ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "PrefillCudaGraphRunner"))
+    assert len(set(pixels(page))) > 200
+
+
+def test_check_of_files_given_one_by_one_is_the_check_of_their_folder(
+    cpu_traces: dict[str, Path], tmp_path: Path
+) -> None:
+    """``check`` takes one folder; the report's traces may be files: the ranks still meet in one group."""
+    files = sorted(cpu_traces["same"].iterdir())
+    page = _data(_report(tmp_path, *files).read_text())
+    folder = _json("check", cpu_traces["same"])
+    assert page["check"]["groups"] == folder["groups"] and page["check"]["ok"] is True
+    assert page["check"]["dir"] == [str(f) for f in files]
+    diverged = _data(_report(tmp_path, cpu_traces["diverged"]).read_text())
+    assert diverged["check"] == _json("check", cpu_traces["diverged"], rc=1) and diverged["check"]["ok"] is False
+
+
+HOSTILE = '</script><img src=x onerror="console.error(\'pwned\')"><b>bold</b>&amp;\u2028<!--'
+
+
+def _hostile(vllm: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    t, c, a = (copy.deepcopy(vllm[k]) for k in ("time", "check", "attribute"))
+    t["traces"][0]["runner"] = HOSTILE
+    t["traces"][0]["segments"][0]["label"] = HOSTILE
+    t["note"] = HOSTILE
+    c["groups"][0]["runner"] = HOSTILE
+    c["groups"][0]["notes"] = [HOSTILE]
+    c["bad_files"] = [HOSTILE]
+    top = max(a["ops"], key=lambda o: o["gpu_time_us"])
+    top["name"], top["module"], top["segment"] = HOSTILE, HOSTILE, HOSTILE
+    a["replay"] = HOSTILE
+    a["unattributed"] = [{"source": HOSTILE, "reason": HOSTILE, "launches": 1, "kernels": 1, "gpu_time_us": 1.5,
+                          "example_correlation": 7}]
+    return t, c, a
+
+
+def test_hostile_names_never_leave_their_text_and_several_replays_each_get_a_chart(vllm: dict[str, Any]) -> None:
+    """Without a browser: the page's only tags are ours, and ``{"replays": [...]}`` (attribute given a
+    folder of replays) draws one sunburst per replay."""
+    t, c, a = _hostile(vllm)
+    page = render_report(t, c, {"replays": [a, vllm["attribute"]]}, inputs=[HOSTILE], version=HOSTILE)
+    low = page.lower()
+    assert low.count("</script") == 4 and low.count("<script") == 4
+    ours = page.split("</script>", 1)[1].lower()  # after plotly.js (whose source has "<img" strings)
+    assert "<img" not in ours and "<!--" not in ours and "<b>bold" not in ours and "\u2028" not in ours
+    assert _data(page)["attribute"] == {"replays": [a, vllm["attribute"]]}
+    assert 'id="attribution-0"' in page and 'id="attribution-1"' in page and 'id="attribution-2"' not in page
+
+
+@needs_chromium
+def test_hostile_names_are_text_and_run_nothing(vllm: dict[str, Any], tmp_path: Path) -> None:
+    """Names from a trace in every place the page shows one: no element, no script, no CSP report (a
+    blocked inline handler would log one); the data block reads back the same strings."""
+    dicts = _hostile(vllm)
+    page_path = tmp_path / "hostile.html"
+    page_path.write_text(render_report(*dicts, inputs=[HOSTILE], version=HOSTILE))
+    page = open_page(page_path)
+    assert page.console == []
+    els = Elements(page.dom)
+    assert els.select("img") == [] and els.select("b", within="attribution-0") == []
+    assert len(els.select("script")) == 4  # plotly.js, the data, the figures, their init
+    assert _data(page.dom) == dict(zip(("time", "check", "attribute"), dicts, strict=True))
+    # shown as written (one line: U+2028 as Python escapes it) in the tables and in plotly's labels
+    visible = HOSTILE.replace("\u2028", "\\u2028")
+    assert visible in els.text("startup") and visible in els.text("attribution-0")
+    assert sum(HOSTILE.replace("\u2028", "\\u2028") in "".join(txt) for t, _, _, txt in els.found if t == "td") >= 3
+
+
+def test_missing_plotly_is_one_line_naming_the_extra(cpu_traces: dict[str, Path], tmp_path: Path) -> None:
+    """plotly made unimportable (``sys.modules['plotly'] = None``, how Python marks a module absent):
+    exit 2, one line naming the extra, no file; the other commands never import plotly."""
+    out = tmp_path / "r.html"
+    code = (
+        "import sys; sys.modules['plotly'] = None\n"
+        "from mixins.cli import main\n"
+        f"sys.exit(main(['report', {str(cpu_traces['same'])!r}, '-o', {str(out)!r}]))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "capture-trace: error: report needs plotly: "
+        "pip install 'sglang-capture-trace[report]' (or pip install plotly)\n"
+    )
+    assert not out.exists() and os.listdir(tmp_path) == []
+    light = (
+        "import sys\nfrom mixins.cli import main\n"
+        f"rc = main(['time', '--json', {str(cpu_traces['same'])!r}])\n"
+        "assert 'plotly' not in sys.modules, 'plotly imported'\nsys.exit(rc)"
+    )
+    done = subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_bad_input_or_output_writes_nothing(cpu_traces: dict[str, Path], tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json.gz"
+    rc, out, err = run_analyzer("report", missing, "-o", tmp_path / "r.html")
+    assert (rc, out) == (2, "") and err.count("\n") == 1 and str(missing) in err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rc, out, err = run_analyzer("report", cpu_traces["same"], "-o", blocker / "r.html")
+    assert (rc, out) == (2, "")
+    assert err == f"capture-trace: error: {blocker / 'r.html'}: cannot write: Not a directory\n"
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+@needs_chromium
+def test_the_harness_sees_console_errors_and_blank_pages(tmp_path: Path) -> None:
+    """The checks above can fail: an error, a log line and an uncaught exception are all caught, and a
+    page with nothing visible is one colour."""
+    page_path = tmp_path / "bad.html"
+    page_path.write_text(
+        '<body style="background:#fff"><script>console.error("e1"); console.log("l1"); nope();</script>'
+        '<p id="x" style="color:#fff">ok</p></body>'
+    )
+    page = open_page(page_path, window=(200, 200))
+    assert page.console == ["e1", "l1", "Uncaught ReferenceError: nope is not defined"]
+    assert Elements(page.dom).text("x") == "ok" and set(pixels(page)) == {(255, 255, 255)}
