@@ -75,15 +75,16 @@ def _check_json(paths: list[str], jobs: int) -> tuple[bool, Any]:
     """``check --json``'s dict for the traces of ``paths`` (several files or folders); False if a file was bad."""
     from mixins.analysis.commands.compare import check_traces, compact_job
 
-    files, bad_dir = expand_paths(paths)
-    traces, bad = collect_results(map_files(compact_job, files, (), jobs, False))
+    files, listed, bad_dir = expand_paths(paths)
+    failed: list[str] = []
+    with render.quiet_info():  # time, run first, already said which files it skipped
+        traces, bad = collect_results(map_files(compact_job, files, (), jobs, False), listed, failed)
     bad = bad or bad_dir
     groups = check_traces(traces)
-    read = {t.path for t in traces}
     doc = {
         "dir": paths[0] if len(paths) == 1 else paths,
         "ok": not bad and all(g.ok for g in groups),
-        "bad_files": [f for f in files if f not in read],
+        "bad_files": failed,
         "groups": groups,
     }
 
