@@ -138,7 +138,10 @@ def test_startup_hook_wanted(environ: dict[str, str], wanted: bool) -> None:
 
 @pytest.mark.parametrize(
     ("value", "allow_list"),
-    [(None, None), ("", None), (" , ", frozenset()), (",", frozenset()), ("a, capture_trace ,", {"a", "capture_trace"})],
+    [
+        (None, None), ("", None), (" , ", frozenset()), (",", frozenset()),
+        ("a, capture_trace ,", {"a", "capture_trace"}),
+    ],
 )
 def test_plugin_allow_list_as_sglang_reads_it(value: str | None, allow_list: set[str] | None) -> None:
     """One reading of SGLANG_PLUGINS for the bootstrap and doctor (sglang 0.5.23's load_plugins)."""
