@@ -272,12 +272,39 @@ def lazy_imports() -> None:
                       "all": sorted(mixins.__all__), "dir_has_all": set(mixins.__all__) <= set(dir(mixins))}))
 
 
+# -- test_demo.py --------------------------------------------------------------------------------------
+
+
+def kineto_filter() -> None:
+    """Writes to file descriptor 2 inside ``kineto_info_filtered`` (as Kineto's C++ does: no sys.stderr)
+    around a real profiler start and stop, then the same profiler outside it."""
+    import torch
+
+    from mixins.demo import kineto_info_filtered
+
+    def profile() -> None:
+        with torch.profiler.profile():
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+
+    with kineto_info_filtered():
+        os.write(2, b"USDT:2026-12-01 19:13:47 4920:4920 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"STAGE:2024-01-02 03:04:05 17:17 ActivityProfilerController.cpp:312] Completed Stage: Warm Up\n")
+        os.write(2, b"WARNING:2026-12-01 19:13:47 4920:4920 CuptiActivityApi.cpp:1] kept: a Kineto warning\n")
+        os.write(2, b"kept: not Kineto's\nkept: USDT:not at the start of a line\n")
+        profile()
+        sys.stderr.write("kept: through sys.stderr\n")
+        os.write(2, b"kept: unterminated")
+    os.write(2, b"\n--- outside ---\n")
+    profile()
+
+
 CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
         switched_off_imports, efbig, export_then_exit, concurrent_export, slow_export_then_exit,
         parallel_exports, export_then_sleep, leave_staging, synchronous_export, export_and_hold,
         export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
+        kineto_filter,
     )
 }
 
@@ -289,3 +316,4 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
