@@ -27,7 +27,7 @@ from mixins import settings
 from mixins.naming import SUBDIR, TRACE_PREFIX, TRACE_SUFFIX, trace_dir
 
 DEFAULT_OUT = "capture-trace-demo"
-TORCH_HINT = "the demo needs torch, which is not installed: pip install 'sglang-capture-trace[torch]'"
+TORCH_HINT = "the demo needs torch, which is not installed: pip install torch (the extra [torch])"
 
 
 def _batch_sizes(text: str) -> list[int]:

@@ -148,7 +148,7 @@ def test_demo_without_torch_says_how_to_get_it(wheel_venv: Venv, tmp_path: Path)
                           timeout=120, env=clean_env(), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "capture-trace: error: the demo needs torch, which is not installed: pip install 'sglang-capture-trace[torch]'"
+        "capture-trace: error: the demo needs torch, which is not installed: pip install torch (the extra [torch])"
     ]
     assert not (tmp_path / "out" / "graph_capture_profile").exists()
 
