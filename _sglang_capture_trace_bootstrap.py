@@ -69,16 +69,30 @@ def trace_enabled(environ: "Mapping[str, str] | None" = None) -> bool:
     return env_bool(ENABLE, False, environ)
 
 
+def plugin_allow_list(environ: "Mapping[str, str] | None" = None) -> "frozenset[str] | None":
+    """``SGLANG_PLUGINS`` read as sglang's ``load_plugins`` reads it: None when unset or empty (every plugin
+    loads), else the names it allows (a value of only commas and blanks is the empty set: no plugin)."""
+    value = (os.environ if environ is None else environ).get(PLUGINS)
+    if not value:  # sglang's own test: a set, non-empty value is an allow-list
+        return None
+    return frozenset(name.strip() for name in value.split(",") if name.strip())
+
+
+def plugin_allowed(environ: "Mapping[str, str] | None" = None) -> bool:
+    """``SGLANG_PLUGINS`` lets ``capture_trace`` load (it gates the start-up hook as well as sglang's loader)."""
+    allow_list = plugin_allow_list(environ)
+    return allow_list is None or PLUGIN_NAME in allow_list
+
+
+def startup_hook_allowed(environ: "Mapping[str, str] | None" = None) -> bool:
+    """The start-up hook is not switched off and ``SGLANG_PLUGINS`` allows us (the trace switch aside)."""
+    return env_bool(STARTUP_HOOK, True, environ) and plugin_allowed(environ)
+
+
 def startup_hook_wanted(environ: "Mapping[str, str] | None" = None) -> bool:
-    """Trace switch on, start-up hook not switched off, and ``SGLANG_PLUGINS`` (when set) names us, read
-    as sglang's ``load_plugins`` reads it (a value of only commas and blanks allows no plugin)."""
+    """Trace switch on and :func:`startup_hook_allowed`."""
     environ = os.environ if environ is None else environ
-    if ENABLE not in environ or not trace_enabled(environ):
-        return False
-    if not env_bool(STARTUP_HOOK, True, environ):
-        return False
-    allow_list = environ.get(PLUGINS)  # sglang's own test: a set, non-empty value is an allow-list
-    return not allow_list or PLUGIN_NAME in {name.strip() for name in allow_list.split(",")}
+    return ENABLE in environ and trace_enabled(environ) and startup_hook_allowed(environ)
 
 
 # -- is the importable ``mixins`` ours? ----------------------------------------------------------------

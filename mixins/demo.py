@@ -3,7 +3,10 @@
 trace each (the prefill runner through the decorator's profile mode).
 
 The runners, wrapt and torch are imported only when the command runs; without torch (the analyzer-only
-install) the command says how to get it.
+install) the command says how to get it. It says which device ``--device auto`` picked, and it is quiet:
+Kineto's own informational lines (``USDT:… profiler_start``), which its C++ writes straight to file
+descriptor 2 at every profiler start and stop, are filtered out at that descriptor while the demo
+profiles (``--verbose`` keeps them); anything else written there passes through.
 """
 
 from __future__ import annotations
@@ -12,14 +15,19 @@ import argparse
 import gzip
 import json
 import os
+import re
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from mixins import settings
+from mixins.naming import SUBDIR, TRACE_PREFIX, TRACE_SUFFIX, trace_dir
 
 DEFAULT_OUT = "capture-trace-demo"
-TORCH_HINT = "the demo needs torch, which is not installed: pip install 'sglang-capture-trace[torch]'"
+TORCH_HINT = "the demo needs torch, which is not installed: pip install torch (the extra [torch])"
 
 
 def _batch_sizes(text: str) -> list[int]:
@@ -44,6 +52,63 @@ def _resolve_device(device: str) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("--device cuda requested but torch.cuda.is_available() is False")
     return device
+
+
+def _device_text(requested: str, device: str) -> str:
+    """The device line: which one ran and, for ``auto``, why."""
+    if device == "cuda":
+        import torch
+
+        name = f"cuda ({torch.cuda.get_device_name()})"
+    else:
+        name = "cpu (eager passes: no CUDA graphs)"
+    if requested == "auto":
+        return f"{name}, picked by --device auto: " + (
+            "a CUDA device is available" if device == "cuda" else "torch.cuda.is_available() is False"
+        )
+    return name
+
+
+# Kineto's log line: "<LEVEL>:<date> <time> <pid>:<tid> <file>:<line>] <message>". USDT (profiler start and
+# stop probes) and STAGE (older torch: "Completed Stage: Warm Up") are informational; its WARNING and ERROR
+# lines, and anything that is not Kineto's, are passed through.
+KINETO_INFO_LINE = re.compile(rb"(?:USDT|STAGE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \d+:\d+ \S+:\d+\] ")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+@contextmanager
+def kineto_info_filtered(enabled: bool = True) -> Iterator[None]:
+    """While inside, file descriptor 2 is a pipe whose lines are copied to the real stderr, except
+    Kineto's informational lines (its C++ writes them to the descriptor, so ``sys.stderr`` cannot help)."""
+    if not enabled:
+        yield
+        return
+    sys.stderr.flush()
+    stderr = os.dup(2)
+    read, write = os.pipe()
+    os.dup2(write, 2)
+    os.close(write)
+
+    def pump() -> None:
+        with open(read, "rb", buffering=0) as pipe:
+            for line in pipe:  # the last, unterminated piece too
+                if not KINETO_INFO_LINE.match(line):
+                    _write_all(stderr, line)
+
+    thread = threading.Thread(target=pump, name="capture-trace-demo-stderr", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(stderr, 2)  # the pipe's last write end goes: the pump reads to the end and stops
+        thread.join()
+        os.close(stderr)
 
 
 def _profile_replays(runners: list[Any], replays: int, path: Path) -> Path:
@@ -97,9 +162,9 @@ def run_demo(
         runner.capture()
         runners.append(runner)
     wait_for_exports()
-    directory = out / "graph_capture_profile"
+    directory = trace_dir(str(out))
     for runner_class in RUNNERS:
-        paths += sorted(directory.glob(f"cuda_graph_capture-{runner_class.__name__}-TP-*.json.gz"))
+        paths += sorted(directory.glob(f"{TRACE_PREFIX}{runner_class.__name__}-TP-*{TRACE_SUFFIX}"))
     if replays:
         paths.append(_profile_replays(runners, replays, directory / REPLAY_TRACE))
     return paths
@@ -123,7 +188,10 @@ def _command(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     print(f"capture-trace demo: setting {settings.ENABLE}=1 and {settings.PROFILER_DIR}={out} for this process")
     try:
-        paths = run_demo(out, args.device, args.batch_sizes, args.replay)
+        device = _resolve_device(args.device)
+        print(f"capture-trace demo: device {_device_text(args.device, device)}", flush=True)
+        with kineto_info_filtered(not args.verbose):
+            paths = run_demo(out, device, args.batch_sizes, args.replay)
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
@@ -155,8 +223,9 @@ def add_command(commands: Any) -> None:
         "Capture a tiny model with four runners named like sglang's EAGLE3 set-up (decode, draft, "
         "draft-extend: they profile their own capture) and a prefill runner (no profiler of its own: "
         "the decorator's profile mode) under torch.profiler, one labelled segment per batch size or "
-        f"token count, and write one trace each to OUT/graph_capture_profile/. Turns {settings.ENABLE} "
-        "on for this process only.",
+        f"token count, and write one trace each to OUT/{SUBDIR}/. Turns {settings.ENABLE} "
+        "on for this process only, says which device it used, and keeps Kineto's informational lines "
+        "(USDT: ... profiler_start) off stderr unless --verbose.",
         ["capture-trace demo --out demo-out --device cpu --batch-sizes 1,2,4,8",
          "capture-trace ls --long demo-out"],
         exit_codes=("the four traces were written", "a trace is missing", "bad input or usage"),
@@ -176,5 +245,8 @@ def add_command(commands: Any) -> None:
         default=0,
         metavar="N",
         help=f"also profile N replays of each captured graph into {REPLAY_TRACE} (needs CUDA graphs)",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="let Kineto's own informational lines through to stderr"
     )
     parser.set_defaults(func=_command)

@@ -1,12 +1,9 @@
 """``capture-trace doctor``: why does (or doesn't) a trace appear in this environment?
 
-The first thing to run when no trace appears. It prints the installed versions, whether the switch is
-on, which activation routes are live (sglang's plugin loader with our entry point and the
-``SGLANG_PLUGINS`` allow-list, the ``.pth`` start-up hook), and every patch row's state for the
-sglang installed here. To know which rows apply it imports sglang's runner modules (``--no-import``
-skips that) and, if the start-up hook has not installed the patch in this process, installs it for
-the report and uninstalls it again. Exit code 0 when a trace can appear, 1 when something named in
-the report stops it.
+It must answer in exactly the environments that are broken, so every probe is isolated: one that fails
+is reported as a problem with its one-line cause and the others still run; a failing ``import sglang``
+(e.g. a torchvision built for another torch) is the problem, not a traceback; no sglang is a problem;
+the switch and ``SGLANG_PLUGINS`` are read by the start-up bootstrap's own functions (docs/DESIGN.md §4).
 """
 
 from __future__ import annotations
@@ -18,17 +15,30 @@ import os
 import platform
 import site
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib import metadata
+from importlib.machinery import all_suffixes
 from typing import Any
 
 from _sglang_capture_trace_bootstrap import OWN_PTH as PTH_NAME  # noqa: E402
 from _sglang_capture_trace_bootstrap import ownership_problem  # noqa: E402
-from mixins import helptext, settings
+from mixins import helptext, naming, settings
 from mixins.metadata import PACKAGE, distribution_version
-from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_LOADER, PLUGIN_NAME, PLUGINS_ALLOW_LIST, TARGETS, modules
+from mixins.one_line import one_line
+from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_LOADER, PLUGIN_NAME, TARGETS, modules
 
 STARTUP_SWITCH = settings.STARTUP_HOOK
+# Plain text: argparse shows it as written (wrapped), so no reST markup.
+DESCRIPTION = (
+    "The first thing to run when no trace appears. It prints the installed versions, whether the switch "
+    f"{settings.ENABLE} is on, whether sglang imports, which activation routes are live (sglang's plugin "
+    f"loader with our entry point and the {settings.PLUGINS} allow-list, the .pth start-up hook), and every "
+    "patch row's state for the sglang installed here. To know which rows apply it imports sglang and its "
+    "runner modules (--no-import skips that) and, if the start-up hook has not installed the patch in this "
+    "process, installs it for the report and uninstalls it again. Exit code 0 when a trace can appear, 1 "
+    "when something named in the report stops it (a part of the check that fails counts as such)."
+)
 
 
 def add_command(commands: Any) -> None:
@@ -36,7 +46,7 @@ def add_command(commands: Any) -> None:
         commands,
         "doctor",
         "why a trace does or does not appear here: versions, switch, activation routes, patch rows",
-        " ".join(__doc__.split("\n\n", 1)[1].split()),
+        DESCRIPTION,
         ["capture-trace doctor", "capture-trace doctor --no-import"],
         exit_codes=("a trace can appear", "something named in the report stops it", "usage error"),
     )
@@ -45,22 +55,52 @@ def add_command(commands: Any) -> None:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--no-import", action="store_true", help="do not import sglang's runner modules (rows stay 'waiting')"
+        "--no-import", action="store_true",
+        help="do not import sglang or its runner modules (rows stay 'waiting'; an sglang that fails to "
+        "import goes unnoticed)",
     )
     parser.set_defaults(func=run)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m mixins.doctor``: the same report without the analyzer's dependencies (rich, msgspec)."""
-    parser = argparse.ArgumentParser(prog="capture-trace doctor", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="capture-trace doctor", description=DESCRIPTION, formatter_class=helptext.HelpFormatter
+    )
     _add_arguments(parser)
     return run(parser.parse_args(argv))
 
 
+def cause(exc: BaseException) -> str:
+    """``Type: first line of the message``, on one line whatever the message holds."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return one_line(f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)
+
+
+@dataclass(frozen=True)
+class Sglang:
+    """What became of sglang here: ``found`` (a module to import), ``imported``, and why not (``failure``)."""
+
+    found: bool
+    imported: bool = False
+    failure: str | None = None
+
+
+Probe = Callable[[list[str]], "tuple[str, list[str]]"]
+
+
 def run(args: argparse.Namespace) -> int:
     problems: list[str] = []
-    sections = (_versions(), _switch(problems), _routes(problems), _rows(problems, not args.no_import))
-    for title, lines in sections:
+    sglang = _import_sglang(problems, not args.no_import)
+    probes: list[tuple[str, Probe]] = [
+        ("versions", lambda _problems: _versions()),
+        ("sglang", lambda _problems: ("sglang", _sglang_lines(sglang, args.no_import))),
+        ("switch", _switch),
+        ("activation routes", _routes),
+        ("patch rows", lambda problems_: _rows(problems_, sglang)),
+    ]
+    for name, probe in probes:
+        title, lines = _isolated(name, probe, problems)
         print(title)
         for line in lines:
             print(f"  {line}")
@@ -69,6 +109,44 @@ def run(args: argparse.Namespace) -> int:
     if not problems:
         print("no problem found: a capture with --enable-profile-cuda-graph writes a trace")
     return 1 if problems else 0
+
+
+def _isolated(name: str, probe: Probe, problems: list[str]) -> tuple[str, list[str]]:
+    """One probe; if it raises, its section says so and the failure is a problem (doctor cannot vouch)."""
+    try:
+        return probe(problems)
+    except Exception as exc:  # a broken environment is what doctor is for: report, never crash
+        problems.append(f"the {name} check failed, so doctor cannot tell whether a trace appears: {cause(exc)}")
+        return name, [f"failed: {cause(exc)}"]
+
+
+def _import_sglang(problems: list[str], do_import: bool) -> Sglang:
+    """``import sglang`` as a server would; a failure is the problem (no sglang process can start)."""
+    if not _importable("sglang"):
+        problems.append(
+            f"sglang is not installed in this environment ({sys.executable}): install {PACKAGE} "
+            "where sglang runs"
+        )
+        return Sglang(found=False)
+    if not do_import:
+        return Sglang(found=True)
+    try:
+        importlib.import_module("sglang")
+    except (Exception, SystemExit) as exc:  # a broken sglang (or its dependencies) must still give a report
+        problems.append(f"import sglang fails here, so no sglang process can start: {cause(exc)}")
+        return Sglang(found=True, failure=cause(exc))
+    return Sglang(found=True, imported=True)
+
+
+def _sglang_lines(sglang: Sglang, no_import: bool) -> list[str]:
+    if not sglang.found:
+        return ["not installed: no module named 'sglang'"]
+    if sglang.failure is not None:
+        return [f"import sglang: fails: {sglang.failure}"]
+    if no_import:
+        return ["import sglang: not tried (--no-import)"]
+    module = sys.modules["sglang"]
+    return [f"import sglang: ok ({os.path.dirname(getattr(module, '__file__', None) or '?')})"]
 
 
 def _versions() -> tuple[str, list[str]]:
@@ -97,7 +175,7 @@ def _switch(problems: list[str]) -> tuple[str, list[str]]:
         problems.append(f"{settings.ENABLE} is {'unset' if raw is None else repr(raw)}: set it to 1")
     return "switch", [
         f"{settings.ENABLE}={raw if raw is not None else '(unset)'}: {'on' if on else 'off'}",
-        f"traces go to {os.path.join(settings.profiler_dir(), 'graph_capture_profile')}",
+        f"traces go to {naming.trace_dir(settings.profiler_dir())}",
     ]
 
 
@@ -116,20 +194,26 @@ def _pth_files() -> Iterator[str]:
             yield path
 
 
+def _allow_list_text() -> str:
+    raw = os.environ.get(settings.PLUGINS)
+    allow_list = settings.plugin_allow_list()
+    if allow_list is None:
+        return f"{settings.PLUGINS}={'(unset)' if raw is None else repr(raw)}: every plugin loads"
+    if not allow_list:
+        return f"{settings.PLUGINS}={raw!r}: an allow-list naming no plugin (sglang loads none)"
+    return f"{settings.PLUGINS}={raw!r}: allow-list {', '.join(sorted(allow_list))}"
+
+
 def _routes(problems: list[str]) -> tuple[str, list[str]]:
     lines = []
     entry_point = _entry_point()
-    loader = _importable(PLUGIN_LOADER) if _importable("sglang") else False
-    allow = [name.strip() for name in os.environ.get(PLUGINS_ALLOW_LIST, "").split(",") if name.strip()]
-    allowed = not allow or PLUGIN_NAME in allow
+    loader = _locate(PLUGIN_LOADER)
+    allowed = settings.plugin_allowed()
     lines.append(
         f"plugin entry point {PLUGIN_NAME!r} in {PLUGIN_GROUP}: {entry_point or 'not registered'}; "
         f"sglang's plugin loader: {'present (sglang >= 0.5.13)' if loader else 'absent'}"
     )
-    lines.append(
-        f"{PLUGINS_ALLOW_LIST}={','.join(allow) if allow else '(unset: every plugin loads)'}: "
-        f"{'allows' if allowed else 'excludes'} {PLUGIN_NAME}"
-    )
+    lines.append(f"{_allow_list_text()}: {'allows' if allowed else 'excludes'} {PLUGIN_NAME}")
     plugin_live = bool(entry_point) and loader and allowed
     pth = list(_pth_files())
     hook_on = settings.env_bool(STARTUP_SWITCH, True)
@@ -138,7 +222,7 @@ def _routes(problems: list[str]) -> tuple[str, list[str]]:
     owner = ownership_problem()  # a note, not a problem: a source checkout on sys.path (tests, development)
     if owner is not None:  # shadows the install here; a shadowing foreign package would not even run doctor
         lines.append(f"in this interpreter the start-up hook would stand down: {owner}")
-    pth_live = bool(pth) and hook_on and allowed
+    pth_live = bool(pth) and settings.startup_hook_allowed()
     live = [name for name, on in (("plugin", plugin_live), (".pth", pth_live)) if on]
     lines.append(f"live routes: {', '.join(live) or 'none'}")
     if not (plugin_live or pth_live):
@@ -146,7 +230,7 @@ def _routes(problems: list[str]) -> tuple[str, list[str]]:
     return "activation routes", lines
 
 
-def _rows(problems: list[str], import_modules: bool) -> tuple[str, list[str]]:
+def _rows(problems: list[str], sglang: Sglang) -> tuple[str, list[str]]:
     from mixins import sglang_patch
 
     lines = []
@@ -154,12 +238,13 @@ def _rows(problems: list[str], import_modules: bool) -> tuple[str, list[str]]:
     lines.append(
         "patch installed in this process at start-up" if installed_here else "patch installed for this report only"
     )
+    if sglang.failure is not None:
+        lines.append("runner modules not imported: import sglang fails (above)")
     if not installed_here:
         sglang_patch.install()
-    imported = import_modules and _importable("sglang")
     failed: dict[str, str] = {}
     try:
-        if imported:
+        if sglang.imported:
             failed = _import_modules()
         status = sglang_patch.status()
     finally:
@@ -169,11 +254,11 @@ def _rows(problems: list[str], import_modules: bool) -> tuple[str, list[str]]:
         module = row.target.module
         if module in failed:
             lines.append(f"{row.target.qualname}: cannot tell ({module} failed to import: {failed[module]})")
-        elif imported and row.state is sglang_patch.State.WAITING and module not in sys.modules:
+        elif sglang.imported and row.state is sglang_patch.State.WAITING and module not in sys.modules:
             lines.append(f"{row.target.qualname}: skipped (no module {module} in this sglang)")
         else:
             lines.append(str(row))
-    if imported and not any(row.state is sglang_patch.State.APPLIED for row in status):
+    if sglang.imported and not any(row.state is sglang_patch.State.APPLIED for row in status):
         problems.append("no patch row applies to this sglang")
     return f"patch rows ({len(TARGETS)})", lines
 
@@ -186,17 +271,36 @@ def _import_modules() -> dict[str, str]:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name != name and not name.startswith(f"{exc.name}."):  # a dependency, not the module
-                failed[name] = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # a broken sglang install must still give a report
-            failed[name] = f"{type(exc).__name__}: {exc}"
+                failed[name] = cause(exc)
+        except (Exception, SystemExit) as exc:  # a broken sglang install must still give a report
+            failed[name] = cause(exc)
     return failed
 
 
 def _importable(name: str) -> bool:
+    """A top-level module ``name`` exists (``find_spec`` of a top-level name imports nothing)."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def _locate(name: str) -> bool:
+    """Module ``name`` exists, looked up on disk without importing its packages: ``find_spec("a.b")``
+    imports ``a``, which raises in a broken sglang (and ``PathFinder`` needs namespace parents imported)."""
+    top, *rest = name.split(".")
+    if not _importable(top):
+        return False
+    spec = importlib.util.find_spec(top)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for index, part in enumerate(rest):
+        paths = [os.path.join(location, part) for location in locations]
+        if index == len(rest) - 1 and any(os.path.isfile(p + suffix) for p in paths for suffix in all_suffixes()):
+            return True
+        locations = [p for p in paths if os.path.isdir(p)]
+        if not locations:
+            return False
+    return True
 
 
 if __name__ == "__main__":

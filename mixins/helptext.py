@@ -4,6 +4,7 @@ and each option's default, wrapped to the terminal (``COLUMNS`` included, as arg
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usage (wins over 1)")
@@ -20,7 +21,12 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if "\n" in text:
             return "".join(indent + line for line in text.splitlines(keepends=True))
-        return super()._fill_text(text, width, indent)
+        return "\n".join(indent + line for line in self._split_lines(text, width - len(indent)))
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """argparse's wrapping, but never inside a word: an option name (``--no-import``) or a path stays whole."""
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False) or [""]
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""

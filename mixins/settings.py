@@ -22,14 +22,18 @@ from _sglang_capture_trace_bootstrap import (
     STARTUP_HOOK,
     env_bool,
     parse_env_bool,
+    plugin_allow_list,
+    plugin_allowed,
+    startup_hook_allowed,
     startup_hook_wanted,
     trace_enabled,
     warn_once,
 )
 
 __all__ = [
-    "ENABLE", "PLUGINS", "PLUGIN_NAME", "STARTUP_HOOK", "env_bool", "parse_env_bool", "startup_hook_wanted",
-    "trace_enabled", "warn_once", "strict", "background", "profiler_dir", "gzip_level", "exit_timeout",
+    "ENABLE", "PLUGINS", "PLUGIN_NAME", "STARTUP_HOOK", "env_bool", "parse_env_bool", "plugin_allow_list",
+    "plugin_allowed", "startup_hook_allowed", "startup_hook_wanted", "trace_enabled",
+    "warn_once", "strict", "background", "profiler_dir", "gzip_level", "exit_timeout",
 ]
 
 PROFILER_DIR = "SGLANG_TORCH_PROFILER_DIR"

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -77,16 +76,16 @@ def export_then_exit() -> None:
     print(export_cuda_graph_capture_trace(_mm_profile(2000), runner_name="Quick", tp_rank=0))
 
 
-def concurrent_export(runner: str, rank_arg: str, barrier: str) -> None:
-    """One of 24 processes that wait at a file barrier, then export into one directory at the same moment."""
+def concurrent_export(runner: str, rank_arg: str, go_fd: str) -> None:
+    """One of up to 24 processes: profiles, prints ``ready``, blocks reading ``go_fd`` (a pipe all share)
+    until the test closes its write end, waking every process at once, then exports into one directory."""
     from mixins import export_cuda_graph_capture_trace, wait_for_exports
 
     rank = int(rank_arg)
     rows = 1 + rank + 10 * ["Decode", "Draft", "DraftExtend"].index(runner)
     prof = _mm_profile(200, rows)
-    open(os.path.join(barrier, f"ready-{runner}-{rank}"), "w").close()
-    while not os.path.exists(os.path.join(barrier, "go")):
-        time.sleep(0.005)
+    print("ready", flush=True)
+    assert os.read(int(go_fd), 1) == b""  # end of file: the go
     export_cuda_graph_capture_trace(prof, runner_name=runner, tp_rank=rank)
     assert wait_for_exports(120)
 
@@ -138,14 +137,30 @@ def parallel_exports(threads_arg: str, rounds_arg: str, out: str) -> None:
     print("missing after wait_for_exports:", missing)
 
 
-def export_then_sleep() -> None:
-    """Prints ``profiled``, starts a slow export and sleeps: the test kills it with SIGTERM mid-export."""
+class _HoldAfterKinetoWrites:
+    """Test synchronisation only: the real profile; once Kineto has written the raw trace into our staging
+    directory, says ``kineto wrote`` and blocks there, mid-export, until the test's signal ends the process."""
+
+    def __init__(self, prof: Any) -> None:
+        self.prof = prof
+
+    def export_chrome_trace(self, path: str) -> None:
+        import signal
+
+        self.prof.export_chrome_trace(path)
+        print("kineto wrote", flush=True)
+        while True:
+            signal.pause()
+
+
+def export_then_hold() -> None:
+    """Prints ``profiled``, starts an export and holds it after Kineto's write (``kineto wrote``): the
+    test kills it with SIGTERM mid-export."""
     from mixins import export_cuda_graph_capture_trace
 
-    prof = _mm_profile(40000)
+    prof = _mm_profile(2000)
     print("profiled", flush=True)
-    export_cuda_graph_capture_trace(prof, runner_name="Killed", tp_rank=0)
-    time.sleep(600)
+    export_cuda_graph_capture_trace(_HoldAfterKinetoWrites(prof), runner_name="Killed", tp_rank=0)
 
 
 def leave_staging(directory: str) -> None:
@@ -272,12 +287,43 @@ def lazy_imports() -> None:
                       "all": sorted(mixins.__all__), "dir_has_all": set(mixins.__all__) <= set(dir(mixins))}))
 
 
+# -- test_demo.py --------------------------------------------------------------------------------------
+
+
+def kineto_filter() -> None:
+    """Writes to file descriptor 2 inside ``kineto_info_filtered`` (as Kineto's C++ does: no sys.stderr)
+    around a real profiler start and stop, then the same profiler outside it."""
+    import warnings
+
+    # torch without numpy warns at import through sys.stderr, before the filter: not this test's subject
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    import torch
+
+    from mixins.demo import kineto_info_filtered
+
+    def profile() -> None:
+        with torch.profiler.profile():
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+
+    with kineto_info_filtered():
+        os.write(2, b"USDT:2026-12-01 19:13:47 4920:4920 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"STAGE:2024-01-02 03:04:05 17:17 ActivityProfilerController.cpp:312] Completed Stage: Warm Up\n")
+        os.write(2, b"WARNING:2026-12-01 19:13:47 4920:4920 CuptiActivityApi.cpp:1] kept: a Kineto warning\n")
+        os.write(2, b"kept: not Kineto's\nkept: USDT:not at the start of a line\n")
+        profile()
+        sys.stderr.write("kept: through sys.stderr\n")
+        os.write(2, b"kept: unterminated")
+    os.write(2, b"\n--- outside ---\n")
+    profile()
+
+
 CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
         switched_off_imports, efbig, export_then_exit, concurrent_export, slow_export_then_exit,
-        parallel_exports, export_then_sleep, leave_staging, synchronous_export, export_and_hold,
+        parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
         export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
+        kineto_filter,
     )
 }
 
@@ -289,3 +335,4 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+

@@ -1,24 +1,65 @@
+"""``capture-trace demo``: run once for the module (a real CPU capture with four runners), then read."""
+
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from core_helpers import PYTHON, load_trace, subprocess_env
+import pytest
+from core_helpers import PYTHON, child, child_env, load_trace, subprocess_env
+
+from mixins.demo import KINETO_INFO_LINE
 
 RUNNERS = ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
 PREFILL = "PrefillCudaGraphRunner"  # no profiler of its own: the decorator's profile mode
 
 
-def test_demo_command_writes_one_labelled_trace_per_runner(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The demo command as a user runs it (``--device auto``, which is the CPU here), once per module."""
+    out = tmp_path_factory.mktemp("demo")
     env = subprocess_env()
     env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)  # the demo switches it on for itself
     done = subprocess.run(
-        [PYTHON, "-m", "mixins", "demo", "--out", str(tmp_path), "--device", "cpu", "--batch-sizes", "1,3"],
+        [PYTHON, "-m", "mixins", "demo", "--out", str(out), "--batch-sizes", "1,3"],
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
+    return out, done
+
+
+def test_demo_says_what_it_does_and_is_quiet(demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    import torch
+
+    _, done = demo
     assert "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1" in done.stdout
-    directory = tmp_path / "graph_capture_profile"
+    if not torch.cuda.is_available():
+        assert "capture-trace demo: device cpu (eager passes: no CUDA graphs), picked by --device auto: " \
+            "torch.cuda.is_available() is False\n" in done.stdout
+    assert not [line for line in done.stderr.splitlines() if KINETO_INFO_LINE.match(line.encode())], done.stderr
+    assert "profiler_start" not in done.stderr and "profiler_stop" not in done.stderr
+
+
+def test_kineto_info_lines_are_filtered_at_the_descriptor_and_nothing_else(tmp_path: Path) -> None:
+    done = subprocess.run(child("kineto_filter"), env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    inside, outside = done.stderr.split("\n--- outside ---\n")
+    assert inside.splitlines() == [
+        "WARNING:2026-12-01 19:13:47 4920:4920 CuptiActivityApi.cpp:1] kept: a Kineto warning",
+        "kept: not Kineto's",
+        "kept: USDT:not at the start of a line",
+        "kept: through sys.stderr",
+        "kept: unterminated",
+    ]
+    # outside the filter this torch's own Kineto lines (when it prints any) are what the filter matches
+    assert all(KINETO_INFO_LINE.match(line.encode()) for line in outside.splitlines()), outside
+
+
+def test_demo_command_writes_one_labelled_trace_per_runner(
+    demo: tuple[Path, subprocess.CompletedProcess[str]]
+) -> None:
+    out, done = demo
+    directory = out / "graph_capture_profile"
     expected = sorted(f"cuda_graph_capture-{r}-TP-0.json.gz" for r in (*RUNNERS, PREFILL))
     assert sorted(p.name for p in directory.iterdir()) == expected
     for runner in RUNNERS:

@@ -182,24 +182,24 @@ def test_background_export_completes_before_interpreter_exit(tmp_path: Path) -> 
 )
 def test_processes_export_into_one_directory_at_once(tmp_path: Path, ranks: int) -> None:
     """Three runners on ``ranks`` TP ranks each export at the same moment (3 processes by default; the
-    full 24, TP 8, under the ``exhaustive`` marker)."""
-    import time
-
+    full 24, TP 8, under the ``exhaustive`` marker): each says ``ready`` once profiled, then all wake at
+    once when the test closes the write end of the pipe they block on."""
     env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
+    go_r, go_w = os.pipe()
     runners = ["Decode", "Draft", "DraftExtend"]
-    procs = [
-        subprocess.Popen(child("concurrent_export", runner, str(rank), str(barrier)), env=env,
-                         stderr=subprocess.PIPE, text=True)
-        for runner in runners for rank in range(ranks)
-    ]
-    deadline = time.monotonic() + 240
-    while len(list(barrier.glob("ready-*"))) < len(procs) and time.monotonic() < deadline:
-        if any(p.poll() not in (None, 0) for p in procs):
-            break
-        time.sleep(0.05)
-    (barrier / "go").touch()
+    try:
+        procs = [
+            subprocess.Popen(child("concurrent_export", runner, str(rank), str(go_r)), env=env, pass_fds=(go_r,),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for runner in runners for rank in range(ranks)
+        ]
+    finally:
+        os.close(go_r)
+    try:
+        for p in procs:  # a child that dies first gives "" (end of its stdout), never a hang
+            assert p.stdout is not None and p.stdout.readline() == "ready\n", p.communicate(timeout=300)[1]
+    finally:
+        os.close(go_w)  # the go (or, after a failure, the end: the others stop at their read too)
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * len(procs), errors
     directory = tmp_path / "graph_capture_profile"

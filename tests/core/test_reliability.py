@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -56,13 +55,17 @@ def _staging_dirs(directory: Path) -> list[str]:
 def test_sigterm_during_export_leaves_a_temp_that_the_next_export_removes(trace_env: Path) -> None:
     env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(trace_env.parent),
                     SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
-    proc = subprocess.Popen(child("export_then_sleep"), env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(child("export_then_hold"), env=env, stdout=subprocess.PIPE, text=True)
+    terminated = False
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "profiled"
-        while not _staging_dirs(trace_env) and proc.poll() is None:  # Kineto is writing or we compress
-            time.sleep(0.005)
+        assert proc.stdout.readline().strip() == "kineto wrote"  # the export is held there, mid-way
+        assert len(_staging_dirs(trace_env)) == 1
         proc.send_signal(signal.SIGTERM)  # how a server is normally stopped
+        terminated = True
     finally:
+        if not terminated:
+            proc.kill()  # the child holds its export until a signal: never leave it behind
         proc.wait(60)
     assert proc.returncode == -signal.SIGTERM
     [left] = _staging_dirs(trace_env)  # what SIGTERM leaves: up to the whole raw JSON

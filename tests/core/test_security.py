@@ -42,10 +42,12 @@ def _become_nobody() -> None:
 
 
 class Attacker:
-    """``action(stop_fd)`` run in a forked child as uid 65534; its JSON result comes back on a pipe."""
+    """``action(control_fd, reply_fd)`` run in a forked child as uid 65534; its JSON result comes back on a
+    pipe. ``control_fd`` carries the test's commands: ``x`` stop, ``s`` sync (:meth:`sync`)."""
 
-    def __init__(self, action: Callable[[int], Any]) -> None:
+    def __init__(self, action: Callable[[int, int], Any]) -> None:
         self._stop_r, self._stop_w = os.pipe()
+        self._reply_r, reply_w = os.pipe()
         result_r, result_w = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:  # the child touches only os-level calls: no locks another thread may hold
@@ -53,13 +55,25 @@ class Attacker:
             try:
                 os.close(result_r)
                 _become_nobody()
-                payload = json.dumps(action(self._stop_r)).encode()
+                payload = json.dumps(action(self._stop_r, reply_w)).encode()
             except BaseException as exc:  # noqa: B036 - report anything to the parent
                 payload, code = json.dumps({"error": repr(exc)}).encode(), 1
             os.write(result_w, payload)
             os._exit(code)
         os.close(result_w)
+        os.close(reply_w)
         self._result_r = result_r
+
+    def sync(self) -> list[str]:
+        """A handshake: the attacker starts a whole round after this call and answers with every name it
+        attacked in it, so whatever is in the directory now has provably been attacked."""
+        os.write(self._stop_w, b"s")
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = os.read(self._reply_r, 65536)
+            assert chunk, "the attacker went away"
+            reply += chunk
+        return list(json.loads(reply))
 
     def finish(self) -> Any:
         os.write(self._stop_w, b"x")
@@ -75,7 +89,7 @@ class Attacker:
 
 def as_nobody(action: Callable[[], Any]) -> Any:
     """Run ``action`` once as uid 65534 and return its result."""
-    return Attacker(lambda _stop: action()).finish()
+    return Attacker(lambda _control, _reply: action()).finish()
 
 
 def _stopped(stop_fd: int) -> bool:
@@ -90,28 +104,36 @@ def _errno_of(call: Callable[[], Any]) -> str:
     return "succeeded"
 
 
-def swap_everything(directory: Path, secret: Path) -> Callable[[int], dict[str, int]]:
+def swap_everything(directory: Path, secret: Path) -> Callable[[int, int], dict[str, int]]:
     """The issue's attack as a loop: every name seen in the directory is swapped for a symlink to the
     secret (the chmod-by-path race), gets a symlink planted at ``<name>.tmp`` (Kineto's staging name),
-    and, if it is a directory, symlinks planted inside it."""
+    and, if it is a directory, symlinks planted inside it. On a sync command the round that follows it is
+    reported: the names it attacked."""
 
-    def attack(stop_fd: int) -> dict[str, int]:
+    def attack(control_fd: int, reply_fd: int) -> dict[str, int]:
         rounds = swaps = plants = 0
-        while not _stopped(stop_fd) or rounds == 0:
+        stop = False
+        while not stop or rounds == 0:
+            command = os.read(control_fd, 1) if _stopped(control_fd) else b""
+            stop = stop or command == b"x"
             rounds += 1
+            attacked: list[str] = []
             try:
                 names = os.listdir(directory)
             except OSError:
-                continue
+                names = []
             for name in names:
                 path = directory / name
                 if name.endswith(".moved") or path.is_symlink():
                     continue
+                attacked.append(name)
                 for plant in [Path(f"{path}.tmp")] + [path / n for n in ("trace.json.tmp", "trace.json")]:
                     plants += _errno_of(lambda p=plant: os.symlink(secret, p)) == "succeeded"  # type: ignore[misc]
                 if _errno_of(lambda p=path: os.rename(p, f"{p}.moved")) == "succeeded":  # type: ignore[misc]
                     os.symlink(secret, path)
                     swaps += 1
+            if command == b"s":
+                os.write(reply_fd, json.dumps(attacked).encode() + b"\n")
         return {"rounds": rounds, "swaps": swaps, "plants": plants}
 
     return attack
@@ -248,15 +270,31 @@ def test_attacker_in_a_shared_sticky_output_directory_cannot_reach_the_staging(
 
 
 def test_racing_attacker_in_a_shared_sticky_directory_loses(server_env: Path, secret: Path) -> None:
+    """The attacker loops freely and, deterministically, runs a whole round at each moment that matters:
+    while our staging directory is empty (Kineto about to write), while it holds Kineto's raw trace, and
+    once every final file is published (each sync's round provably attacked those names)."""
     server_env.mkdir()
     os.chmod(server_env, 0o1777)
     attacker = Attacker(swap_everything(server_env, secret))
+    staged: list[str] = []
+
+    def attack_now(kineto_path: str) -> None:
+        staging = os.path.basename(os.path.realpath(os.path.dirname(kineto_path)))
+        assert staging.startswith(STAGING_PREFIX) and staging in attacker.sync()
+        staged.append(staging)
+
     try:
-        paths = [export_cuda_graph_capture_trace(profile_of(matmul_work(3)), runner_name="Race", tp_rank=rank)
-                 for rank in range(8)]
+        paths = [
+            export_cuda_graph_capture_trace(PausingProfile(profile_of(matmul_work(3)), attack_now, after=rank % 2 == 1),
+                                            runner_name="Race", tp_rank=rank)
+            for rank in range(8)
+        ]
         assert wait_for_exports(120)
+        published = attacker.sync()
     finally:
         result = attacker.finish()
+    assert len(staged) == 8  # every export's staging attacked, before and after Kineto's write
+    assert all(path is not None and path.name in published for path in paths)
     assert result["rounds"] > 0 and result["swaps"] == 0
     _secret_untouched(secret)
     for path in paths:

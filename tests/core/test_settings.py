@@ -136,6 +136,20 @@ def test_startup_hook_wanted(environ: dict[str, str], wanted: bool) -> None:
     assert settings.startup_hook_wanted(environ) is wanted
 
 
+@pytest.mark.parametrize(
+    ("value", "allow_list"),
+    [
+        (None, None), ("", None), (" , ", frozenset()), (",", frozenset()),
+        ("a, capture_trace ,", {"a", "capture_trace"}),
+    ],
+)
+def test_plugin_allow_list_as_sglang_reads_it(value: str | None, allow_list: set[str] | None) -> None:
+    """One reading of SGLANG_PLUGINS for the bootstrap and doctor (sglang 0.5.23's load_plugins)."""
+    environ = {} if value is None else {settings.PLUGINS: value}
+    assert settings.plugin_allow_list(environ) == allow_list
+    assert settings.plugin_allowed(environ) is (allow_list is None or "capture_trace" in allow_list)
+
+
 def test_invalid_startup_switch_warns_once_and_keeps_the_hook_on(caplog: pytest.LogCaptureFixture) -> None:
     bootstrap._warned.clear()
     environ = {**ON, settings.STARTUP_HOOK: "off"}

@@ -80,9 +80,13 @@ def test_header_keeps_kinetos_distributed_info() -> None:
 
 
 def test_hta_loads_two_ranks_without_torch_distributed(trace_env: Path) -> None:
-    """Before: no distributedInfo, HTA took every file as rank 0 and kept one. (HTA is in the test
-    extra, so the main suite always runs this; the torch-floor venv has no HTA and skips it.)"""
-    TraceAnalysis = pytest.importorskip("hta.trace_analysis").TraceAnalysis
+    """Before: no distributedInfo, HTA took every file as rank 0 and kept one. (HTA is the extra
+    [interop], which .ci/run installs for the main suite; the README's test venv and the torch-floor
+    venv have none and skip this, saying so.)"""
+    TraceAnalysis = pytest.importorskip(
+        "hta.trace_analysis",
+        reason="HolisticTraceAnalysis is not installed: pip install -e '.[interop]' (.ci/run installs it)",
+    ).TraceAnalysis
 
     for rank in (0, 1):
         path = export_cuda_graph_capture_trace(profile_of(matmul_work(3)), runner_name="Decode", tp_rank=rank)

@@ -148,7 +148,7 @@ def test_demo_without_torch_says_how_to_get_it(wheel_venv: Venv, tmp_path: Path)
                           timeout=120, env=clean_env(), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "capture-trace: error: the demo needs torch, which is not installed: pip install 'sglang-capture-trace[torch]'"
+        "capture-trace: error: the demo needs torch, which is not installed: pip install torch (the extra [torch])"
     ]
     assert not (tmp_path / "out" / "graph_capture_profile").exists()
 
@@ -161,3 +161,76 @@ def test_wheel_ships_type_hints_and_torch_only_as_an_extra(wheel_venv: Venv) -> 
     torch = [line for line in requires if line.split()[1].startswith("torch")]
     extras = sorted(line.split("extra ==")[-1].strip(" '\"") for line in torch if "extra ==" in line)
     assert extras == ["test", "torch"], torch  # never an unconditional torch requirement
+
+
+# -- doctor in broken environments: exit 1 with a one-line cause, never a traceback (issue 18) -------------
+
+BROKEN_CAUSE = "RuntimeError: operator torchvision::nms does not exist"
+
+
+def broken_sglang(directory: Path) -> Path:
+    """A real package ``sglang`` 0.5.23 (with its plugin loader module) whose import fails as a torchvision
+    built for another torch makes it fail: ``import sglang`` → ``import torchvision`` → RuntimeError."""
+    (directory / "sglang" / "srt" / "plugins").mkdir(parents=True)
+    (directory / "sglang" / "__init__.py").write_text("import torchvision  # noqa: F401\n")
+    (directory / "sglang" / "srt" / "__init__.py").write_text("")
+    (directory / "sglang" / "srt" / "plugins" / "__init__.py").write_text("def load_plugins():\n    pass\n")
+    (directory / "sglang-0.5.23.dist-info").mkdir()
+    (directory / "sglang-0.5.23.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n"
+    )
+    (directory / "torchvision").mkdir()
+    (directory / "torchvision" / "__init__.py").write_text(
+        'raise RuntimeError("operator torchvision::nms does not exist")\n'
+    )
+    return directory
+
+
+def doctor(venv: Venv, cwd: Path, **env: str) -> tuple[int, str, list[str]]:
+    """The installed console script ``capture-trace doctor``; its exit code, all output, its problem lines."""
+    done = subprocess.run([str(venv.root / "bin" / "capture-trace"), "doctor"], capture_output=True, text=True,
+                          timeout=120, env=clean_env(**env), cwd=cwd)
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output, output
+    assert "no problem found" not in output, output
+    return done.returncode, output, [line for line in done.stdout.splitlines() if line.startswith("problem: ")]
+
+
+def test_doctor_where_import_sglang_raises(wheel_venv: Venv, tmp_path: Path) -> None:
+    """The issue's environment: ``find_spec("sglang.srt.plugins")`` used to die in ``import sglang``."""
+    broken = broken_sglang(tmp_path / "site")
+    rc, output, problems = doctor(wheel_venv, tmp_path, PYTHONPATH=str(broken), **{ENABLE: "1"})
+    assert rc == 1
+    assert problems[0] == f"problem: import sglang fails here, so no sglang process can start: {BROKEN_CAUSE}"
+    assert f"  import sglang: fails: {BROKEN_CAUSE}\n" in output
+    assert "sglang 0.5.23 (run in CI)" in output
+    assert "sglang's plugin loader: present (sglang >= 0.5.13)" in output  # found without importing sglang
+    assert "runner modules not imported: import sglang fails (above)" in output
+    assert not any("check failed" in line for line in problems), problems  # every other probe still ran
+
+
+def test_doctor_without_sglang(wheel_venv: Venv, tmp_path: Path) -> None:
+    """No sglang at all (the analyzer-only venv): a problem, not 'a capture writes a trace'."""
+    rc, output, problems = doctor(wheel_venv, tmp_path, **{ENABLE: "1"})
+    assert rc == 1
+    assert problems[0] == (
+        f"problem: sglang is not installed in this environment ({wheel_venv.root}/bin/python): "
+        "install sglang-capture-trace where sglang runs"
+    ), problems
+    assert "sglang's plugin loader: absent" in output
+
+
+@pytest.mark.parametrize("value", [" , ", ",", "other"])
+def test_doctor_reads_plugins_as_the_bootstrap_does(wheel_venv: Venv, tmp_path: Path, value: str) -> None:
+    """``SGLANG_PLUGINS=" , "`` allows no plugin: the bootstrap stands down and doctor says so (it used to
+    print "(unset: every plugin loads)")."""
+    result, _ = probe(wheel_venv, tmp_path, **{ENABLE: "1", PLUGINS: value})
+    assert result["installed"] is False  # the bootstrap in this venv stood down
+    broken = broken_sglang(tmp_path / "site")
+    rc, output, problems = doctor(wheel_venv, tmp_path, PYTHONPATH=str(broken), **{ENABLE: "1", PLUGINS: value})
+    expected = "other" if value == "other" else None
+    allow = f"allow-list {expected}" if expected else "an allow-list naming no plugin (sglang loads none)"
+    assert f"  {PLUGINS}={value!r}: {allow}: excludes capture_trace\n" in output
+    assert "every plugin loads" not in output
+    assert "  live routes: none\n" in output
+    assert rc == 1 and "problem: no activation route is live: sglang's processes will not be patched" in problems

@@ -35,10 +35,33 @@ def test_doctor_reports_every_row_and_the_routes() -> None:
     assert f"{EAGLE}.{HOOK}: skipped (EAGLEDraftCudaGraphRunner lacks ['capture'])" in out
     assert "NPUGraphRunner._post_process_after_profile: skipped (no module " in out
     assert "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1: on" in out
-    assert "SGLANG_PLUGINS=other: excludes capture_trace" in out
+    assert "SGLANG_PLUGINS='other': allow-list other: excludes capture_trace" in out
     assert "live routes: none" in out  # start-up hook off, allow-list without us
     assert "patch installed for this report only" in out
     assert rc == 1 and "problem: no activation route is live" in out
+
+
+def test_doctor_takes_a_blank_allow_list_as_sglang_and_the_bootstrap_do() -> None:
+    """``" , "`` is set and non-empty: an allow-list naming no plugin, so neither route is live."""
+    rc, out = doctor(FAKES / "era_c", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_PLUGINS=" , ",
+                     SGLANG_CAPTURE_TRACE_STARTUP_HOOK="1")
+    assert "SGLANG_PLUGINS=' , ': an allow-list naming no plugin (sglang loads none): excludes capture_trace" in out
+    assert "  live routes: none\n" in out
+    assert rc == 1 and "problem: no activation route is live" in out
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100, 120])
+@pytest.mark.parametrize("command", [["-m", "mixins", "doctor"], ["-m", "mixins.doctor"]], ids=["cli", "module"])
+def test_doctor_help_is_plain_text_with_whole_option_names(command: list[str], columns: int) -> None:
+    done = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True, timeout=120,
+                          env=clean_env(PYTHONPATH=str(REPO), COLUMNS=str(columns)))
+    assert done.returncode == 0 and done.stderr == ""
+    assert "``" not in done.stdout  # no reST markup
+    words = done.stdout.split()
+    assert done.stdout.count("--no-import") >= 3  # usage, the description and the option
+    assert not [w for w in words if w.endswith("-") and w != "-"], done.stdout  # nothing broken at a hyphen
+    assert all(len(line) <= columns for line in done.stdout.splitlines()), done.stdout
+    assert "SGLANG_PLUGINS" in done.stdout and "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE" in done.stdout
 
 
 def test_doctor_names_the_switch_when_it_is_off() -> None:
