@@ -20,9 +20,9 @@ from analysis_child import child_env, command
 from shapes import POOL, REPLAY_MODES, cli_args, replay_sequences, window_names, write_shape
 
 from mixins.analysis.commands import attribute_match as attribute
+from mixins.analysis.model.events import D_COPY, D_KERNEL
 from mixins.analysis.model.interval_sets import subtract, union
 from mixins.analysis.model.record import Kernel
-from mixins.analysis.model.timeline import D_COPY, D_KERNEL
 from mixins.analysis.model.windows import Node, Site, Window
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -109,3 +109,53 @@ def test_an_op_across_phases_gives_each_phase_only_its_part(tmp_path: Path, run_
     # warm-up 80..105 less the Begin call in it; capture 105..225 less mm, Begin, relu, End, add, End;
     # other 225..300 (the op ran on after the window): 20 + 75 + 75 = its 220 µs less 50 µs of children
     assert long_op == {"warmup": 20.0, "capture": 75.0, "other": 75.0}
+
+
+ANALYSIS = Path(__file__).resolve().parents[2] / "mixins" / "analysis"
+# What classifies or defines, and its one home (docstrings and examples excepted: the test reads code).
+ONE_HOME = {
+    "LaunchKernel": "model/events.py",  # a kernel launch
+    "GraphLaunch": "model/events.py",  # a graph launch
+    "BeginCapture": "model/events.py",  # capture window marks
+    "EndCapture": "model/events.py",
+    "GraphInstantiate": "model/events.py",
+    "Memcpy": "model/events.py",
+    '"cpu_op"': "model/events.py",
+    '"python_function"': "model/events.py",
+    '"user_annotation"': "model/events.py",
+    '"gpu_memcpy"': "model/events.py",
+    "SequenceMatcher": "model/align.py",  # the one alignment routine and its limits
+    "def capture_windows": "model/timeline.py",  # the one capture-window definition
+    "def compact_json": "read/reader.py",
+    "def who": "render.py",
+    "def segments_of": "model/segments.py",
+}
+
+
+def _code_lines(path: Path) -> list[str]:
+    """The file's lines outside docstrings and comments (a crude but sufficient reading)."""
+    out, in_doc = [], False
+    for line in path.read_text().splitlines():
+        stripped = line.strip()
+        quotes = stripped.count('"""')
+        if in_doc:
+            in_doc = quotes % 2 == 0
+            continue
+        if stripped.startswith('"""'):
+            in_doc = quotes == 1
+            continue
+        if not stripped.startswith("#"):
+            out.append(line.split("  #")[0])
+    return out
+
+
+def test_one_definition_each() -> None:
+    """Each kind predicate, the window definition, the alignment and the shared helpers live in one
+    module: a second classification by substring, or a second definition, fails here."""
+    homes: dict[str, set[str]] = {needle: set() for needle in ONE_HOME}
+    for path in ANALYSIS.rglob("*.py"):
+        code = "\n".join(_code_lines(path))
+        for needle in ONE_HOME:
+            if needle in code:
+                homes[needle].add(path.relative_to(ANALYSIS).as_posix())
+    assert homes == {needle: {home} for needle, home in ONE_HOME.items()}

@@ -15,13 +15,14 @@ from typing import IO, Any
 
 import msgspec
 
+from mixins.analysis.model import events as E
 from mixins.analysis.read.reader import open_trace
 from mixins.analysis.read.safe_io import output_file
 
 __all__ = ["write_annotated", "write_output"]
 
-_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-_MAY_MATCH = (b'"kernel"', b'"gpu_memcpy"', b'"gpu_memset"')  # a device event's text holds its cat
+_DEVICE_CATS = E.DEVICE_CATEGORIES  # device work as the timeline keeps it
+_MAY_MATCH = tuple(f'"{c}"'.encode() for c in _DEVICE_CATS)  # a device event's text holds its cat
 _CHUNK = 1 << 20
 
 

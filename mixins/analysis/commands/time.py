@@ -31,11 +31,12 @@ from typing import Any
 from mixins.analysis import render
 from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model import events as E
+from mixins.analysis.model.events import C_INSTANTIATE
 from mixins.analysis.model.identity import Identity, identity_of
 from mixins.analysis.model.interval_sets import Interval, clip, length, subtract, union
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.segments import segments_of
-from mixins.analysis.model.timeline import C_INSTANTIATE, Timeline, load_timeline
+from mixins.analysis.model.timeline import Timeline, load_timeline
 from mixins.helptext import add_command, non_negative_int
 
 __all__ = ["PHASES", "NOTE", "TopOp", "SegmentTime", "TraceTime", "time_trace", "phases_json"]

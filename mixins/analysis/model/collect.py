@@ -241,7 +241,7 @@ class Collector:
         self.la_corr.append(corr)
         self.la_ext.append(ident(args.ext) if args is not None else -1)
         self.la_own.append(self._kernel_id(args.kernel, args) if args is not None and args.kernel is not None else -1)
-        self.la_graph.append(E.is_graph_launch(ev.name or ""))
+        self.la_graph.append(self.kind[i] == E.K_GRAPH)  # kind_of decided it (events.call_kind)
 
     def _annotation(self, i: int, ev: Event) -> None:
         name = ev.name or ""

@@ -16,6 +16,12 @@ from mixins.analysis.read.reader import Event, SlimEvent
 _E = TypeVar("_E", Event, SlimEvent)
 
 __all__ = [
+    "category",
+    "call_kind",
+    "CAT_OTHER", "CAT_PYTHON", "CAT_CPU_OP", "CAT_RUNTIME", "CAT_ANNOTATION", "CAT_GPU_OTHER",
+    "CAT_KERNEL", "CAT_MEMCPY", "CAT_MEMSET",
+    "C_LAUNCH", "C_GRAPH", "C_COPY", "C_SET", "C_BEGIN", "C_END", "C_INSTANTIATE", "C_OTHER",
+    "D_KERNEL", "D_COPY", "D_SET", "NODE_KIND_OF_CALL", "DEVICE_CATEGORIES",
     "K_OTHER",
     "K_CPU_OP",
     "K_LAUNCH",
@@ -57,7 +63,19 @@ __all__ = [
     "may_be_hint",
 ]
 
-# Event kinds stored per event (one byte each).
+# -- the one classification ---------------------------------------------------------------------------
+# What an event's category is, decided once per distinct category string (``category``). The order
+# matters to the timeline's bulk filters: CPU-side kinds between PYTHON and GPU_OTHER, device work from
+# KERNEL on (``CAT_KERNEL + D_*``).
+(CAT_OTHER, CAT_PYTHON, CAT_CPU_OP, CAT_RUNTIME, CAT_ANNOTATION,
+ CAT_GPU_OTHER, CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET) = range(9)
+# What a runtime / driver call is, by its name (``call_kind``).
+C_LAUNCH, C_GRAPH, C_COPY, C_SET, C_BEGIN, C_END, C_INSTANTIATE, C_OTHER = range(8)
+# Device work (``CAT_KERNEL + D_*``), and the node kind a captured call becomes.
+D_KERNEL, D_COPY, D_SET = range(3)
+NODE_KIND_OF_CALL = {C_LAUNCH: D_KERNEL, C_COPY: D_COPY, C_SET: D_SET}
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")  # CAT_KERNEL + D_KERNEL / D_COPY / D_SET
+# The op-sequence record's per-event kinds (one byte each), derived from the two above (``kind_of``).
 K_OTHER, K_CPU_OP, K_LAUNCH, K_GRAPH, K_KERNEL, K_RUNTIME, K_GPU, K_ANNOT, K_FLOW_F = range(9)
 
 OUR_SEGMENT = re.compile(r"^capture::(?P<label>.+)$")
@@ -78,7 +96,7 @@ def is_cpu_op(cat: str) -> bool:
 
 def is_kernel(cat: str) -> bool:
     """A kernel that ran on the device (``kernel``)."""
-    return cat == "kernel"
+    return cat == DEVICE_CATEGORIES[D_KERNEL]
 
 
 def is_gpu_copy(cat: str) -> bool:
@@ -122,11 +140,11 @@ def is_set_call(name: str) -> bool:
 
 
 def is_gpu_memcpy(cat: str) -> bool:
-    return cat == "gpu_memcpy"
+    return cat == DEVICE_CATEGORIES[D_COPY]
 
 
 def is_gpu_memset(cat: str) -> bool:
-    return cat == "gpu_memset"
+    return cat == DEVICE_CATEGORIES[D_SET]
 
 
 def is_capture_begin(name: str) -> bool:
@@ -208,24 +226,58 @@ def segment_variant(label: str) -> str | None:
     return m.group(1) if m else None
 
 
-def kind_of(ev: Event, cat: str) -> int:
-    """The one-byte kind the compact record stores for ``ev``."""
+def category(cat: str) -> int:
+    """What an event category is (``CAT_*``): every model asks this, never the strings themselves."""
     if is_cpu_op(cat):
-        return K_CPU_OP
-    if is_kernel(cat):
-        return K_KERNEL
+        return CAT_CPU_OP
+    if cat == "python_function":
+        return CAT_PYTHON
     if is_runtime(cat):
-        name = ev.name or ""
-        if is_graph_launch(name):
-            return K_GRAPH
-        return K_LAUNCH if is_kernel_launch(name) else K_RUNTIME
+        return CAT_RUNTIME
+    if is_kernel(cat):
+        return CAT_KERNEL
+    if is_gpu_memcpy(cat):
+        return CAT_MEMCPY
+    if is_gpu_memset(cat):
+        return CAT_MEMSET
     if is_annotation(cat):
-        return K_ANNOT
-    if is_flow(ev, cat):
-        return K_FLOW_F if ev.ph == "f" else K_OTHER
-    if is_gpu_activity(cat):
-        return K_GPU
-    return K_OTHER
+        return CAT_ANNOTATION
+    return CAT_GPU_OTHER if is_gpu_activity(cat) else CAT_OTHER
+
+
+def call_kind(name: str) -> int:
+    """What a runtime / driver call is (``C_*``), by its name."""
+    if is_graph_launch(name):
+        return C_GRAPH
+    if is_kernel_launch(name):
+        return C_LAUNCH
+    if is_copy_call(name):
+        return C_COPY
+    if is_set_call(name):
+        return C_SET
+    if is_capture_begin(name):
+        return C_BEGIN
+    if is_capture_end(name):
+        return C_END
+    return C_INSTANTIATE if is_graph_instantiate(name) else C_OTHER
+
+
+_RECORD_KIND = {
+    CAT_CPU_OP: K_CPU_OP, CAT_KERNEL: K_KERNEL, CAT_ANNOTATION: K_ANNOT,
+    CAT_MEMCPY: K_GPU, CAT_MEMSET: K_GPU, CAT_GPU_OTHER: K_GPU,
+}
+
+
+def kind_of(ev: Event, cat: str) -> int:
+    """The one-byte kind the op-sequence record stores for ``ev`` (from :func:`category` and
+    :func:`call_kind`; ac2g flows, which only that record reads, by :func:`is_flow`)."""
+    c = category(cat)
+    if c == CAT_RUNTIME:
+        call = call_kind(ev.name or "")
+        return K_GRAPH if call == C_GRAPH else K_LAUNCH if call == C_LAUNCH else K_RUNTIME
+    if c == CAT_OTHER or c == CAT_PYTHON:
+        return (K_FLOW_F if ev.ph == "f" else K_OTHER) if is_flow(ev, cat) else K_OTHER
+    return _RECORD_KIND[c]
 
 
 def nan_ts(ts: Any) -> float:

@@ -19,31 +19,7 @@ from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.segments import Range
 from mixins.analysis.read.reader import SlimEvent, TraceError, compact_json, open_trace
 
-__all__ = [
-    "C_LAUNCH",
-    "C_GRAPH",
-    "C_COPY",
-    "C_SET",
-    "C_BEGIN",
-    "C_END",
-    "C_INSTANTIATE",
-    "C_OTHER",
-    "D_KERNEL",
-    "D_COPY",
-    "D_SET",
-    "Intervals",
-    "Timeline",
-    "load_timeline",
-    "innermost",
-]
-
-# Runtime calls (kind per call; every call is kept: ``time`` ranks them by self time) and device work kinds.
-C_LAUNCH, C_GRAPH, C_COPY, C_SET, C_BEGIN, C_END, C_INSTANTIATE, C_OTHER = range(8)
-D_KERNEL, D_COPY, D_SET = range(3)
-NODE_KIND_OF_CALL = {C_LAUNCH: D_KERNEL, C_COPY: D_COPY, C_SET: D_SET}
-_SKIP, _PYTHON, _CPU_OP, _RUNTIME, _ANNOTATION = range(5)  # what an event category is to us
-_DEVICE = 8  # _DEVICE + D_KERNEL / D_COPY / D_SET
-
+__all__ = ["Intervals", "Timeline", "load_timeline", "innermost"]
 
 class _Interner:
     """Values -> small ints, and back."""
@@ -134,7 +110,7 @@ class Timeline:
         """
         c = self.calls
         marks = sorted(
-            (c.start[i], c.kind[i] == C_END, i) for i in range(len(c.kind)) if c.kind[i] in (C_BEGIN, C_END)
+            (c.start[i], c.kind[i] == E.C_END, i) for i in range(len(c.kind)) if c.kind[i] in (E.C_BEGIN, E.C_END)
         )
         opened: dict[int, list[int]] = {}
         out: list[tuple[int, int]] = []
@@ -191,36 +167,21 @@ class _Builder:
             got = self.kernel_ids[key] = self.kernels(Kernel(name, grid or None, block or None))
         return got
 
-    def _category(self, cat: str) -> int:
-        """What a category is to the timeline, decided once per distinct category string."""
-        if E.is_cpu_op(cat):
-            return _CPU_OP
-        if cat == "python_function":
-            return _PYTHON
-        if E.is_runtime(cat):
-            return _RUNTIME
-        if E.is_kernel(cat):
-            return _DEVICE + D_KERNEL
-        if E.is_gpu_memcpy(cat):
-            return _DEVICE + D_COPY
-        if E.is_gpu_memset(cat):
-            return _DEVICE + D_SET
-        return _ANNOTATION if E.is_annotation(cat) else _SKIP
-
     def add(self, events: list[SlimEvent]) -> None:
         """One slice. Bulk comprehensions per kind, not a Python loop body per event: a replay is
         ~all kernels and a capture ~all ``python_function`` calls, hundreds of thousands of each."""
         dest = self.categories
         cats = {ev.cat for ev in events}
         for cat in cats.difference(dest):
-            dest[cat] = self._category(cat or "")
+            dest[cat] = E.category(cat or "")
         present = {dest[c] for c in cats}
-        if self.keep_device and any(k >= _DEVICE for k in present):
-            self._devices([ev for ev in events if dest[ev.cat] >= _DEVICE and ev.ts is not None])
-        if self.keep_modules and _PYTHON in present:
+        if self.keep_device and any(k >= E.CAT_KERNEL for k in present):
+            self._devices([ev for ev in events if dest[ev.cat] >= E.CAT_KERNEL and ev.ts is not None])
+        if self.keep_modules and E.CAT_PYTHON in present:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
-        if present & {_CPU_OP, _RUNTIME, _ANNOTATION}:
-            self._others([ev for ev in events if _PYTHON < dest[ev.cat] < _DEVICE and ev.ts is not None], dest)
+        if present & {E.CAT_CPU_OP, E.CAT_RUNTIME, E.CAT_ANNOTATION}:
+            cpu_side = [ev for ev in events if E.CAT_PYTHON < dest[ev.cat] < E.CAT_GPU_OTHER and ev.ts is not None]
+            self._others(cpu_side, dest)
 
     def _others(self, events: list[SlimEvent], dest: dict[str | None, int]) -> None:
         """cpu_op intervals, runtime calls and annotation ranges (a few percent of any trace)."""
@@ -233,13 +194,13 @@ class _Builder:
             end = ts + (ev.dur or 0.0)
             lo = ts if ts < lo else lo
             hi = end if end > hi else hi
-            if kind == _CPU_OP:
+            if kind == E.CAT_CPU_OP:
                 a = ev.args
                 raw = (name, bytes(a.dims), bytes(a.types)) if a is not None else (name, b"", b"")
                 tl.ops.add(ts, ev.dur or 0.0, self.thread(ev), self.raw_sigs(raw))
-            elif kind == _RUNTIME:
+            elif kind == E.CAT_RUNTIME:
                 self._call(ev, name)
-            elif kind == _ANNOTATION:
+            elif kind == E.CAT_ANNOTATION:
                 if E.may_be_segment_marker(name) or E.may_be_hint(name):  # no other range is read
                     tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
         self.lo, self.hi = lo, hi
@@ -256,7 +217,7 @@ class _Builder:
         # array.fromlist: about twice array.extend's speed on a list
         d.start.fromlist([ev.ts or 0.0 for ev in events])
         d.dur.fromlist([ev.dur or 0.0 for ev in events])
-        d.kind.fromlist([dest[ev.cat] - _DEVICE for ev in events])
+        d.kind.fromlist([dest[ev.cat] - E.CAT_KERNEL for ev in events])
         d.corr.fromlist(
             [c if a is not None and (c := a.correlation) is not None and 0 <= c < top else -1 for a in args]
         )
@@ -271,22 +232,7 @@ class _Builder:
         d.kernel.fromlist(ids)
 
     def _call(self, ev: SlimEvent, name: str) -> None:
-        if E.is_graph_launch(name):
-            kind = C_GRAPH
-        elif E.is_kernel_launch(name):
-            kind = C_LAUNCH
-        elif E.is_copy_call(name):
-            kind = C_COPY
-        elif E.is_set_call(name):
-            kind = C_SET
-        elif E.is_capture_begin(name):
-            kind = C_BEGIN
-        elif E.is_capture_end(name):
-            kind = C_END
-        elif E.is_graph_instantiate(name):
-            kind = C_INSTANTIATE
-        else:
-            kind = C_OTHER
+        kind = E.call_kind(name)
         a = ev.args
         c = self.tl.calls
         ts = ev.ts or 0.0
@@ -296,7 +242,7 @@ class _Builder:
         c.thread.append(self.thread(ev))
         c.kind.append(kind)
         c.corr.append(E.ident(a.correlation) if a is not None else -1)
-        own = a.kernel if a is not None and kind == C_LAUNCH else None
+        own = a.kernel if a is not None and kind == E.C_LAUNCH else None
         c.kernel.append(self.kernel(own, ev) if own is not None else -1)
 
     def finish(self) -> None:

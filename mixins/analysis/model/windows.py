@@ -17,13 +17,11 @@ from typing import NamedTuple
 
 from mixins.analysis.model.align import matching_runs
 from mixins.analysis.model.collect import IdIndex
+from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL
 from mixins.analysis.model.identity import Identity, identity_of, rank_from_name
 from mixins.analysis.model.record import Kernel, Segment
 from mixins.analysis.model.segments import assigner, segments_of
 from mixins.analysis.model.timeline import (
-    C_LAUNCH,
-    D_KERNEL,
-    NODE_KIND_OF_CALL,
     Timeline,
     innermost,
     load_timeline,
