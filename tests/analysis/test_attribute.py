@@ -167,7 +167,7 @@ def test_rank_mismatch_is_a_clean_error(run_cli: Any, real: dict[str, Any], tmp_
         pytest.param(content, expect, reading, marks=[pytest.mark.exhaustive] if repeat else [])
         for content, expect in [
             (b"\x1f\x8b\x08\x00truncated", "gzip"),
-            (gzip.compress(b'{"traceEvents": [{"ph": "X", "name": 1'), "invalid JSON"),
+            (gzip.compress(b'{"traceEvents": [{"ph": "X", "name": 1', mtime=0), "invalid JSON"),  # same id per worker
             (None, "no such file"),
         ]
         for reading, repeat in [("sequential", False), ("overlapped", expect != "invalid JSON")]

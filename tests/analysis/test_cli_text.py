@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import gzip
+import io
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import VLLM, make_trace  # type: ignore[attr-defined]  # tests/analysis/conftest.py at run time
-from mixins.cli import build_parser
+from mixins.cli import COMMANDS, build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,25 +32,62 @@ def _cli(*argv: object, columns: int | None = None) -> subprocess.CompletedProce
     )
 
 
-def _subcommands() -> dict[str, argparse.ArgumentParser]:
-    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(sub.choices)
+def _help(*argv: str) -> str:
+    """``capture-trace ARGV --help`` as the console script prints it (the public parser, no internals)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
+        build_parser(argv[0] if argv else None).parse_args([*argv, "--help"])
+    assert done.value.code == 0
+    return out.getvalue()
 
 
-@pytest.mark.parametrize("name", sorted(_subcommands()))
+def _usage_tokens(text: str) -> list[str]:
+    """The usage line's tokens (it may wrap), after ``usage: capture-trace NAME``."""
+    usage = " ".join(text.split("\n\n")[0].split())
+    return re.findall(r"\[[^\]]*\]|\S+", usage)[3:]
+
+
+def _defaults(name: str, text: str) -> dict[str, object]:
+    """Every option's default, from parsing a minimal command line built from the usage (required
+    options and positionals get a placeholder): what a user who types nothing more gets."""
+    tokens = [t for t in _usage_tokens(text) if not t.startswith("[")]
+    args = [t if t.startswith("-") else "x" for t in tokens]
+    return vars(build_parser(name).parse_args([name, *args]))
+
+
+def _options(text: str) -> list[tuple[list[str], str]]:
+    """(option strings, help text) of each entry of the ``options:`` section."""
+    section = text.split("\noptions:\n", 1)[1].split("\n\n")[0]
+    out: list[tuple[list[str], str]] = []
+    for line in section.splitlines():
+        if line.startswith("  -"):
+            head, _, rest = line.strip().partition("  ")
+            out.append(([p.split()[0] for p in head.split(", ")], rest.strip()))
+        elif out:
+            out[-1] = (out[-1][0], (out[-1][1] + " " + line.strip()).strip())
+    return out
+
+
+@pytest.mark.parametrize("name", COMMANDS)
 def test_every_subcommand_has_description_example_exit_codes_and_option_help(name: str) -> None:
-    parser = _subcommands()[name]
-    text = parser.format_help()
-    assert parser.description and "examples:\n  capture-trace " + name in text
+    text = _help(name)
+    assert re.search(r"\n\n\S", text) and "examples:\n  capture-trace " + name in text
     assert re.search(r"exit codes:\n  0  .+\n  1  .+\n  2  .+\n  141  the reader of the output went away", text), text
-    for action in parser._actions:
-        assert action.help, f"{name} {action.dest} has no help"
-        shows_default = action.default not in (None, False, argparse.SUPPRESS) or action.default == 0
-        if action.option_strings and shows_default and action.default is not False:
-            flat = " ".join(text.split())
-            own_words = "(default " in action.help  # e.g. "(default 10,000,000)": said once, not twice
-            assert own_words or f"(default: {action.default})" in flat, (name, action.dest)
-            assert not (own_words and f"(default: {action.default})" in flat), (name, action.dest)
+    defaults = _defaults(name, text)
+    required = {t for t in _usage_tokens(text) if t.startswith("-")}  # given a placeholder above
+    flat = " ".join(text.split())
+    options = _options(text)
+    assert options, text
+    for strings, help_text in options:
+        assert help_text, f"{name} {strings} has no help"
+        dest = max(strings, key=len).lstrip("-").replace("-", "_")
+        default = defaults.get(dest)
+        if isinstance(default, list):  # converted by its type from the text the help shows
+            default = ",".join(map(str, default))
+        if default not in (None, False) and dest != "help" and not required & set(strings):
+            own_words = "(default " in help_text  # e.g. "(default 10,000,000)": said once, not twice
+            assert own_words or f"(default: {default})" in flat, (name, dest)
+            assert not (own_words and f"(default: {default})" in flat), (name, dest)
 
 
 def test_help_wraps_to_columns() -> None:
@@ -187,12 +225,12 @@ def test_version_is_the_installed_distributions() -> None:
 
 def test_the_command_list_is_the_parsers() -> None:
     """``mixins.cli.COMMANDS`` (what a single-command parser is built for) cannot drift from the parser."""
-    from mixins.cli import COMMANDS
-
-    assert list(_subcommands()) == list(COMMANDS)
+    listed = re.findall(r"^    (\S+)", _help().split("positional arguments:")[1].split("options:")[0], re.M)
+    assert listed == list(COMMANDS)
     for name in COMMANDS:
-        (sub,) = [a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction)]
-        assert list(sub.choices) == [name]
+        assert _usage_tokens(_help(name))[0].startswith("["), name  # its own usage: capture-trace NAME [...]
+        with pytest.raises(SystemExit):
+            build_parser(name).parse_args([next(n for n in COMMANDS if n != name)])  # only NAME is known
 
 
 def test_one_command_imports_only_its_own_modules(tmp_path: Path) -> None:
