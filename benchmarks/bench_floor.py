@@ -1,0 +1,151 @@
+"""Benchmark: each command against its physical floor, not against a strawman (issue 17 item 5).
+
+Why these rows: a Python reader cannot beat "inflate the file and let msgspec decode exactly the fields
+the command needs" — that is the floor; the goal is each command within 1.3x of its own floor. Also
+printed: the CLI's import cost for ``attribute --json`` (goal 40 ms: what a user waits for before any
+work) and how directory work scales from one worker to two (goal 1.7x on two idle cores). Every row is
+its own process; all rows come from one run, so the ratios compare like with like on a noisy machine.
+``json.load`` + walk is not timed here (``bench_analyze.py`` / ``bench_attribute.py`` have it).
+
+    python benchmarks/bench_floor.py [--events 500000] [--cache /tmp/capture-trace-bench] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_analyze  # noqa: E402 - the sibling benchmark: trace generation and per-process measuring
+
+# The fields each command reads, as msgspec structs: the floor decodes exactly these.
+FIELDS = {
+    "summary": "reader.Event",  # every field the op-sequence record keeps (ids, shapes, kernels, flows)
+    "time": "time",  # cat, name, pid, tid, ts, dur: no args at all
+    "attribute": "reader.SlimEvent",  # the timeline's fields (shapes, correlation, kernel, node id)
+}
+FLOOR = """
+    import sys, time
+    t = time.perf_counter()
+    import msgspec
+    from mixins.analysis.read import reader
+    try:
+        from isal.isal_zlib import decompress
+    except ImportError:
+        from zlib import decompress
+    class Timed(msgspec.Struct, gc=False):
+        cat: str | None = None
+        name: str | None = None
+        pid: int | str | None = None
+        tid: int | str | None = None
+        ts: float | None = None
+        dur: float | None = None
+    element = {"reader.Event": reader.Event, "reader.SlimEvent": reader.SlimEvent, "time": Timed}[FIELDS]
+    doc = msgspec.json.Decoder(msgspec.defstruct("Doc", [("traceEvents", list[element])]))
+    with open(sys.argv[1], "rb") as f:
+        n = len(doc.decode(decompress(f.read(), 31)).traceEvents)
+    print(json.dumps({"seconds": time.perf_counter() - t, "events": n}))
+"""
+OURS = {
+    "summary": """
+        import sys, time
+        t = time.perf_counter()
+        from mixins.analysis.model.records import load_record, summarize
+        s = summarize(load_record(sys.argv[1]), 10)
+        print(json.dumps({"seconds": time.perf_counter() - t, "events": s["events"]}))
+    """,
+    "time": """
+        import sys, time
+        t = time.perf_counter()
+        from mixins.analysis.commands.time import time_trace
+        from mixins.analysis.serialise import to_json
+        doc = to_json(time_trace(sys.argv[1], 5))
+        print(json.dumps({"seconds": time.perf_counter() - t, "events": None}))
+    """,
+    "attribute": """
+        import sys, time
+        t = time.perf_counter()
+        from mixins.analysis.model.windows import load_capture
+        windows = load_capture(sys.argv[1]).windows
+        print(json.dumps({"seconds": time.perf_counter() - t, "events": None}))
+    """,
+}
+GOAL, IMPORT_GOAL_MS, SCALING_GOAL = 1.3, 40.0, 1.7
+
+
+def best(kind: str, trace: Path, repeat: int) -> dict[str, Any]:
+    runs = [bench_analyze.measure(kind, trace, sys.executable) for _ in range(max(1, repeat))]
+    return min(runs, key=lambda r: float(r["seconds"]))
+
+
+def import_ms(repeat: int) -> tuple[float, float]:
+    """Median wall ms of the interpreter alone, and of it building the ``attribute --json`` CLI."""
+    env = dict(os.environ, PYTHONPATH=str(bench_analyze.ROOT))
+
+    def run(code: str) -> float:
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, env=env)
+        return (time.perf_counter() - t) * 1000
+
+    bare = statistics.median(run("pass") for _ in range(repeat * 5))
+    parse = (
+        "from mixins.cli import build_parser; "
+        "build_parser('attribute').parse_args(['attribute', '--json', 'r', 'c'])"
+    )
+    cli = statistics.median(run(parse) for _ in range(repeat * 5))
+    return bare, cli
+
+
+def scaling(trace: Path, repeat: int) -> tuple[float, float]:
+    """Wall seconds of ``check -j 1`` and ``-j 2`` on a directory of four copies of the trace."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in range(4):
+            shutil.copy(trace, Path(tmp) / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{n}.json.gz")
+        env = dict(os.environ, PYTHONPATH=str(bench_analyze.ROOT))
+
+        def run(jobs: str) -> float:
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "mixins", "check", tmp, "--json", "-j", jobs],
+                           check=True, env=env, stdout=subprocess.DEVNULL)
+            return time.perf_counter() - t
+
+        return min(run("1") for _ in range(repeat)), min(run("2") for _ in range(repeat))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--events", type=int, default=500_000)
+    p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "capture-trace-bench")
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    trace = bench_analyze.generate(args.events, args.cache)
+    print(f"trace: {trace} ({trace.stat().st_size / 2**20:.1f} MiB gzip); best of {args.repeat} per row; "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'command':<10} {'floor s':>8} {'ours s':>8} {'ours/floor':>10}  (goal <= {GOAL}x)")
+    for command, fields in FIELDS.items():
+        bench_analyze.CHILD[f"floor-{command}"] = FLOOR.replace("[FIELDS]", f"[{fields!r}]")
+        bench_analyze.CHILD[f"ours-{command}"] = OURS[command]
+        floor = best(f"floor-{command}", trace, args.repeat)
+        ours = best(f"ours-{command}", trace, args.repeat)
+        ratio = ours["seconds"] / floor["seconds"]
+        print(f"{command:<10} {floor['seconds']:8.2f} {ours['seconds']:8.2f} {ratio:9.2f}x"
+              f"  {'met' if ratio <= GOAL else 'not met'}")
+    bare, cli = import_ms(args.repeat)
+    print(f"CLI import for attribute --json: {cli - bare:.0f} ms over a bare interpreter ({bare:.0f} ms)"
+          f"  (goal <= {IMPORT_GOAL_MS:.0f} ms: {'met' if cli - bare <= IMPORT_GOAL_MS else 'not met'})")
+    one, two = scaling(trace, args.repeat)
+    print(f"check of 4 traces: -j 1 {one:.2f} s, -j 2 {two:.2f} s: {one / two:.2f}x"
+          f"  (goal >= {SCALING_GOAL}x on two idle cores: {'met' if one / two >= SCALING_GOAL else 'not met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
