@@ -29,6 +29,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from mixins.formats import SUBDIR, TRACE_NAME, TRACE_PREFIX, TRACE_SUFFIX  # noqa: F401 - re-exported
 from mixins.sglang_targets import (
     PARALLEL_STATE,
     PARALLEL_STATE_GETTERS,
@@ -36,10 +37,6 @@ from mixins.sglang_targets import (
     RUNNER_SIZE_OWNERS,
     RUNTIME_CONTEXT,
 )
-
-TRACE_PREFIX = "cuda_graph_capture-"
-TRACE_SUFFIX = ".json.gz"
-SUBDIR = "graph_capture_profile"
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 
@@ -73,14 +70,6 @@ def trace_stem(runner_name: str, ranks: Ranks) -> str:
     if ranks.pp_size > 1:
         stem += f"-PP-{ranks.pp_rank}"
     return stem
-
-
-# The parse of what trace_stem + capture_numbers write (the analyzer's identity reads names with it;
-# a plain ``.json`` is accepted for traces someone decompressed).
-TRACE_NAME = re.compile(
-    "^" + re.escape(TRACE_PREFIX)
-    + r"(?P<runner>.+?)-TP-(?P<tp>\d+)(?:-PP-(?P<pp>\d+))?(?:-(?P<n>\d+))?\.json(?:\.gz)?$"
-)
 
 
 def trace_dir(profiler_dir: str) -> Path:

@@ -38,7 +38,8 @@ SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
 SHAPE_LABEL_NAMES = {"variant_label": "variant", "stream_idx": "stream", "attention_variant": "attention"}
 #: The unit a per-shape method's size argument counts: decode runners capture per batch size
 #: (``capture::bs=8``), the prefill / piecewise runners per token count (``capture::tokens=8192``).
-SHAPE_UNITS = ("bs", "tokens")
+#: Defined in ``mixins.formats`` (shared with the analyzer, which must not import this table).
+from mixins.formats import SHAPE_UNITS as SHAPE_UNITS  # noqa: E402
 
 #: sglang's ``--enable-profile-cuda-graph``, read as each release reads it (docs/DESIGN.md §5.1): the
 #: runner's own copy (decode and CPU runners store it in ``__init__``), else the published config

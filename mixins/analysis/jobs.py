@@ -22,8 +22,8 @@ import msgspec
 from mixins.analysis import render
 from mixins.analysis.model.identity import is_trace_name, names_a_trace
 from mixins.analysis.read.reader import Limits, TraceError, current_limits, using_limits
+from mixins.formats import SUBDIR
 from mixins.helptext import int_at_least, non_negative_int
-from mixins.naming import SUBDIR
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

@@ -14,8 +14,8 @@ from mixins.analysis import render
 from mixins.analysis.jobs import DIR_HELP, OK, TROUBLE, collect_results, listed_in, map_files, trace_files, with_limits
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.read.reader import TraceError
+from mixins.formats import SUBDIR
 from mixins.helptext import add_command
-from mixins.naming import SUBDIR
 
 
 def add_ls(subparsers: Any) -> None:

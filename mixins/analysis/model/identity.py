@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mixins.analysis.read.reader import TraceError
-from mixins.naming import TRACE_NAME
+from mixins.formats import TRACE_NAME
 
 __all__ = [
     "Identity", "identity_from_name", "identity_of", "is_trace_name", "rank_from_name", "MAX_WORLD", "names_a_trace",
@@ -21,7 +21,7 @@ MAX_WORLD = 1 << 16
 _MAX_INDEX = 1 << 31  # capture index, batch size: only printed and compared
 _MAX_DIGITS = 10  # int() of a longer digit run is never needed (and past 4,300 digits raises)
 
-_OURS = TRACE_NAME  # the exporter's own name format, parsed where it is written (mixins.naming)
+_OURS = TRACE_NAME  # the exporter's own name format, defined once with it (mixins.formats)
 _UPSTREAM_BS = re.compile(r"^(?:(?P<runner>.+?)_)?bs_(?P<bs>\d+)_rank(?P<rank>\d+)\.json(?:\.gz)?$")
 _RANK_IN_NAME = re.compile(r"(?:-TP-|(?:^|[_.-])rank_?)(?P<rank>\d+)(?=[_.-]|$)")
 

@@ -3,7 +3,7 @@
 Why a module of its own: ``summary``/``check`` count per segment, ``attribute`` looks for capture
 windows inside a segment and ``time`` splits per segment; all must cut a trace the same way.
 A segment's size is in its label in the unit its runner captures by: ``bs=8`` (decode runners),
-``tokens=8192`` (prefill / piecewise runners, ``mixins.sglang_targets.SHAPE_UNITS``).
+``tokens=8192`` (prefill / piecewise runners, ``mixins.formats.SHAPE_UNITS``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from mixins.analysis.model.events import SIZE, segment_marker
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import ALL, Segment
-from mixins.sglang_targets import SHAPE_UNITS
+from mixins.formats import SHAPE_UNITS
 
 __all__ = ["Range", "segments_of", "assigner", "segment_size", "by_size"]
 
