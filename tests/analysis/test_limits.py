@@ -242,21 +242,10 @@ def test_key_scan_is_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     size = 30 * MIB
     path = tmp_path / "key.json"
     path.write_bytes(b'{"' + b"k" * size + b'": 1, "traceEvents": []}')
-    buffered = []
-    fill = reader.TraceStream._fill
-
-    def counting_fill(self: reader.TraceStream, need: int) -> bool:
-        before = len(self._buf)
-        got = fill(self, need)
-        if len(self._buf) != before:
-            buffered.append(len(self._buf))
-        return got
-
-    monkeypatch.setattr(reader.TraceStream, "_fill", counting_fill)
     stream = open_trace(str(path))
     assert [e for batch in stream.events() for e in batch] == []
     assert stream.top_keys == ["k" * 256, "traceEvents"]
-    assert sum(buffered) < 4 * size, (len(buffered), sum(buffered))
+    assert stream.bytes_buffered < 4 * size, stream.bytes_buffered
 
 
 @pytest.mark.parametrize(
@@ -265,12 +254,11 @@ def test_key_scan_is_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 )
 def test_escaped_keys_across_refills(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
     """Backslash runs split by a refill still decide whether a quote ends the key."""
-    monkeypatch.setattr(reader, "_BLOCK", 1)
     for pad in range(6):
         text = '{"' + "p" * pad + key + '": 1, "traceEvents": []}'
         path = tmp_path / "k.json"
         path.write_text(text)
-        stream = open_trace(str(path), limits=Limits(max_value_bytes=1 << 10))
+        stream = open_trace(str(path), limits=Limits(max_value_bytes=1 << 10), buffering=reader.Buffering(block=1))
         list(stream.events())
         assert stream.top_keys[0] == next(iter(json.loads(text)))
 
@@ -279,17 +267,16 @@ def test_value_and_element_limits_are_exact_enough(tmp_path: Path, monkeypatch: 
     """Below the limit reads; past it (when it must be buffered to complete) is refused."""
     # Slices and reads smaller than the limit, as with the defaults (4 MiB slices, 64 MiB limit);
     # else a small file is one block, all buffered anyway.
-    for name, value in (("_BLOCK", 4096), ("_MIN_SLICE", 4096), ("_SLICE", 8192)):
-        monkeypatch.setattr(reader, name, value)
+    small = reader.Buffering(block=4096, min_slice=4096, slice=8192)
     limits = Limits(max_value_bytes=1 << 16)
     ok = tmp_path / "ok.json"
     ok.write_text('{"x": "' + "a" * 60_000 + '", "traceEvents": [{"name": "' + "b" * 60_000 + '"}]}')
-    stream = open_trace(str(ok), limits=limits)
+    stream = open_trace(str(ok), limits=limits, buffering=small)
     assert [e.name for batch in stream.events() for e in batch] == ["b" * 60_000]
     big = tmp_path / "big.json"
     big.write_text('{"traceEvents": [{"name": "a"}, {"name": "' + "b" * 200_000 + '"}]}')
     with pytest.raises(TraceError, match="a traceEvents element larger than 0.0625 MiB"):
-        list(open_trace(str(big), limits=limits).events())
+        list(open_trace(str(big), limits=limits, buffering=small).events())
 
 
 def test_a_dead_worker_is_that_files_error(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
@@ -399,18 +386,10 @@ def test_many_small_top_level_values_are_linear(tmp_path: Path, monkeypatch: pyt
     n = 20_000
     path = tmp_path / "m.json"
     path.write_bytes(b"{" + b'"a": 0, ' * n + b'"traceEvents": []}')
-    scanned = []
-    real = reader.TraceStream._json_end
-
-    def counting(self: reader.TraceStream, buf: bytes, pos: int, stop: int) -> int:
-        scanned.append(stop - pos)
-        return real(self, buf, pos, stop)
-
-    monkeypatch.setattr(reader.TraceStream, "_json_end", counting)
     stream = open_trace(str(path))
     list(stream.events())
     assert stream.top_keys == ["a", "traceEvents"]
-    assert len(scanned) == n and sum(scanned) <= 512 * n
+    assert stream.scans == n and stream.bytes_scanned <= 512 * n
     path.write_bytes(b"{" + b'"a": 0, ' * 100_001 + b'"traceEvents": []}')
     with pytest.raises(TraceError, match=r"more than 100,000 top-level members \(the limit\)$"):
         list(open_trace(str(path)).events())

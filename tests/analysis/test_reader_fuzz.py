@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,10 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 @pytest.fixture(autouse=True)
-def tiny_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reader, "_SLICE", 97)
-    monkeypatch.setattr(reader, "_BLOCK", 61)
-    monkeypatch.setattr(reader, "_TAIL_WINDOW", 53)
+def tiny_slices() -> Iterator[None]:
+    """Every stream of this module (the record builders' too) refills and cuts every few bytes."""
+    with reader.using_buffering(reader.Buffering(slice=97, block=61, tail_window=53)):
+        yield
 
 
 def _read(path: Path) -> list[reader.Event]:

@@ -48,18 +48,29 @@ __all__ = [
     "SlimArgs",
     "SlimEvent",
     "Limits",
+    "Buffering",
+    "using_buffering",
     "TraceStream",
     "open_trace",
     "current_limits",
     "using_limits",
 ]
 
-_SLICE = 4 << 20  # bytes of JSON per decode call: big enough to amortise, small enough to bound memory
-_MIN_SLICE = 64 << 10  # ... shrunk down to this when elements are tiny, so that a slice holds about
-_SLICE_EVENTS = 50_000  # ... this many elements (a real Kineto event is ~400 bytes: 10k a full slice)
-_BLOCK = 1 << 20  # bytes read from the decompressor at a time
-_TAIL_WINDOW = 256 << 10  # where boundary candidates are searched first (the slice's tail)
-_MAX_FAST_TRIES = 8  # candidate cuts tried before falling back to an exact element-by-element split
+@dataclass(frozen=True)
+class Buffering:
+    """How much the reader inflates and decodes at a time. The defaults suit real traces; tests shrink
+    them (``open_trace(..., buffering=Buffering(block=1))``) so every boundary case is a refill or a cut.
+    """
+
+    slice: int = 4 << 20  # bytes of JSON per decode call: big enough to amortise, small enough to bound memory
+    min_slice: int = 64 << 10  # ... shrunk down to this when elements are tiny, so that a slice holds about
+    slice_events: int = 50_000  # ... this many elements (a real Kineto event is ~400 bytes: 10k a full slice)
+    block: int = 1 << 20  # bytes read from the decompressor at a time
+    tail_window: int = 256 << 10  # where boundary candidates are searched first (the slice's tail)
+    fast_tries: int = 8  # candidate cuts tried before falling back to an exact element-by-element split
+
+
+_buffering = Buffering()
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,18 @@ _held: dict[str, int] = {}  # path -> the descriptor a command holds open for it
 
 def current_limits() -> Limits:
     return _limits
+
+
+@contextmanager
+def using_buffering(buffering: Buffering) -> Iterator[None]:
+    """Process-wide buffer sizes for streams opened without explicit ones (as :func:`using_limits`):
+    tests shrink them so that every record builder meets refills and cuts at every boundary."""
+    global _buffering
+    before, _buffering = _buffering, buffering
+    try:
+        yield
+    finally:
+        _buffering = before
 
 
 @contextmanager
@@ -377,11 +400,21 @@ class TraceStream:
     """
 
     def __init__(
-        self, path: str, progress: Callable[[int, int], None] | None = None, limits: Limits | None = None
+        self,
+        path: str,
+        progress: Callable[[int, int], None] | None = None,
+        limits: Limits | None = None,
+        buffering: Buffering | None = None,
     ) -> None:
         self.path = path
         self.progress = progress
         self.limits = limits if limits is not None else _limits
+        self.buffering = buffering if buffering is not None else _buffering
+        # work done, for the tests that hold the reader linear: bytes held after each refill that grew
+        # the buffer (summed), and bytes the stdlib scanner was given for top-level values (summed)
+        self.bytes_buffered = 0
+        self.bytes_scanned = 0
+        self.scans = 0
         self.metadata: dict[str, Any] = {}
         self.top_keys: list[str] = []  # distinct names in file order, at most _MAX_TOP_KEYS (for errors)
         self.events_seen = False
@@ -466,7 +499,7 @@ class TraceStream:
             parts: list[bytes | memoryview] = [view[self._pos :]]  # the unread rest, copied once by join
             have = len(self._buf) - self._pos
             while have < need and not self._eof:
-                block = self._read_block(max(_BLOCK, need - have))
+                block = self._read_block(max(self.buffering.block, need - have))
                 if not block:
                     self._eof = True
                     break
@@ -474,8 +507,11 @@ class TraceStream:
                 have += len(block)
             self._base += self._pos
             self._pos = 0
+            grew = len(parts) > 1
             self._buf = b"".join(parts)
             del parts
+        if grew:
+            self.bytes_buffered += len(self._buf)
         return have >= need
 
     def _skip_ws(self) -> None:
@@ -546,11 +582,13 @@ class TraceStream:
             slashes = run
             if self._eof:
                 raise self._error(f"invalid JSON: unterminated object key at byte {self._offset()}")
-            self._fill(2 * scan + _BLOCK)
+            self._fill(2 * scan + self.buffering.block)
 
     def _json_end(self, buf: bytes, pos: int, stop: int) -> int:
         """End of the JSON value at ``buf[pos]`` within ``buf[:stop]`` (stdlib scanner); -1 if incomplete
         or invalid. Only the window is decoded: a million small top-level values stay linear."""
+        self.bytes_scanned += stop - pos
+        self.scans += 1
         text = buf[pos:stop].decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
         try:
             return pos + int(_JSON_TEXT.raw_decode(text)[1])
@@ -586,7 +624,7 @@ class TraceStream:
                 raise self._error(f"invalid JSON: bad or truncated value at byte {self._offset()}")
             if stop - self._pos > self.limits.max_value_bytes:
                 raise self._too_big("a value")
-            want = min(2 * (stop - self._pos), self.limits.max_value_bytes + _BLOCK)
+            want = min(2 * (stop - self._pos), self.limits.max_value_bytes + self.buffering.block)
 
     def _count(self, elements: int) -> None:
         self.elements += elements
@@ -609,7 +647,7 @@ class TraceStream:
         if self._peek() == b"]":
             self._pos += 1
             return
-        want = min(_SLICE, _MIN_SLICE)  # the first slice measures how big elements are
+        want = min(self.buffering.slice, self.buffering.min_slice)  # the first slice measures element sizes
         while True:
             self._fill(want)
             buf, start = self._buf, self._pos
@@ -621,7 +659,7 @@ class TraceStream:
                     return
                 if limit - start > self.limits.max_value_bytes:  # the first element is not complete yet
                     raise self._too_big("a traceEvents element")
-                want = min(2 * (limit - start), self.limits.max_value_bytes + _BLOCK)
+                want = min(2 * (limit - start), self.limits.max_value_bytes + self.buffering.block)
                 continue
             self._pos = cut.resume
             self._count(cut.elements)
@@ -629,17 +667,18 @@ class TraceStream:
             self._report()
             if cut.closed:
                 return
-            # Aim at _SLICE_EVENTS elements a slice: 4 MiB of tiny `{},` would be 1.4M structs at once.
+            # Aim at slice_events elements a slice: 4 MiB of tiny `{},` would be 1.4M structs at once.
             per_event = (cut.resume - start) / max(cut.elements, 1)
-            want = min(_SLICE, max(_MIN_SLICE, int(per_event * _SLICE_EVENTS)))
+            b = self.buffering
+            want = min(b.slice, max(b.min_slice, int(per_event * b.slice_events)))
 
     def _find_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
         """Fast path: try the last few candidate boundaries; fall back to an exact walk."""
-        cands = list(_CUT.finditer(buf, max(start, limit - _TAIL_WINDOW), limit))
-        if not cands and limit - start > _TAIL_WINDOW:
+        cands = list(_CUT.finditer(buf, max(start, limit - self.buffering.tail_window), limit))
+        if not cands and limit - start > self.buffering.tail_window:
             cands = list(_CUT.finditer(buf, start, limit))
         for tries, m in enumerate(reversed(cands)):
-            if tries >= _MAX_FAST_TRIES:
+            if tries >= self.buffering.fast_tries:
                 break
             got = _decode_slice(_bracketed(buf, start, m.start() + 1), self._shape)
             if got is not None:
@@ -804,7 +843,10 @@ def compact_json(raw: bytes, cache: dict[bytes, str]) -> str:
 
 
 def open_trace(
-    path: str, progress: Callable[[int, int], None] | None = None, limits: Limits | None = None
+    path: str,
+    progress: Callable[[int, int], None] | None = None,
+    limits: Limits | None = None,
+    buffering: Buffering | None = None,
 ) -> TraceStream:
     """A single-use stream over ``path``; iterate ``.events()`` then read ``.metadata``."""
-    return TraceStream(path, progress, limits)
+    return TraceStream(path, progress, limits, buffering)
