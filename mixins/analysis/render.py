@@ -449,6 +449,7 @@ def _attribute_table(res: dict[str, Any], top: int, group: dict[str, Any] | None
     from rich.table import Table
 
     rows = res["ops"] if group is None else group["rows"]
+    counts: tuple[str, ...]
     if group is None:
         keys, counts = [k for k in _ATTRIBUTE_KEYS if k != "runner"], ("kernels", "count")
     else:
