@@ -430,25 +430,41 @@ def render_check(groups: list[GroupCheck]) -> None:
             out.print(f"{head}: note: {safe(n)}")
 
 
-def _attribute_table(res: dict[str, Any], top: int) -> Table:
+# an attribute row's key fields as table columns (op rows show no runner: their segment names it)
+_ATTRIBUTE_KEYS = {"name": "op", "module": "module", "input_dims": "input dims", "input_types": "input types",
+                   "source": "source", "runner": "runner", "segment": "segment"}
+_ATTRIBUTE_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
+
+
+def _attribute_cell(field: str, value: Any) -> str:
+    if field == "name":
+        return safe(value if len(value) <= 60 else value[:57] + "...")
+    if field in ("input_dims", "input_types"):
+        return safe(_shown(value))
+    return safe("-" if value is None else value)
+
+
+def _attribute_table(res: dict[str, Any], top: int, group: dict[str, Any] | None = None) -> Table:
+    """The op rows, or (``group``: a ``--group-by`` view other than op) the grouped rows, by GPU time."""
     from rich.table import Table
 
-    table = Table(title=safe(f"{res['replay']}: ops by GPU time"), title_justify="left")
-    for col in ("op", "module", "input dims", "input types", "source", "segment", "kernels", "count"):
-        table.add_column(col, justify="right" if col in ("kernels", "count") else "left")
-    for col in ("total µs", "mean µs", "share"):
+    rows = res["ops"] if group is None else group["rows"]
+    counts: tuple[str, ...]
+    if group is None:
+        keys, counts = [k for k in _ATTRIBUTE_KEYS if k != "runner"], ("kernels", "count")
+    else:
+        keys, counts = [k for k in _ATTRIBUTE_KEYS if rows and k in rows[0]], ("ops", "kernels", "count")
+    what = "ops" if group is None else _ATTRIBUTE_TITLE[group["by"]]
+    table = Table(title=safe(f"{res['replay']}: {what} by GPU time"), title_justify="left")
+    for col in keys:
+        table.add_column(_ATTRIBUTE_KEYS[col])
+    for col in (*counts, "total µs", "mean µs", "share"):
         table.add_column(col, justify="right")
     total = res["coverage"]["gpu_time_us"] or 1.0
-    for op in res["ops"][:top]:
+    for op in rows[:top]:
         table.add_row(
-            safe(op["name"] if len(op["name"]) <= 60 else op["name"][:57] + "..."),
-            safe(op["module"]),
-            safe(_shown(op["input_dims"])),
-            safe(_shown(op["input_types"])),
-            safe(op["source"]),
-            safe(op["segment"] or "-"),
-            f"{op['kernels']:,}",
-            f"{op['count']:,}",
+            *(_attribute_cell(k, op[k]) for k in keys),
+            *(f"{op[c]:,}" for c in counts),
             f"{op['gpu_time_us']:,.1f}",
             f"{op['mean_us']:,.1f}",
             f"{100 * op['gpu_time_us'] / total:.1f} %",
@@ -457,13 +473,17 @@ def _attribute_table(res: dict[str, Any], top: int) -> Table:
 
 
 def render_attribute(results: list[Any], top: int = 30) -> None:
-    """Per replay: ops ranked by GPU time, a coverage line, and what stayed unattributed and why."""
+    """Per replay: ops (or a ``--group-by`` view's rows) ranked by GPU time, a coverage line, and what
+    stayed unattributed and why."""
     out = console()
     for result in results:
         res = to_json(result)
-        out.print(_attribute_table(res, top))
-        if len(res["ops"]) > top:
-            out.print(f"… {len(res['ops']) - top} more rows (--json or --csv for all)")
+        group = res.get("groups")
+        group = group if group is not None and group["by"] != "op" else None
+        out.print(_attribute_table(res, top, group))
+        shown = res["ops"] if group is None else group["rows"]
+        if len(shown) > top:
+            out.print(f"… {len(shown) - top} more rows (--json or --csv for all)")
         cov = res["coverage"]
         share = 100 * cov["attributed_us"] / cov["gpu_time_us"] if cov["gpu_time_us"] else 0.0
         out.print(

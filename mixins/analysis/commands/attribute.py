@@ -15,12 +15,14 @@ import io
 import json
 import math
 import os
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
 from mixins.analysis import render
 from mixins.analysis.commands.attribute_annotate import write_annotated, write_output
 from mixins.analysis.commands.attribute_match import Attribution, ReplayIndex, attribute_index, index_replay
+from mixins.analysis.commands.attribute_views import GROUP_BY, GROUP_KEYS, group_rows, low_coverage
 from mixins.analysis.jobs import (
     add_jobs_option,
     collect_results,
@@ -32,11 +34,13 @@ from mixins.analysis.jobs import (
 )
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
 from mixins.analysis.read.reader import TraceError, current_limits, holding
+from mixins.analysis.read.safe_io import STDOUT_NAMES
 from mixins.helptext import add_command, non_negative_int
 
 __all__ = ["add", "cmd_attribute", "csv_rows", "CSV_COLUMNS"]
 
 OK, LOW_COVERAGE, TROUBLE = 0, 1, 2
+Progress = Callable[[int, int], None]  # the reader's (bytes read, file size) callback: a bar on a terminal
 Details = dict[str, tuple[int, str | None]]  # TraceLens execution details: file name -> (batch size, mode)
 _DETAILS = "execution_details.json"
 # A replay at least this big (file size) is read while the captures load: a worker costs ~20 ms to
@@ -75,13 +79,14 @@ def add(subparsers: Any) -> None:
             "capture-trace attribute replay-TP-0.json.gz graph_capture_profile/",
             "capture-trace attribute --json --csv ops.csv serving.json.gz capture-TP-0.json.gz",
             "capture-trace attribute --min-coverage 0.95 --annotate annotated.json.gz serving.json.gz caps/",
+            "capture-trace attribute --group-by module serving.json.gz caps/",
         ],
         exit_codes=("attributed", "coverage below --min-coverage", "bad input or usage"),
     )
     p.add_argument("replay", metavar="REPLAY", help="replay (serving) trace, or a directory of them")
     p.add_argument("captures", metavar="CAPTURE", nargs="+", help="capture traces or directories of them")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--csv", metavar="FILE", help="also write the op rows as CSV")
+    p.add_argument("--csv", metavar="FILE", help="also write the op rows (with --group-by: the grouped rows) as CSV")
     p.add_argument("--annotate", metavar="OUT", help="write the replay with capture_* args on attributed kernels")
     p.add_argument(
         "--min-coverage", type=float, metavar="F", help="exit 1 when attributed GPU time / total is below F (0..1)"
@@ -90,6 +95,12 @@ def add(subparsers: Any) -> None:
         "--top", type=non_negative_int("--top"), default=30, metavar="N", help="rows shown per replay in the table"
     )
     p.add_argument("--any-rank", action="store_true", help="attribute even when ranks differ")
+    p.add_argument(
+        "--group-by",
+        choices=GROUP_BY,
+        metavar="{" + ",".join(GROUP_BY) + "}",
+        help="GPU time per op row (op), per nn.Module, per op and shape, or per runner and segment",
+    )
     add_jobs_option(p)
     p.set_defaults(func=with_limits(cmd_attribute, p))
 
@@ -114,14 +125,20 @@ def _capture_inputs(paths: list[str], replays: list[str]) -> dict[str, Details]:
     return out
 
 
-def _capture_job(path: str, details: dict[str, Details]) -> Capture:
-    return load_capture(path, details.get(path))
+def _capture_job(path: str, details: dict[str, Details], progress: Progress | None = None) -> Capture:
+    return load_capture(path, details.get(path), progress)
 
 
 def _replay_job(
-    path: str, windows: list[Window], captures: list[str], annotate: bool, rank: int | None, any_rank: bool
+    path: str,
+    windows: list[Window],
+    captures: list[str],
+    annotate: bool,
+    rank: int | None,
+    any_rank: bool,
+    progress: Progress | None = None,
 ) -> Attribution:
-    return _attribute_job(path, index_replay(path), windows, captures, annotate, rank, any_rank)
+    return _attribute_job(path, index_replay(path, progress), windows, captures, annotate, rank, any_rank)
 
 
 def _attribute_job(
@@ -146,26 +163,36 @@ def _capture_rank(caps: list[Capture], any_rank: bool) -> int | None:
     return ranks[0] if len(ranks) == 1 else None
 
 
-def csv_rows(results: list[Attribution]) -> list[dict[str, Any]]:
-    """The ``--csv`` rows: each ``--json`` op row with its replay, dims/types as compact JSON."""
+def csv_columns(by: str | None = None) -> tuple[str, ...]:
+    """The ``--csv`` header: the op rows' (no ``--group-by``, or ``op``), else the view's key and totals."""
+    if by in (None, "op"):
+        return CSV_COLUMNS
+    return ("replay", *GROUP_KEYS[by], "ops", "kernels", "count", "gpu_time_us", "mean_us")
+
+
+def csv_rows(results: list[Attribution], by: str | None = None) -> list[dict[str, Any]]:
+    """The ``--csv`` rows: each ``--json`` op row (or ``--group-by`` row) with its replay, dims/types as
+    compact JSON."""
     rows = []
+    columns = csv_columns(by)
     for res in results:
-        for op in res.as_json()["ops"]:
+        for op in group_rows(res, by or "op"):
             row = {"replay": res.replay, **op}
             for k in ("input_dims", "input_types"):
-                row[k] = "" if row[k] is None else json.dumps(row[k], separators=(",", ":"))
+                if k in row:
+                    row[k] = "" if row[k] is None else json.dumps(row[k], separators=(",", ":"))
             for k, v in row.items():  # strict numbers, as in --json: an overflowing total is empty
                 if isinstance(v, float) and not math.isfinite(v):
                     row[k] = ""
-            rows.append({k: row[k] for k in CSV_COLUMNS})
+            rows.append({k: row[k] for k in columns})
     return rows
 
 
-def _write_csv(path: str, results: list[Attribution]) -> None:
+def _write_csv(path: str, rows: list[dict[str, Any]], by: str | None) -> None:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=csv_columns(by), lineterminator="\n")
     w.writeheader()
-    w.writerows(csv_rows(results))
+    w.writerows(rows)
     write_output(path, buf.getvalue().encode())
 
 
@@ -178,7 +205,7 @@ def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
 
 def _load_captures(args: argparse.Namespace, replays: list[str]) -> tuple[list[Capture], int | None]:
     inputs = _capture_inputs(list(args.captures), replays)
-    caps, bad = collect_results(map_files(_capture_job, list(inputs), (inputs,), args.jobs, False))
+    caps, bad = collect_results(map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json))
     if bad:
         raise _Reported()
     return caps, _capture_rank(caps, args.any_rank)
@@ -194,9 +221,18 @@ def _overlaps(args: argparse.Namespace, replays: list[str]) -> bool:
         return False  # the reader reports it, in the usual order
 
 
-def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[Attribution], bool]:
-    """Captures in worker processes, the replay indexed here meanwhile; errors in the sequential order
-    (captures first, then the replay), each one line."""
+def _big(path: str) -> bool:
+    """Whether reading ``path`` earns a byte progress bar (on a terminal), as ``jobs.map_files`` decides."""
+    try:
+        return os.path.getsize(path) >= render.PROGRESS_MIN_BYTES
+    except OSError:
+        return False
+
+
+def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[Attribution], bool, int | None]:
+    """Captures in worker processes, the replay indexed here meanwhile (a byte bar on a terminal), then
+    the captures still loading (a files bar); errors in the sequential order (captures first, then the
+    replay), each one line."""
     from concurrent.futures import ProcessPoolExecutor  # imported only when a pool is used (~20 ms)
 
     inputs = _capture_inputs(list(args.captures), [replay])
@@ -205,15 +241,17 @@ def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[A
     limits = current_limits()
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(run_one, limits, _capture_job, p, inputs) for p in paths]
-        rp = run_one(limits, index_replay, replay)
-        caps, bad = collect_results(gather(paths, futures))
+        with render.progress_bytes(not args.json and _big(replay), os.path.basename(replay)) as bar:
+            rp = run_one(limits, index_replay, replay, bar)
+        with render.progress_files(not args.json, len(paths)) as tick:
+            caps, bad = collect_results(gather(paths, futures, tick))
     if bad:
         raise _Reported()
     rank = _capture_rank(caps, args.any_rank)
     if isinstance(rp, TraceError):
         raise rp
     extra = (rp, *_matched_against(caps), bool(args.annotate), rank, args.any_rank)
-    return collect_results([(replay, run_one(limits, _attribute_job, replay, *extra))])
+    return (*collect_results([(replay, run_one(limits, _attribute_job, replay, *extra))]), rank)
 
 
 def _matched_against(caps: list[Capture]) -> tuple[list[Window], list[str]]:
@@ -221,28 +259,54 @@ def _matched_against(caps: list[Capture]) -> tuple[list[Window], list[str]]:
     return [w for c in caps for w in c.windows], [c.path for c in caps]
 
 
-def _attribute_all(args: argparse.Namespace, replays: list[str]) -> tuple[list[Attribution], bool]:
+def _attribute_all(args: argparse.Namespace, replays: list[str]) -> tuple[list[Attribution], bool, int | None]:
+    """Results, whether any file was bad, and the captures' rank."""
     if _overlaps(args, replays):
         return _attribute_overlapped(args, replays[0])
     caps, rank = _load_captures(args, replays)
     extra = (*_matched_against(caps), bool(args.annotate), rank, args.any_rank)
-    return collect_results(map_files(_replay_job, replays, extra, args.jobs, False))
+    return (*collect_results(map_files(_replay_job, replays, extra, args.jobs, not args.json)), rank)
 
 
 class _Reported(Exception):
     """Errors were already printed, one line each."""
 
 
-def _outputs(args: argparse.Namespace, results: list[Attribution]) -> None:
+def _view(res: Attribution, by: str | None) -> Attribution | dict[str, Any]:
+    """What ``--json`` and the table show of one result: with ``--group-by``, its JSON plus ``groups``
+    (without, the result itself: the default JSON stays as it was)."""
+    return res if by is None else {**res.as_json(), "groups": {"by": by, "rows": group_rows(res, by)}}
+
+
+def _wrote(path: str, what: str) -> str | None:
+    """The "written to" line for an output file; none when the output went to stdout or stderr."""
+    return None if path in STDOUT_NAMES else f"wrote {what} to {path}"
+
+
+def _outputs(args: argparse.Namespace, results: list[Attribution], capture_rank: int | None) -> None:
+    """Files first (a write that fails is exit 2 before anything is printed), then stdout, then
+    stderr's lines: what was written where, and a warning per result with low coverage."""
+    said: list[str | None] = []
     if args.csv:
-        _write_csv(args.csv, results)
+        rows = csv_rows(results, args.group_by)
+        _write_csv(args.csv, rows, args.group_by)
+        said.append(_wrote(args.csv, f"{len(rows):,} rows"))
     if args.annotate:
         res = results[0]
-        write_annotated(res.replay, args.annotate, res.annotations or {})
+        done = write_annotated(res.replay, args.annotate, res.annotations or {})
+        said.append(_wrote(args.annotate, f"the annotated replay ({done:,} kernels annotated)"))
+    views = [_view(r, args.group_by) for r in results]
     if args.json:
-        render.print_json(results[0] if len(results) == 1 else {"replays": results})
+        render.print_json(views[0] if len(views) == 1 else {"replays": views})
     else:
-        render.render_attribute(results, args.top)
+        render.render_attribute(views, args.top)
+    for line in said:
+        if line is not None:
+            render.error(line, "info")
+    for res in results:
+        warning = low_coverage(res, capture_rank)
+        if warning is not None:
+            render.error(warning, "warning")
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:
@@ -251,10 +315,10 @@ def cmd_attribute(args: argparse.Namespace) -> int:
         _check_options(args, replays)
         # --annotate reads the replay twice: both times from one descriptor opened here (reader.holding)
         with holding(replays[0]) if args.annotate else nullcontext():
-            results, bad = _attribute_all(args, replays)
+            results, bad, rank = _attribute_all(args, replays)
             if bad:
                 return TROUBLE
-            _outputs(args, results)
+            _outputs(args, results, rank)
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE

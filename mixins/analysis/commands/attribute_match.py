@@ -239,9 +239,9 @@ class _ByCorrelation:
             lo = hi
 
 
-def index_replay(path: str) -> ReplayIndex:
-    """Read and index one replay trace (raises TraceError on bad input)."""
-    tl = load_timeline(path)
+def index_replay(path: str, progress: Callable[[int, int], None] | None = None) -> ReplayIndex:
+    """Read and index one replay trace (raises TraceError on bad input); ``progress`` as the reader's."""
+    tl = load_timeline(path, progress)
     identity = identity_of(path, tl.metadata)
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
     d = tl.device

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -257,9 +258,13 @@ def _windows(tl: Timeline, identity: Identity, segs: list[Segment], source: str)
     return out
 
 
-def load_capture(path: str, details: dict[str, tuple[int, str | None]] | None = None) -> Capture:
-    """Read one capture trace into its windows (raises TraceError on bad input)."""
-    tl = load_timeline(path)
+def load_capture(
+    path: str,
+    details: dict[str, tuple[int, str | None]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Capture:
+    """Read one capture trace into its windows (raises TraceError on bad input); ``progress`` as the reader's."""
+    tl = load_timeline(path, progress)
     identity = identity_of(path, tl.metadata)
     segs, source = segments_of(tl.ranges, identity)
     got = (details or {}).get(os.path.basename(path))

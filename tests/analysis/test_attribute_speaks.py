@@ -1,0 +1,279 @@
+"""``attribute`` speaks up (issue 18 item 4): the low-coverage warning and its cause, progress on a
+terminal only, "written to" lines, and the ``--group-by`` views — on the real vLLM pair, the real H100
+trace given as a (wrong) capture, and pairs DERIVED from them (pairs.py; each test says so)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import pty
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, load, nvidia_pair, rotate_names, save, scaled, with_rank
+
+from mixins.analysis.commands.attribute_match import attribute_replay
+from mixins.analysis.commands.attribute_views import low_coverage
+from mixins.analysis.model.windows import load_capture
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = DATA / "vllm_decode_full_attribute_main.json"
+NO_WINDOWS = (
+    f"capture-trace: warning: {VLLM_REPLAY}: only 0/421 graph kernels and 3.1 % of GPU time attributed: "
+    "the captures hold no CUDA-graph capture window: wrong capture (a trace of serving, or one profiled "
+    "without graph capture)?\n"
+)
+
+
+@pytest.fixture(scope="module")
+def real() -> dict[str, Any]:
+    return {"capture": load(VLLM_CAPTURE), "replay": load(VLLM_REPLAY)}
+
+
+# -- (a) the low-coverage warning -------------------------------------------------------------------
+
+
+def test_wrong_capture_warns_on_stderr_with_the_cause_and_exit_0(run_cli: Any) -> None:
+    """The issue's case: a replay against a trace with no capture window (the real H100 inference trace)
+    attributed no graph kernel and said nothing. Now one warning line, also under --json; exit still 0."""
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, H100)
+    assert (rc, err) == (0, NO_WINDOWS)
+    assert "coverage: graph kernels 0/421 attributed" in out
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, H100, "--json")
+    assert (rc, err) == (0, NO_WINDOWS)
+    assert json.loads(out)["coverage"]["graph_kernels_attributed"] == 0
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, H100, "--min-coverage", "0.02")  # 3.1 % >= 2 %: met
+    assert (rc, err) == (0, NO_WINDOWS)
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, H100, "--min-coverage", "0.5")
+    assert (rc, err) == (1, NO_WINDOWS)  # only --min-coverage decides exit 1
+
+
+def test_good_pair_says_nothing_on_stderr(run_cli: Any) -> None:
+    for argv in ((), ("--json",), ("--group-by", "module")):
+        rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, *argv)
+        assert (rc, err) == (0, ""), argv
+
+
+def test_derived_wrong_capture_and_wrong_rank_name_their_causes(
+    run_cli: Any, real: dict[str, Any], tmp_path: Path
+) -> None:
+    """DERIVED: the capture's kernel names rotated (another model or build), and the same capture claiming
+    rank 1 (given with --any-rank): a rank that differs is named first."""
+    rotated = rotate_names(real["capture"])
+    wrong = save(rotated, tmp_path / "wrong_capture.json.gz")
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, wrong, "--json")
+    head = f"capture-trace: warning: {VLLM_REPLAY}: only 0/421 graph kernels and 3.1 % of GPU time attributed: "
+    assert (rc, err) == (0, head + "the replayed kernel sequences are not the captured ones: wrong capture or "
+                         "runner (another model, runner or build)?\n")
+    other = save(with_rank(rotated, 1), tmp_path / "wrong_capture_rank1.json.gz")
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, other, "--json", "--any-rank")
+    assert (rc, err) == (0, head + "the replay is rank 0, the captures rank 1: wrong rank?\n")
+    right_capture_other_rank = save(with_rank(real["capture"], 1), tmp_path / "capture_rank1.json.gz")
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, right_capture_other_rank, "--json", "--any-rank")
+    assert (rc, err) == (0, "")  # coverage is fine: no word about ranks
+
+
+def test_derived_nvidia_capture_without_warmup_names_the_missing_pass(tmp_path: Path) -> None:
+    """DERIVED from the H100 trace: launches without kernel names and no warm-up pass to name them."""
+    cap, rep = nvidia_pair(load(H100), warmup=False)
+    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
+    res = attribute_replay(str(rep_p), load_capture(str(cap_p)).windows, [str(cap_p)])
+    warning = low_coverage(res, None)
+    assert warning is not None and warning.startswith(f"{rep_p}: only 0/{res.graph_kernels:,} graph kernels")
+    assert warning.endswith(
+        "the captured launches have no kernel names: a capture taken without its eager warm-up pass (which names them)?"
+    )
+
+
+# -- (c) "written to" lines ----------------------------------------------------------------------------
+
+
+def test_csv_and_annotate_say_where_they_wrote(run_cli: Any, tmp_path: Path) -> None:
+    rows, annotated = tmp_path / "ops.csv", tmp_path / "annotated.json.gz"
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--csv", rows, "--annotate", annotated)
+    assert rc == 0 and "coverage:" in out
+    n = len(rows.read_text().splitlines()) - 1
+    assert err == (
+        f"capture-trace: info: wrote {n} rows to {rows}\n"
+        f"capture-trace: info: wrote the annotated replay (421 kernels annotated) to {annotated}\n"
+    )
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--json", "--group-by", "module", "--csv", rows)
+    assert (rc, err) == (0, f"capture-trace: info: wrote 3 rows to {rows}\n")
+
+
+def test_nothing_said_when_the_output_is_stdout(tmp_path: Path) -> None:
+    """``-`` and ``/dev/stdout`` write to descriptor 1 itself: a real child process, its stdout a pipe."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "mixins", "attribute", str(VLLM_REPLAY), str(VLLM_CAPTURE), "--json"]
+    for extra in (["--csv", "-"], ["--csv", "/dev/stdout"], ["--annotate", "/dev/stdout"]):
+        done = subprocess.run(argv + extra, capture_output=True, text=True, env=env, timeout=300)
+        assert (done.returncode, done.stderr) == (0, ""), extra
+        assert "vllm::moe_forward" in done.stdout
+
+
+# -- (d) --group-by ------------------------------------------------------------------------------------
+
+
+def _json(run_cli: Any, *argv: Any) -> dict[str, Any]:
+    rc, out, err = run_cli("attribute", *argv, "--json")
+    assert rc == 0, err
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def test_default_json_is_byte_identical_to_mains(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(DATA)
+    rc, out, _ = run_cli("attribute", VLLM_REPLAY.name, VLLM_CAPTURE.name, "--json")
+    assert rc == 0 and out == GOLDEN.read_text()
+
+
+@pytest.mark.parametrize("by", ["op", "module", "shape", "segment"])
+def test_every_view_adds_up_to_the_attributed_time(run_cli: Any, by: str, tmp_path: Path) -> None:
+    rows_csv = tmp_path / "rows.csv"
+    res = _json(run_cli, VLLM_REPLAY, VLLM_CAPTURE, "--group-by", by, "--csv", rows_csv)
+    base = {k: v for k, v in res.items() if k != "groups"}
+    main = json.loads(GOLDEN.read_text())
+    assert base == {**main, "replay": str(VLLM_REPLAY), "captures": [str(VLLM_CAPTURE)]}  # the rest as before
+    assert res["groups"]["by"] == by
+    rows = res["groups"]["rows"]
+    cov = res["coverage"]
+    assert sum(r["gpu_time_us"] for r in rows) == pytest.approx(cov["attributed_us"], abs=1e-3 * len(rows))
+    assert sum(r["kernels"] for r in rows) == sum(op["kernels"] for op in res["ops"])
+    assert sum(r["count"] for r in rows) == sum(op["count"] for op in res["ops"])
+    assert [r["gpu_time_us"] for r in rows] == sorted((r["gpu_time_us"] for r in rows), reverse=True)
+    with open(rows_csv, newline="") as f:
+        got = list(csv.DictReader(f))
+    assert len(got) == len(rows)
+    for line, row in zip(got, rows, strict=True):
+        assert line["replay"] == str(VLLM_REPLAY)
+        for k, v in row.items():
+            if k in ("input_dims", "input_types"):
+                assert (json.loads(line[k]) if line[k] else None) == v
+            elif isinstance(v, bool) or not isinstance(v, (int, float)):
+                assert line[k] == ("" if v is None else str(v))
+            else:
+                assert float(line[k]) == v
+    if by == "op":
+        assert rows == res["ops"]
+    else:
+        assert sum(r["ops"] for r in rows) == len(res["ops"])
+
+
+def test_views_of_the_real_pair(run_cli: Any) -> None:
+    res = _json(run_cli, VLLM_REPLAY, VLLM_CAPTURE, "--group-by", "module")
+    top = res["groups"]["rows"][0]
+    assert (top["module"], top["ops"], top["kernels"]) == ("nn.Module: GraphModule", 14, 421)
+    graph = sum(op["gpu_time_us"] for op in res["ops"] if op["module"] == "nn.Module: GraphModule")
+    assert top["gpu_time_us"] == pytest.approx(graph, abs=0.01)
+    res = _json(run_cli, VLLM_REPLAY, VLLM_CAPTURE, "--group-by", "shape")
+    moe = next(r for r in res["groups"]["rows"] if r["name"] == "vllm::moe_forward")
+    assert (moe["input_dims"][0], moe["count"], moe["kernels"]) == ([32, 3072], 24, 72)
+    assert set(moe) == {"name", "input_dims", "input_types", "ops", "kernels", "count", "gpu_time_us", "mean_us"}
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--group-by", "module")
+    assert (rc, err) == (0, "")
+    assert f"{VLLM_REPLAY}: modules by GPU time" in out and "nn.Module: GraphModule" in out
+    assert "vllm::moe_forward" not in out  # the view replaces the op rows
+    assert "coverage: graph kernels 421/421 attributed" in out
+
+
+def test_derived_two_segments_in_the_segment_view(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
+    """DERIVED: the capture in two ``capture::bs=N`` segments, the graph replayed once in each."""
+    cap, rep = scaled(real["capture"], real["replay"], segments=2, launches=2)
+    cap_p, rep_p = save(cap, tmp_path / "two_capture.json.gz"), save(rep, tmp_path / "two_replay.json.gz")
+    res = _json(run_cli, rep_p, cap_p, "--group-by", "segment")
+    rows = {(r["source"], r["segment"]): r for r in res["groups"]["rows"]}
+    assert set(rows) == {("graph", "bs=32"), ("graph", "bs=64"), ("eager", None)}
+    assert rows[("graph", "bs=32")]["kernels"] == rows[("graph", "bs=64")]["kernels"] == 421
+    total = sum(r["gpu_time_us"] for r in rows.values())
+    assert total == pytest.approx(res["coverage"]["attributed_us"], abs=0.01)
+    rc, out, _ = run_cli("attribute", rep_p, cap_p, "--group-by", "segment")
+    assert rc == 0 and "runners and segments by GPU time" in out and "bs=64" in out
+
+
+# -- (b) progress on a terminal only ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_replay(real: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """DERIVED: the real replay plus a top-level member of 6.7 MB of random base64 text, so its gzip
+    passes the progress bar's size threshold (render.PROGRESS_MIN_BYTES); attribution is unchanged."""
+    from mixins.analysis.render import PROGRESS_MIN_BYTES
+
+    doc = {**real["replay"], "padding": base64.b64encode(os.urandom(5 << 20)).decode()}
+    path = save(doc, tmp_path_factory.mktemp("big") / "big_replay_rank_0.json.gz")
+    assert path.stat().st_size >= PROGRESS_MIN_BYTES
+    return path
+
+
+def _on_a_terminal(*argv: Any) -> tuple[int, str, str]:
+    """``capture-trace attribute ARGV`` in a child whose stderr is a real pseudo-terminal and whose
+    stdout is a pipe: (exit code, stdout, what the terminal received)."""
+    main, child = pty.openpty()
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(main, 1 << 16)
+            except OSError:  # EIO: the child closed the terminal
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color", "COLUMNS": "120"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mixins", "attribute", *map(str, argv)],
+            stdout=subprocess.PIPE, stderr=child, env=env, timeout=300,
+        )
+    finally:
+        os.close(child)
+        reader.join()
+        os.close(main)
+    return done.returncode, done.stdout.decode(), b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["sequential", "overlapped"])
+def test_progress_on_a_terminal_never_with_json(big_replay: Path, jobs: str) -> None:
+    """-j 1 reads in turn; -j 2 reads the (≥ 1 MiB) replay here while the capture loads in a worker."""
+    rc, out, term = _on_a_terminal(big_replay, VLLM_CAPTURE, "-j", jobs, "--top", "1")
+    assert rc == 0 and "coverage: graph kernels 421/421 attributed" in out
+    assert big_replay.name in term and "MB" in term, term  # the byte bar: its label and size
+    assert "warning" not in term
+    rc, out, term = _on_a_terminal(big_replay, VLLM_CAPTURE, "-j", jobs, "--json")
+    assert rc == 0 and json.loads(out)["coverage"]["graph_kernels_attributed"] == 421
+    assert term == ""
+
+
+def test_no_progress_when_stderr_is_piped(big_replay: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mixins", "attribute", str(big_replay), str(VLLM_CAPTURE), "--top", "1"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert io.StringIO(done.stdout).readline().startswith(f"{big_replay}: ops by GPU time")
+
+
+def test_readme_examples_are_the_real_output(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's ``--group-by module`` table and warning line, re-run from tests/data."""
+    text = (REPO / "README.md").read_text()
+    start = text.index("$ capture-trace attribute vllm_decode_full_graph_replay_rank_0.json.gz vllm_decode_full_"
+                       "graph_capture_rank_0.json.gz --group-by module\n")
+    block = text[start:text.index("```", start)].splitlines()
+    (second,) = [n for n, line in enumerate(block) if n and line.startswith("$ ")]
+    monkeypatch.chdir(DATA)
+    rc, out, err = run_cli(*block[0].split()[2:])
+    assert (rc, err) == (0, "") and out.splitlines() == block[1:second]
+    rc, _, err = run_cli(*block[second].split(">")[0].split()[2:])
+    assert rc == 0 and err.splitlines() == block[second + 1:]
