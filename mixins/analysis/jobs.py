@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from mixins.analysis import render
-from mixins.analysis.tables import wide_tables
 from mixins.analysis.model.identity import is_trace_name, names_a_trace
 from mixins.analysis.read.reader import Limits, TraceError, current_limits, using_limits
+from mixins.analysis.tables import wide_tables
 from mixins.helptext import int_at_least, non_negative_int
 from mixins.naming import SUBDIR
 

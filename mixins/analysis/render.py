@@ -305,7 +305,7 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
         rows: list[list[Cell]] = [[s["label"], *(f"{s[k]:,}" for k, _ in _COLS)] for s in t["segments"]]
         tot = t["totals"]
         rows.append([Text("total", style="bold"), f"{t['events']:,}", *(f"{tot[k]:,}" for k, _ in _COLS[1:])])
-        print_table(out, (Col("segment", "key"), *(c for _, c in _COLS)), rows)
+        print_table(out, (Col("segment", "key", fold=8), *(c for _, c in _COLS)), rows)
         if top <= 0:
             continue
         for s in t["segments"]:
@@ -350,7 +350,7 @@ def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
     out = console()
     out.print(safe(f"A: {path_a}"))
     out.print(safe(f"B: {path_b}"))
-    cols = (Col("segment", "key"), Col("status"), *(Col(c, "num") for c in ("ops A", "ops B", "first diff",
+    cols = (Col("segment", "key", fold=8), Col("status"), *(Col(c, "num") for c in ("ops A", "ops B", "first diff",
                                                                              "added", "removed", "changed")))
     rows: list[list[Cell]] = [
         [

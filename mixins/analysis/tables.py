@@ -66,7 +66,8 @@ class Col:
     ``drop``: the order in which a narrow terminal leaves it out (1 first; None: always shown).
     ``fold``: the narrowest it may fold to (None: never folds). ``time``: cells are µs, shown in the
     unit (added to the header) of the largest value of every column with this same ``time`` name
-    (wall and phases, runners side by side: one unit, so they compare at a glance). ``runner``: cells are runner names, shortened together when narrow."""
+    (wall and phases, runners side by side: one unit, so they compare at a glance). ``runner``:
+    cells are runner names, shortened together when narrow."""
 
     header: str
     kind: Literal["key", "num", "text"] = "text"
@@ -134,12 +135,12 @@ def _width(text: Text) -> int:
 
 
 def _fold_points(line: str, width: int) -> list[int]:
-    """Where to break one line into pieces of at most ``width`` cells: after a space or a comma in
-    the piece's second half, else anywhere but between two digits (a number is never split)."""
+    """Where to break one line into pieces of at most ``width`` cells: after its last space or comma,
+    else anywhere but between two digits (a number is never split)."""
     cuts, start = [], 0
     while len(line) - start > width:
         end = start + width
-        soft = max(line.rfind(" ", start + width // 2, end), line.rfind(",", start + width // 2, end - 1))
+        soft = max(line.rfind(" ", start + 1, end + 1), line.rfind(",", start + 1, end))
         if soft >= 0:
             end = soft + 1
         else:
@@ -157,10 +158,13 @@ def _fold(text: Text, width: int) -> Text:
 
     if _width(text) <= width:
         return text
-    out, offset = [], 0
+    out: list[Text] = []
+    offset = 0
     for line in text.plain.split("\n"):
         pieces = text[offset: offset + len(line)].divide(_fold_points(line, width)) if line else [Text("")]
-        out += [p.rstrip() or p for p in pieces]
+        for piece in pieces:
+            piece.rstrip()  # in place: a fold after a space leaves none at the line's end
+            out.append(piece)
         offset += len(line) + 1
     return Text("\n").join(out)
 
@@ -240,9 +244,10 @@ def _layout(columns: list[_Column], width: int, wide: bool) -> tuple[list[_Colum
     fold_keys = need(False) > 0
     widths = [c.least(fold_keys) for c in shown]
     extra = _room(width, len(shown)) - sum(widths)
-    # what is left goes back: keys first, then headers, then text by importance (never-dropped first)
-    order = sorted(range(len(shown)), key=lambda i: (shown[i].spec.kind != "key", shown[i].spec.kind != "num",
-                                                      -(shown[i].spec.drop or 1 << 30)))
+    # what is left goes back: keys first, then folded text (the nearest to whole first: a folded cell
+    # costs a line per row), then wrapped headers (one line per table)
+    order = sorted(range(len(shown)), key=lambda i: (shown[i].spec.kind != "key", shown[i].spec.kind == "num",
+                                                      shown[i].natural - widths[i]))
     for i in order:
         if extra <= 0:
             break
@@ -273,10 +278,10 @@ def print_table(
         names = short_runners(runners)
         columns = _columns(cols, rows, {k: v for k, v in names.items() if k != v})
     if not terminal or sum(c.natural for c in columns) <= room:
-        shown, widths, dropped = columns, [c.natural for c in columns], []
+        shown, widths, dropped = columns, [c.natural for c in columns], list[str]()
     else:
         shown, widths, dropped = _layout(columns, out.width, _WIDE[0])
-    cells = [[_fold(cell, w) for cell in c.cells] for c, w in zip(shown, widths)] if terminal else None
+    cells = [[_fold(cell, w) for cell in c.cells] for c, w in zip(shown, widths, strict=True)] if terminal else None
     over = sum(widths) > _room(out.width, len(shown))
     table = Table(
         title=Text(one_line(title)) if title else None,
@@ -284,7 +289,7 @@ def print_table(
         show_lines=any("\n" in c.plain for col in cells or [] for c in col),
         width=sum(widths) + _EDGE * len(shown) + 1 if terminal and over else None,
     )
-    for c, w in zip(shown, widths):
+    for c, w in zip(shown, widths, strict=True):
         justify = "right" if c.spec.right else (c.spec.justify or "left")
         if terminal:
             header = Text(_header_lines(one_line(c.header), w))

@@ -24,9 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.analysis.conftest import DATA, VLLM
-
 from mixins.analysis.tables import short_runners
+from tests.analysis.conftest import DATA, VLLM
 
 REPO = Path(__file__).resolve().parents[2]
 REPLAY = DATA / "vllm_decode_full_graph_replay_rank_0.json.gz"
@@ -97,7 +96,7 @@ def tables(text: str) -> list[dict[str, Any]]:
             head.append([c.strip() for c in lines[i].strip("┃").split("┃")])
             i += 1
         assert lines[i].startswith("┡"), lines[i]
-        headers = [" ".join(filter(None, col)) for col in zip(*head)]
+        headers = [" ".join(filter(None, col)) for col in zip(*head, strict=True)]
         body: list[str] = []
         i += 1
         while not lines[i].startswith("└"):
@@ -109,7 +108,7 @@ def tables(text: str) -> list[dict[str, Any]]:
         block: list[list[str]] = []
         for line in body + ["├"]:
             if line.startswith("├") or (block and not ruled):
-                rows.append([list(c) for c in zip(*block)])
+                rows.append([list(c) for c in zip(*block, strict=True)])
                 block = []
             if not line.startswith("├"):
                 block.append([c.strip() for c in line.strip("│").split("│")])
@@ -134,7 +133,7 @@ def check_output(text: str, columns: int) -> list[dict[str, Any]]:
                 shown = [p for p in pieces if p]
                 if any(_NUMBER.fullmatch(p) for p in shown):
                     assert len(shown) == 1, pieces  # a number cell never folds
-                for a, b in zip(shown, shown[1:]):
+                for a, b in zip(shown, shown[1:], strict=False):
                     assert not (a[-1].isdigit() and b[0].isdigit()), pieces  # nor breaks inside a number
                 assert "…" not in cell_text(pieces)
         if columns >= 80:
@@ -190,7 +189,7 @@ def _case(command: str, columns: int, demo_dir: Path, expected: dict[str, Any]) 
     assert "not shown at" not in wide
     wide_tables = check_output(wide, 0)
     assert len(wide_tables) == len(found)
-    for narrow, full in zip(found, wide_tables):
+    for narrow, full in zip(found, wide_tables, strict=True):
         assert sorted(narrow["dropped"]) == sorted(h for h in full["headers"] if h not in narrow["headers"]), full
         assert all(h in full["headers"] for h in narrow["headers"])
 

@@ -37,12 +37,12 @@ def bar(phases: dict[str, float], scale: float, width: int = BAR_WIDTH) -> Text:
 
 
 def _cells(row: dict[str, Any]) -> list[Cell]:
-    return [Us(row["wall_us"])] + [Us(row["phases"][p], f" ({row['shares'][p]:.0%})") for p in PHASES]
+    return [Us(row["wall_us"]), *(Us(row["phases"][p], f" ({row['shares'][p]:.0%})") for p in PHASES)]
 
 
 # the bar goes first at narrow widths: the numbers beside it say the same
 _SEGMENT_COLUMNS = (
-    Col("segment", "key"),
+    Col("segment", "key", fold=8),
     Col("windows", "num", drop=2),
     Col("wall", "num", time="wall"),
     *(Col(p, "num", time="wall") for p in PHASES),
@@ -65,7 +65,7 @@ def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Ce
     for t in traces:
         labels += [s["label"] for s in t["segments"] if s["label"] not in labels]
     labels = by_size(labels)  # decode (bs=) and prefill (tokens=) runners: each unit's rows together
-    cols = [Col("segment", "key")] + [Col(who(t), "num", time="wall") for t in traces]
+    cols = [Col("segment", "key", fold=8)] + [Col(who(t), "num", time="wall") for t in traces]
     rows: list[list[Cell]] = []
     for label in labels + ["total"]:
         values = [
