@@ -136,7 +136,8 @@ def _width(text: Text) -> int:
 
 def _fold_points(line: str, width: int) -> list[int]:
     """Where to break one line into pieces of at most ``width`` cells: after its last space or comma,
-    else anywhere but between two digits (a number is never split)."""
+    else anywhere but before a digit (a number is never split, and never stands alone looking like
+    a cell of its own: ``tokens`` / ``=64``)."""
     cuts, start = [], 0
     while len(line) - start > width:
         end = start + width
@@ -144,7 +145,7 @@ def _fold_points(line: str, width: int) -> list[int]:
         if soft >= 0:
             end = soft + 1
         else:
-            while end > start + 1 and line[end - 1].isdigit() and line[end].isdigit():
+            while end > start + 1 and line[end].isdigit():  # a piece never starts inside or at a number
                 end -= 1
             if end == start + 1:  # a number wider than the column (never: folds are wider than numbers)
                 end = start + width
