@@ -22,6 +22,7 @@ import msgspec
 from mixins.analysis import render
 from mixins.analysis.model.identity import is_trace_name, names_a_trace
 from mixins.analysis.read.reader import Limits, TraceError, current_limits, using_limits
+from mixins.analysis.tables import wide_tables
 from mixins.formats import SUBDIR
 from mixins.helptext import int_at_least, non_negative_int
 
@@ -42,9 +43,17 @@ def add_jobs_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("-j", "--jobs", type=jobs, default=0, metavar="N", help="worker processes; 0: one per core")
 
 
-def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser) -> Callable[..., int]:
-    """Give ``p`` the --max-events / --max-value-mib options; ``cmd`` runs under those limits."""
+def with_limits(
+    cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser, tables: bool = True
+) -> Callable[..., int]:
+    """Give ``p`` the --max-events / --max-value-mib options (and ``--wide`` where it prints ``tables``);
+    ``cmd`` runs under those limits and that table policy (``tables.wide_tables``)."""
     d = Limits()
+    if tables:
+        p.add_argument(
+            "--wide", action="store_true",
+            help="on a narrow terminal keep every table column (default: leave the least important out, with a note)",
+        )
     p.add_argument(
         "--max-events",
         type=int_at_least(1, "--max-events"),
@@ -62,7 +71,7 @@ def with_limits(cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentPa
 
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
-        with using_limits(Limits(args.max_events, args.max_value_mib << 20)):
+        with using_limits(Limits(args.max_events, args.max_value_mib << 20)), wide_tables(tables and args.wide):
             return cmd(args)
 
     return run

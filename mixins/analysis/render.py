@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
 
     from mixins.analysis.commands.compare import GroupCheck, SegmentDiff
 
 from mixins.analysis.serialise import to_json
+from mixins.analysis.tables import Cell, Col, Us, duration_text, print_table
 from mixins.one_line import one_line
 
 # rich is imported by the functions that draw (~45 ms), so ``--json`` output and errors never load it.
@@ -157,36 +157,35 @@ def _rank(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
-def render_ls(rows: list[dict[str, Any]]) -> None:
-    from rich.table import Table
+LS_COLUMNS = (
+    Col("file", "key", fold=24),
+    Col("runner", "key", drop=5, runner=True),  # the file name says it too, for ours
+    Col("TP", "num"),
+    Col("PP", "num", drop=4),
+    Col("idx", "num", drop=3),
+    Col("identity", drop=1),
+    Col("size", "num"),
+    Col("events", "num"),
+    Col("segments", fold=16, drop=2),
+)
 
-    table = Table(title=None, show_lines=False)
-    for col, just in (
-        ("file", "left"),
-        ("runner", "left"),
-        ("TP", "right"),
-        ("PP", "right"),
-        ("idx", "right"),
-        ("identity", "left"),
-        ("size", "right"),
-        ("events", "right"),
-        ("segments", "left"),
-    ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+
+def render_ls(rows: list[dict[str, Any]]) -> None:
+    table: list[list[Cell]] = []
     for t in rows:
         labels = [s["label"] for s in t["segments"]]
-        table.add_row(
-            safe(os.path.basename(t["path"])),
-            safe(t.get("runner") or "?"),
+        table.append([
+            os.path.basename(t["path"]),
+            t.get("runner") or "?",
             _rank(t.get("tp_rank")),
             _rank(t.get("pp_rank")),
             str(t.get("capture_index", "")),
             t["identity_source"],
             size_text(t["size"]),
             count_text(t["events"]),
-            safe(f"{len(labels)}: {', '.join(cut(labels, 8))}"),
-        )
-    console().print(table)
+            f"{len(labels)}: {', '.join(cut(labels, 8))}",
+        ])
+    print_table(console(), LS_COLUMNS, table, runners=[t.get("runner") or "?" for t in rows])
 
 
 def render_temps(temps: list[Any], cleaning: bool = False) -> None:
@@ -254,17 +253,25 @@ def render_ls_long(rows: list[dict[str, Any]]) -> None:
             out.print(f"  {name:<9} {safe(text)}")
 
 
+# (summary field, column): the last to go at narrow widths first (drop)
 _COLS = (
-    ("events", "events"),
-    ("cpu_ops", "cpu_ops"),
-    ("signatures", "sigs"),
-    ("launches", "launches"),
-    ("graph_launches", "graph"),
-    ("kernels", "kernels"),
-    ("linked_kernels", "linked"),
-    ("unnamed_launches", "unnamed"),
-    ("attributed_launches", "attributed"),
-    ("ops_without_shapes", "no shapes"),
+    ("events", Col("events", "num")),
+    ("cpu_ops", Col("cpu_ops", "num")),
+    ("signatures", Col("sigs", "num", drop=5)),
+    ("launches", Col("launches", "num")),
+    ("graph_launches", Col("graph", "num", drop=4)),
+    ("kernels", Col("kernels", "num")),
+    ("linked_kernels", Col("linked", "num", drop=6)),
+    ("unnamed_launches", Col("unnamed", "num", drop=3)),
+    ("attributed_launches", Col("attributed", "num", drop=2)),
+    ("ops_without_shapes", Col("no shapes", "num", drop=1)),
+)
+_TOP_COLUMNS = (
+    Col("count", "num"),
+    Col("op", "key", fold=20),
+    Col("input dims", fold=16, drop=2),
+    Col("input types", fold=16, drop=1),
+    Col("kernels", fold=30, drop=3),
 )
 
 
@@ -287,7 +294,7 @@ def _kernel_text(k: dict[str, Any]) -> str:
 
 
 def render_summary(traces: list[dict[str, Any]], top: int) -> None:
-    from rich.table import Table
+    from rich.text import Text
 
     out = console()
     for t in traces:
@@ -295,36 +302,30 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
             f"[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (identity: {t['identity_source']}, "
             f"segments: {safe(t['segment_source'])}, {t['events']:,} events)"
         )
-        table = Table()
-        table.add_column("segment")
-        for _, title in _COLS:
-            table.add_column(title, justify="right")
-        for s in t["segments"]:
-            table.add_row(safe(s["label"]), *(f"{s[k]:,}" for k, _ in _COLS))
+        rows: list[list[Cell]] = [[s["label"], *(f"{s[k]:,}" for k, _ in _COLS)] for s in t["segments"]]
         tot = t["totals"]
-        table.add_row("[bold]total[/bold]", f"{t['events']:,}", *(f"{tot[k]:,}" for k, _ in _COLS[1:]))
-        out.print(table)
+        rows.append([Text("total", style="bold"), f"{t['events']:,}", *(f"{tot[k]:,}" for k, _ in _COLS[1:])])
+        print_table(out, (Col("segment", "key", fold=8), *(c for _, c in _COLS)), rows)
         if top <= 0:
             continue
         for s in t["segments"]:
             if not s["top"]:
                 continue
-            tt = Table(title=safe(f"{s['label']}: top {len(s['top'])} signatures"), title_justify="left")
-            tt.add_column("count", justify="right")
-            tt.add_column("op")
-            tt.add_column("input dims")
-            tt.add_column("input types")
-            tt.add_column("kernels")
-            for row in s["top"]:
-                kernels = [_kernel_text(k) for k in row["kernels"]]
-                tt.add_row(
-                    f"{row['count']:,}",
-                    safe(row["op"]),
-                    safe(_shown(row["input_dims"])),
-                    safe(_shown(row["input_types"])),
-                    "\n".join(safe(k) for k in cut(kernels, 4)) or "-",
-                )
-            out.print(tt)
+            print_table(
+                out,
+                _TOP_COLUMNS,
+                [
+                    [
+                        f"{row['count']:,}",
+                        row["op"],
+                        _shown(row["input_dims"]),
+                        _shown(row["input_types"]),
+                        cut([_kernel_text(k) for k in row["kernels"]], 4) or "-",
+                    ]
+                    for row in s["top"]
+                ],
+                title=f"{s['label']}: top {len(s['top'])} signatures",
+            )
 
 
 def _shown(value: Any) -> str:
@@ -346,26 +347,20 @@ def _op_text(op: dict[str, Any] | None) -> str:
 
 
 def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
-    from rich.table import Table
-
     out = console()
     out.print(safe(f"A: {path_a}"))
     out.print(safe(f"B: {path_b}"))
-    table = Table()
-    for col in ("segment", "status", "ops A", "ops B", "first diff", "added", "removed", "changed"):
-        table.add_column(col, justify="left" if col in ("segment", "status") else "right")
-    for d in diffs:
-        table.add_row(
-            safe(d.label),
+    cols = (Col("segment", "key", fold=8), Col("status"), *(Col(c, "num") for c in ("ops A", "ops B", "first diff",
+                                                                             "added", "removed", "changed")))
+    rows: list[list[Cell]] = [
+        [
+            d.label,
             d.status.replace("only_a", "only in A").replace("only_b", "only in B"),
-            count_text(d.ops_a),
-            count_text(d.ops_b),
-            count_text(d.first_diff),
-            count_text(d.added),
-            count_text(d.removed),
-            count_text(d.changed),
-        )
-    out.print(table)
+            *map(count_text, (d.ops_a, d.ops_b, d.first_diff, d.added, d.removed, d.changed)),
+        ]
+        for d in diffs
+    ]
+    print_table(out, cols, rows)
     for d in diffs:
         if d.status != "changed":
             continue
@@ -396,19 +391,30 @@ def _result(g: GroupCheck) -> str:
     return "INCOMPLETE" if g.complete is False else "PROBLEM"
 
 
-def render_check(groups: list[GroupCheck]) -> None:
-    from rich.table import Table
+CHECK_COLUMNS = (
+    Col("runner", "key", runner=True),
+    Col("PP", justify="left"),
+    Col("idx", justify="left"),
+    Col("TP ranks", fold=12),
+    Col("TP size", justify="left"),
+    Col("result", "key"),
+)
 
+
+def render_check(groups: list[GroupCheck]) -> None:
     out = console()
-    table = Table()
-    for col in ("runner", "PP", "idx", "TP ranks", "TP size", "result"):
-        table.add_column(col)
-    for g in groups:
-        ranks = ", ".join("?" if r is None else str(r) for r, _ in g.members)
-        table.add_row(
-            safe(g.runner or "?"), _rank(g.pp_rank), str(g.capture_index), ranks, _rank(g.tp_size), _result(g)
-        )
-    out.print(table)
+    rows: list[list[Cell]] = [
+        [
+            g.runner or "?",
+            _rank(g.pp_rank),
+            str(g.capture_index),
+            ", ".join("?" if r is None else str(r) for r, _ in g.members),
+            _rank(g.tp_size),
+            _result(g),
+        ]
+        for g in groups
+    ]
+    print_table(out, CHECK_COLUMNS, rows, runners=[g.runner or "?" for g in groups])
     for g in groups:
         head = safe(" ".join(x for x in (g.runner or "?", f"PP {g.pp_rank}" if g.pp_rank is not None else "",
                                            f"#{g.capture_index}") if x))
@@ -430,46 +436,79 @@ def render_check(groups: list[GroupCheck]) -> None:
             out.print(f"{head}: note: {safe(n)}")
 
 
-# an attribute row's key fields as table columns (op rows show no runner: their segment names it)
-_ATTRIBUTE_KEYS = {"name": "op", "module": "module", "input_dims": "input dims", "input_types": "input types",
-                   "source": "source", "runner": "runner", "segment": "segment"}
-_ATTRIBUTE_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
+ATTRIBUTE_COLUMNS = (
+    Col("op", "key", fold=24),
+    Col("module", fold=14, drop=4),
+    Col("input dims", fold=16, drop=3),
+    Col("input types", fold=16, drop=1),
+    Col("source", drop=2),
+    Col("segment", fold=10, drop=5),
+    Col("kernels", "num"),
+    Col("count", "num"),
+    Col("total", "num", time="total"),
+    Col("mean", "num", time="mean", drop=6),
+    Col("share", "num"),
+)
+# ``--group-by`` views: the key fields each view's rows carry (attribute_views.GROUP_KEYS) as columns
+_GROUP_KEY_COLUMNS = {
+    "name": Col("op", "key", fold=24),
+    "module": Col("module", "key", fold=14),
+    "input_dims": Col("input dims", fold=16, drop=2),
+    "input_types": Col("input types", fold=16, drop=1),
+    "source": Col("source", "key"),
+    "runner": Col("runner", "key", runner=True),
+    "segment": Col("segment", "key", fold=10),
+}
+_GROUP_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
 
 
-def _attribute_cell(field: str, value: Any) -> str:
-    if field == "name":
-        return safe(value if len(value) <= 60 else value[:57] + "...")
-    if field in ("input_dims", "input_types"):
-        return safe(_shown(value))
-    return safe("-" if value is None else value)
-
-
-def _attribute_table(res: dict[str, Any], top: int, group: dict[str, Any] | None = None) -> Table:
-    """The op rows, or (``group``: a ``--group-by`` view other than op) the grouped rows, by GPU time."""
-    from rich.table import Table
-
-    rows = res["ops"] if group is None else group["rows"]
-    counts: tuple[str, ...]
-    if group is None:
-        keys, counts = [k for k in _ATTRIBUTE_KEYS if k != "runner"], ("kernels", "count")
-    else:
-        keys, counts = [k for k in _ATTRIBUTE_KEYS if rows and k in rows[0]], ("ops", "kernels", "count")
-    what = "ops" if group is None else _ATTRIBUTE_TITLE[group["by"]]
-    table = Table(title=safe(f"{res['replay']}: {what} by GPU time"), title_justify="left")
-    for col in keys:
-        table.add_column(_ATTRIBUTE_KEYS[col])
-    for col in (*counts, "total µs", "mean µs", "share"):
-        table.add_column(col, justify="right")
+def _attribute_table(res: dict[str, Any], top: int) -> list[list[Cell]]:
+    """The rows of ``ATTRIBUTE_COLUMNS`` for one replay's first ``top`` ops."""
     total = res["coverage"]["gpu_time_us"] or 1.0
-    for op in rows[:top]:
-        table.add_row(
-            *(_attribute_cell(k, op[k]) for k in keys),
-            *(f"{op[c]:,}" for c in counts),
-            f"{op['gpu_time_us']:,.1f}",
-            f"{op['mean_us']:,.1f}",
+    return [
+        [
+            op["name"],
+            op["module"],
+            _shown(op["input_dims"]),
+            _shown(op["input_types"]),
+            op["source"],
+            op["segment"] or "-",
+            f"{op['kernels']:,}",
+            f"{op['count']:,}",
+            Us(op["gpu_time_us"]),
+            Us(op["mean_us"]),
             f"{100 * op['gpu_time_us'] / total:.1f} %",
-        )
-    return table
+        ]
+        for op in res["ops"][:top]
+    ]
+
+
+def _print_group(out: Any, res: dict[str, Any], group: dict[str, Any], keys: list[str], top: int) -> None:
+    """A ``--group-by`` view (module, shape, segment) as a table of its key columns and totals."""
+    cols = (
+        *(_GROUP_KEY_COLUMNS[k] for k in keys),
+        Col("ops", "num"),
+        Col("kernels", "num"),
+        Col("count", "num"),
+        Col("total", "num", time="total"),
+        Col("mean", "num", time="mean", drop=6),
+        Col("share", "num"),
+    )
+    total = res["coverage"]["gpu_time_us"] or 1.0
+    rows: list[list[Cell]] = [
+        [
+            *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
+            f"{r['ops']:,}",
+            f"{r['kernels']:,}",
+            f"{r['count']:,}",
+            Us(r["gpu_time_us"]),
+            Us(r["mean_us"]),
+            f"{100 * r['gpu_time_us'] / total:.1f} %",
+        ]
+        for r in group["rows"][:top]
+    ]
+    runners = [r["runner"] for r in group["rows"][:top] if r.get("runner")]
+    print_table(out, cols, rows, title=f"{res['replay']}: {_GROUP_TITLE[group['by']]} by GPU time", runners=runners)
 
 
 def render_attribute(results: list[Any], top: int = 30) -> None:
@@ -479,20 +518,24 @@ def render_attribute(results: list[Any], top: int = 30) -> None:
     for result in results:
         res = to_json(result)
         group = res.get("groups")
-        group = group if group is not None and group["by"] != "op" else None
-        out.print(_attribute_table(res, top, group))
-        shown = res["ops"] if group is None else group["rows"]
+        if group is not None and group["by"] != "op":
+            keys = [k for k in _GROUP_KEY_COLUMNS if group["rows"] and k in group["rows"][0]]
+            _print_group(out, res, group, keys, top)
+            shown = group["rows"]
+        else:
+            print_table(out, ATTRIBUTE_COLUMNS, _attribute_table(res, top), title=f"{res['replay']}: ops by GPU time")
+            shown = res["ops"]
         if len(shown) > top:
             out.print(f"… {len(shown) - top} more rows (--json or --csv for all)")
         cov = res["coverage"]
         share = 100 * cov["attributed_us"] / cov["gpu_time_us"] if cov["gpu_time_us"] else 0.0
         out.print(
             f"coverage: graph kernels {cov['graph_kernels_attributed']:,}/{cov['graph_kernels']:,} attributed, "
-            f"GPU time {cov['attributed_us']:,.1f}/{cov['gpu_time_us']:,.1f} µs ({share:.1f} %)"
+            f"GPU time {duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])} ({share:.1f} %)"
         )
         for u in res["unattributed"]:
             out.print(
-                f"unattributed ({u['source']}): {u['kernels']:,} kernels, {u['gpu_time_us']:,.1f} µs "
+                f"unattributed ({u['source']}): {u['kernels']:,} kernels, {duration_text(u['gpu_time_us'])} "
                 f"in {u['launches']:,} launch(es): {safe(u['reason'])}"
             )
 

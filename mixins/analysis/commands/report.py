@@ -49,7 +49,7 @@ def add(subparsers: Any) -> None:
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
     p.add_argument("--any-rank", action="store_true", help="attribute even when ranks differ (as attribute's)")
     add_jobs_option(p)
-    p.set_defaults(func=with_limits(cmd_report, p))
+    p.set_defaults(func=with_limits(cmd_report, p, tables=False))
 
 
 def _printed(run: Callable[[], int]) -> tuple[int, Any]:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from mixins.analysis.tables import time_unit
 from mixins.one_line import one_line
 
 __all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json"]
@@ -35,7 +36,6 @@ _OP_COLORS = (
     "#3b7dd8", "#e4572e", "#29a36a", "#f2a541", "#8e5bd0", "#17a2b8", "#d0427f", "#7a9a01",
     "#b5651d", "#5c6bc0", "#c0392b", "#16a085", "#e67e22", "#6d4c41", "#2e86c1", "#a93226",
 )
-_UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
 
 
 class ReportUnavailable(Exception):
@@ -85,10 +85,6 @@ def _num(value: Any) -> str:
     return _h(json.dumps(value))
 
 
-def _unit(max_us: float) -> tuple[float, str]:
-    return next(((div, name) for div, name in _UNITS if max_us >= div), _UNITS[-1])
-
-
 def _fmt(us: float | None, div: float) -> str:
     return "–" if us is None else f"{us / div:,.3f}"
 
@@ -118,7 +114,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     rows = [(name, t, s) for name, t in zip(names, traces, strict=True) for s in t.get("segments") or []]
     if not rows:
         return None, "<p>No capture segment in these traces.</p>"
-    div, unit = _unit(max((s.get("wall_us") or 0.0) for _, _, s in rows))
+    div, unit = time_unit(max((s.get("wall_us") or 0.0) for _, _, s in rows))
     x = [[_label(n) for n, _, _ in rows], [_label(s.get("label", "?")) for _, _, s in rows]]
     bars = []
     for phase in PHASES:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from mixins.analysis.commands.time import NOTE, PHASES
 from mixins.analysis.model.segments import by_size
 from mixins.analysis.render import console, safe, who
+from mixins.analysis.tables import Cell, Col, Us, print_table
 
 __all__ = ["render_time", "bar"]
 
@@ -36,54 +36,37 @@ def bar(phases: dict[str, float], scale: float, width: int = BAR_WIDTH) -> Text:
     return text
 
 
-def _ms(us: float) -> str:
-    ms = us / 1000
-    return f"{ms:,.1f}" if ms >= 10 or ms == 0 else f"{ms:.2f}"
+def _cells(row: dict[str, Any]) -> list[Cell]:
+    return [Us(row["wall_us"]), *(Us(row["phases"][p], f" ({row['shares'][p]:.0%})") for p in PHASES)]
 
 
-def _cells(row: dict[str, Any]) -> list[str]:
-    return [_ms(row["wall_us"])] + [f"{_ms(row['phases'][p])} ({row['shares'][p]:.0%})" for p in PHASES]
+# the bar goes first at narrow widths: the numbers beside it say the same
+_SEGMENT_COLUMNS = (
+    Col("segment", "key", fold=8),
+    Col("windows", "num", drop=2),
+    Col("wall", "num", time="wall"),
+    *(Col(p, "num", time="wall") for p in PHASES),
+    Col("bar", drop=1),
+)
+_TOP_COLUMNS = (Col("phase"), Col("op", "key", fold=24), Col("self", "num", time="self"), Col("calls", "num"))
 
 
-def _segment_table(t: dict[str, Any], scale: float) -> Table:
-    table = Table(title_justify="left")
-    table.add_column("segment")
-    table.add_column("windows", justify="right")
-    table.add_column("wall ms", justify="right")
-    for p in PHASES:
-        table.add_column(f"{p} ms", justify="right")
-    table.add_column("")
-    for s in t["segments"]:
-        table.add_row(safe(s["label"]), str(s["capture_windows"]), *_cells(s), bar(s["phases"], scale))
-    tot = t["totals"]
+def _segment_rows(t: dict[str, Any], scale: float) -> list[list[Cell]]:
+    rows: list[list[Cell]] = [
+        [s["label"], str(s["capture_windows"]), *_cells(s), bar(s["phases"], scale)] for s in t["segments"]
+    ]
     windows = sum(s["capture_windows"] for s in t["segments"])
-    table.add_row("[bold]total[/bold]", str(windows), *_cells(tot), "")
-    return table
+    return rows + [[Text("total", style="bold"), str(windows), *_cells(t["totals"]), ""]]
 
 
-def _top_table(t: dict[str, Any]) -> Table | None:
-    rows = t["totals"]["top"]
-    if not rows:
-        return None
-    table = Table(title="top CPU ops by self time, over all segments", title_justify="left")
-    for col, just in (("phase", "left"), ("op", "left"), ("self ms", "right"), ("calls", "right")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for r in rows:
-        name = r["op"] if len(r["op"]) <= 80 else r["op"][:77] + "..."
-        table.add_row(r["phase"], safe(name), f"{r['self_us'] / 1000:,.2f}", f"{r['count']:,}")
-    return table
-
-
-def _side_by_side(traces: list[dict[str, Any]]) -> Table:
+def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Cell]]]:
     """Rows: segment labels (`segments.by_size`: bs, then tokens); columns: traces; the slowest cell of a row marked."""
     labels: list[str] = []
     for t in traces:
         labels += [s["label"] for s in t["segments"] if s["label"] not in labels]
     labels = by_size(labels)  # decode (bs=) and prefill (tokens=) runners: each unit's rows together
-    table = Table(title="wall ms per segment, runners side by side (* the slowest)", title_justify="left")
-    table.add_column("segment")
-    for t in traces:
-        table.add_column(safe(who(t)), justify="right")
+    cols = [Col("segment", "key", fold=8)] + [Col(who(t), "num", time="wall") for t in traces]
+    rows: list[list[Cell]] = []
     for label in labels + ["total"]:
         values = [
             t["totals"]["wall_us"] if label == "total"
@@ -91,14 +74,15 @@ def _side_by_side(traces: list[dict[str, Any]]) -> Table:
             for t in traces
         ]
         worst = max((v for v in values if v is not None), default=None)
-        table.add_row(
-            safe(label),
+        rows.append([
+            label,
             *(
-                "-" if v is None else f"[bold]{_ms(v)} *[/bold]" if v == worst and len(traces) > 1 else _ms(v)
+                "-" if v is None else Us(v, " *", "bold") if v == worst and len(traces) > 1 else Us(v)
                 for v in values
             ),
-        )
-    return table
+        ])
+    return cols, rows
+
 
 
 def render_time(traces: list[dict[str, Any]]) -> None:
@@ -113,10 +97,16 @@ def render_time(traces: list[dict[str, Any]]) -> None:
     scale = max((s["wall_us"] for t in traces for s in t["segments"]), default=0.0)
     for t in traces:
         out.print(f"\n[bold]{safe(who(t))}[/bold]  {safe(t['path'])}  (segments: {safe(t['segment_source'])})")
-        out.print(_segment_table(t, scale))
-        top = _top_table(t)
-        if top is not None:
-            out.print(top)
+        print_table(out, _SEGMENT_COLUMNS, _segment_rows(t, scale))
+        if t["totals"]["top"]:
+            print_table(
+                out,
+                _TOP_COLUMNS,
+                [[r["phase"], r["op"], Us(r["self_us"]), f"{r['count']:,}"] for r in t["totals"]["top"]],
+                title="top CPU ops by self time, over all segments",
+            )
     if len(traces) > 1:
         out.print()
-        out.print(_side_by_side(traces))
+        cols, rows = _side_by_side(traces)
+        print_table(out, cols, rows, title="wall time per segment, runners side by side (* the slowest)",
+                    runners=[t.get("runner") or "?" for t in traces])

@@ -1,0 +1,309 @@
+"""Width-aware tables: every analyzer table is a list of column specs and rows laid out here, once.
+
+Why one layout: rich's own squeezing cuts any cell with ``…`` — numbers included (``124,88…``, two EAGLE
+runners as ``EAGLEDr…``). Here a number, an op and a table's key column are never cut. On a terminal
+narrower than the table, in this order: headers wrap at spaces; runner names lose the CamelCase tail
+they all share (``EAGLEDraft`` / ``EAGLEDraftExtend``: distinct names stay distinct); folding columns
+(shapes, types, modules …) fold down to their minimum at safe points, never inside a number; the
+least important columns are dropped (``Col.drop``: 1 first) and a note names them, unless ``--wide``;
+keys fold last. What still does not fit is printed wider than the terminal, uncut. Piped output is
+today's: natural widths, nothing dropped, nothing folded (docs/DESIGN.md §7).
+
+Times are given in µs and shown in one unit per column (µs, ms or s, in the header), chosen by the
+column's largest value: ``time_unit`` is the one unit rule (the report page uses it too).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Union
+
+from mixins.one_line import one_line
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.text import Text
+
+__all__ = ["Col", "Us", "Cell", "time_unit", "duration_text", "short_runners", "print_table", "wide_tables"]
+
+UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+_DECIMALS = {"s": 2, "ms": 2, "µs": 1}
+_EDGE = 3  # per column: one space of padding each side and one border; plus one border for the table
+
+
+def time_unit(max_us: float) -> tuple[float, str]:
+    """(divisor, name) of the largest unit in which ``max_us`` is at least 1: 999 µs, 1.00 ms, 1.00 s."""
+    return next(((div, name) for div, name in UNITS if abs(max_us) >= div), UNITS[-1])
+
+
+def duration_text(us: float) -> str:
+    """One duration in its own unit, for lines outside tables: ``31.17 s``, ``724.4 µs``."""
+    div, unit = time_unit(us)
+    return f"{us / div:,.{_DECIMALS[unit]}f} {unit}"
+
+
+@dataclass(frozen=True)
+class Us:
+    """A duration cell (µs): shown in its column's unit, ``after`` appended (`` (45%)``, `` *``)."""
+
+    us: float
+    after: str = ""
+    style: str = ""
+
+
+# a cell: plain text (untrusted: escaped here, never read as markup), lines of it, a styled Text,
+# a duration in µs (a ``time`` column), or None (blank)
+Cell = Union[str, list[str], "Text", float, Us, None]
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column. ``kind``: ``key`` (the row's name: never dropped, folds only as a last resort),
+    ``num`` (right-aligned, never dropped unless ``drop`` says, never folded), ``text``.
+    ``drop``: the order in which a narrow terminal leaves it out (1 first; None: always shown).
+    ``fold``: the narrowest it may fold to (None: never folds). ``time``: cells are µs, shown in the
+    unit (added to the header) of the largest value of every column with this same ``time`` name
+    (wall and phases, runners side by side: one unit, so they compare at a glance). ``runner``:
+    cells are runner names, shortened together when narrow."""
+
+    header: str
+    kind: Literal["key", "num", "text"] = "text"
+    drop: int | None = None
+    fold: int | None = None
+    time: str = ""
+    runner: bool = False
+    justify: Literal["left", "right", "center"] | None = None
+
+    @property
+    def right(self) -> bool:
+        return self.justify == "right" or (self.justify is None and self.kind == "num")
+
+
+_WIDE = [False]
+
+
+@contextmanager
+def wide_tables(on: bool) -> Iterator[None]:
+    """``--wide``: every column shown, whatever the terminal's width (set per command run)."""
+    _WIDE[0], was = on, _WIDE[0]
+    try:
+        yield
+    finally:
+        _WIDE[0] = was
+
+
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+|[^A-Za-z0-9]+")
+
+
+def short_runners(names: Iterable[str]) -> dict[str, str]:
+    """Each runner name without the CamelCase words every name ends with (``CudaGraphRunner``): a
+    shared tail carries nothing, and names that differed still differ. Names it cannot shorten (one
+    word, ``?``) map to themselves."""
+    distinct = sorted({n for n in names if n})
+    split = {n: w for n in distinct if "".join(w := _WORD.findall(n)) == n and len(w) > 1 and n[0].isalpha()}
+    if len(split) < 2:  # one name: nothing to tell apart, and its tail may be all that says what it is
+        return {n: n for n in distinct}
+    tail = 0
+    while all(len(w) > tail + 1 for w in split.values()) and len({tuple(w[-tail - 1:]) for w in split.values()}) == 1:
+        tail += 1
+    return {n: "".join(split[n][: len(split[n]) - tail]) if tail and n in split else n for n in distinct}
+
+
+def _plain(cell: Cell, unit: tuple[float, str] | None) -> Text:
+    from rich.text import Text
+
+    if cell is None:
+        return Text("")
+    if isinstance(cell, Text):
+        return cell
+    if isinstance(cell, list):
+        return Text("\n".join(one_line(line) for line in cell))
+    if isinstance(cell, (Us, float, int)) and not isinstance(cell, bool):
+        us = cell if isinstance(cell, Us) else Us(float(cell))
+        div, name = unit or (1.0, "µs")
+        return Text(f"{us.us / div:,.{_DECIMALS[name]}f}{one_line(us.after)}", style=us.style)
+    return Text(one_line(cell))
+
+
+def _width(text: Text) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.plain.split("\n")), default=0)
+
+
+def _fold_points(line: str, width: int) -> list[int]:
+    """Where to break one line into pieces of at most ``width`` cells: after its last space or comma,
+    else anywhere but before a digit (a number is never split, and never stands alone looking like
+    a cell of its own: ``tokens`` / ``=64``)."""
+    cuts, start = [], 0
+    while len(line) - start > width:
+        end = start + width
+        soft = max(line.rfind(" ", start + 1, end + 1), line.rfind(",", start + 1, end))
+        if soft >= 0:
+            end = soft + 1
+        else:
+            while end > start + 1 and line[end].isdigit():  # a piece never starts inside or at a number
+                end -= 1
+            if end == start + 1:  # a number wider than the column (never: folds are wider than numbers)
+                end = start + width
+        cuts.append(end)
+        start = end
+    return cuts
+
+
+def _fold(text: Text, width: int) -> Text:
+    from rich.text import Text
+
+    if _width(text) <= width:
+        return text
+    out: list[Text] = []
+    offset = 0
+    for line in text.plain.split("\n"):
+        pieces = text[offset: offset + len(line)].divide(_fold_points(line, width)) if line else [Text("")]
+        for piece in pieces:
+            piece.rstrip()  # in place: a fold after a space leaves none at the line's end
+            out.append(piece)
+        offset += len(line) + 1
+    return Text("\n").join(out)
+
+
+def _header_lines(header: str, width: int) -> str:
+    """The header wrapped at spaces into ``width`` (no word is ever cut: widths are at least its longest)."""
+    lines: list[str] = []
+    for word in header.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+@dataclass
+class _Column:
+    spec: Col
+    header: str
+    cells: list[Text] = field(default_factory=list)
+
+    @property
+    def cell_width(self) -> int:
+        return max((_width(c) for c in self.cells), default=0)
+
+    @property
+    def natural(self) -> int:
+        return max(self.cell_width, len(self.header))
+
+    def least(self, fold_keys: bool) -> int:
+        """The narrowest this column may be: its longest header word, and its cells unless it folds."""
+        word = max(len(w) for w in self.header.split(" ")) if self.header else 0
+        fold = self.spec.fold if self.spec.kind != "key" or fold_keys else None
+        return max(word, self.cell_width if fold is None else min(self.cell_width, fold))
+
+
+def _columns(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], names: dict[str, str]) -> list[_Column]:
+    largest: dict[str, float] = {}
+    for i, spec in enumerate(cols):
+        if spec.time:
+            us = [abs(v.us if isinstance(v, Us) else v) for row in rows if isinstance(v := row[i], (Us, float, int))]
+            largest[spec.time] = max(largest.get(spec.time, 0.0), *us)
+    out = []
+    for i, spec in enumerate(cols):
+        values = [row[i] for row in rows]
+        unit = None
+        header = spec.header
+        if spec.time:
+            unit = time_unit(largest[spec.time])
+            header = f"{header} {unit[1]}".strip()
+        for full, short in names.items():
+            header = header.replace(full, short)
+        if spec.runner and names:
+            values = [names.get(v, v) if isinstance(v, str) else v for v in values]
+        out.append(_Column(spec, header, [_plain(v, unit) for v in values]))
+    return out
+
+
+def _room(width: int, n: int) -> int:
+    """Cells of content a table of ``n`` columns has in ``width`` (padding and borders taken off)."""
+    return width - _EDGE * n - 1
+
+
+def _layout(columns: list[_Column], width: int, wide: bool) -> tuple[list[_Column], list[int], list[str]]:
+    """(columns shown, their widths, headers of the columns left out) for a terminal ``width`` wide."""
+    shown = list(columns)
+    dropped: list[str] = []
+
+    def need(fold_keys: bool) -> int:
+        return sum(c.least(fold_keys) for c in shown) - _room(width, len(shown))
+
+    droppable = sorted((c for c in shown if c.spec.drop is not None), key=lambda c: c.spec.drop or 0)
+    while not wide and droppable and need(False) > 0:
+        gone = droppable.pop(0)
+        shown.remove(gone)
+        dropped.append(gone.header)
+    fold_keys = need(False) > 0
+    widths = [c.least(fold_keys) for c in shown]
+    extra = _room(width, len(shown)) - sum(widths)
+    # what is left goes back: keys first, then folded text (the nearest to whole first: a folded cell
+    # costs a line per row), then wrapped headers (one line per table)
+    order = sorted(range(len(shown)), key=lambda i: (shown[i].spec.kind != "key", shown[i].spec.kind == "num",
+                                                      shown[i].natural - widths[i]))
+    for i in order:
+        if extra <= 0:
+            break
+        grow = min(extra, shown[i].natural - widths[i])
+        widths[i] += max(0, grow)
+        extra -= max(0, grow)
+    return shown, widths, dropped
+
+
+def print_table(
+    out: Console,
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[Cell]],
+    title: str | None = None,
+    runners: Iterable[str] = (),
+) -> None:
+    """Lay out and print one table on ``out`` (``render.console()``), and the note when columns were left out.
+    ``title`` is plain (untrusted) text; ``runners`` are the runner names its cells and headers may hold."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from mixins.analysis.render import UNWRAPPED
+
+    terminal = out.width < UNWRAPPED
+    columns = _columns(cols, rows, {})
+    room = _room(out.width, len(columns))
+    if terminal and sum(c.natural for c in columns) > room:
+        names = short_runners(runners)
+        columns = _columns(cols, rows, {k: v for k, v in names.items() if k != v})
+    if not terminal or sum(c.natural for c in columns) <= room:
+        shown, widths, dropped = columns, [c.natural for c in columns], list[str]()
+    else:
+        shown, widths, dropped = _layout(columns, out.width, _WIDE[0])
+    cells = [[_fold(cell, w) for cell in c.cells] for c, w in zip(shown, widths, strict=True)] if terminal else None
+    over = sum(widths) > _room(out.width, len(shown))
+    table = Table(
+        title=Text(one_line(title)) if title else None,
+        title_justify="left",
+        show_lines=any("\n" in c.plain for col in cells or [] for c in col),
+        width=sum(widths) + _EDGE * len(shown) + 1 if terminal and over else None,
+    )
+    for c, w in zip(shown, widths, strict=True):
+        justify = "right" if c.spec.right else (c.spec.justify or "left")
+        if terminal:
+            header = Text(_header_lines(one_line(c.header), w))
+            table.add_column(header, justify=justify, width=w, no_wrap=True, overflow="fold")
+        else:
+            table.add_column(Text(one_line(c.header)), justify=justify)
+    for r in range(len(rows)):
+        table.add_row(*((cells[i][r] if cells else c.cells[r]) for i, c in enumerate(shown)))
+    _print(out, table)
+    if dropped:
+        out.print(Text(f"not shown at {out.width} columns: {', '.join(dropped)} (--wide: all)"), soft_wrap=True)
+
+
+def _print(out: Console, renderable: RenderableType) -> None:
+    """Never cropped to the terminal: a table that cannot fit is printed whole (the terminal wraps it)."""
+    out.print(renderable, crop=False)
