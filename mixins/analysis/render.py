@@ -442,7 +442,7 @@ ATTRIBUTE_COLUMNS = (
     Col("input dims", fold=16, drop=3),
     Col("input types", fold=16, drop=1),
     Col("source", drop=2),
-    Col("segment", fold=10, drop=5),
+    Col("segment", fold=13, drop=5),
     Col("kernels", "num"),
     Col("count", "num"),
     Col("total", "num", time="total"),
@@ -457,7 +457,7 @@ _GROUP_KEY_COLUMNS = {
     "input_types": Col("input types", fold=16, drop=1),
     "source": Col("source", "key"),
     "runner": Col("runner", "key", runner=True),
-    "segment": Col("segment", "key", fold=10),
+    "segment": Col("segment", "key", fold=13),
 }
 _GROUP_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
 
