@@ -290,7 +290,7 @@ def _kernel_text(k: dict[str, Any]) -> str:
         bits.append(f"regs={k['registers']}")
     if k.get("attributed"):
         bits.append("[attributed by alignment]")
-    return f"{k['count']}× " + " ".join(bits)
+    return f"· {k['count']}× " + " ".join(bits)  # one per line in the cell: the dot starts each
 
 
 def render_summary(traces: list[dict[str, Any]], top: int) -> None:
@@ -324,7 +324,7 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
                     ]
                     for row in s["top"]
                 ],
-                title=f"{s['label']}: top {len(s['top'])} signatures",
+                title=f"{s['label']}: top {len(s['top'])} signatures by kernels launched, then calls",
             )
 
 

@@ -207,7 +207,7 @@ def _columns(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], names: dict[st
     for i, spec in enumerate(cols):
         if spec.time:
             us = [abs(v.us if isinstance(v, Us) else v) for row in rows if isinstance(v := row[i], (Us, float, int))]
-            largest[spec.time] = max(largest.get(spec.time, 0.0), *us)
+            largest[spec.time] = max([largest.get(spec.time, 0.0), *us])  # no rows: no values
     out = []
     for i, spec in enumerate(cols):
         values = [row[i] for row in rows]

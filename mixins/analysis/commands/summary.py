@@ -28,7 +28,10 @@ def add(subparsers: Any) -> None:
     )
     p.add_argument("traces", metavar="TRACE", nargs="+", help="trace files (.json or .json.gz) or directories")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N signatures per segment")
+    p.add_argument(
+        "--top", type=non_negative_int("--top"), default=5, metavar="N",
+        help="top N signatures per segment, by kernels launched, then calls",
+    )
     p.set_defaults(func=with_limits(cmd_summary, p))
 
 

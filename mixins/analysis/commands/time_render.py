@@ -15,7 +15,7 @@ from mixins.analysis.model.segments import by_size
 from mixins.analysis.render import console, safe, who
 from mixins.analysis.tables import Cell, Col, Us, print_table
 
-__all__ = ["render_time", "bar"]
+__all__ = ["render_time", "bar", "slowest_cells"]
 
 BAR_WIDTH = 40
 _GLYPH = {"warmup": ("░", "yellow"), "capture": ("█", "green"), "instantiate": ("▓", "magenta"), "other": ("·", "")}
@@ -73,16 +73,22 @@ def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Ce
             else next((s["wall_us"] for s in t["segments"] if s["label"] == label), None)
             for t in traces
         ]
-        worst = max((v for v in values if v is not None), default=None)
-        rows.append([
-            label,
-            *(
-                "-" if v is None else Us(v, " *", "bold") if v == worst and len(traces) > 1 else Us(v)
-                for v in values
-            ),
-        ])
+        rows.append([label, *("-" if v is None else Us(v, " *", "bold") if slow else Us(v)
+                              for v, slow in zip(values, slowest_cells(values), strict=True))])
     return cols, rows
 
+
+
+def slowest_cells(values: list[float | None]) -> list[bool]:
+    """Which cells of a row to mark as the slowest: those equal to the largest at the precision shown
+    (three significant digits), and none when every runner shows the same value (a tie has no slowest;
+    issue 18: one of three equal-looking values was starred)."""
+    shown = [None if v is None else float(f"{v:.3g}") for v in values]
+    present = [v for v in shown if v is not None]
+    if len(present) < 2 or len(set(present)) == 1:
+        return [False] * len(values)
+    top = max(present)
+    return [v == top for v in shown]
 
 
 def render_time(traces: list[dict[str, Any]]) -> None:
