@@ -14,6 +14,7 @@ import msgspec
 
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import Kernel, Segment, TraceRecord
+from mixins.analysis.model.segments import size_json
 
 __all__ = ["to_json", "json_value", "op_json", "identity_json", "summarize"]
 
@@ -118,6 +119,7 @@ def _segment_json(s: Segment, top: int) -> dict[str, Any]:
     return {
         "label": s.label,
         "bs": s.bs,
+        **size_json(s.label),
         "events": s.events,
         "signatures": s.signatures,
         **{k: getattr(s, k) for k in _COUNTS},

@@ -86,6 +86,8 @@ def test_summary_labels_token_segments(traces: Path, run_cli: Run) -> None:
     labels = [s["label"] for s in trace["segments"] if s["label"] != "(outside)"]
     assert labels == PREFILL_LABELS
     assert all(s["cpu_ops"] > 0 for s in trace["segments"] if s["label"] != "(outside)")
+    sizes = [(s["bs"], s["unit"], s["size"]) for s in trace["segments"] if s["label"] != "(outside)"]
+    assert sizes == [(None, "tokens", 512), (None, "tokens", 64), (None, "tokens", 1024), (None, "tokens", 64)]
 
 
 def test_time_puts_prefill_and_decode_side_by_side(traces: Path, run_cli: Run) -> None:
@@ -102,6 +104,8 @@ def test_time_puts_prefill_and_decode_side_by_side(traces: Path, run_cli: Run) -
     (trace,) = json.loads(out)["traces"]
     assert [s["label"] for s in trace["segments"]] == PREFILL_LABELS
     assert all(s["wall_us"] > 0 for s in trace["segments"])
+    assert [(s["unit"], s["size"]) for s in trace["segments"]] == [("tokens", 512), ("tokens", 64), ("tokens", 1024),
+                                                                   ("tokens", 64)]
 
 
 def test_check_reads_token_traces(traces: Path, run_cli: Run) -> None:

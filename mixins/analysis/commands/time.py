@@ -35,7 +35,7 @@ from mixins.analysis.model.events import C_INSTANTIATE
 from mixins.analysis.model.identity import Identity, identity_of
 from mixins.analysis.model.interval_sets import Interval, clip, length, subtract, union
 from mixins.analysis.model.record import Segment
-from mixins.analysis.model.segments import segments_of
+from mixins.analysis.model.segments import segments_of, size_json
 from mixins.analysis.model.timeline import Timeline, load_timeline
 from mixins.helptext import add_command, non_negative_int
 
@@ -101,6 +101,7 @@ class SegmentTime:
         return {
             "label": self.label,
             "bs": self.bs,
+            **size_json(self.label),
             "variant": self.variant,
             "wall_us": wall,
             "phases": phases,

@@ -19,7 +19,7 @@ from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import ALL, Segment
 from mixins.formats import SHAPE_UNITS
 
-__all__ = ["Range", "segments_of", "assigner", "segment_size", "by_size"]
+__all__ = ["Range", "segments_of", "assigner", "segment_size", "size_json", "by_size"]
 
 _SIZE = re.compile(r"(?:^|,)(?P<unit>" + "|".join(SHAPE_UNITS) + r")=(?P<n>" + SIZE + r")(?=,|#|$)")
 
@@ -28,6 +28,13 @@ def segment_size(label: str) -> tuple[str, int] | None:
     """``("bs", 8)`` for ``bs=8,variant=x``, ``("tokens", 8192)`` for ``tokens=8192,prefix_num_chunks=2``."""
     m = _SIZE.search(label)
     return (m["unit"], int(m["n"])) if m else None
+
+
+def size_json(label: str) -> dict[str, Any]:
+    """``{"unit", "size"}`` of a segment for ``--json``: what its label's size counts (``bs``, ``tokens``)
+    and how many (both null for a label without one): ``bs`` alone says nothing of a token count."""
+    got = segment_size(label)
+    return {"unit": got[0], "size": got[1]} if got else {"unit": None, "size": None}
 
 
 def by_size(labels: list[str]) -> list[str]:
