@@ -127,3 +127,13 @@ def test_layout_does_not_change_the_result(tmp_path: Path, layout: str, vllm: tu
         s.pop("path"), s.pop("size")
     assert sa == sb
     assert [[o.key for o in s.ops] for s in a.segments] == [[o.key for o in s.ops] for s in b.segments]
+
+
+def test_top_signatures_are_the_ops_that_launch_work() -> None:
+    """Issue 18: ranked by count alone, the top signatures were ``aten::empty`` / ``aten::view`` (they
+    launch nothing) on every real trace; ranked by kernels launched, the capture's top is its MoE."""
+    seg = summarize(load_record(str(VLLM)), 5)["segments"][0]
+    ops = [row["op"] for row in seg["top"]]
+    assert ops[:2] == ["vllm::moe_forward", "SortTokens"], ops
+    launched = [sum(k["count"] for k in row["kernels"]) for row in seg["top"]]
+    assert launched == sorted(launched, reverse=True) and launched[-1] > 0, launched
