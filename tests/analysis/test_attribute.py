@@ -10,6 +10,8 @@ import csv
 import gzip
 import io
 import json
+import os
+import select
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -409,24 +411,36 @@ def test_bad_replay_and_bad_capture_report_the_capture_only(run_cli: Any, tmp_pa
 def test_overlapped_reading_gives_the_same_result(
     run_cli: Any, real: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The replay read while two captures load in workers: byte-identical JSON to ``-j 1``."""
+    """The replay read while two captures load in workers: byte-identical JSON to ``-j 1``. That it
+    overlaps is a handshake, not a timing: each capture worker waits (inherited pipe) until this process
+    has begun indexing the replay, which only happens before the captures are done when they overlap."""
     from mixins.analysis.commands import attribute as attribute_cmd
 
     other = save(rotate_names(real["capture"]), tmp_path / "rotated_capture.json.gz")
     argv = ("attribute", VLLM_REPLAY, VLLM_CAPTURE, other, "--json")
-    calls: list[str] = []
-    overlapped = attribute_cmd._attribute_overlapped
+    rc, sequential, err = run_cli(*argv, "-j", "1")  # -j 1: no worker, so nothing to overlap with
+    assert rc == 0, err
+    started_r, started_w = os.pipe()
+    load_capture, index_replay = attribute_cmd.load_capture, attribute_cmd.index_replay
 
-    def spy(args: Any, replay: str) -> Any:
-        calls.append(replay)
-        return overlapped(args, replay)
+    def capture_after_replay_began(*a: Any) -> Any:  # runs in a (forked) worker
+        ready, _, _ = select.select([started_r], [], [], 120)
+        assert ready and os.read(started_r, 1) == b"x", "the replay was not being indexed while captures loaded"
+        return load_capture(*a)
+
+    def replay_began(*a: Any) -> Any:
+        os.write(started_w, b"xx")  # one token per capture worker
+        return index_replay(*a)
 
     monkeypatch.setattr(attribute_cmd, "OVERLAP_MIN_BYTES", 0)
-    monkeypatch.setattr(attribute_cmd, "_attribute_overlapped", spy)
-    rc, sequential, err = run_cli(*argv, "-j", "1")  # -j 1: no worker, so nothing to overlap with
-    assert rc == 0 and calls == [], err
-    rc, out, err = run_cli(*argv, "-j", "3")
-    assert rc == 0 and calls == [str(VLLM_REPLAY)], err
+    monkeypatch.setattr(attribute_cmd, "load_capture", capture_after_replay_began)
+    monkeypatch.setattr(attribute_cmd, "index_replay", replay_began)
+    try:
+        rc, out, err = run_cli(*argv, "-j", "3")
+    finally:
+        os.close(started_r)
+        os.close(started_w)
+    assert rc == 0, err
     assert out == sequential
     assert json.loads(sequential)["coverage"]["graph_kernels_attributed"] == 421
 

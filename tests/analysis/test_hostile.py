@@ -289,14 +289,13 @@ def test_annotate_reads_the_file_attributed_even_if_swapped(
     replay = tmp_path / "replay-TP-0.json.gz"
     shutil.copy(VLLM_REPLAY, replay)
     decoy = trace(tmp_path / "decoy.json.gz", [op("decoy", 1.0)])
-    real = attribute_cmd._attribute_all
+    real = attribute_cmd.write_annotated
 
-    def then_swap(*a: Any) -> Any:
-        got = real(*a)
+    def swap_then_annotate(*a: Any) -> Any:  # attribution is done; the annotated copy is next
         os.replace(decoy, replay)
-        return got
+        return real(*a)
 
-    monkeypatch.setattr(attribute_cmd, "_attribute_all", then_swap)
+    monkeypatch.setattr(attribute_cmd, "write_annotated", swap_then_annotate)
     out = tmp_path / "out.json"
     rc, _, err = run_cli("attribute", replay, VLLM_CAPTURE, "--annotate", out, "-j", "1", "--json")
     assert rc == 0, err
