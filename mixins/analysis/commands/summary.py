@@ -1,5 +1,5 @@
 """``summary``: per trace and segment, what was captured (ops, signatures, launches, kernels) and the
-most frequent signatures with their kernels.
+signatures that launch the most device work, with their kernels.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ def add(subparsers: Any) -> None:
         "summary",
         "per trace and segment: ops, signatures, launches, kernels",
         "Summarise traces per segment (one per captured batch size): events, CPU ops, distinct op "
-        "signatures, kernel launches, graph launches, kernels and how they link, and the most frequent "
-        "signatures with their kernels.",
+        "signatures, kernel launches, graph launches, kernels and how they link, and the signatures "
+        "that launch the most device work (then the most calls), with their kernels.",
         [
             "capture-trace summary cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz",
             "capture-trace summary --top 10 --json demo-out",
