@@ -44,6 +44,7 @@ def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
     assert "| torch " in (out / "provenance.txt").read_text()
 
 
+@pytest.mark.exhaustive  # the dry run above is the default; CI runs this too
 def test_gpu_check_fails_loudly_without_a_gpu(tmp_path: Path) -> None:
     """The real (CUDA) check on a machine without CUDA: non-zero exit, and the log it brings back ends
     with the demo's one-line reason."""

@@ -24,7 +24,7 @@ def probe(venv: Venv, cwd: Path, **env: str) -> tuple[dict, str]:
     return json.loads(done.stdout), done.stderr
 
 
-@pytest.fixture(params=["wheel", "editable"])
+@pytest.fixture(params=["wheel", pytest.param("editable", marks=pytest.mark.exhaustive)])  # CI runs both
 def venv(request: pytest.FixtureRequest) -> Venv:
     return request.getfixturevalue(f"{request.param}_venv")
 
