@@ -240,49 +240,108 @@ class _Measure:
         return 0 if k < 0 else self.before[k] + min(t, self.ends[k]) - self.starts[k]
 
 
+def _partition(sets: list[list[Interval]], s0: int, s1: int) -> tuple[list[int], list[int], list[int]]:
+    """``[s0, s1)`` cut into pieces, each in one phase: (starts, ends, phase index), ``len(sets)`` standing
+    for "other" (the gaps). The phases' interval sets are disjoint by construction."""
+    starts: list[int] = []
+    ends: list[int] = []
+    phase: list[int] = []
+
+    def piece(a: int, b: int, k: int) -> None:
+        starts.append(a)
+        ends.append(b)
+        phase.append(k)
+
+    at = s0
+    for a, b, k in sorted((a, b, k) for k, ivs in enumerate(sets) for a, b in ivs):
+        if a > at:
+            piece(at, a, len(sets))
+        piece(a, b, k)
+        at = b
+    if at < s1:
+        piece(at, s1, len(sets))
+    return starts, ends, phase
+
+
 def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: int, s1: int) -> _Spent:
     """Each call's self time (its duration less the calls nested in it on its thread), cut by the phases:
     what lies in a phase counts there and only there, and nothing outside the segment counts. So a
     phase's ops never add up to more than the phase (an op starting in warm-up and running on through a
-    capture window gives each phase its own part)."""
-    measures = [(p, _Measure(ivs)) for p, ivs in sets.items() if ivs]
+    capture window gives each phase its own part).
+
+    Most calls lie inside one piece of one phase: found by a cursor (calls come in start order), they
+    cost a comparison; a call that crosses a boundary is measured with prefix sums (``_Measure``)."""
+    present = [(p, ivs) for p, ivs in sets.items() if ivs]
+    phases = [p for p, _ in present] + ["other"]
+    measures = [_Measure(ivs) for _, ivs in present]
+    starts, ends, piece_phase = _partition([ivs for _, ivs in present], s0, s1)
+    other = len(phases) - 1
+    cursor = 0
 
     def parts(a: int, b: int) -> list[int]:
-        """[s0, s1) ∩ [a, b) per phase of ``measures``, then the rest ("other")."""
+        """[s0, s1) ∩ [a, b) per phase (then "other")."""
+        nonlocal cursor
         a, b = min(max(a, s0), s1), min(max(b, s0), s1)
-        got = [m(b) - m(a) for _, m in measures]
-        return got + [(b - a) - sum(got)]
+        vec = [0] * len(phases)
+        if b <= a:
+            return vec
+        while cursor < len(ends) and ends[cursor] <= a:  # calls come in start order
+            cursor += 1
+        if b <= ends[cursor]:  # the usual case: inside one piece
+            vec[piece_phase[cursor]] = b - a
+            return vec
+        got = [m(b) - m(a) for m in measures]
+        vec[:other] = got
+        vec[other] = (b - a) - sum(got)
+        return vec
 
-    phases = [p for p, _ in measures] + ["other"]
     cs = ctx.calls
     ts, end, thread, name = cs.ts, cs.end, cs.thread, cs.name
-    out = _Spent()
+    ns, calls = Counter[tuple[str, int]](), Counter[tuple[str, int]]()
 
     def done(i: int, vec: list[int]) -> None:
-        for phase, v in zip(phases, vec, strict=True):
+        for k, v in enumerate(vec):
             if v > 0:
-                key = (phase, name[i])
-                out.ns[key] += v
-                out.calls[key] += 1
+                key = (phases[k], name[i])
+                ns[key] += v
+                calls[key] += 1
 
     # One stack of open calls per thread, each with its self time per phase so far: a call is final
     # when it is popped, so memory is the nesting depth, not a vector per call.
     stacks: dict[int, list[tuple[int, list[int]]]] = {}
     for i in members:  # in start order: a parent before its children
-        vec = parts(ts[i], end[i])
-        stack = stacks.setdefault(thread[i], [])
-        while stack and end[stack[-1][0]] <= ts[i]:
+        t, e = ts[i], end[i]
+        vec = parts(t, e)
+        stack = stacks.get(thread[i])
+        if stack is None:
+            stack = stacks[thread[i]] = []
+        while stack and end[stack[-1][0]] <= t:
             done(*stack.pop())
         if stack:
             parent, parent_vec = stack[-1]
-            nested = vec if end[i] <= end[parent] else parts(ts[i], end[parent])
+            pe = end[parent]
+            nested = vec if e <= pe else _clipped(t, pe, s0, s1, measures, other, len(phases))
             for k, v in enumerate(nested):
-                parent_vec[k] -= v
+                if v:
+                    parent_vec[k] -= v
         stack.append((i, vec))
     for stack in stacks.values():
         for item in stack:
             done(*item)
+    out = _Spent()
+    out.ns, out.calls = ns, calls
     return out
+
+
+def _clipped(a: int, b: int, s0: int, s1: int, measures: list[_Measure], other: int, n: int) -> list[int]:
+    """[s0, s1) ∩ [a, b) per phase by prefix sums (a child running past its parent's end: rare)."""
+    a, b = min(max(a, s0), s1), min(max(b, s0), s1)
+    vec = [0] * n
+    if b > a:
+        got = [m(b) - m(a) for m in measures]
+        vec[:other] = got
+        vec[other] = (b - a) - sum(got)
+    return vec
 
 
 def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
