@@ -273,34 +273,18 @@ def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: i
     cost a comparison; a call that crosses a boundary is measured with prefix sums (``_Measure``)."""
     present = [(p, ivs) for p, ivs in sets.items() if ivs]
     phases = [p for p, _ in present] + ["other"]
+    n = len(phases)
     measures = [_Measure(ivs) for _, ivs in present]
-    starts, ends, piece_phase = _partition([ivs for _, ivs in present], s0, s1)
-    other = len(phases) - 1
+    _, ends, piece_phase = _partition([ivs for _, ivs in present], s0, s1)
+    other = n - 1
     cursor = 0
-
-    def parts(a: int, b: int) -> list[int]:
-        """[s0, s1) ∩ [a, b) per phase (then "other")."""
-        nonlocal cursor
-        a, b = min(max(a, s0), s1), min(max(b, s0), s1)
-        vec = [0] * len(phases)
-        if b <= a:
-            return vec
-        while cursor < len(ends) and ends[cursor] <= a:  # calls come in start order
-            cursor += 1
-        if b <= ends[cursor]:  # the usual case: inside one piece
-            vec[piece_phase[cursor]] = b - a
-            return vec
-        got = [m(b) - m(a) for m in measures]
-        vec[:other] = got
-        vec[other] = (b - a) - sum(got)
-        return vec
-
     cs = ctx.calls
     ts, end, thread, name = cs.ts, cs.end, cs.thread, cs.name
     ns, calls = Counter[tuple[str, int]](), Counter[tuple[str, int]]()
 
     def done(i: int, vec: list[int]) -> None:
-        for k, v in enumerate(vec):
+        for k in range(n):
+            v = vec[k]
             if v > 0:
                 key = (phases[k], name[i])
                 ns[key] += v
@@ -311,7 +295,16 @@ def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: i
     stacks: dict[int, list[tuple[int, list[int]]]] = {}
     for i in members:  # in start order: a parent before its children
         t, e = ts[i], end[i]
-        vec = parts(t, e)
+        a = s0 if t < s0 else s1 if t > s1 else t  # [s0, s1) ∩ [t, e)
+        b = s0 if e < s0 else s1 if e > s1 else e
+        vec = [0] * n
+        if b > a:
+            while ends[cursor] <= a:  # calls come in start order; a < s1, the last end
+                cursor += 1
+            if b <= ends[cursor]:  # the usual case: inside one piece of one phase
+                vec[piece_phase[cursor]] = b - a
+            else:
+                vec = _clipped(a, b, s0, s1, measures, other, n)
         stack = stacks.get(thread[i])
         if stack is None:
             stack = stacks[thread[i]] = []
@@ -320,10 +313,10 @@ def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: i
         if stack:
             parent, parent_vec = stack[-1]
             pe = end[parent]
-            nested = vec if e <= pe else _clipped(t, pe, s0, s1, measures, other, len(phases))
-            for k, v in enumerate(nested):
-                if v:
-                    parent_vec[k] -= v
+            nested = vec if e <= pe else _clipped(t, pe, s0, s1, measures, other, n)
+            for k in range(n):
+                if nested[k]:
+                    parent_vec[k] -= nested[k]
         stack.append((i, vec))
     for stack in stacks.values():
         for item in stack:
