@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -436,29 +437,26 @@ def render_check(groups: list[GroupCheck]) -> None:
             out.print(f"{head}: note: {safe(n)}")
 
 
+# an attribute row's key fields as columns (one definition; the op view shows all but runner)
+_ATTRIBUTE_KEY_COLUMNS = {
+    "name": Col("op", "key", fold=24),
+    "module": Col("module", fold=14, drop=4),
+    "input_dims": Col("input dims", fold=16, drop=3),
+    "input_types": Col("input types", fold=16, drop=1),
+    "source": Col("source", drop=2),
+    "runner": Col("runner", runner=True),
+    "segment": Col("segment", fold=13, drop=5),
+}
 ATTRIBUTE_COLUMNS = (
-    Col("op", "key", fold=24),
-    Col("module", fold=14, drop=4),
-    Col("input dims", fold=16, drop=3),
-    Col("input types", fold=16, drop=1),
-    Col("source", drop=2),
-    Col("segment", fold=13, drop=5),
+    *(c for f, c in _ATTRIBUTE_KEY_COLUMNS.items() if f != "runner"),
     Col("kernels", "num"),
     Col("count", "num"),
     Col("total", "num", time="total"),
     Col("mean", "num", time="mean", drop=6),
     Col("share", "num"),
 )
-# ``--group-by`` views: the key fields each view's rows carry (attribute_views.GROUP_KEYS) as columns
-_GROUP_KEY_COLUMNS = {
-    "name": Col("op", "key", fold=24),
-    "module": Col("module", "key", fold=14),
-    "input_dims": Col("input dims", fold=16, drop=2),
-    "input_types": Col("input types", fold=16, drop=1),
-    "source": Col("source", "key"),
-    "runner": Col("runner", "key", runner=True),
-    "segment": Col("segment", "key", fold=13),
-}
+# ``--group-by`` views: the fields a view groups by (attribute_views.GROUP_KEYS) are its keys, never left out
+_GROUP_KEY_COLUMNS = {f: replace(c, kind="key", drop=None) for f, c in _ATTRIBUTE_KEY_COLUMNS.items()}
 _GROUP_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
 
 

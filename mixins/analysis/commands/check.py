@@ -5,6 +5,7 @@ the lowest rank (``compare.check_traces``).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from typing import Any
 
 from mixins.analysis import render
@@ -41,29 +42,32 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=with_limits(cmd_check, p))
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def check_result(
+    files: list[str], listed: Collection[str], jobs: int, where: object, show: bool
+) -> tuple[dict[str, Any], bool]:
+    """``check --json``'s object for ``files`` (``where``: what was named: a folder, or a list of paths)
+    and whether a file was bad (each reported on stderr). The one computation behind ``check`` and
+    ``report``'s cross-rank table."""
     from mixins.analysis.commands.compare import check_traces, compact_job
 
+    failed: list[str] = []
+    traces, bad = collect_results(map_files(compact_job, files, (), jobs, show), listed, failed)
+    groups = check_traces(traces)
+    ok = not bad and all(g.ok for g in groups)
+    return {"dir": where, "ok": ok, "bad_files": failed, "groups": groups}, bad
+
+
+def cmd_check(args: argparse.Namespace) -> int:
     try:
         files = trace_files(args.dir)
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    failed: list[str] = []
-    traces, bad = collect_results(
-        map_files(compact_job, files, (), args.jobs, not args.json), listed_in(args.dir, files), failed
-    )
-    groups = check_traces(traces)
+    doc, bad = check_result(files, listed_in(args.dir, files), args.jobs, args.dir, not args.json)
+    groups = doc["groups"]
     divergent = any(not g.ok for g in groups)
     if args.json:
-        render.print_json(
-            {
-                "dir": args.dir,
-                "ok": not divergent and not bad,
-                "bad_files": failed,
-                "groups": groups,
-            }
-        )
+        render.print_json(doc)
     elif groups:
         render.render_check(groups)
     if bad:

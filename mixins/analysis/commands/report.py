@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, expand_paths, with_limits
 from mixins.analysis.read.reader import TraceError, current_limits
 from mixins.helptext import add_command
 from mixins.one_line import one_line
@@ -73,20 +73,13 @@ def _command_json(argv: list[str]) -> tuple[int, Any]:
 
 def _check_json(paths: list[str], jobs: int) -> tuple[bool, Any]:
     """``check --json``'s dict for the traces of ``paths`` (several files or folders); False if a file was bad."""
-    from mixins.analysis.commands.compare import check_traces, compact_job
+    from mixins.analysis.commands.check import check_result
 
     files, listed, bad_dir = expand_paths(paths)
-    failed: list[str] = []
     with render.quiet_info():  # time, run first, already said which files it skipped
-        traces, bad = collect_results(map_files(compact_job, files, (), jobs, False), listed, failed)
+        doc, bad = check_result(files, listed, jobs, paths[0] if len(paths) == 1 else paths, False)
     bad = bad or bad_dir
-    groups = check_traces(traces)
-    doc = {
-        "dir": paths[0] if len(paths) == 1 else paths,
-        "ok": not bad and all(g.ok for g in groups),
-        "bad_files": failed,
-        "groups": groups,
-    }
+    doc["ok"] = doc["ok"] and not bad_dir
 
     def show() -> int:
         render.print_json(doc)
