@@ -1,10 +1,10 @@
 """Offline analyzer for capture traces: ``ls``, ``summary``, ``diff``, ``check``, ``attribute`` (no torch import).
 
-Pipeline: ``reader`` (streaming JSON, clean errors) -> ``events`` (named predicates) -> ``collect``
-(compact arrays) -> ``segments`` -> ``link`` (op -> launch -> kernel) -> ``model`` (the per-trace record),
-run by ``records``; ``compare`` (diff/check), ``serialise`` (one JSON path), ``render`` (rich tables),
-``cli`` (sub-commands). Attribution: ``timeline`` (intervals, calls, device work) -> ``windows``
-(capture side) and ``attribute`` (replay side), ``attribute_cmd`` (its sub-command), ``annotate``.
+Pipeline (docs/DESIGN.md §7): ``read/reader`` (streaming JSON, clean errors) -> ``model/timeline`` (the
+one per-trace model, classified by ``model/events``) -> its queries: ``model/windows`` (capture windows,
+the one namer), ``model/records`` (the op-sequence record of ``summary``/``diff``/``check``), ``time``'s
+phases; ``commands/*`` one module per command, ``serialise`` (one JSON path), ``render`` (tables),
+``cli`` (dispatch only).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Part 2: naming captured launches by aligning with the eager pass of the same segment.
 
-No GPU here, so the capture pass is built from the real H100 trace: its CPU side (ops and launches)
-is replayed later in time with fresh correlation / External ids and without kernel events, which
-is exactly what a CUDA-graph capture records after an eager warm-up.
+No GPU here, so the capture pass is built from the real H100 trace: its CPU side (ops, modules and
+launches) is replayed later in time with fresh correlation / External ids and without kernel events,
+between a ``cudaStreamBeginCapture`` and its ``cudaStreamEndCapture``, which is exactly what a
+CUDA-graph capture records after an eager warm-up. The record names them through the one namer
+(``windows.windows_of``), the one ``attribute`` uses.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ SHIFT_IDS = 10_000_000
 def _with_capture_pass(dst: Path, perturb_op: str | None = None) -> dict[str, Any]:
     doc = json.load(gzip.open(H100))
     events = doc["traceEvents"]
-    cpu = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver")]
+    cpu = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver", "python_function")]
     end = max(e["ts"] + e.get("dur", 0) for e in events if "ts" in e and isinstance(e["ts"], float))
     start = min(e["ts"] for e in cpu)
     shift = end - start + 1000.0
@@ -40,6 +42,10 @@ def _with_capture_pass(dst: Path, perturb_op: str | None = None) -> dict[str, An
             perturbed = args["External id"]
         replay.append(e2)
     events.extend(replay)
+    first, last = min(e["ts"] for e in replay), max(e["ts"] + e.get("dur", 0) for e in replay)
+    for name, ts in (("cudaStreamBeginCapture", first - 0.5), ("cudaStreamEndCapture", last + 0.5)):
+        where = {"pid": cpu[0]["pid"], "tid": cpu[0]["tid"]}
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": name, **where, "ts": ts, "dur": 0.1, "args": {}})
     events.append(
         {
             "ph": "X",

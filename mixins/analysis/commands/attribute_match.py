@@ -22,12 +22,11 @@ from itertools import groupby, islice, repeat
 from operator import add, itemgetter, le, mul
 from typing import Any, NamedTuple
 
-from mixins.analysis.model.collect import IdIndex
 from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, NODE_KIND_OF_CALL, SIZE
 from mixins.analysis.model.identity import identity_of, rank_from_name
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.segments import segment_size
-from mixins.analysis.model.timeline import Timeline, load_timeline
+from mixins.analysis.model.timeline import IdIndex, Timeline, load_timeline
 from mixins.analysis.model.windows import Node, Site, Window, sites_of_calls
 from mixins.analysis.serialise import json_value
 

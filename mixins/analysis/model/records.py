@@ -1,19 +1,21 @@
-"""From a stream of events to a per-trace record: identity, segments, op signatures, op -> kernel links.
+"""The op-sequence record of one trace (``summary``, ``diff``, ``check``), derived from the one model.
 
-The pipeline: ``reader`` (slices of typed events) -> ``collect`` (arrays, classified by ``events``)
--> ``segments`` (capture ranges) -> ``link`` (op -> launch -> kernel) -> ``model.TraceRecord``.
+The pipeline: ``reader`` (slices of typed events) -> ``timeline`` (the one model, with Kineto's ids:
+``load_timeline(links=True)``) -> ``segments`` (capture ranges) -> links (op -> launch -> kernel, by
+correlation, else External id, else an ac2g flow: the ids Kineto writes for exactly this) ->
+``record.TraceRecord``. Captured launches are named by the one namer (``windows.windows_of``).
 This module runs it; the names other modules and tests import are re-exported from here.
 """
 
 from __future__ import annotations
 
 from array import array
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from mixins.analysis.model import events as E
-from mixins.analysis.model.collect import Collector
 from mixins.analysis.model.identity import Identity, identity_from_name, identity_of, is_trace_name
-from mixins.analysis.model.link import Links, link, name_captured_launches
 from mixins.analysis.model.record import (
     ALL,
     OUTSIDE,
@@ -26,7 +28,9 @@ from mixins.analysis.model.record import (
     compact,
 )
 from mixins.analysis.model.segments import assigner, segments_of
-from mixins.analysis.read.reader import TraceError, compact_json, open_trace
+from mixins.analysis.model.timeline import IdIndex, Links, Timeline, load_timeline
+from mixins.analysis.model.windows import windows_of
+from mixins.analysis.read.reader import TraceError
 from mixins.analysis.serialise import identity_json, json_value, op_json, summarize
 
 __all__ = [
@@ -41,6 +45,7 @@ __all__ = [
     "identity_from_name",
     "identity_of",
     "load_record",
+    "record_of",
     "is_trace_name",
     "summarize",
     "compact",
@@ -50,95 +55,273 @@ __all__ = [
     "json_value",
 ]
 
-
-def _signatures(c: Collector) -> list[Signature]:
-    """Normalise each distinct raw (name, dims, types, concrete) once; equal signatures share one object."""
-    cache: dict[bytes, str] = {}
-    sig_list: list[Signature] = [Signature("", "", "", "")] * len(c.raw_sigs)
-    canon: dict[Signature, Signature] = {}
-    for (name, dims, types, concrete), sid in c.raw_sigs.items():
-        sig = Signature(
-            name or "", compact_json(dims, cache), compact_json(types, cache), compact_json(concrete, cache)
-        )
-        sig_list[sid] = canon.setdefault(sig, sig)
-    return sig_list
+FlowKey = tuple[int, float]  # (thread index, ts)
 
 
-def _segment_index(c: Collector, segs: list[Segment], source: str) -> array:
+def _index(ids: array, values: array | None = None, keep: Callable[[int], bool] | None = None) -> IdIndex:
+    """id -> position (or ``values[position]``) for the ids that are present (and ``keep`` the position)."""
+    out = IdIndex()
+    for n, i in enumerate(ids):
+        if i >= 0 and (keep is None or keep(n)):
+            out.add(i, n if values is None else values[n])
+    return out.finish()
+
+
+def _flow_ids(wanted: set[FlowKey], threads: array, ts: array, ids: array) -> dict[FlowKey, int]:
+    """(thread, ts) -> flow id for the wanted keys only; a later flow at the same key wins (as a dict would)."""
+    out: dict[FlowKey, int] = {}
+    for n, key in enumerate(zip(threads, ts, strict=True)):
+        if key in wanted:
+            out[key] = ids[n]
+    return out
+
+
+@dataclass
+class _Linker:
+    """Who launched what, by Kineto's ids (a kernel can come before its launch in file order, so this
+    runs once the whole trace is in)."""
+
+    tl: Timeline
+    links: Links
+    launch_corr: array = field(init=False)  # per call: its correlation, or its ac2g flow's id
+    kernel_corr: array = field(init=False)  # per device record: the same
+    flow_cpu: dict[int, int] = field(default_factory=dict)  # flow ids that gave a call its correlation
+
+    def __post_init__(self) -> None:
+        tl, lk = self.tl, self.links
+        self.launch_corr = array("q", tl.calls.corr)
+        self.kernel_corr = array("q", tl.device.corr)
+        self.corr_cpu = _index(tl.calls.corr, lk.call_ev)  # correlation -> runtime call event (the last)
+        self.ext_op = _index(lk.op_ext)  # External id -> op index
+        self._resolve_flows()
+
+    def _resolve_flows(self) -> None:
+        """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
+        tl, lk = self.tl, self.links
+        c, d = tl.calls, tl.device
+        launches = {
+            i: (c.thread[i], c.start[i])
+            for i in range(len(c.kind))
+            if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)
+        }
+        if launches:
+            starts = _flow_ids(set(launches.values()), *lk.flow_start)
+            for i, key in launches.items():
+                fid = starts.get(key, -1)
+                if fid >= 0:
+                    self.launch_corr[i] = fid
+                    if self.cpu_of(fid) is None:
+                        self.flow_cpu[fid] = lk.call_ev[i]
+        kernels = {k: (th, d.start[k]) for k, th in lk.kernel_thread.items()}
+        if kernels:
+            ends = _flow_ids(set(kernels.values()), *lk.flow_end[1:])
+            for k, key in kernels.items():
+                fid = ends.get(key, -1)
+                if fid >= 0:
+                    self.kernel_corr[k] = fid
+
+    def cpu_of(self, corr: int) -> int | None:
+        """The runtime / driver call (event position) with correlation ``corr``."""
+        got = self.corr_cpu.last(corr)
+        return got if got is not None else self.flow_cpu.get(corr)
+
+    def cpu_of_ext(self, ext: int) -> int | None:
+        """The CPU event of an External id: its last op, else its first annotation."""
+        op = self.ext_op.last(ext)
+        return self.links.op_ev[op] if op is not None else self.links.annotation_ext.first(ext)
+
+    def source(self, corr: int, ext: int) -> int | None:
+        """The CPU event that launched device work: by correlation, else External id."""
+        if corr >= 0 and (src := self.cpu_of(corr)) is not None:
+            return src
+        return self.cpu_of_ext(ext) if ext >= 0 else None
+
+
+def _signatures(tl: Timeline, links: Links) -> list[Signature]:
+    """Per op, its signature; equal signatures share one object."""
+    canon: dict[tuple[int, int], Signature] = {}
+    sigs, concretes = tl.signatures, links.concretes
+    out = []
+    for label, concrete in zip(tl.ops.label, links.op_concrete, strict=True):
+        sig = canon.get((label, concrete))
+        if sig is None:
+            name, dims, types = sigs[label]
+            sig = canon[(label, concrete)] = Signature(name, dims, types, concretes[concrete])
+        out.append(sig)
+    return out
+
+
+def _segment_index(links: Links, segs: list[Segment], source: str) -> array:
     """Segment index per event by time and process; ``len(segs)`` stands for (outside)."""
-    n = len(c.kind)
-    seg_of = array("i", bytes(4 * n)) if n else array("i")
+    n = len(links.ev_ts)
+    seg_of = array("i", bytes(4 * n))
     if source in ("filename", "all"):
         return seg_of  # one segment holds everything: index 0
-    find = assigner(segs, c.pids)
+    find = assigner(segs, links.pids)
     outside = len(segs)
-    ts_a, pid_a = c.ts, c.pid
-    for i in range(n):
-        j = find(ts_a[i], pid_a[i])
+    for i, (ts, pid) in enumerate(zip(links.ev_ts, links.ev_pid, strict=True)):
+        j = find(ts, pid)
         seg_of[i] = outside if j < 0 else j
     return seg_of
 
 
-def _count_kinds(c: Collector, seg_of: array, all_segs: list[Segment]) -> None:
-    kinds = c.kind
-    for i in range(len(kinds)):
-        s = all_segs[seg_of[i]]
-        s.events += 1
-        k = kinds[i]
-        if k == E.K_KERNEL:
-            s.kernels += 1
-        elif k == E.K_LAUNCH:
-            s.launches += 1
-        elif k == E.K_GRAPH:
-            s.graph_launches += 1
+def _place_device_work(lk: _Linker, seg_of: array) -> None:
+    """Device work belongs to the segment of the CPU event that launched it."""
+    links = lk.links
+    for k, ev in enumerate(links.dev_ev):
+        src = lk.source(lk.kernel_corr[k], links.dev_ext[k])
+        if src is not None:
+            seg_of[ev] = seg_of[src]
+    for n, ev in enumerate(links.other_ev):
+        src = lk.source(links.other_corr[n], links.other_ext[n])
+        if src is not None:
+            seg_of[ev] = seg_of[src]
+    ff_ev, _, _, ff_id = links.flow_end
+    for ev, fid in zip(ff_ev, ff_id, strict=True):
+        src = lk.cpu_of(fid) if fid >= 0 else None
+        if src is not None:
+            seg_of[ev] = seg_of[src]
 
 
-def _place_ops(c: Collector, seg_of: array, all_segs: list[Segment], links: Links) -> None:
-    """Each op goes to its segment with what it launched, in time order (file order breaks ties)."""
-    sig_list = _signatures(c)
-    ts_a = c.ts
-    for k, ev in enumerate(c.op_ev):
+@dataclass
+class _OpLinks:
+    """What each op (by its index in ``Timeline.ops``) launched: kernels in launch order (with the
+    launching call, -1 for a kernel seen without its launch) and graph launches."""
+
+    kernels: dict[int, list[tuple[Kernel, int]]] = field(default_factory=dict)
+    graphs: Counter[int] = field(default_factory=Counter)
+
+
+def _link_launches(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLinks) -> None:
+    """Each kernel launch gives its op one kernel (named by the launch or the first kernel record
+    with its correlation); one with neither is unnamed until the namer names it."""
+    tl, links = lk.tl, lk.links
+    c, d = tl.calls, tl.device
+    kernel_of_corr = _index(lk.kernel_corr, keep=lambda k: d.kind[k] == E.D_KERNEL)  # the first kernel record
+    unnamed = Kernel(None)
+    for i in range(len(c.kind)):
+        kind = c.kind[i]
+        if kind != E.C_LAUNCH and kind != E.C_GRAPH:
+            continue
+        ext = links.call_ext[i]
+        op = lk.ext_op.first(ext) if ext >= 0 else None
+        if kind == E.C_GRAPH:
+            if op is not None:
+                out.graphs[op] += 1
+            continue
+        own = c.kernel[i]
+        info = tl.kernels[own] if own >= 0 else None
+        corr = lk.launch_corr[i]
+        k = kernel_of_corr.first(corr) if corr >= 0 else None
+        if k is not None:
+            other = tl.kernels[d.kernel[k]]
+            info = other if info is None else info.merged(other)
+        if info is None or info.name is None:
+            segs[seg_of[links.call_ev[i]]].unnamed_launches += 1
+            info = unnamed
+        if op is not None:
+            out.kernels.setdefault(op, []).append((info, i))
+
+
+def _link_kernels(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLinks) -> None:
+    """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
+    tl, links = lk.tl, lk.links
+    c, d = tl.calls, tl.device
+    launch = (E.C_LAUNCH, E.C_GRAPH)
+    launch_of_corr = _index(lk.launch_corr, keep=lambda i: c.kind[i] in launch)  # the last launch with it
+    kernel_launch_of_corr = _index(lk.launch_corr, keep=lambda i: c.kind[i] == E.C_LAUNCH)
+    for k in range(len(d.kind)):
+        if d.kind[k] != E.D_KERNEL:
+            continue
+        corr, ext = lk.kernel_corr[k], links.dev_ext[k]
+        la = launch_of_corr.last(corr) if corr >= 0 else None
+        via = links.call_ext[la] if la is not None else -1
+        op = lk.ext_op.first(via) if via >= 0 else None
+        if op is None and ext >= 0:
+            op = lk.ext_op.first(ext)
+            if op is not None and (corr < 0 or kernel_launch_of_corr.first(corr) is None):  # seen without its launch
+                out.kernels.setdefault(op, []).append((tl.kernels[d.kernel[k]], -1))
+        if op is not None:
+            segs[seg_of[links.dev_ev[k]]].linked_kernels += 1
+
+
+def _count_kinds(tl: Timeline, links: Links, seg_of: array, all_segs: list[Segment]) -> None:
+    for s in seg_of:
+        all_segs[s].events += 1
+    d = tl.device
+    for k, ev in enumerate(links.dev_ev):
+        if d.kind[k] == E.D_KERNEL:
+            all_segs[seg_of[ev]].kernels += 1
+    c = tl.calls
+    for i, ev in enumerate(links.call_ev):
+        if c.kind[i] == E.C_LAUNCH:
+            all_segs[seg_of[ev]].launches += 1
+        elif c.kind[i] == E.C_GRAPH:
+            all_segs[seg_of[ev]].graph_launches += 1
+
+
+def _place_ops(
+    tl: Timeline, links: Links, seg_of: array, all_segs: list[Segment], linked: _OpLinks, names: dict[int, str]
+) -> None:
+    """Each op goes to its segment with what it launched, in time order (file order breaks ties); a
+    captured launch the namer named carries that name in ``Op.attributed``."""
+    sigs = _signatures(tl, links)
+    start = tl.ops.start
+    for k, ev in enumerate(links.op_ev):
         s = all_segs[seg_of[ev]]
         s.cpu_ops += 1
-        if not c.op_shapes[k]:
+        shapes = bool(links.op_shapes[k])
+        if not shapes:
             s.ops_without_shapes += 1
-        s.ops.append(
-            Op(
-                sig_list[c.op_sig[k]],
-                ts_a[ev],
-                tuple(links.op_kernels.get(k, ())),
-                links.op_graphs.get(k, 0),
-                bool(c.op_shapes[k]),
-            )
-        )
+        launched = linked.kernels.get(k, ())
+        kernels = tuple(kernel for kernel, _ in launched)
+        attributed: tuple[str | None, ...] = ()
+        if names and any(kernel.name is None for kernel in kernels):
+            attributed = tuple(names.get(call) if kernel.name is None else None for kernel, call in launched)
+            s.attributed_launches += sum(1 for name in attributed if name is not None)
+        s.ops.append(Op(sigs[k], start[k], kernels, linked.graphs.get(k, 0), shapes, attributed))
     for s in all_segs:
         s.ops.sort(key=lambda o: o.ts)
 
 
-def build(path: str, size: int, identity: Identity, c: Collector) -> TraceRecord:
-    """The TraceRecord of a collected trace."""
-    segs, source = segments_of(c.ranges, identity)
-    seg_of = _segment_index(c, segs, source)
+def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> dict[int, str]:
+    """Kernel names the one namer (``windows.windows_of``: each capture window's warm-up pass) gave
+    launches that named none themselves, by call index."""
+    out: dict[int, str] = {}
+    for w in windows_of(tl, identity, segs, source):
+        for n in w.nodes:
+            if n.kind == E.D_KERNEL and n.kernel is not None and n.kernel.name is not None and n.call >= 0:
+                if tl.calls.kernel[n.call] < 0:  # not the launch's own name
+                    out[n.call] = n.kernel.name
+    return out
+
+
+def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
+    """The TraceRecord of a trace loaded with ``links=True``."""
+    links = tl.links
+    if links is None:
+        raise ValueError("record_of needs a timeline loaded with links=True")
+    segs, source = segments_of(tl.ranges, identity)
+    seg_of = _segment_index(links, segs, source)
     all_segs = segs + [Segment(OUTSIDE)]
-    links = link(c, seg_of, all_segs)
-    _count_kinds(c, seg_of, all_segs)
-    _place_ops(c, seg_of, all_segs, links)
-    for s in all_segs:
-        name_captured_launches(s)
+    lk = _Linker(tl, links)
+    _place_device_work(lk, seg_of)
+    linked = _OpLinks()
+    _link_launches(lk, seg_of, all_segs, linked)
+    _link_kernels(lk, seg_of, all_segs, linked)
+    _count_kinds(tl, links, seg_of, all_segs)
+    names = _names(tl, identity, segs, source) if any(s.unnamed_launches for s in all_segs) else {}
+    _place_ops(tl, links, seg_of, all_segs, linked, names)
     result = list(segs)
     if all_segs[-1].events:
         result.append(all_segs[-1])
-    return TraceRecord(path, size, identity, len(c.kind), result, source)
+    return TraceRecord(tl.path, tl.size, identity, len(links.ev_ts), result, source)
 
 
 def load_record(path: str, progress: Callable[[int, int], None] | None = None) -> TraceRecord:
     """Read ``path`` in one streaming pass; raises TraceError for any bad input."""
-    stream = open_trace(path, progress)
-    c = Collector()
-    for events in stream.events():
-        c.add(events)
-    identity = identity_of(path, stream.metadata)
+    tl = load_timeline(path, progress, links=True)
     try:
-        return build(path, stream.size, identity, c)
+        return record_of(tl, identity_of(path, tl.metadata))
     except (MemoryError, RecursionError) as exc:  # pragma: no cover - defensive
         raise TraceError(path, f"cannot analyse: {type(exc).__name__}") from None

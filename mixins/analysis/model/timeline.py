@@ -1,15 +1,17 @@
-"""A time-resolved view of one trace: op and module intervals, runtime calls, device work.
+"""The one per-trace model: op and module intervals, runtime calls, device work, ranges — and, for the
+op-sequence record (``summary``, ``diff``, ``check``), Kineto's ids and every event's place.
 
-Why a second collector next to ``collect``: attribution needs what ``summary`` throws away —
-durations, threads, nesting (the *innermost* ``cpu_op`` and ``nn.Module`` around a launch) and the
-capture windows. Everything is kept in parallel arrays with interned labels, one pass over the
-streaming reader, so a serving profile costs a few dozen bytes per kept event. Events of no use
-(most ``python_function`` calls, flows, counters) are never stored.
+Every command reads a trace through here (docs/DESIGN.md §7): ``time`` (calls, ops, ranges),
+``attribute`` (and device work, modules), ``records`` (and :class:`Links`). Everything is kept in
+parallel arrays with interned labels, one pass over the streaming reader, so a serving profile costs
+a few dozen bytes per kept event; what no reader asked for (device work for ``time``, most
+``python_function`` calls, counters) is never stored.
 """
 
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,9 +19,11 @@ from typing import Any
 from mixins.analysis.model import events as E
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.segments import Range
-from mixins.analysis.read.reader import SlimEvent, TraceError, compact_json, open_trace
+from mixins.analysis.read.reader import Event, SlimEvent, TraceError, compact_json, open_trace
 
-__all__ = ["Intervals", "Timeline", "load_timeline", "innermost"]
+__all__ = ["Intervals", "Timeline", "Links", "IdIndex", "load_timeline", "innermost"]
+
+_NAN = float("nan")
 
 class _Interner:
     """Values -> small ints, and back."""
@@ -80,6 +84,88 @@ class Device:
     node: array = field(default_factory=lambda: array("q"))  # -1: none
 
 
+class IdIndex:
+    """id -> value as two array columns, sorted by id once all are in, looked up by ``bisect``.
+
+    Why not a dict: ~100-170 B per entry (two int objects, a slot, growth by doubling) against 12 B;
+    ids (correlation, External id) come in increasing order in Kineto's files, so usually nothing is
+    sorted at all. Among equal ids, ``last`` is the value added last and ``first`` the one added first,
+    as a dict filled in order by assignment / ``setdefault`` would say.
+    """
+
+    __slots__ = ("ids", "values", "_sorted")
+
+    def __init__(self) -> None:
+        self.ids = array("q")
+        self.values = array("i")
+        self._sorted = True
+
+    def add(self, key: int, value: int) -> None:
+        ids = self.ids
+        if ids and key < ids[-1]:
+            self._sorted = False
+        ids.append(key)
+        self.values.append(value)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def finish(self) -> IdIndex:
+        """Sort by id (stable) unless already sorted; call once all are added, before looking up."""
+        if not self._sorted:
+            ids, values = self.ids, self.values
+            order = sorted(range(len(ids)), key=ids.__getitem__)
+            self.ids = array("q", map(ids.__getitem__, order))
+            self.values = array("i", map(values.__getitem__, order))
+            self._sorted = True
+        return self
+
+    def last(self, key: int) -> int | None:
+        ids = self.ids
+        k = bisect_right(ids, key) - 1
+        return self.values[k] if k >= 0 and ids[k] == key else None
+
+    def first(self, key: int) -> int | None:
+        ids = self.ids
+        k = bisect_left(ids, key)
+        return self.values[k] if k < len(ids) and ids[k] == key else None
+
+
+@dataclass
+class Links:
+    """Kineto's ids and every event's place, kept for the op-sequence record (``links=True``).
+
+    What links a launch to its op (External id), device work to its launch (correlation, else an
+    ``ac2g`` flow), and the time and process of *every* event (``ev_*``, by file position), so each
+    event — device work in the segment of the CPU call that launched it — is counted in one segment.
+    ``*_ev`` columns give each kept op, call, device record … its event's position.
+    """
+
+    ev_ts: array = field(default_factory=lambda: array("d"))  # NaN: no timestamp
+    ev_pid: array = field(default_factory=lambda: array("i"))  # into ``pids``
+    pids: dict[Any, int] = field(default_factory=dict)
+    op_ev: array = field(default_factory=lambda: array("i"))  # per Timeline.ops entry
+    op_ext: array = field(default_factory=lambda: array("q"))
+    op_concrete: array = field(default_factory=lambda: array("i"))  # into ``concretes``
+    op_shapes: array = field(default_factory=lambda: array("b"))  # has Input Dims
+    concretes: list[str] = field(default_factory=list)  # Concrete Inputs, compact JSON text
+    call_ev: array = field(default_factory=lambda: array("i"))  # per Timeline.calls entry
+    call_ext: array = field(default_factory=lambda: array("q"))
+    dev_ev: array = field(default_factory=lambda: array("i"))  # per Timeline.device entry
+    dev_ext: array = field(default_factory=lambda: array("q"))
+    other_ev: array = field(default_factory=lambda: array("i"))  # other device records with args
+    other_corr: array = field(default_factory=lambda: array("q"))
+    other_ext: array = field(default_factory=lambda: array("q"))
+    annotation_ext: IdIndex = field(default_factory=IdIndex)  # External id -> event position
+    kernel_thread: dict[int, int] = field(default_factory=dict)  # kernels without correlation: thread
+    flow_start: tuple[array, array, array] = field(  # ac2g flow starts: thread, ts, id
+        default_factory=lambda: (array("i"), array("d"), array("q"))
+    )
+    flow_end: tuple[array, array, array, array] = field(  # ac2g flow ends: event position, thread, ts, id
+        default_factory=lambda: (array("i"), array("i"), array("d"), array("q"))
+    )
+
+
 @dataclass
 class Timeline:
     """One trace, reduced to what attribution and timing need."""
@@ -98,6 +184,7 @@ class Timeline:
     thread_pid: list[Any] = field(default_factory=list)
     call_names: list[str] = field(default_factory=list)
     span: tuple[float, float] | None = None  # first start, last end of every cpu_op, call and range
+    links: Links | None = None  # only when loaded with ``links=True``
 
     def capture_windows(self) -> list[tuple[int, int]]:
         """The one definition of a capture window: (begin call, end call or -1 when never closed).
@@ -138,104 +225,169 @@ class Timeline:
 class _Builder:
     """Fills a Timeline slice by slice."""
 
-    def __init__(self, tl: Timeline, device: bool = True, modules: bool = True) -> None:
+    def __init__(self, tl: Timeline, device: bool = True, modules: bool = True, links: bool = False) -> None:
         self.tl = tl
         self.keep_device = device
         self.keep_modules = modules
+        self.links = tl.links = Links() if links else None
         self.call_names = _Interner()
         self.lo = float("inf")
         self.hi = float("-inf")
         self.threads = _Interner()
         self.raw_sigs = _Interner()
+        self.concretes = _Interner()
         self.modules = _Interner()
         self.kernels = _Interner()
         self.categories: dict[str | None, int] = {}
         self.kernel_ids: dict[tuple[Any, ...], int] = {}
 
-    def thread(self, ev: SlimEvent) -> int:
+    def thread(self, ev: SlimEvent | Event) -> int:
         return self.threads((ev.pid, ev.tid))
 
-    def kernel(self, name: str | None, ev: SlimEvent) -> int:
-        """Interned kernel identity; keyed by a plain tuple (hashed in C) before any Kernel is built."""
-        a = ev.args
-        return self._kernel_id((name, a.grid, a.block) if a is not None else (name, None, None))
+    def kernel_key(self, name: str | None, a: Any) -> tuple[Any, ...]:
+        """A kernel's identity as a plain tuple (hashed in C); with links, also shared memory and
+        registers (``summary`` shows them)."""
+        if self.links is None:
+            return (name, a.grid, a.block) if a is not None else (name, None, None)
+        return (name, a.grid, a.block, a.smem, a.regs) if a is not None else (name, None, None, None, None)
 
     def _kernel_id(self, key: tuple[Any, ...]) -> int:
         got = self.kernel_ids.get(key)
         if got is None:
-            name, grid, block = key
-            got = self.kernel_ids[key] = self.kernels(Kernel(name, grid or None, block or None))
+            name, grid, block, *rest = key
+            got = self.kernel_ids[key] = self.kernels(Kernel(name, grid or None, block or None, *rest))
         return got
 
-    def add(self, events: list[SlimEvent]) -> None:
+    def add(self, events: list[Any]) -> None:
         """One slice. Bulk comprehensions per kind, not a Python loop body per event: a replay is
-        ~all kernels and a capture ~all ``python_function`` calls, hundreds of thousands of each."""
+        ~all kernels and a capture ~all ``python_function`` calls, hundreds of thousands of each.
+        Without links, events with no timestamp are not kept (nothing can place them in time)."""
         dest = self.categories
         cats = {ev.cat for ev in events}
         for cat in cats.difference(dest):
             dest[cat] = E.category(cat or "")
         present = {dest[c] for c in cats}
+        links = self.links
+        base = len(links.ev_ts) if links is not None else 0
+        if links is not None:
+            self._places(events, links)
         if self.keep_device and any(k >= E.CAT_KERNEL for k in present):
-            self._devices([ev for ev in events if dest[ev.cat] >= E.CAT_KERNEL and ev.ts is not None])
+            if links is None:
+                self._devices([ev for ev in events if dest[ev.cat] >= E.CAT_KERNEL and ev.ts is not None])
+            else:
+                at = [n for n, ev in enumerate(events) if dest[ev.cat] >= E.CAT_KERNEL]
+                self._devices([events[n] for n in at])
+                links.dev_ev.fromlist([base + n for n in at])
         if self.keep_modules and E.CAT_PYTHON in present:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
+        if links is not None and present & {E.CAT_GPU_OTHER, E.CAT_OTHER}:
+            self._other_linked(events, base, links)
         if present & {E.CAT_CPU_OP, E.CAT_RUNTIME, E.CAT_ANNOTATION}:
-            cpu_side = [ev for ev in events if E.CAT_PYTHON < dest[ev.cat] < E.CAT_GPU_OTHER and ev.ts is not None]
-            self._others(cpu_side, dest)
+            if links is None:
+                cpu_side = [ev for ev in events if E.CAT_PYTHON < dest[ev.cat] < E.CAT_GPU_OTHER and ev.ts is not None]
+                self._others(cpu_side, None)
+            else:
+                at = [n for n, ev in enumerate(events) if E.CAT_PYTHON < dest[ev.cat] < E.CAT_GPU_OTHER]
+                self._others([events[n] for n in at], [base + n for n in at])
 
-    def _others(self, events: list[SlimEvent], dest: dict[str | None, int]) -> None:
-        """cpu_op intervals, runtime calls and annotation ranges (a few percent of any trace)."""
+    def _places(self, events: list[Event], links: Links) -> None:
+        """Every event's time and process (by file position)."""
+        nan = _NAN
+        links.ev_ts.fromlist([nan if (t := ev.ts) is None else t for ev in events])
+        pids = links.pids
+        got = list(map(pids.get, [ev.pid for ev in events]))
+        if None in got:
+            got = [pids.setdefault(ev.pid, len(pids)) for ev in events]
+        links.ev_pid.fromlist(got)
+
+    def _other_linked(self, events: list[Event], base: int, links: Links) -> None:
+        """Device records other than kernels, copies and sets (linked like them), and ac2g flows."""
+        dest = self.categories
+        for n, ev in enumerate(events):
+            kind = dest[ev.cat]
+            if kind == E.CAT_GPU_OTHER:
+                if ev.args is not None:
+                    links.other_ev.append(base + n)
+                    links.other_corr.append(E.ident(ev.args.correlation))
+                    links.other_ext.append(E.ident(ev.args.ext))
+            elif kind == E.CAT_OTHER and E.is_flow(ev, ev.cat or ""):
+                ts, fid = _NAN if ev.ts is None else ev.ts, E.ident(ev.id)
+                if ev.ph == "f":
+                    values: tuple[float, ...] = (base + n, self.thread(ev), ts, fid)
+                    for column, value in zip(links.flow_end, values, strict=True):
+                        column.append(value)
+                else:
+                    for column, value in zip(links.flow_start, (self.thread(ev), ts, fid), strict=True):
+                        column.append(value)
+
+    def _others(self, events: list[Any], at: list[int] | None) -> None:
+        """cpu_op intervals, runtime calls and annotation ranges (a few percent of any trace); ``at``:
+        their event positions, with links."""
         tl = self.tl
         lo, hi = self.lo, self.hi
-        for ev in events:
+        links, dest = self.links, self.categories
+        for n, ev in enumerate(events):
             kind = dest[ev.cat]
             name = ev.name or ""
-            ts = ev.ts or 0.0
+            ts = _NAN if ev.ts is None else ev.ts
             end = ts + (ev.dur or 0.0)
             lo = ts if ts < lo else lo
             hi = end if end > hi else hi
+            a = ev.args
             if kind == E.CAT_CPU_OP:
-                a = ev.args
                 raw = (name, bytes(a.dims), bytes(a.types)) if a is not None else (name, b"", b"")
                 tl.ops.add(ts, ev.dur or 0.0, self.thread(ev), self.raw_sigs(raw))
+                if links is not None and at is not None:
+                    links.op_ev.append(at[n])
+                    links.op_ext.append(E.ident(a.ext) if a is not None else -1)
+                    links.op_concrete.append(self.concretes(bytes(a.concrete) if a is not None else b""))
+                    links.op_shapes.append(bool(raw[1]))
             elif kind == E.CAT_RUNTIME:
-                self._call(ev, name)
+                self._call(ev, name, ts)
+                if links is not None and at is not None:
+                    links.call_ev.append(at[n])
+                    links.call_ext.append(E.ident(a.ext) if a is not None else -1)
             elif kind == E.CAT_ANNOTATION:
                 if E.may_be_segment_marker(name) or E.may_be_hint(name):  # no other range is read
                     tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
+                if links is not None and at is not None and a is not None and (ext := E.ident(a.ext)) >= 0:
+                    links.annotation_ext.add(ext, at[n])
         self.lo, self.hi = lo, hi
 
-    def _modules(self, events: list[SlimEvent]) -> None:
+    def _modules(self, events: list[Any]) -> None:
         iv = self.tl.modules
         for ev in events:
             iv.add(ev.ts or 0.0, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(ev.name or "")))
 
-    def _devices(self, events: list[SlimEvent]) -> None:
+    def _devices(self, events: list[Any]) -> None:
         """Kernels, memcpys and memsets, column by column."""
         d, dest, top = self.tl.device, self.categories, E.ID_LIMIT
         args = [ev.args for ev in events]
         # array.fromlist: about twice array.extend's speed on a list
-        d.start.fromlist([ev.ts or 0.0 for ev in events])
+        d.start.fromlist([_NAN if (t := ev.ts) is None else t for ev in events])
         d.dur.fromlist([ev.dur or 0.0 for ev in events])
         d.kind.fromlist([dest[ev.cat] - E.CAT_KERNEL for ev in events])
         d.corr.fromlist(
             [c if a is not None and (c := a.correlation) is not None and 0 <= c < top else -1 for a in args]
         )
         d.node.fromlist([n if a is not None and (n := a.node) is not None and 0 <= n < top else -1 for a in args])
-        keys = [
-            (ev.name or "", a.grid, a.block) if a is not None else (ev.name or "", None, None)
-            for ev, a in zip(events, args, strict=True)
-        ]
+        key = self.kernel_key
+        keys = [key(ev.name or "", a) for ev, a in zip(events, args, strict=True)]
         ids = list(map(self.kernel_ids.get, keys))
         if None in ids:
             ids = [self._kernel_id(k) for k in keys]
         d.kernel.fromlist(ids)
+        if self.links is not None:  # device ids continue the Device columns filled above
+            self.links.dev_ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
+            first, threads = len(d.corr) - len(events), self.links.kernel_thread
+            for n, ev in enumerate(events):  # an ac2g flow ending on one may still pair it (records)
+                if d.corr[first + n] < 0 and dest[ev.cat] == E.CAT_KERNEL + E.D_KERNEL:
+                    threads[first + n] = self.thread(ev)
 
-    def _call(self, ev: SlimEvent, name: str) -> None:
+    def _call(self, ev: Any, name: str, ts: float) -> None:
         kind = E.call_kind(name)
         a = ev.args
         c = self.tl.calls
-        ts = ev.ts or 0.0
         c.start.append(ts)
         c.end.append(ts + (ev.dur or 0.0))
         c.name.append(self.call_names(name))
@@ -243,7 +395,7 @@ class _Builder:
         c.kind.append(kind)
         c.corr.append(E.ident(a.correlation) if a is not None else -1)
         own = a.kernel if a is not None and kind == E.C_LAUNCH else None
-        c.kernel.append(self.kernel(own, ev) if own is not None else -1)
+        c.kernel.append(self._kernel_id(self.kernel_key(own, a)) if own is not None else -1)
 
     def finish(self) -> None:
         tl = self.tl
@@ -254,17 +406,26 @@ class _Builder:
         tl.thread_pid = [pid for pid, _ in self.threads.values]
         tl.call_names = list(self.call_names.values)
         tl.span = (self.lo, self.hi) if self.lo <= self.hi else None
+        if self.links is not None:
+            self.links.concretes = [compact_json(c, cache) for c in self.concretes.values]
+            self.links.annotation_ext.finish()
 
 
 def load_timeline(
-    path: str, progress: Callable[[int, int], None] | None = None, *, device: bool = True, modules: bool = True
+    path: str,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    device: bool = True,
+    modules: bool = True,
+    links: bool = False,
 ) -> Timeline:
     """Read ``path`` in one streaming pass; raises TraceError for any bad input. ``device`` / ``modules``
-    False: device work / ``nn.Module`` intervals are not kept (``time`` reads neither)."""
+    False: device work / ``nn.Module`` intervals are not kept (``time`` reads neither); ``links``: Kineto's
+    ids and every event's place are kept too (:class:`Links`, for the op-sequence record)."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
-    b = _Builder(tl, device, modules)
-    for events in stream.slim_events():
+    b = _Builder(tl, device, modules, links)
+    for events in stream.events() if links else stream.slim_events():
         b.add(events)
     try:
         b.finish()

@@ -17,20 +17,17 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from mixins.analysis.model.align import matching_runs
-from mixins.analysis.model.collect import IdIndex
 from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL
 from mixins.analysis.model.identity import Identity, identity_of, rank_from_name
 from mixins.analysis.model.record import Kernel, Segment
 from mixins.analysis.model.segments import assigner, segments_of
-from mixins.analysis.model.timeline import (
-    Timeline,
-    innermost,
-    load_timeline,
-)
+from mixins.analysis.model.timeline import IdIndex, Timeline, innermost, load_timeline
 from mixins.analysis.read.reader import TraceError
 from mixins.analysis.read.safe_io import read_small_json
 
-__all__ = ["Site", "Node", "Window", "Capture", "load_capture", "read_execution_details", "sites_of_calls"]
+__all__ = [
+    "Site", "Node", "Window", "Capture", "load_capture", "windows_of", "read_execution_details", "sites_of_calls",
+]
 
 NO_MODULE = "NA"  # TraceLens's parent_module when no nn.Module encloses the op
 NO_OP = "(no cpu_op)"
@@ -53,6 +50,7 @@ class Node(NamedTuple):
     kernel: Kernel | None
     site: Site
     inst: int  # the enclosing op interval (unique per op execution), -1 when none
+    call: int = -1  # the runtime call that made it (index into Timeline.calls)
 
 
 @dataclass
@@ -161,8 +159,7 @@ def _eager_kernels(tl: Timeline) -> IdIndex:
     for i in range(len(d.kind)):
         if d.kind[i] == D_KERNEL and d.corr[i] >= 0:
             out.add(d.corr[i], d.kernel[i])
-    out.finish()
-    return out
+    return out.finish()
 
 
 def _name_by_warmup(nodes: list[Node], eager: list[tuple[Site, Kernel]]) -> tuple[list[Node], int]:
@@ -219,7 +216,7 @@ class _Context:
             own = self.tl.kernels[c.kernel[i]] if c.kernel[i] >= 0 else None
             site = self.site[i]
             assert site is not None  # every call in by_thread has one
-            out.append(Node(NODE_KIND_OF_CALL[c.kind[i]], own, site, self.inst[i]))
+            out.append(Node(NODE_KIND_OF_CALL[c.kind[i]], own, site, self.inst[i], i))
         return out
 
     def eager(self, th: int, lo: float, hi: float) -> list[tuple[Site, Kernel]]:
@@ -235,7 +232,9 @@ class _Context:
         return out
 
 
-def _windows(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
+def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
+    """The capture windows of ``tl`` with their nodes, unnamed kernels named by the warm-up pass before
+    each (the one namer: ``attribute`` and the op-sequence record both read it)."""
     spans = _spans(tl)
     if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
         return []
@@ -250,7 +249,7 @@ def _windows(tl: Timeline, identity: Identity, segs: list[Segment], source: str)
         named_by_launch = all(n.kernel is not None for n in nodes if n.kind == D_KERNEL)
         lo = max(last_end.get(th, float("-inf")), seg.start if seg is not None else float("-inf"))
         nodes, unnamed = _name_by_warmup(nodes, ctx.eager(th, lo, b))
-        last_end[th] = e
+        last_end[th] = max(last_end.get(th, float("-inf")), e)  # a nested window ends before its outer one
         naming = "launch" if named_by_launch else "warm-up" if unnamed == 0 else "none"
         label = seg.label if seg is not None else "(outside)"
         bs = seg.bs if seg is not None else None
@@ -272,4 +271,4 @@ def load_capture(
         bs, mode = got
         segs, source = [Segment(f"bs={bs}" + (f",variant={mode}" if mode else ""), bs)], "filename"
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
-    return Capture(path, identity, rank, _windows(tl, identity, segs, source))
+    return Capture(path, identity, rank, windows_of(tl, identity, segs, source))
