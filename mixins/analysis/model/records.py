@@ -58,13 +58,13 @@ __all__ = [
 FlowKey = tuple[int, float]  # (thread index, ts)
 
 
-def _index(ids: array, values: array | None = None, keep: Callable[[int], bool] | None = None) -> IdIndex:
-    """id -> position (or ``values[position]``) for the ids that are present (and ``keep`` the position)."""
-    out = IdIndex()
-    for n, i in enumerate(ids):
-        if i >= 0 and (keep is None or keep(n)):
-            out.add(i, n if values is None else values[n])
-    return out.finish()
+def _index(ids: array, values: array | None = None, kinds: array | None = None, *wanted: int) -> IdIndex:
+    """id -> position (or ``values[position]``) for the ids present (and, given ``kinds``, of a wanted kind)."""
+    if kinds is None:
+        at = [n for n, i in enumerate(ids) if i >= 0]
+    else:
+        at = [n for n, (i, kind) in enumerate(zip(ids, kinds, strict=True)) if i >= 0 and kind in wanted]
+    return IdIndex.of([ids[n] for n in at], at if values is None else [values[n] for n in at])
 
 
 def _flow_ids(wanted: set[FlowKey], threads: array, ts: array, ids: array) -> dict[FlowKey, int]:
@@ -197,7 +197,7 @@ def _link_launches(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLink
     with its correlation); one with neither is unnamed until the namer names it."""
     tl, links = lk.tl, lk.links
     c, d = tl.calls, tl.device
-    kernel_of_corr = _index(lk.kernel_corr, keep=lambda k: d.kind[k] == E.D_KERNEL)  # the first kernel record
+    kernel_of_corr = _index(lk.kernel_corr, None, d.kind, E.D_KERNEL)  # the first kernel record
     unnamed = Kernel(None)
     for i in range(len(c.kind)):
         kind = c.kind[i]
@@ -227,9 +227,8 @@ def _link_kernels(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLinks
     """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
     tl, links = lk.tl, lk.links
     c, d = tl.calls, tl.device
-    launch = (E.C_LAUNCH, E.C_GRAPH)
-    launch_of_corr = _index(lk.launch_corr, keep=lambda i: c.kind[i] in launch)  # the last launch with it
-    kernel_launch_of_corr = _index(lk.launch_corr, keep=lambda i: c.kind[i] == E.C_LAUNCH)
+    launch_of_corr = _index(lk.launch_corr, None, c.kind, E.C_LAUNCH, E.C_GRAPH)  # the last launch with it
+    kernel_launch_of_corr = _index(lk.launch_corr, None, c.kind, E.C_LAUNCH)
     for k in range(len(d.kind)):
         if d.kind[k] != E.D_KERNEL:
             continue
@@ -265,22 +264,27 @@ def _place_ops(
 ) -> None:
     """Each op goes to its segment with what it launched, in time order (file order breaks ties); a
     captured launch the namer named carries that name in ``Op.attributed``."""
-    sigs = _signatures(tl, links)
-    start = tl.ops.start
+    ops = [
+        Op(sig, ts, (), 0, bool(shapes))
+        for sig, ts, shapes in zip(_signatures(tl, links), tl.ops.start, links.op_shapes, strict=True)
+    ]  # most ops launch nothing: what they launched is filled in below, for those that did
+    for k, launched in linked.kernels.items():
+        op = ops[k]
+        op.kernels = tuple(kernel for kernel, _ in launched)
+        if names and any(kernel.name is None for kernel in op.kernels):
+            op.attributed = tuple(names.get(call) if kernel.name is None else None for kernel, call in launched)
+    for k, n in linked.graphs.items():
+        ops[k].graph_launches = n
     for k, ev in enumerate(links.op_ev):
         s = all_segs[seg_of[ev]]
-        s.cpu_ops += 1
-        shapes = bool(links.op_shapes[k])
-        if not shapes:
+        op = ops[k]
+        s.ops.append(op)
+        if not op.has_shapes:
             s.ops_without_shapes += 1
-        launched = linked.kernels.get(k, ())
-        kernels = tuple(kernel for kernel, _ in launched)
-        attributed: tuple[str | None, ...] = ()
-        if names and any(kernel.name is None for kernel in kernels):
-            attributed = tuple(names.get(call) if kernel.name is None else None for kernel, call in launched)
-            s.attributed_launches += sum(1 for name in attributed if name is not None)
-        s.ops.append(Op(sigs[k], start[k], kernels, linked.graphs.get(k, 0), shapes, attributed))
+        if op.attributed:
+            s.attributed_launches += sum(1 for name in op.attributed if name is not None)
     for s in all_segs:
+        s.cpu_ops = len(s.ops)
         s.ops.sort(key=lambda o: o.ts)
 
 

@@ -14,7 +14,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import islice
+from operator import add, le
+from typing import Any, cast
 
 from mixins.analysis.model import events as E
 from mixins.analysis.model.record import Kernel
@@ -39,6 +41,11 @@ class _Interner:
             self.values.append(value)
         return got
 
+    def many(self, values: list[Any]) -> list[int]:
+        """Each value's id: one C-level lookup pass, a second pass only when something is new."""
+        got = list(map(self.ids.get, values))
+        return list(map(self, values)) if None in got else cast(list[int], got)
+
 
 @dataclass
 class Intervals:
@@ -48,12 +55,6 @@ class Intervals:
     end: array = field(default_factory=lambda: array("d"))
     thread: array = field(default_factory=lambda: array("i"))
     label: array = field(default_factory=lambda: array("i"))
-
-    def add(self, start: float, dur: float, thread: int, label: int) -> None:
-        self.start.append(start)
-        self.end.append(start + dur)
-        self.thread.append(thread)
-        self.label.append(label)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -99,6 +100,15 @@ class IdIndex:
         self.ids = array("q")
         self.values = array("i")
         self._sorted = True
+
+    @classmethod
+    def of(cls, keys: list[int], values: list[int]) -> IdIndex:
+        """All at once, from two lists (ids and their values, in the order added)."""
+        out = cls()
+        out.ids.fromlist(keys)
+        out.values.fromlist(values)
+        out._sorted = all(map(le, keys, islice(keys, 1, None)))
+        return out.finish()
 
     def add(self, key: int, value: int) -> None:
         ids = self.ids
@@ -282,12 +292,18 @@ class _Builder:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
         if links is not None and present & {E.CAT_GPU_OTHER, E.CAT_OTHER}:
             self._other_linked(events, base, links)
-        if present & {E.CAT_CPU_OP, E.CAT_RUNTIME, E.CAT_ANNOTATION}:
+        if E.CAT_CPU_OP in present:
             if links is None:
-                cpu_side = [ev for ev in events if E.CAT_PYTHON < dest[ev.cat] < E.CAT_GPU_OTHER and ev.ts is not None]
-                self._others(cpu_side, None)
+                self._ops([ev for ev in events if dest[ev.cat] == E.CAT_CPU_OP and ev.ts is not None], None)
             else:
-                at = [n for n, ev in enumerate(events) if E.CAT_PYTHON < dest[ev.cat] < E.CAT_GPU_OTHER]
+                at = [n for n, ev in enumerate(events) if dest[ev.cat] == E.CAT_CPU_OP]
+                self._ops([events[n] for n in at], [base + n for n in at])
+        if present & {E.CAT_RUNTIME, E.CAT_ANNOTATION}:
+            if links is None:
+                calls = [ev for ev in events if E.CAT_CPU_OP < dest[ev.cat] < E.CAT_GPU_OTHER and ev.ts is not None]
+                self._others(calls, None)
+            else:
+                at = [n for n, ev in enumerate(events) if E.CAT_CPU_OP < dest[ev.cat] < E.CAT_GPU_OTHER]
                 self._others([events[n] for n in at], [base + n for n in at])
 
     def _places(self, events: list[Event], links: Links) -> None:
@@ -320,9 +336,35 @@ class _Builder:
                     for column, value in zip(links.flow_start, (self.thread(ev), ts, fid), strict=True):
                         column.append(value)
 
+    def _ops(self, ops: list[Any], at: list[int] | None) -> None:
+        """cpu_op intervals, column by column (a capture-style trace is mostly ops); ``at``: their event
+        positions, with links."""
+        iv = self.tl.ops
+        starts = [_NAN if (t := ev.ts) is None else t for ev in ops]
+        ends = list(map(add, starts, [ev.dur or 0.0 for ev in ops]))
+        iv.start.fromlist(starts)
+        iv.end.fromlist(ends)
+        iv.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in ops]))
+        args = [ev.args for ev in ops]
+        raw = [
+            (ev.name or "", bytes(a.dims), bytes(a.types)) if a is not None else (ev.name or "", b"", b"")
+            for ev, a in zip(ops, args, strict=True)
+        ]
+        iv.label.fromlist(self.raw_sigs.many(raw))
+        known = [t for t in starts if t == t]  # NaN: no timestamp (kept with links only)
+        if known:
+            self.lo = min(self.lo, min(known))
+            self.hi = max(self.hi, max(e for e in ends if e == e))
+        links = self.links
+        if links is not None and at is not None:
+            links.op_ev.fromlist(at)
+            links.op_ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
+            links.op_concrete.fromlist(self.concretes.many([bytes(a.concrete) if a is not None else b"" for a in args]))
+            links.op_shapes.fromlist([1 if r[1] else 0 for r in raw])
+
     def _others(self, events: list[Any], at: list[int] | None) -> None:
-        """cpu_op intervals, runtime calls and annotation ranges (a few percent of any trace); ``at``:
-        their event positions, with links."""
+        """Runtime calls and annotation ranges (a few percent of any trace); ``at``: their event
+        positions, with links."""
         tl = self.tl
         lo, hi = self.lo, self.hi
         links, dest = self.links, self.categories
@@ -334,15 +376,7 @@ class _Builder:
             lo = ts if ts < lo else lo
             hi = end if end > hi else hi
             a = ev.args
-            if kind == E.CAT_CPU_OP:
-                raw = (name, bytes(a.dims), bytes(a.types)) if a is not None else (name, b"", b"")
-                tl.ops.add(ts, ev.dur or 0.0, self.thread(ev), self.raw_sigs(raw))
-                if links is not None and at is not None:
-                    links.op_ev.append(at[n])
-                    links.op_ext.append(E.ident(a.ext) if a is not None else -1)
-                    links.op_concrete.append(self.concretes(bytes(a.concrete) if a is not None else b""))
-                    links.op_shapes.append(bool(raw[1]))
-            elif kind == E.CAT_RUNTIME:
+            if kind == E.CAT_RUNTIME:
                 self._call(ev, name, ts)
                 if links is not None and at is not None:
                     links.call_ev.append(at[n])
@@ -355,9 +389,15 @@ class _Builder:
         self.lo, self.hi = lo, hi
 
     def _modules(self, events: list[Any]) -> None:
+        """``nn.Module`` intervals, column by column (each distinct name is cleaned once)."""
         iv = self.tl.modules
-        for ev in events:
-            iv.add(ev.ts or 0.0, ev.dur or 0.0, self.thread(ev), self.modules(E.module_name(ev.name or "")))
+        starts = [ev.ts for ev in events]
+        iv.start.fromlist(starts)
+        iv.end.fromlist(list(map(add, starts, [ev.dur or 0.0 for ev in events])))
+        iv.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
+        names = [ev.name or "" for ev in events]
+        clean = {name: E.module_name(name) for name in set(names)}
+        iv.label.fromlist(self.modules.many([clean[name] for name in names]))
 
     def _devices(self, events: list[Any]) -> None:
         """Kernels, memcpys and memsets, column by column."""
