@@ -8,12 +8,15 @@ ended on another, and an op that starts in the warm-up pass and runs on through 
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mixins.analysis.model.windows import load_capture
 
@@ -167,3 +170,52 @@ def test_one_definition_each() -> None:
             if needle in code:
                 homes[needle].add(path.relative_to(ANALYSIS).as_posix())
     assert homes == {needle: {home} for needle, home in ONE_HOME.items()}
+
+
+# What a damaged trace may hold: an op, a launch and a segment range without a timestamp. The record
+# counts them (in "(outside)"); nothing that places events in time can use them.
+UNTIMED = [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::untimed", "pid": PID, "tid": 1, "dur": 5, "args": {}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": 1, "args": {}},
+    {"ph": "X", "cat": "user_annotation", "name": "capture::bs=9", "pid": PID, "tid": 1, "dur": 5},
+]
+
+
+def test_report_reads_each_trace_once_for_time_and_check(
+    tmp_path: Path, run_cli: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``report`` reads each capture trace once, for both ``time`` and ``check`` (one model, loaded with
+    Kineto's ids), and its sections equal what the two commands print, untimed events and all."""
+    pytest.importorskip("plotly")
+    folder = tmp_path / "graph_capture_profile"
+    folder.mkdir()
+    for rank in (0, 1):
+        with gzip.open(folder / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{rank}.json.gz", "wt") as f:
+            json.dump({"traceEvents": EVENTS + UNTIMED}, f)
+    rc, out, err = run_cli("summary", "--json", folder / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz")
+    assert rc == 0, err
+    outside = json.loads(out)["traces"][0]["segments"][-1]
+    assert (outside["label"], outside["cpu_ops"], outside["launches"]) == ("(outside)", 1, 1)
+    expected = {}
+    for command in ("time", "check"):
+        rc, out, err = run_cli(command, "--json", folder)
+        assert rc == 0, err
+        expected[command] = json.loads(out)
+
+    from mixins.analysis.commands.report import report_dicts
+    from mixins.analysis.read import safe_io
+
+    opened: list[str] = []
+    open_input = safe_io.open_input
+
+    def counted(path: str) -> Any:
+        opened.append(path)
+        return open_input(path)
+
+    monkeypatch.setattr(safe_io, "open_input", counted)
+    args = argparse.Namespace(traces=[str(folder)], replay=None, jobs=1, any_rank=False)
+    got = report_dicts(args)
+    assert got is not None
+    time_json, check_json, attribute_json = got
+    assert (time_json, check_json, attribute_json) == (expected["time"], expected["check"], None)
+    assert sorted(opened) == sorted(str(p) for p in folder.iterdir())  # each once

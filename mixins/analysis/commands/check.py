@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
 from mixins.analysis.jobs import (
@@ -23,6 +23,9 @@ from mixins.analysis.jobs import (
 )
 from mixins.analysis.read.reader import TraceError
 from mixins.helptext import add_command
+
+if TYPE_CHECKING:
+    from mixins.analysis.model.record import CompactTrace
 
 
 def add(subparsers: Any) -> None:
@@ -46,15 +49,21 @@ def check_result(
     files: list[str], listed: Collection[str], jobs: int, where: object, show: bool
 ) -> tuple[dict[str, Any], bool]:
     """``check --json``'s object for ``files`` (``where``: what was named: a folder, or a list of paths)
-    and whether a file was bad (each reported on stderr). The one computation behind ``check`` and
-    ``report``'s cross-rank table."""
-    from mixins.analysis.commands.compare import check_traces, compact_job
+    and whether a file was bad (each reported on stderr)."""
+    from mixins.analysis.commands.compare import compact_job
 
     failed: list[str] = []
     traces, bad = collect_results(map_files(compact_job, files, (), jobs, show), listed, failed)
+    return check_doc(traces, failed, bad, where), bad
+
+
+def check_doc(traces: list[CompactTrace], failed: list[str], bad: bool, where: object) -> dict[str, Any]:
+    """``check --json``'s object from the traces' compact records: the one computation behind ``check``
+    and ``report``'s cross-rank table."""
+    from mixins.analysis.commands.compare import check_traces
+
     groups = check_traces(traces)
-    ok = not bad and all(g.ok for g in groups)
-    return {"dir": where, "ok": ok, "bad_files": failed, "groups": groups}, bad
+    return {"dir": where, "ok": not bad and all(g.ok for g in groups), "bad_files": failed, "groups": groups}
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -1,12 +1,12 @@
 """``report``: obtains the dicts ``time --json``, ``check --json`` and ``attribute --json`` print, hands
 them to ``report_html.render_report`` and writes the page through ``safe_io.output_file``.
 
-An adapter only: ``time`` and ``attribute`` are run in this process exactly as the console script runs them
-(their own parser, ``--json``, stdout captured), so the page holds the very dicts they print. ``check``
-takes one directory; the report's traces may be several files or folders, so its dict is built here from
-``check``'s own computation (``compare.check_traces``) and serialised by ``render.print_json`` as
-``check --json`` is (tests/analysis/test_report.py holds the two equal). Nothing is written when an input
-is bad or plotly (extra ``[report]``) is missing. Design: docs/DESIGN.md §7.3.
+An adapter only. Each capture trace is read once (``capture_job``: one model, loaded with links) and both
+``time``'s computation (``time.build``) and ``check``'s (``check.check_doc`` over the compact records) run
+on it; the dicts are serialised by ``render.print_json`` as those commands print them
+(tests/analysis/test_report.py holds them equal). ``attribute`` is run in this process exactly as the
+console script runs it (its own parser, ``--json``, stdout captured). Nothing is written when an input is
+bad or plotly (extra ``[report]``) is missing. Design: docs/DESIGN.md §7.3.
 """
 
 from __future__ import annotations
@@ -17,15 +17,22 @@ import io
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, expand_paths, with_limits
+from mixins.analysis.commands.check import check_doc
+from mixins.analysis.commands.time import NOTE
+from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.read.reader import TraceError, current_limits
 from mixins.helptext import add_command
 from mixins.one_line import one_line
 
-__all__ = ["add", "cmd_report", "report_dicts"]
+if TYPE_CHECKING:
+    from mixins.analysis.model.record import CompactTrace
+
+__all__ = ["add", "cmd_report", "report_dicts", "capture_job"]
+
+TIME_TOP = 5  # the ops per phase the page's time section holds: ``time``'s default ``--top``
 
 
 def add(subparsers: Any) -> None:
@@ -71,37 +78,47 @@ def _command_json(argv: list[str]) -> tuple[int, Any]:
     return _printed(lambda: int(args.func(args)))
 
 
-def _check_json(paths: list[str], jobs: int) -> tuple[bool, Any]:
-    """``check --json``'s dict for the traces of ``paths`` (several files or folders); False if a file was bad."""
-    from mixins.analysis.commands.check import check_result
+def capture_job(path: str, progress: Callable[[int, int], None] | None = None) -> tuple[Any, CompactTrace]:
+    """One reading of a capture trace for two commands: ``time --json``'s object for it (default ``--top``)
+    and the compact record ``check`` compares."""
+    from mixins.analysis.commands.time import build
+    from mixins.analysis.model.identity import identity_of
+    from mixins.analysis.model.record import compact
+    from mixins.analysis.model.records import record_of
+    from mixins.analysis.model.timeline import load_timeline
+    from mixins.analysis.serialise import to_json
 
-    files, listed, bad_dir = expand_paths(paths)
-    with render.quiet_info():  # time, run first, already said which files it skipped
-        doc, bad = check_result(files, listed, jobs, paths[0] if len(paths) == 1 else paths, False)
-    bad = bad or bad_dir
-    doc["ok"] = doc["ok"] and not bad_dir
+    tl = load_timeline(path, progress, links=True)
+    identity = identity_of(path, tl.metadata)
+    return to_json(build(path, identity, tl, TIME_TOP)), compact(record_of(tl, identity))
+
+
+def _as_printed(doc: Any) -> Any:
+    """``doc`` as ``--json`` prints it (``render.print_json``), read back."""
 
     def show() -> int:
         render.print_json(doc)
         return OK
 
-    return not bad, _printed(show)[1]
+    return _printed(show)[1]
 
 
 def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None] | None:
     """(time, check, attribute) as their ``--json`` prints them; None when an input was bad (reported)."""
-    limits = current_limits()
-    common = ["--max-events", str(limits.max_events), "--max-value-mib", str(limits.max_value_bytes >> 20)]
-    jobs = ["--jobs", str(args.jobs)]
-    rc, time_json = _command_json(["time", *args.traces, *jobs, *common])
-    if rc != OK or time_json is None:
+    files, listed, bad_dir = expand_paths(list(args.traces))
+    failed: list[str] = []
+    read, bad = collect_results(map_files(capture_job, files, (), args.jobs, False), listed, failed)
+    if bad or bad_dir:
         return None
-    good, check_json = _check_json(list(args.traces), args.jobs)
-    if not good:
-        return None
+    time_json = _as_printed({"note": NOTE, "traces": [t for t, _ in read]})
+    where = args.traces[0] if len(args.traces) == 1 else list(args.traces)
+    check_json = _as_printed(check_doc([c for _, c in read], failed, bad, where))
     attribute_json = None
     if args.replay is not None:
         extra = ["--any-rank"] if args.any_rank else []
+        limits = current_limits()
+        common = ["--max-events", str(limits.max_events), "--max-value-mib", str(limits.max_value_bytes >> 20)]
+        jobs = ["--jobs", str(args.jobs)]
         rc, attribute_json = _command_json(["attribute", args.replay, *args.traces, *jobs, *extra, *common])
         if rc != OK or attribute_json is None:
             return None

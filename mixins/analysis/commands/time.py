@@ -356,7 +356,8 @@ def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
 
 
 def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
-    """The TraceTime of a trace's timeline."""
+    """The TraceTime of a trace's timeline (loaded with or without links)."""
+    tl = tl.timed()
     segs, source = segments_of(tl.ranges, identity)
     cs = _Calls(tl)
     order = cs.start_order()

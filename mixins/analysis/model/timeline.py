@@ -13,7 +13,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from itertools import islice
 from operator import add, le
 from typing import Any, cast
@@ -168,6 +168,7 @@ class Links:
     other_ext: array = field(default_factory=lambda: array("q"))
     annotation_ext: IdIndex = field(default_factory=IdIndex)  # External id -> event position
     kernel_thread: dict[int, int] = field(default_factory=dict)  # kernels without correlation: thread
+    untimed: int = 0  # ops, calls and ranges kept without a timestamp (NaN start): ``Timeline.timed``
     flow_start: tuple[array, array, array] = field(  # ac2g flow starts: thread, ts, id
         default_factory=lambda: (array("i"), array("d"), array("q"))
     )
@@ -207,7 +208,9 @@ class Timeline:
         """
         c = self.calls
         marks = sorted(
-            (c.start[i], c.kind[i] == E.C_END, i) for i in range(len(c.kind)) if c.kind[i] in (E.C_BEGIN, E.C_END)
+            (c.start[i], c.kind[i] == E.C_END, i)
+            for i in range(len(c.kind))
+            if c.kind[i] in (E.C_BEGIN, E.C_END) and c.start[i] == c.start[i]  # a mark without a time marks nothing
         )
         opened: dict[int, list[int]] = {}
         out: list[tuple[int, int]] = []
@@ -230,6 +233,22 @@ class Timeline:
         out += [(b, -1) for st in opened.values() for b in st]
         out.sort(key=lambda w: (c.start[w[0]], w[0]))
         return out
+
+    def timed(self) -> Timeline:
+        """This timeline less the ops, calls and ranges without a timestamp (kept with ``links`` for the
+        record's counts): what a reading without links holds, for the queries that place things in time."""
+        if self.links is None or not self.links.untimed:
+            return self
+        ops = _select(self.ops, [i for i, t in enumerate(self.ops.start) if t == t])
+        calls = _select(self.calls, [i for i, t in enumerate(self.calls.start) if t == t])
+        ranges = [r for r in self.ranges if r.ts == r.ts]
+        return replace(self, ops=ops, calls=calls, ranges=ranges, links=None)
+
+
+def _select(columns: Any, keep: list[int]) -> Any:
+    """A copy of a dataclass of array columns with only the rows ``keep``."""
+    cols = {f.name: getattr(columns, f.name) for f in fields(columns)}
+    return type(columns)(**{name: array(col.typecode, map(col.__getitem__, keep)) for name, col in cols.items()})
 
 
 class _Builder:
@@ -352,6 +371,8 @@ class _Builder:
         ]
         iv.label.fromlist(self.raw_sigs.many(raw))
         known = [t for t in starts if t == t]  # NaN: no timestamp (kept with links only)
+        if self.links is not None:
+            self.links.untimed += len(starts) - len(known)
         if known:
             self.lo = min(self.lo, min(known))
             self.hi = max(self.hi, max(e for e in ends if e == e))
@@ -372,6 +393,8 @@ class _Builder:
             kind = dest[ev.cat]
             name = ev.name or ""
             ts = _NAN if ev.ts is None else ev.ts
+            if ts != ts and links is not None:
+                links.untimed += 1
             end = ts + (ev.dur or 0.0)
             lo = ts if ts < lo else lo
             hi = end if end > hi else hi
