@@ -1,9 +1,11 @@
-"""Shared fixtures: a per-test trace directory with the switch on, drained of background exports."""
+"""Shared fixtures: a per-test trace directory with the switch on, drained of background exports; a spy on
+the profilers created."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,3 +21,20 @@ def trace_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     from mixins import wait_for_exports
 
     assert wait_for_exports(60), "a background export did not finish"
+
+
+@pytest.fixture
+def profilers_started(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The keyword arguments of every torch.profiler.profile created while the test runs (ours is made
+    through that name); the real profiler still runs."""
+    import torch
+
+    created: list[Any] = []
+    real = torch.profiler.profile
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        created.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.profiler, "profile", spy)
+    return created

@@ -6,7 +6,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -447,64 +447,44 @@ _ATTRIBUTE_KEY_COLUMNS = {
     "runner": Col("runner", runner=True),
     "segment": Col("segment", fold=13, drop=5),
 }
-ATTRIBUTE_COLUMNS = (
-    *(c for f, c in _ATTRIBUTE_KEY_COLUMNS.items() if f != "runner"),
+_OP_KEYS = tuple(f for f in _ATTRIBUTE_KEY_COLUMNS if f != "runner")
+# what every attribute table shows after its keys (``_attribute_rows``: the cells)
+_MEASURE_COLUMNS = (
     Col("kernels", "num"),
     Col("count", "num"),
     Col("total", "num", time="total"),
     Col("mean", "num", time="mean", drop=6),
     Col("share", "num"),
 )
+ATTRIBUTE_COLUMNS = (*(_ATTRIBUTE_KEY_COLUMNS[f] for f in _OP_KEYS), *_MEASURE_COLUMNS)
 # ``--group-by`` views: the fields a view groups by (attribute_views.GROUP_KEYS) are its keys, never left out
 _GROUP_KEY_COLUMNS = {f: replace(c, kind="key", drop=None) for f, c in _ATTRIBUTE_KEY_COLUMNS.items()}
 _GROUP_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
 
 
-def _attribute_table(res: dict[str, Any], top: int) -> list[list[Cell]]:
-    """The rows of ``ATTRIBUTE_COLUMNS`` for one replay's first ``top`` ops."""
+def _attribute_rows(
+    res: dict[str, Any], rows: list[dict[str, Any]], keys: Iterable[str], counts: tuple[str, ...], top: int
+) -> list[list[Cell]]:
+    """The cells of the first ``top`` of one replay's op rows or ``--group-by`` rows: the ``keys`` fields
+    (shapes as compact JSON; '-' for none: no segment, no runner), the ``counts`` fields, then
+    ``_MEASURE_COLUMNS``' time and share."""
     total = res["coverage"]["gpu_time_us"] or 1.0
     return [
         [
-            op["name"],
-            op["module"],
-            _shown(op["input_dims"]),
-            _shown(op["input_types"]),
-            op["source"],
-            op["segment"] or "-",
-            f"{op['kernels']:,}",
-            f"{op['count']:,}",
-            Us(op["gpu_time_us"]),
-            Us(op["mean_us"]),
-            f"{100 * op['gpu_time_us'] / total:.1f} %",
+            *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
+            *(f"{r[c]:,}" for c in counts),
+            Us(r["gpu_time_us"]),
+            Us(r["mean_us"]),
+            f"{100 * r['gpu_time_us'] / total:.1f} %",
         ]
-        for op in res["ops"][:top]
+        for r in rows[:top]
     ]
 
 
 def _print_group(out: Any, res: dict[str, Any], group: dict[str, Any], keys: list[str], top: int) -> None:
     """A ``--group-by`` view (module, shape, segment) as a table of its key columns and totals."""
-    cols = (
-        *(_GROUP_KEY_COLUMNS[k] for k in keys),
-        Col("ops", "num"),
-        Col("kernels", "num"),
-        Col("count", "num"),
-        Col("total", "num", time="total"),
-        Col("mean", "num", time="mean", drop=6),
-        Col("share", "num"),
-    )
-    total = res["coverage"]["gpu_time_us"] or 1.0
-    rows: list[list[Cell]] = [
-        [
-            *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
-            f"{r['ops']:,}",
-            f"{r['kernels']:,}",
-            f"{r['count']:,}",
-            Us(r["gpu_time_us"]),
-            Us(r["mean_us"]),
-            f"{100 * r['gpu_time_us'] / total:.1f} %",
-        ]
-        for r in group["rows"][:top]
-    ]
+    cols = (*(_GROUP_KEY_COLUMNS[k] for k in keys), Col("ops", "num"), *_MEASURE_COLUMNS)
+    rows = _attribute_rows(res, group["rows"], keys, ("ops", "kernels", "count"), top)
     runners = [r["runner"] for r in group["rows"][:top] if r.get("runner")]
     print_table(out, cols, rows, title=f"{res['replay']}: {_GROUP_TITLE[group['by']]} by GPU time", runners=runners)
 
@@ -521,7 +501,8 @@ def render_attribute(results: list[Any], top: int = 30) -> None:
             _print_group(out, res, group, keys, top)
             shown = group["rows"]
         else:
-            print_table(out, ATTRIBUTE_COLUMNS, _attribute_table(res, top), title=f"{res['replay']}: ops by GPU time")
+            rows = _attribute_rows(res, res["ops"], _OP_KEYS, ("kernels", "count"), top)
+            print_table(out, ATTRIBUTE_COLUMNS, rows, title=f"{res['replay']}: ops by GPU time")
             shown = res["ops"]
         if len(shown) > top:
             out.print(f"… {len(shown) - top} more rows (--json or --csv for all)")

@@ -9,14 +9,13 @@ import csv
 import io
 import json
 import os
-import pty
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from on_a_terminal import run_on_a_terminal
 from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, load, nvidia_pair, rotate_names, save, scaled, with_rank
 
 from mixins.analysis.commands.attribute_match import attribute_replay
@@ -215,32 +214,9 @@ def big_replay(real: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -
 def _on_a_terminal(*argv: Any) -> tuple[int, str, str]:
     """``capture-trace attribute ARGV`` in a child whose stderr is a real pseudo-terminal and whose
     stdout is a pipe: (exit code, stdout, what the terminal received)."""
-    main, child = pty.openpty()
-    chunks: list[bytes] = []
-
-    def drain() -> None:
-        while True:
-            try:
-                data = os.read(main, 1 << 16)
-            except OSError:  # EIO: the child closed the terminal
-                return
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=drain)
-    reader.start()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color", "COLUMNS": "120"}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "mixins", "attribute", *map(str, argv)],
-            stdout=subprocess.PIPE, stderr=child, env=env, timeout=300,
-        )
-    finally:
-        os.close(child)
-        reader.join()
-        os.close(main)
-    return done.returncode, done.stdout.decode(), b"".join(chunks).decode("utf-8", "replace")
+    done = run_on_a_terminal([sys.executable, "-m", "mixins", "attribute", *argv], env, on_terminal=("stderr",))
+    return done.returncode, done.stdout.decode(), done.terminal.decode("utf-8", "replace")
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"], ids=["sequential", "overlapped"])

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from on_a_terminal import run_on_a_terminal
 
 from conftest import VLLM, make_trace  # type: ignore[attr-defined]  # tests/analysis/conftest.py at run time
 from mixins.cli import COMMANDS, build_parser
@@ -165,26 +166,10 @@ def test_piped_output_is_not_wrapped_even_with_columns_set(many_segments: Path) 
 
 def test_terminal_output_respects_columns(many_segments: Path) -> None:
     """On a real pseudo-terminal the table fits COLUMNS."""
-    import pty
-
-    main, child = pty.openpty()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), COLUMNS="70")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mixins", "ls", str(many_segments)], stdout=child, stderr=child, env=env
-    )
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(main)
-    assert proc.wait(timeout=300) == 0
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())  # drop colour codes
+    done = run_on_a_terminal([sys.executable, "-m", "mixins", "ls", many_segments], env)  # size unset: COLUMNS only
+    assert done.returncode == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.terminal.decode())  # drop colour codes
     lines = [line for line in text.splitlines() if line.strip()]
     assert any("KiB" in line for line in lines), lines
     assert max(len(line) for line in lines) <= 70, lines

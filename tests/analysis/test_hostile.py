@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import pty
 import shutil
 import socket
 import stat
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 from analysis_child import child_env, command
+from on_a_terminal import run_on_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -449,31 +449,11 @@ def test_diff_and_attribute_escape_too(hostile_dir: Path, tmp_path: Path) -> Non
 @pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
 def test_escapes_never_reach_a_terminal(hostile_dir: Path, argv: list[str]) -> None:
     """On a tty rich draws colours of its own (ESC[…m); none of the payload's sequences arrive raw."""
-    master, slave = pty.openpty()
-    chunks: list[bytes] = []
-
-    def drain() -> None:
-        while True:
-            try:
-                chunk = os.read(master, 1 << 16)
-            except OSError:  # EIO: every writer of the pty's other side closed it
-                return
-            if not chunk:
-                return
-            chunks.append(chunk)
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    try:
-        proc = subprocess.run(
-            command("analyzer_cli", *argv, hostile_dir, *(["-j", "1"] if argv[0] in ("check", "time") else [])),
-            stdout=slave, stderr=slave, env={**ENV, "TERM": "xterm-256color", "COLUMNS": "400"}, timeout=120,
-        )
-    finally:
-        os.close(slave)
-        reader.join()
-        os.close(master)
-    text = b"".join(chunks).decode("utf-8", "surrogateescape")
+    proc = run_on_a_terminal(
+        command("analyzer_cli", *argv, hostile_dir, *(["-j", "1"] if argv[0] in ("check", "time") else [])),
+        {**ENV, "TERM": "xterm-256color", "COLUMNS": "400"}, timeout=120,
+    )
+    text = proc.terminal.decode("utf-8", "surrogateescape")
     assert proc.returncode in (0, 1), text
     assert "\x1b[" in text, "expected rich's own styling on a terminal"
     for bit in ("\x1b[2J", "\x1b[31mred", "\x1b]0;", "\x9b"):

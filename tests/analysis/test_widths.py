@@ -11,18 +11,16 @@ says which in the note line, and ``--wide`` at the same width shows them, with n
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 from typing import Any
 
 import pytest
+from on_a_terminal import run_on_a_terminal
 
 from mixins.analysis.tables import short_runners
 from tests.analysis.conftest import DATA, VLLM
@@ -55,28 +53,12 @@ CASES: dict[str, Any] = {
 
 def run_in_pty(argv: list[str], columns: int) -> tuple[int, str]:
     """(exit code, stdout text) of the console script writing to a ``columns``-wide terminal."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="xterm-256color", PYTHONPATH=str(REPO))
     env.pop("NO_COLOR", None)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "mixins", *argv], stdin=subprocess.DEVNULL, stdout=slave,
-        stderr=subprocess.DEVNULL, env=env, close_fds=True, cwd=REPO,
+    done = run_on_a_terminal(
+        [sys.executable, "-m", "mixins", *argv], env, on_terminal=("stdout",), columns=columns, cwd=REPO
     )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 1 << 16)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    code = child.wait(timeout=300)
-    text = _ESC.sub("", b"".join(chunks).decode()).replace("\r\n", "\n")
-    return code, text
+    return done.returncode, _ESC.sub("", done.terminal.decode()).replace("\r\n", "\n")
 
 
 def tables(text: str) -> list[dict[str, Any]]:

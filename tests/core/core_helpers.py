@@ -1,14 +1,15 @@
-"""Helpers shared by the core tests: a real CPU profiler, trace loading, subprocess environment."""
+"""Helpers shared by the core tests: a real CPU profiler, trace loading (tests/trace_files.py, shared with
+tests/sglang), the Python calls a path makes, subprocess environment."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.trace_files import load_trace as load_trace  # re-exported: the core tests' one import
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -34,9 +35,20 @@ def matmul_work(rows: int, cols: int = 8) -> Callable[[], Any]:
     return work
 
 
-def load_trace(path: Path) -> dict[str, Any]:
-    with gzip.open(path, "rt") as handle:
-        return json.load(handle)
+def python_calls(work: Callable[[], Any]) -> set[str]:
+    """``file:function`` of every Python function called while ``work()`` runs (``sys.setprofile``)."""
+    called: set[str] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            called.add(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    sys.setprofile(tracer)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return called
 
 
 def op_shapes(trace: dict[str, Any], op: str = "aten::mm") -> list[Any]:

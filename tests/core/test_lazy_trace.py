@@ -6,17 +6,17 @@ classes)."""
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import load_trace
+from core_helpers import load_trace, python_calls
 
 from mixins import kineto, lazy_trace, wait_for_exports
 from mixins.capture_trace import profile_lazy_capture
 from mixins.kineto import IncompleteTraceError
 from mixins.patching import unwrap_method, wrap_method
+from tests.trace_files import range_names
 
 
 def _vit_shape(args: Any) -> tuple[tuple[str, int], ...]:
@@ -54,30 +54,10 @@ def wrapped() -> Any:
     unwrap_method(LazyRunner, "create_graph", tag="test_lazy")
 
 
-@pytest.fixture
-def profilers(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    import torch
-
-    created: list[Any] = []
-    real = torch.profiler.profile
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        created.append(kwargs)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(torch.profiler, "profile", spy)
-    return created
-
-
 def _ones(n: int) -> Any:
     import torch
 
     return torch.ones(n, 8)
-
-
-def _labels(trace: dict[str, Any]) -> list[str]:
-    events = sorted((e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
-    return [e["name"] for e in events]
 
 
 def _trace(directory: Path) -> dict[str, Any]:
@@ -92,7 +72,7 @@ def _files(directory: Path) -> list[str]:
 
 @pytest.mark.parametrize("background", ["1", "0"])
 def test_two_shapes_one_file_two_segments(
-    background: str, trace_env: Path, wrapped: type, profilers: list[Any], monkeypatch: pytest.MonkeyPatch
+    background: str, trace_env: Path, wrapped: type, profilers_started: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each new shape is profiled on its own and the one file is re-published holding every shape so far;
     a known shape (replay) starts no profiler and adds nothing."""
@@ -100,13 +80,13 @@ def test_two_shapes_one_file_two_segments(
     runner = wrapped()
     runner.run(_ones(16), images=2)
     assert _files(trace_env) == [NAME]
-    assert _labels(_trace(trace_env)) == ["capture::tokens=16,images=2"]
+    assert range_names(_trace(trace_env)) == ["capture::tokens=16,images=2"]
     runner.run(_ones(16), images=2)  # replay: nothing new
     runner.run(_ones(64))
     assert _files(trace_env) == [NAME]
     trace = _trace(trace_env)
-    assert _labels(trace) == ["capture::tokens=16,images=2", "capture::tokens=64,images=1"]
-    assert len(profilers) == 2 and all(p["record_shapes"] for p in profilers)
+    assert range_names(trace) == ["capture::tokens=16,images=2", "capture::tokens=64,images=1"]
+    assert len(profilers_started) == 2 and all(p["record_shapes"] for p in profilers_started)
     meta = trace["capture_trace"]
     assert (meta["runner"], meta["capture_index"], meta["capture_shapes"], meta["shapes_not_profiled"]) == (
         "LazyRunner", 1, 2, 0)
@@ -120,11 +100,11 @@ def test_a_call_that_captures_nothing_is_not_kept(trace_env: Path, wrapped: type
     runner = wrapped()
     runner.run(_ones(8))
     runner.create_graph(_ones(8))
-    assert _labels(_trace(trace_env)) == ["capture::tokens=8,images=1"]
+    assert range_names(_trace(trace_env)) == ["capture::tokens=8,images=1"]
 
 
 def test_limit_on_shapes(
-    trace_env: Path, wrapped: type, profilers: list[Any], monkeypatch: pytest.MonkeyPatch,
+    trace_env: Path, wrapped: type, profilers_started: list[Any], monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Past MAX_SHAPES a capture runs without our profiler; the file keeps the first shapes and, re-published
@@ -137,8 +117,8 @@ def test_limit_on_shapes(
             runner.run(_ones(n))
     assert wait_for_exports(60)
     trace = _trace(trace_env)
-    assert [label.split(",")[0] for label in _labels(trace)] == ["capture::tokens=4", "capture::tokens=8"]
-    assert len(profilers) == 2 and sorted(runner.graphs) == [4, 8, 12, 16, 20]
+    assert [label.split(",")[0] for label in range_names(trace)] == ["capture::tokens=4", "capture::tokens=8"]
+    assert len(profilers_started) == 2 and sorted(runner.graphs) == [4, 8, 12, 16, 20]
     assert caplog.text.count("later captures are not profiled") == 1
     assert trace["capture_trace"]["shapes_not_profiled"] == 1  # as of the last publish: the first refusal
     before = (trace_env / NAME).stat().st_ino
@@ -155,7 +135,7 @@ def test_limit_on_event_bytes(trace_env: Path, wrapped: type, monkeypatch: pytes
     runner.run(_ones(8))
     runner.run(_ones(12))
     trace = _trace(trace_env)
-    assert _labels(trace) == ["capture::tokens=4,images=1"]
+    assert range_names(trace) == ["capture::tokens=4,images=1"]
     assert trace["capture_trace"]["shapes_not_profiled"] == 1  # 8 dropped (re-published once); 12 not profiled
 
 
@@ -165,24 +145,14 @@ def test_off_is_a_straight_call(trace_env: Path, wrapped: type, monkeypatch: pyt
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
     runner = wrapped()
     runner.run(_ones(2))
-    called: set[str] = set()
-
-    def tracer(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            called.add(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
-
-    sys.setprofile(tracer)
-    try:
-        runner.run(_ones(3))
-    finally:
-        sys.setprofile(None)
+    called = python_calls(lambda: runner.run(_ones(3)))
     ours = {c.rsplit(":", 1)[1] for c in called if "/mixins/" in c}
     assert ours <= {"profile_each_capture", "bind_instance"}, ours
     assert not any("torch/profiler" in c or "mixins/lazy_trace" in c or "mixins/export" in c for c in called), called
     assert _files(trace_env) == []
 
 
-def test_flag_off_writes_nothing(trace_env: Path, profilers: list[Any]) -> None:
+def test_flag_off_writes_nothing(trace_env: Path, profilers_started: list[Any]) -> None:
     """--enable-profile-cuda-graph off (requested() False): no profiler, no file."""
     assert wrap_method(LazyRunner, "create_graph", profile_lazy_capture(lambda runner: False, _vit_shape, "graphs"),
                        tag="test_lazy_off")
@@ -190,7 +160,7 @@ def test_flag_off_writes_nothing(trace_env: Path, profilers: list[Any]) -> None:
         LazyRunner().run(_ones(2))
     finally:
         unwrap_method(LazyRunner, "create_graph", tag="test_lazy_off")
-    assert profilers == [] and _files(trace_env) == []
+    assert profilers_started == [] and _files(trace_env) == []
 
 
 def test_nested_profiler_gets_the_range_and_we_write_nothing(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import load_trace
+from core_helpers import load_trace, python_calls
 
 from mixins import CaptureTraceMixin, wait_for_exports, with_capture_trace
 from mixins.capture_trace import capture_profiler, shape_label
@@ -183,17 +183,7 @@ def test_switch_off_adds_no_call_on_the_capture_path(trace_env: Path, monkeypatc
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
     runner = Counted()
     runner.capture()  # warm caches (imports, signatures)
-    called: set[str] = set()
-
-    def tracer(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            called.add(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
-
-    sys.setprofile(tracer)
-    try:
-        runner.capture()
-    finally:
-        sys.setprofile(None)
+    called = python_calls(runner.capture)
     ours = {c.rsplit(":", 1)[1] for c in called if "/mixins/" in c}
     assert not any("torch/profiler" in c or "torch/autograd/profiler" in c for c in called), called
     # the wrappers, the instance binding and the switch read (settings re-exports the bootstrap's)

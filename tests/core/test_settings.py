@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -52,21 +54,30 @@ def test_profiler_dir_defaults_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.profiler_dir() == "/data/prof"
 
 
+def _read_twice(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, name: str, raw: str | None,
+    read: Callable[[], Any],
+) -> tuple[list[Any], list[str]]:
+    """``read()`` twice with ``name`` set to ``raw`` (None: unset) and the warn-once memory cleared: both
+    values, and the warnings logged meanwhile (a bad value warns once, not at every read)."""
+    bootstrap._warned.clear()
+    if raw is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, raw)
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        values = [read(), read()]
+    return values, [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
 @pytest.mark.parametrize(("raw", "expected"), [
     (None, 6), ("1", 1), ("9", 9), ("0", 0), ("10", 6), ("x", 6), ("-1", 6), (" 5", 6), ("0_5", 6), ("\u0665", 6),
     ("1" * 5000, 6),
 ])
 def test_gzip_level(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str | None,
                     expected: int) -> None:
-    bootstrap._warned.clear()
-    if raw is None:
-        monkeypatch.delenv(settings.GZIP_LEVEL, raising=False)
-    else:
-        monkeypatch.setenv(settings.GZIP_LEVEL, raw)
-    with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert settings.gzip_level() == expected
-        assert settings.gzip_level() == expected
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    values, warnings = _read_twice(monkeypatch, caplog, settings.GZIP_LEVEL, raw, settings.gzip_level)
+    assert values == [expected, expected]
     valid = raw is None or str(expected) == raw
     assert len(warnings) == (0 if valid else 1)
     assert valid or f"for {settings.GZIP_LEVEL}: expected an integer from 0 to 9; using 6" in warnings[0]
@@ -81,15 +92,8 @@ def test_exit_timeout_is_finite_and_at_most_a_day(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str | None, expected: float
 ) -> None:
     """``inf``/``1e400``/``1e12`` were accepted and made threading._shutdown raise OverflowError at exit."""
-    bootstrap._warned.clear()
-    if raw is None:
-        monkeypatch.delenv(settings.EXIT_TIMEOUT, raising=False)
-    else:
-        monkeypatch.setenv(settings.EXIT_TIMEOUT, raw)
-    with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert settings.exit_timeout() == expected
-        assert settings.exit_timeout() == expected
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    values, warnings = _read_twice(monkeypatch, caplog, settings.EXIT_TIMEOUT, raw, settings.exit_timeout)
+    assert values == [expected, expected]
     valid = raw is None or expected != 300.0
     assert len(warnings) == (0 if valid else 1)
     assert valid or f"for {settings.EXIT_TIMEOUT}: expected a number of seconds from 0 to 86400; using 300.0" in (

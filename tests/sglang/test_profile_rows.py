@@ -10,9 +10,7 @@ hit dynamo's cache (seconds).
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
-import json
 import logging
 from importlib import metadata
 from pathlib import Path
@@ -28,27 +26,11 @@ import real_sglang  # noqa: E402
 
 from mixins import sglang_patch  # noqa: E402
 from mixins.sglang_targets import TARGETS, Strategy  # noqa: E402
+from tests.trace_files import load_trace, range_names  # noqa: E402
 
 cpu_shims.prepare()
 
 TRACE = "cuda_graph_capture-CPUGraphRunner-TP-0.json.gz"
-
-
-@pytest.fixture
-def trace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
-    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
-    return tmp_path
-
-
-@pytest.fixture
-def installed():
-    assert not sglang_patch.is_installed()
-    sglang_patch.install()
-    yield
-    sglang_patch.uninstall()
 
 
 def cpu_graph_class() -> type:
@@ -63,28 +45,6 @@ def capture(runner: Any) -> None:
         runner.capture()
 
 
-def range_names(path: Path) -> list[str]:
-    with gzip.open(path, "rt") as handle:
-        events = json.load(handle)["traceEvents"]
-    return [e["name"] for e in sorted(events, key=lambda e: e["ts"]) if e.get("cat") == "user_annotation"]
-
-
-@pytest.fixture
-def profilers_started(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every torch.profiler.profile created while the test runs (ours is made through that name)."""
-    import torch
-
-    created: list[Any] = []
-    real = torch.profiler.profile
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        created.append(kwargs)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(torch.profiler, "profile", spy)
-    return created
-
-
 def test_cpu_graph_runner_real_capture_writes_one_trace(
     trace_dir: Path, installed: None, profilers_started: list[Any]
 ) -> None:
@@ -97,11 +57,10 @@ def test_cpu_graph_runner_real_capture_writes_one_trace(
     assert real_sglang.trace_names(trace_dir) == [TRACE]
     path = real_sglang.traces(trace_dir)[0]
     assert real_sglang.is_ours(path)
-    labels = [a for a in range_names(path) if a.startswith("capture::")]  # dynamo adds its own ranges
+    trace = load_trace(path)
+    labels = [a for a in range_names(trace) if a.startswith("capture::")]  # dynamo adds its own ranges
     assert [label.split(",")[0] for label in labels] == ["capture::bs=2", "capture::bs=1"], labels
     assert len(profilers_started) == 1 and profilers_started[0]["record_shapes"] is True
-    with gzip.open(path, "rt") as handle:
-        trace = json.load(handle)
     assert trace["capture_trace"]["runner"] == "CPUGraphRunner"
     assert trace["capture_trace"]["capture_bs"] == [1, 2]
     mm = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] in ("aten::addmm", "aten::mm")]
@@ -213,4 +172,4 @@ def test_token_runner_real_capture(
         "PrefillCudaGraphRunner": ["capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2",
                                    "capture::tokens=64", "capture::tokens=64,prefix_num_chunks=2"],
     }[name]
-    assert range_names(path) == expected
+    assert range_names(load_trace(path)) == expected

@@ -40,24 +40,6 @@ HERE = Path(__file__).resolve().parent
 RUNNER_IDS = [cls for _, cls in RUNNERS]
 
 
-@pytest.fixture
-def trace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
-    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")  # the file is final when the hook returns
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")  # an export error fails the test, not a log line
-    monkeypatch.chdir(tmp_path)  # sglang's hooks write their memory snapshot name relative to the cwd
-    return tmp_path
-
-
-@pytest.fixture
-def installed():
-    assert not sglang_patch.is_installed()
-    sglang_patch.install()
-    yield
-    sglang_patch.uninstall()
-
-
 def runner_class(module: str, name: str) -> type:
     cls = real_sglang.load_class(module, name)
     if cls is None:

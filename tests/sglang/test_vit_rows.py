@@ -9,10 +9,8 @@ handle; the encoders are tiny CPU modules with the attributes the runners read.
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import importlib.util
-import json
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +28,7 @@ import real_sglang  # noqa: E402
 import torch  # noqa: E402
 
 from mixins import sglang_patch, wait_for_exports  # noqa: E402
+from tests.trace_files import load_trace, range_names  # noqa: E402
 
 cpu_shims.prepare()
 
@@ -196,31 +195,10 @@ def profile_flag(on: bool) -> Iterator[None]:
 
 
 @pytest.fixture
-def trace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
-    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
-    return tmp_path
-
-
-@pytest.fixture
-def profilers_started(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    created: list[Any] = []
-    real = torch.profiler.profile
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        created.append(kwargs)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(torch.profiler, "profile", spy)
-    return created
-
-
-def range_names(path: Path) -> list[str]:
-    with gzip.open(path, "rt") as handle:
-        trace = json.load(handle)
-    events = sorted((e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
-    return [e["name"] for e in events]
+def trace_dir(trace_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tests/sglang/conftest.py's, with the exports in the background (the default), as a server has them."""
+    monkeypatch.delenv("SGLANG_CAPTURE_TRACE_BACKGROUND")
+    return trace_dir
 
 
 @pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
@@ -252,7 +230,7 @@ def test_vit_runner_lazy_captures(
     assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
     path = real_sglang.traces(trace_dir)[0]
     assert real_sglang.is_ours(path) and len(profilers_started) == 2
-    assert range_names(path) == labels
+    assert range_names(load_trace(path)) == labels
 
 
 def test_vit_rows_report_profiled_by_us() -> None:

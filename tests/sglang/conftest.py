@@ -1,0 +1,28 @@
+"""Fixtures of the suites against real sglang: a strict trace directory and our patch installed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def trace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")  # the file is final when the hook returns
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")  # an export error fails the test, not a log line
+    monkeypatch.chdir(tmp_path)  # sglang's hooks write their memory snapshot name relative to the cwd
+    return tmp_path
+
+
+@pytest.fixture
+def installed() -> Iterator[None]:
+    from mixins import sglang_patch
+
+    assert not sglang_patch.is_installed()
+    sglang_patch.install()
+    yield
+    sglang_patch.uninstall()
