@@ -377,7 +377,7 @@ def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
 
 def time_trace(path: str, top: int = 5, progress: Callable[[int, int], None] | None = None) -> TraceTime:
     """Read ``path`` in one streaming pass and time its segments; raises TraceError for bad input."""
-    tl = load_timeline(path, progress, device=False, modules=False)
+    tl = load_timeline(path, progress, device=False, modules=False, shapes=False)
     return build(path, identity_of(path, tl.metadata), tl, top)
 
 

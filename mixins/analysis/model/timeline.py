@@ -254,10 +254,13 @@ def _select(columns: Any, keep: list[int]) -> Any:
 class _Builder:
     """Fills a Timeline slice by slice."""
 
-    def __init__(self, tl: Timeline, device: bool = True, modules: bool = True, links: bool = False) -> None:
+    def __init__(
+        self, tl: Timeline, device: bool = True, modules: bool = True, links: bool = False, shapes: bool = True
+    ) -> None:
         self.tl = tl
         self.keep_device = device
         self.keep_modules = modules
+        self.keep_shapes = shapes or links
         self.links = tl.links = Links() if links else None
         self.call_names = _Interner()
         self.lo = float("inf")
@@ -365,10 +368,13 @@ class _Builder:
         iv.end.fromlist(ends)
         iv.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in ops]))
         args = [ev.args for ev in ops]
-        raw = [
-            (ev.name or "", bytes(a.dims), bytes(a.types)) if a is not None else (ev.name or "", b"", b"")
-            for ev, a in zip(ops, args, strict=True)
-        ]
+        if self.keep_shapes:
+            raw = [
+                (ev.name or "", bytes(a.dims), bytes(a.types)) if a is not None else (ev.name or "", b"", b"")
+                for ev, a in zip(ops, args, strict=True)
+            ]
+        else:  # an op is its name alone (``time``)
+            raw = [(ev.name or "", b"", b"") for ev in ops]
         iv.label.fromlist(self.raw_sigs.many(raw))
         known = [t for t in starts if t == t]  # NaN: no timestamp (kept with links only)
         if self.links is not None:
@@ -481,13 +487,15 @@ def load_timeline(
     device: bool = True,
     modules: bool = True,
     links: bool = False,
+    shapes: bool = True,
 ) -> Timeline:
-    """Read ``path`` in one streaming pass; raises TraceError for any bad input. ``device`` / ``modules``
-    False: device work / ``nn.Module`` intervals are not kept (``time`` reads neither); ``links``: Kineto's
-    ids and every event's place are kept too (:class:`Links`, for the op-sequence record)."""
+    """Read ``path`` in one streaming pass; raises TraceError for any bad input. ``device`` / ``modules`` /
+    ``shapes`` False: device work / ``nn.Module`` intervals / ops' input dims and types are not kept
+    (``time`` reads none of them: an op is its name); ``links``: Kineto's ids and every event's place are
+    kept too (:class:`Links`, for the op-sequence record)."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
-    b = _Builder(tl, device, modules, links)
+    b = _Builder(tl, device, modules, links, shapes)
     for events in stream.events() if links else stream.slim_events():
         b.add(events)
     try:
