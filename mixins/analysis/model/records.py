@@ -76,23 +76,17 @@ def _flow_ids(wanted: set[FlowKey], threads: array, ts: array, ids: array) -> di
     return out
 
 
-@dataclass
 class _Linker:
     """Who launched what, by Kineto's ids (a kernel can come before its launch in file order, so this
     runs once the whole trace is in)."""
 
-    tl: Timeline
-    links: Links
-    launch_corr: array = field(init=False)  # per call: its correlation, or its ac2g flow's id
-    kernel_corr: array = field(init=False)  # per device record: the same
-    flow_cpu: dict[int, int] = field(default_factory=dict)  # flow ids that gave a call its correlation
-
-    def __post_init__(self) -> None:
-        tl, lk = self.tl, self.links
-        self.launch_corr = array("q", tl.calls.corr)
-        self.kernel_corr = array("q", tl.device.corr)
-        self.corr_cpu = _index(tl.calls.corr, lk.call_ev)  # correlation -> runtime call event (the last)
-        self.ext_op = _index(lk.op_ext)  # External id -> op index
+    def __init__(self, tl: Timeline, links: Links) -> None:
+        self.tl, self.links = tl, links
+        self.launch_corr = array("q", tl.calls.corr)  # per call: its correlation, or its ac2g flow's id
+        self.kernel_corr = array("q", tl.device.corr)  # per device record: the same
+        self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call's event
+        self.corr_cpu = _index(tl.calls.corr, links.call_ev)  # correlation -> runtime call event (the last)
+        self.ext_op = _index(links.op_ext)  # External id -> op index
         self._resolve_flows()
 
     def _resolve_flows(self) -> None:
@@ -153,16 +147,10 @@ def _signatures(tl: Timeline, links: Links) -> list[Signature]:
 
 def _segment_index(links: Links, segs: list[Segment], source: str) -> array:
     """Segment index per event by time and process; ``len(segs)`` stands for (outside)."""
-    n = len(links.ev_ts)
-    seg_of = array("i", bytes(4 * n))
     if source in ("filename", "all"):
-        return seg_of  # one segment holds everything: index 0
-    find = assigner(segs, links.pids)
+        return array("i", bytes(4 * len(links.ev_ts)))  # one segment holds everything: index 0
     outside = len(segs)
-    for i, (ts, pid) in enumerate(zip(links.ev_ts, links.ev_pid, strict=True)):
-        j = find(ts, pid)
-        seg_of[i] = outside if j < 0 else j
-    return seg_of
+    return array("i", [outside if j < 0 else j for j in map(assigner(segs, links.pids), links.ev_ts, links.ev_pid)])
 
 
 def _place_device_work(lk: _Linker, seg_of: array) -> None:
