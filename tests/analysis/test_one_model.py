@@ -186,7 +186,6 @@ def test_report_reads_each_trace_once_for_time_and_check(
 ) -> None:
     """``report`` reads each capture trace once, for both ``time`` and ``check`` (one model, loaded with
     Kineto's ids), and its sections equal what the two commands print, untimed events and all."""
-    pytest.importorskip("plotly")
     folder = tmp_path / "graph_capture_profile"
     folder.mkdir()
     for rank in (0, 1):

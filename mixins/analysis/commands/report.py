@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["add", "cmd_report", "report_dicts", "capture_job"]
 
-TIME_TOP = 5  # the ops per phase the page's time section holds: ``time``'s default ``--top``
 
 
 def add(subparsers: Any) -> None:
@@ -81,7 +80,7 @@ def _command_json(argv: list[str]) -> tuple[int, Any]:
 def capture_job(path: str, progress: Callable[[int, int], None] | None = None) -> tuple[Any, CompactTrace]:
     """One reading of a capture trace for two commands: ``time --json``'s object for it (default ``--top``)
     and the compact record ``check`` compares."""
-    from mixins.analysis.commands.time import build
+    from mixins.analysis.commands.time import DEFAULT_TOP, build
     from mixins.analysis.model.identity import identity_of
     from mixins.analysis.model.record import compact
     from mixins.analysis.model.records import record_of
@@ -90,7 +89,7 @@ def capture_job(path: str, progress: Callable[[int, int], None] | None = None) -
 
     tl = load_timeline(path, progress, links=True)
     identity = identity_of(path, tl.metadata)
-    return to_json(build(path, identity, tl, TIME_TOP)), compact(record_of(tl, identity))
+    return to_json(build(path, identity, tl, DEFAULT_TOP)), compact(record_of(tl, identity))
 
 
 def _as_printed(doc: Any) -> Any:

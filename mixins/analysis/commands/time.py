@@ -47,6 +47,7 @@ NOTE = (
     "read shares and compare runners and batch sizes; absolute times are upper bounds"
 )
 _FOREVER = 1 << 62
+DEFAULT_TOP = 5  # ops per phase shown by default (``--top``; also the report page's time section)
 
 
 def _ns(us: float) -> int:
@@ -397,7 +398,9 @@ def add(subparsers: Any) -> None:
     )
     p.add_argument("paths", metavar="TRACE_OR_DIR", nargs="+", help="trace files or directories of traces")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N ops per phase")
+    p.add_argument(
+        "--top", type=non_negative_int("--top"), default=DEFAULT_TOP, metavar="N", help="top N ops per phase"
+    )
     add_jobs_option(p)
     p.set_defaults(func=with_limits(cmd_time, p))
 

@@ -313,7 +313,8 @@ class _Builder:
         if self.keep_modules and E.CAT_PYTHON in present:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
         if links is not None and present & {E.CAT_GPU_OTHER, E.CAT_OTHER}:
-            self._other_linked(events, base, links)
+            at = [n for n, ev in enumerate(events) if dest[ev.cat] in (E.CAT_GPU_OTHER, E.CAT_OTHER)]
+            self._other_linked([events[n] for n in at], [base + n for n in at], links)
         if E.CAT_CPU_OP in present:
             if links is None:
                 self._ops([ev for ev in events if dest[ev.cat] == E.CAT_CPU_OP and ev.ts is not None], None)
@@ -338,20 +339,19 @@ class _Builder:
             got = [pids.setdefault(ev.pid, len(pids)) for ev in events]
         links.ev_pid.fromlist(got)
 
-    def _other_linked(self, events: list[Event], base: int, links: Links) -> None:
-        """Device records other than kernels, copies and sets (linked like them), and ac2g flows."""
-        dest = self.categories
-        for n, ev in enumerate(events):
-            kind = dest[ev.cat]
-            if kind == E.CAT_GPU_OTHER:
+    def _other_linked(self, events: list[Event], at: list[int], links: Links) -> None:
+        """Device records other than kernels, copies and sets (linked like them), and ac2g flows; ``at``:
+        their event positions."""
+        for ev, n in zip(events, at, strict=True):
+            if self.categories[ev.cat] == E.CAT_GPU_OTHER:
                 if ev.args is not None:
-                    links.other_ev.append(base + n)
+                    links.other_ev.append(n)
                     links.other_corr.append(E.ident(ev.args.correlation))
                     links.other_ext.append(E.ident(ev.args.ext))
-            elif kind == E.CAT_OTHER and E.is_flow(ev, ev.cat or ""):
+            elif E.is_flow(ev, ev.cat or ""):
                 ts, fid = _NAN if ev.ts is None else ev.ts, E.ident(ev.id)
                 if ev.ph == "f":
-                    values: tuple[float, ...] = (base + n, self.thread(ev), ts, fid)
+                    values: tuple[float, ...] = (n, self.thread(ev), ts, fid)
                     for column, value in zip(links.flow_end, values, strict=True):
                         column.append(value)
                 else:
@@ -448,10 +448,10 @@ class _Builder:
         d.kernel.fromlist(ids)
         if self.links is not None:  # device ids continue the Device columns filled above
             self.links.dev_ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
-            first, threads = len(d.corr) - len(events), self.links.kernel_thread
-            for n, ev in enumerate(events):  # an ac2g flow ending on one may still pair it (records)
-                if d.corr[first + n] < 0 and dest[ev.cat] == E.CAT_KERNEL + E.D_KERNEL:
-                    threads[first + n] = self.thread(ev)
+            first, kernel = len(d.corr) - len(events), E.CAT_KERNEL + E.D_KERNEL
+            uncorrelated = [n for n, ev in enumerate(events) if dest[ev.cat] == kernel and d.corr[first + n] < 0]
+            for n in uncorrelated:  # an ac2g flow ending on one may still pair it (records)
+                self.links.kernel_thread[first + n] = self.thread(events[n])
 
     def _call(self, ev: Any, name: str, ts: float) -> None:
         kind = E.call_kind(name)
