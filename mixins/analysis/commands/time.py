@@ -241,27 +241,23 @@ class _Measure:
         return 0 if k < 0 else self.before[k] + min(t, self.ends[k]) - self.starts[k]
 
 
-def _partition(sets: list[list[Interval]], s0: int, s1: int) -> tuple[list[int], list[int], list[int]]:
-    """``[s0, s1)`` cut into pieces, each in one phase: (starts, ends, phase index), ``len(sets)`` standing
-    for "other" (the gaps). The phases' interval sets are disjoint by construction."""
-    starts: list[int] = []
+def _partition(sets: list[list[Interval]], s0: int, s1: int) -> tuple[list[int], list[int]]:
+    """``[s0, s1)`` cut into consecutive pieces, each in one phase: (piece ends, phase index), ``len(sets)``
+    standing for "other" (the gaps). The phases' interval sets are disjoint by construction."""
     ends: list[int] = []
     phase: list[int] = []
-
-    def piece(a: int, b: int, k: int) -> None:
-        starts.append(a)
-        ends.append(b)
-        phase.append(k)
-
     at = s0
     for a, b, k in sorted((a, b, k) for k, ivs in enumerate(sets) for a, b in ivs):
         if a > at:
-            piece(at, a, len(sets))
-        piece(a, b, k)
+            ends.append(a)
+            phase.append(len(sets))
+        ends.append(b)
+        phase.append(k)
         at = b
     if at < s1:
-        piece(at, s1, len(sets))
-    return starts, ends, phase
+        ends.append(s1)
+        phase.append(len(sets))
+    return ends, phase
 
 
 def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: int, s1: int) -> _Spent:
@@ -276,7 +272,7 @@ def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: i
     phases = [p for p, _ in present] + ["other"]
     n = len(phases)
     measures = [_Measure(ivs) for _, ivs in present]
-    _, ends, piece_phase = _partition([ivs for _, ivs in present], s0, s1)
+    ends, piece_phase = _partition([ivs for _, ivs in present], s0, s1)
     other = n - 1
     cursor = 0
     cs = ctx.calls
