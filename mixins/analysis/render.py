@@ -103,23 +103,8 @@ def finite(value: Any) -> tuple[Any, int]:
     return value, 0
 
 
-_INFO_OFF = [False]
-
-
-@contextmanager
-def quiet_info() -> Iterator[None]:
-    """No ``info`` lines inside (a second pass over files whose skips were already said)."""
-    _INFO_OFF[0], was = True, _INFO_OFF[0]
-    try:
-        yield
-    finally:
-        _INFO_OFF[0] = was
-
-
 def error(message: str, kind: str = "error") -> None:
     """The one-line error format of the issue: ``capture-trace: error: <path>: <what>``."""
-    if kind == "info" and _INFO_OFF[0]:
-        return
     print(f"capture-trace: {kind}: {one_line(message)}", file=sys.stderr)
 
 

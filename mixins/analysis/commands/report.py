@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
 from mixins.analysis.commands.check import check_doc
-from mixins.analysis.commands.time import NOTE
+from mixins.analysis.commands.time import time_doc
 from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.read.reader import TraceError, current_limits
 from mixins.helptext import add_command
@@ -109,7 +109,7 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
     read, bad = collect_results(map_files(capture_job, files, (), args.jobs, False), listed, failed)
     if bad or bad_dir:
         return None
-    time_json = _as_printed({"note": NOTE, "traces": [t for t, _ in read]})
+    time_json = _as_printed(time_doc([t for t, _ in read]))
     where = args.traces[0] if len(args.traces) == 1 else list(args.traces)
     check_json = _as_printed(check_doc([c for _, c in read], failed, bad, where))
     attribute_json = None

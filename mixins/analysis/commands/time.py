@@ -407,11 +407,16 @@ def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None =
     return to_json(time_trace(path, top, progress))  # type: ignore[no-any-return]
 
 
+def time_doc(traces: list[Any]) -> dict[str, Any]:
+    """``time --json``'s document for the traces' objects (``time`` and ``report`` print it)."""
+    return {"note": NOTE, "traces": traces}
+
+
 def cmd_time(args: argparse.Namespace) -> int:
     files, listed, bad = expand_paths(list(args.paths))
     traces, bad_files = collect_results(map_files(_time_job, files, (args.top,), args.jobs, not args.json), listed)
     if args.json:
-        render.print_json({"note": NOTE, "traces": traces})
+        render.print_json(time_doc(traces))
     elif traces:
         from mixins.analysis.commands.time_render import render_time
 
