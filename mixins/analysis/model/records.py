@@ -233,8 +233,8 @@ def _link_kernels(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLinks
 
 
 def _count_kinds(tl: Timeline, links: Links, seg_of: array, all_segs: list[Segment]) -> None:
-    for s in seg_of:
-        all_segs[s].events += 1
+    for j, n in Counter(seg_of).items():
+        all_segs[j].events = n
     d = tl.device
     for k, ev in enumerate(links.dev_ev):
         if d.kind[k] == E.D_KERNEL:

@@ -142,7 +142,7 @@ def _calls_by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
     c = tl.calls
     got: dict[int, list[tuple[float, int]]] = {}
     for i in range(len(c.kind)):
-        if c.kind[i] in NODE_KIND_OF_CALL:
+        if c.kind[i] in NODE_KIND_OF_CALL and c.start[i] == c.start[i]:  # a call without a time: in no window
             got.setdefault(c.thread[i], []).append((c.start[i], i))
     out = {}
     for th, items in got.items():
