@@ -18,11 +18,23 @@ from typing import Any
 RANK_RESULT = "RANK-RESULT "
 
 
+def _kineto_profile(*, record_shapes: bool = False) -> Any:
+    """A real Kineto CPU profile: ``torch.autograd.profiler.profile``, the profiler that
+    ``torch.profiler.profile`` drives, with the same ``export_chrome_trace``. Not the wrapper itself in
+    these children: its ``start()`` imports ``torch._inductor`` for a CUDA-graph flag (3.3 s of CPU per
+    process in torch 2.13), which a sglang server has paid already and which these export tests never
+    read; the tests in the pytest process, the gloo ranks and the product's own profile mode use the
+    wrapper."""
+    from torch.autograd import profiler
+
+    return profiler.profile(use_kineto=True, record_shapes=record_shapes)
+
+
 def _mm_profile(repeats: int, rows: int = 4, *, record_shapes: bool = True) -> Any:
-    """A real torch.profiler.profile (its default activities) around ``repeats`` (rows x 8) @ (8 x 3) matmuls."""
+    """A real CPU profile around ``repeats`` (rows x 8) @ (8 x 3) matmuls."""
     import torch
 
-    with torch.profiler.profile(record_shapes=record_shapes) as prof:
+    with _kineto_profile(record_shapes=record_shapes) as prof:
         for _ in range(repeats):
             torch.mm(torch.ones(rows, 8), torch.ones(8, 3))
     return prof
@@ -32,7 +44,7 @@ def _small_profile() -> Any:
     """One 2 x 2 matmul, no shapes recorded."""
     import torch
 
-    with torch.profiler.profile() as prof:
+    with _kineto_profile() as prof:
         torch.mm(torch.ones(2, 2), torch.ones(2, 2))
     return prof
 
@@ -91,11 +103,25 @@ def concurrent_export(runner: str, rank_arg: str, go_fd: str) -> None:
 
 
 def slow_export_then_exit() -> None:
-    """A big trace left compressing at exit (the test sets the exit timeout to 0)."""
-    _log_to_stderr()
-    from mixins import export_cuda_graph_capture_trace
+    """A trace still compressing at exit (the test sets the exit timeout to 0). Fault injected: the
+    compression signals that it has started and then never finishes, so the process exits mid-export
+    every run, not only when a big trace happens to be slow enough."""
+    import threading
 
-    export_cuda_graph_capture_trace(_mm_profile(30000), runner_name="Slow", tp_rank=0)
+    _log_to_stderr()
+    from mixins import export, export_cuda_graph_capture_trace
+
+    started, never = threading.Event(), threading.Event()
+    real_compress = export.compress_trace
+
+    def compress_that_never_finishes(*args: Any) -> None:
+        started.set()
+        never.wait()
+        real_compress(*args)
+
+    export.compress_trace = compress_that_never_finishes  # type: ignore[assignment]
+    export_cuda_graph_capture_trace(_mm_profile(3), runner_name="Slow", tp_rank=0)
+    started.wait()
 
 
 # -- test_reliability.py -------------------------------------------------------------------------------
@@ -251,6 +277,7 @@ def gloo_export(rank_arg: str, store: str) -> None:
 
     rank = int(rank_arg)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
+    # torch.profiler.profile itself: its export adds Kineto's distributedInfo, which the test reads
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
         torch.mm(torch.ones(2, 4), torch.ones(4, 3))  # the same capture on both ranks
     path = export_profile(prof, runner_name="GlooRunner", runner=_Bare())
@@ -302,7 +329,7 @@ def kineto_filter() -> None:
     from mixins.demo import kineto_info_filtered
 
     def profile() -> None:
-        with torch.profiler.profile():
+        with _kineto_profile():
             torch.mm(torch.ones(2, 2), torch.ones(2, 2))
 
     with kineto_info_filtered():
