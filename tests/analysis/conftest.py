@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.built_once import built_once
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 H100 = DATA / "h100_qwen1.5-0.5b_inference.json.gz"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -95,18 +97,21 @@ def cpu_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's real CPU traces (four runners, batch sizes 1, 2, 4), made once in a subprocess."""
+    """The demo's real CPU traces (four runners, batch sizes 1, 2, 4), made once per run in a subprocess
+    (read-only for the tests: every xdist worker shares them)."""
     import subprocess
     import sys
 
-    out = tmp_path_factory.mktemp("demo")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    done = subprocess.run(
-        [sys.executable, "-m", "mixins", "demo", "--out", str(out), "--device", "cpu", "--batch-sizes", "1,2,4"],
-        env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    return out / "graph_capture_profile"
+    def build(out: Path) -> dict[str, str]:
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        done = subprocess.run(
+            [sys.executable, "-m", "mixins", "demo", "--out", str(out), "--device", "cpu", "--batch-sizes", "1,2,4"],
+            env=env, capture_output=True, text=True, timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        return {"traces": str(out / "graph_capture_profile")}
+
+    return Path(built_once(tmp_path_factory, "demo", build)["traces"])
 
 
 @pytest.fixture()

@@ -23,6 +23,7 @@ from inprocess import run_analyzer
 from pairs import VLLM_CAPTURE, VLLM_REPLAY
 
 from mixins.analysis.commands.report_html import DATA_ID, PHASES, render_report
+from tests.built_once import built_once
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE_BLUE = "#3b7dd8"  # the capture phase's bars (report._COLORS) and the largest op's sectors
@@ -79,29 +80,42 @@ def _bars(els: Elements) -> int:
     return len(els.select("g", within="startup", cls="point"))
 
 
+def _built_report(tmp_path_factory: pytest.TempPathFactory, name: str, commands: dict[str, tuple[object, ...]],
+                  *argv: object) -> dict[str, Any]:
+    """A report of ``argv``, opened once per run (every xdist worker reads the same: tests/built_once.py),
+    and each of ``commands``' ``--json``."""
+
+    def build(target: Path) -> dict[str, Any]:
+        out = _report(target, *argv)
+        page = open_page(out) if chromium() else None
+        if page is not None:
+            (target / "page.rgb").write_bytes(page.rgb)
+        return {
+            "html": str(out),
+            "page": None if page is None else {"dom": page.dom, "console": page.console, "width": page.width,
+                                               "height": page.height},
+            "json": {key: _json(*args) for key, args in commands.items()},
+            "size": out.stat().st_size,
+        }
+
+    built = built_once(tmp_path_factory, name, build)
+    html = Path(built["html"])
+    page = built["page"] and Page(**built["page"], rgb=(html.parent / "page.rgb").read_bytes())
+    return {"html": html.read_text(), "page": page, "size": built["size"], **built["json"]}
+
+
 @pytest.fixture(scope="session")
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The real vLLM pair's report (capture + replay), opened once, and the three commands' --json."""
-    out = _report(tmp_path_factory.mktemp("report_vllm"), "--replay", VLLM_REPLAY, VLLM_CAPTURE)
-    return {
-        "html": out.read_text(),
-        "page": open_page(out) if chromium() else None,
-        "time": _json("time", VLLM_CAPTURE),
-        "check": _json("check", VLLM_CAPTURE),
-        "attribute": _json("attribute", VLLM_REPLAY, VLLM_CAPTURE),
-        "size": out.stat().st_size,
-    }
+    commands = {"time": ("time", VLLM_CAPTURE), "check": ("check", VLLM_CAPTURE),
+                "attribute": ("attribute", VLLM_REPLAY, VLLM_CAPTURE)}
+    return _built_report(tmp_path_factory, "report_vllm", commands, "--replay", VLLM_REPLAY, VLLM_CAPTURE)
 
 
 @pytest.fixture(scope="session")
 def demo(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = _report(tmp_path_factory.mktemp("report_demo"), demo_dir)
-    return {
-        "html": out.read_text(),
-        "page": open_page(out) if chromium() else None,
-        "time": _json("time", demo_dir),
-        "check": _json("check", demo_dir),
-    }
+    commands = {"time": ("time", demo_dir), "check": ("check", demo_dir)}
+    return _built_report(tmp_path_factory, "report_demo", commands, demo_dir)
 
 
 def test_page_holds_exactly_what_the_commands_print(vllm: dict[str, Any], demo: dict[str, Any]) -> None:

@@ -3,26 +3,24 @@ wheel (non-editable), editable (``pip install -e``), and the wheel with a foreig
 a top-level ``mixins`` installed after it. No torch in any of them (the analyzer-only install).
 
 Built once per test run: with pytest-xdist the first worker builds under a lock in the run's shared base
-temp directory and the others reuse it (the pattern pytest-xdist documents for session fixtures).
+temp directory and the others reuse it (tests/built_once.py).
 """
 
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
-import json
 import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+
+from tests.built_once import built_once
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -101,44 +99,24 @@ def write_foreign_wheel(directory: Path) -> Path:
     return path
 
 
-@contextmanager
-def _shared_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
-    """A directory shared by all xdist workers of this run; True when it still has to be built."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    target = base / name
-    with open(base / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield target, not (target / "done.json").exists()
-
-
-def _built(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], dict]) -> dict:
-    with _shared_once(tmp_path_factory, name) as (target, todo):
-        if todo:
-            target.mkdir(parents=True, exist_ok=True)
-            (target / "done.json").write_text(json.dumps(build(target)))
-        return json.loads((target / "done.json").read_text())
-
-
 @pytest.fixture(scope="session")
 def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def build(target: Path) -> dict:
         _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(target), str(REPO))
         return {"wheel": str(next(target.glob("sglang_capture_trace-*.whl")))}
 
-    return Path(_built(tmp_path_factory, "wheel", build)["wheel"])
+    return Path(built_once(tmp_path_factory, "wheel", build)["wheel"])
 
 
 @pytest.fixture(scope="session")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) -> Venv:
-    return Venv(Path(_built(tmp_path_factory, "venv-wheel",
+    return Venv(Path(built_once(tmp_path_factory, "venv-wheel",
                             lambda t: {"root": str(_new_venv(t / "venv", str(project_wheel)).root)})["root"]))
 
 
 @pytest.fixture(scope="session")
 def editable_venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    return Venv(Path(_built(tmp_path_factory, "venv-editable",
+    return Venv(Path(built_once(tmp_path_factory, "venv-editable",
                             lambda t: {"root": str(_new_venv(t / "venv", "-e", str(REPO)).root)})["root"]))
 
 
@@ -151,4 +129,4 @@ def foreign_venv(tmp_path_factory: pytest.TempPathFactory, project_wheel: Path) 
         pip_install(venv, str(write_foreign_wheel(target)))
         return {"root": str(venv.root)}
 
-    return Venv(Path(_built(tmp_path_factory, "venv-foreign", build)["root"]))
+    return Venv(Path(built_once(tmp_path_factory, "venv-foreign", build)["root"]))
