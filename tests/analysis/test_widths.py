@@ -24,6 +24,7 @@ from on_a_terminal import run_on_a_terminal
 
 from mixins.analysis.tables import short_runners
 from tests.analysis.conftest import DATA, VLLM
+from tests.built_once import built_once
 
 REPO = Path(__file__).resolve().parents[2]
 REPLAY = DATA / "vllm_decode_full_graph_replay_rank_0.json.gz"
@@ -123,25 +124,29 @@ def check_output(text: str, columns: int) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.fixture(scope="module")
-def expected(demo_dir: Path) -> dict[str, Any]:
-    """What the key columns must hold, from --json (never affected by the terminal)."""
+@pytest.fixture(scope="session")
+def expected(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What the key columns must hold, from --json (never affected by the terminal); once per run."""
     def js(*argv: str) -> Any:
         done = subprocess.run([sys.executable, "-m", "mixins", *argv, "--json"], capture_output=True, text=True,
                               env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
         return json.loads(done.stdout)
 
-    ls = js("ls", str(demo_dir))["traces"]
-    runners = [t["runner"] for t in ls]
-    att = js("attribute", str(REPLAY), str(VLLM))
-    summary = js("summary", str(VLLM))["traces"][0]
-    return {
-        "summary": {s["label"] for s in summary["segments"]} | {"total"},
-        "ls": {os.path.basename(t["path"]) for t in ls},
-        "check": set(runners),
-        "runners": runners,
-        "attribute": {op["name"] for op in att["ops"][:40]},
-    }
+    def build(_: Path) -> dict[str, Any]:
+        ls = js("ls", str(demo_dir))["traces"]
+        runners = [t["runner"] for t in ls]
+        att = js("attribute", str(REPLAY), str(VLLM))
+        summary = js("summary", str(VLLM))["traces"][0]
+        return {
+            "summary": sorted({s["label"] for s in summary["segments"]} | {"total"}),
+            "ls": sorted({os.path.basename(t["path"]) for t in ls}),
+            "check": sorted(set(runners)),
+            "runners": runners,
+            "attribute": sorted({op["name"] for op in att["ops"][:40]}),
+        }
+
+    built = built_once(tmp_path_factory, "widths-expected", build)
+    return {key: value if key == "runners" else set(value) for key, value in built.items()}
 
 
 def _same(a: str, b: str) -> bool:
