@@ -266,8 +266,9 @@ def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: i
     phase's ops never add up to more than the phase (an op starting in warm-up and running on through a
     capture window gives each phase its own part).
 
-    Most calls lie inside one piece of one phase: found by a cursor (calls come in start order), they
-    cost a comparison; a call that crosses a boundary is measured with prefix sums (``_Measure``)."""
+    Most calls lie inside one piece of one phase (and so do the calls nested in them): found by a cursor
+    (calls come in start order), such a call carries one number, its phase and self time; only a call
+    that crosses a boundary carries a vector per phase, measured with prefix sums (``_Measure``)."""
     present = [(p, ivs) for p, ivs in sets.items() if ivs]
     phases = [p for p, _ in present] + ["other"]
     n = len(phases)
@@ -277,50 +278,74 @@ def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: i
     cursor = 0
     cs = ctx.calls
     ts, end, thread, name = cs.ts, cs.end, cs.thread, cs.name
-    ns, calls = Counter[tuple[str, int]](), Counter[tuple[str, int]]()
+    spent_ns = [0] * (len(cs.names) * n)  # by name id * n + phase
+    spent_calls = [0] * len(spent_ns)
 
-    def done(i: int, vec: list[int]) -> None:
-        for k in range(n):
-            v = vec[k]
+    def done(i: int, k: int, v: Any) -> None:
+        at = name[i] * n
+        if k >= 0:  # all of it in phase k
             if v > 0:
-                key = (phases[k], name[i])
-                ns[key] += v
-                calls[key] += 1
+                spent_ns[at + k] += v
+                spent_calls[at + k] += 1
+            return
+        for k, x in enumerate(v):
+            if x > 0:
+                spent_ns[at + k] += x
+                spent_calls[at + k] += 1
 
-    # One stack of open calls per thread, each with its self time per phase so far: a call is final
-    # when it is popped, so memory is the nesting depth, not a vector per call.
-    stacks: dict[int, list[tuple[int, list[int]]]] = {}
+    # One stack of open calls per thread, [call, phase or -1, self time so far: a number, or a vector
+    # per phase when the phase is -1]; a call is final when it is popped, so memory is the nesting depth.
+    stacks: dict[int, list[list[Any]]] = {}
     for i in members:  # in start order: a parent before its children
         t, e = ts[i], end[i]
         a = s0 if t < s0 else s1 if t > s1 else t  # [s0, s1) ∩ [t, e)
         b = s0 if e < s0 else s1 if e > s1 else e
-        vec = [0] * n
+        k, v = other, 0
         if b > a:
             while ends[cursor] <= a:  # calls come in start order; a < s1, the last end
                 cursor += 1
             if b <= ends[cursor]:  # the usual case: inside one piece of one phase
-                vec[piece_phase[cursor]] = b - a
+                k, v = piece_phase[cursor], b - a
             else:
-                vec = _clipped(a, b, s0, s1, measures, other, n)
+                k, v = -1, _clipped(a, b, s0, s1, measures, other, n)
         stack = stacks.get(thread[i])
         if stack is None:
             stack = stacks[thread[i]] = []
         while stack and end[stack[-1][0]] <= t:
             done(*stack.pop())
         if stack:
-            parent, parent_vec = stack[-1]
-            pe = end[parent]
-            nested = vec if e <= pe else _clipped(t, pe, s0, s1, measures, other, n)
-            for k in range(n):
-                if nested[k]:
-                    parent_vec[k] -= nested[k]
-        stack.append((i, vec))
+            parent = stack[-1]
+            pe = end[parent[0]]
+            if e <= pe and k >= 0:
+                if v and parent[1] == k:  # the usual case: both in the one piece
+                    parent[2] -= v
+                elif v:
+                    _as_vector(parent, n)[k] -= v
+            else:  # a vector, or a child running on past its parent's end: only its part inside counts
+                nested = v if e <= pe else _clipped(t, pe, s0, s1, measures, other, n)
+                parent_vec = _as_vector(parent, n)
+                for j in range(n):
+                    parent_vec[j] -= nested[j]
+        stack.append([i, k, v])
     for stack in stacks.values():
         for item in stack:
             done(*item)
     out = _Spent()
-    out.ns, out.calls = ns, calls
+    for at, calls in enumerate(spent_calls):
+        if calls:
+            key = (phases[at % n], at // n)
+            out.ns[key], out.calls[key] = spent_ns[at], calls
     return out
+
+
+def _as_vector(item: list[Any], n: int) -> list[int]:
+    """A stack item's self time as a vector per phase (converted in place from its one-phase form)."""
+    if item[1] >= 0:
+        vec = [0] * n
+        vec[item[1]] = item[2]
+        item[1], item[2] = -1, vec
+    vector: list[int] = item[2]
+    return vector
 
 
 def _clipped(a: int, b: int, s0: int, s1: int, measures: list[_Measure], other: int, n: int) -> list[int]:
