@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def _bars(els: Elements) -> int:
     return len(els.select("g", within="startup", cls="point"))
 
 
-def _built_report(tmp_path_factory: pytest.TempPathFactory, name: str, commands: dict[str, tuple[object, ...]],
+def _built_report(tmp_path_factory: pytest.TempPathFactory, name: str, commands: Mapping[str, tuple[object, ...]],
                   *argv: object) -> dict[str, Any]:
     """A report of ``argv``, opened once per run (every xdist worker reads the same: tests/built_once.py),
     and each of ``commands``' ``--json``."""

@@ -16,6 +16,7 @@ import re
 import site
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -217,20 +218,36 @@ REAL_ORDERS = (
 )
 
 
-def _run_order(steps: tuple[str, ...], **env: str) -> dict:
+@pytest.fixture(scope="module")
+def fork_server() -> Iterator[subprocess.Popen[str]]:
+    """One fork server (fork_server.py) for the module's orders: each order is still a fresh process."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
+    environ.update(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
+    server = subprocess.Popen([sys.executable, "-m", "fork_server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=environ)
+    yield server
+    assert server.stdin is not None
+    server.stdin.close()
+    assert server.wait(timeout=60) == 0
+
+
+def _run_order(server: subprocess.Popen[str], steps: tuple[str, ...], **env: str) -> dict:
+    """``python -m real_sglang STEP...`` in a fresh process forked by the server, with the environment
+    a subprocess of this test would get."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
     environ.update(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **env)
-    proc = subprocess.run(
-        [sys.executable, "-m", "real_sglang", *steps], capture_output=True, text=True, env=environ, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(li for li in proc.stdout.splitlines() if li.startswith("MATRIX-RESULT "))
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(json.dumps({"module": "real_sglang", "argv": list(steps), "env": environ}) + "\n")
+    server.stdin.flush()
+    proc = json.loads(server.stdout.readline())
+    assert proc["rc"] == 0, proc["stderr"][-4000:]
+    line = next(li for li in proc["stdout"].splitlines() if li.startswith("MATRIX-RESULT "))
     return json.loads(line.removeprefix("MATRIX-RESULT "))
 
 
 @pytest.fixture(scope="module")
-def pristine() -> dict:
-    return _run_order(("import",))["final"]
+def pristine(fork_server: subprocess.Popen[str]) -> dict:
+    return _run_order(fork_server, ("import",))["final"]
 
 
 def _module_exists(name: str) -> bool:
@@ -249,12 +266,12 @@ def _verified_here(qualname: str) -> str | None:
 
 
 @pytest.mark.parametrize("steps", REAL_ORDERS, ids="-".join)
-def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict) -> None:
+def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict, fork_server: subprocess.Popen[str]) -> None:
     """Status after every step as the model says, never double-wrapped while installed, exact restore."""
     assert steps in orders(3)
     if "plugin" in steps and not _module_exists("sglang.srt.plugins"):
         pytest.skip(f"sglang {metadata.version('sglang')} has no plugin loader (0.5.13+)")
-    result = _run_order(steps, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
+    result = _run_order(fork_server, steps, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
     for done, states in enumerate(result["after_each"], start=1):
         assert states == expected_states(steps[:done], list(states), _verified_here), steps[:done]
     assert not any("wrapped*" in v for v in pristine.values())

@@ -300,7 +300,8 @@ def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: i
         t, e = ts[i], end[i]
         a = s0 if t < s0 else s1 if t > s1 else t  # [s0, s1) ∩ [t, e)
         b = s0 if e < s0 else s1 if e > s1 else e
-        k, v = other, 0
+        k: int = other
+        v: Any = 0  # phase k's self time, or with k = -1 a vector per phase
         if b > a:
             while ends[cursor] <= a:  # calls come in start order; a < s1, the last end
                 cursor += 1
