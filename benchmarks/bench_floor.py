@@ -88,22 +88,26 @@ def best(kind: str, trace: Path, repeat: int) -> dict[str, Any]:
 
 def import_ms(repeat: int) -> tuple[float, float, float]:
     """Median wall ms of the interpreter alone, of it importing the libraries any run of ``attribute``
-    needs (argparse, dataclasses, msgspec: the floor), and of it building the ``attribute --json`` CLI."""
-    env = dict(os.environ, PYTHONPATH=str(bench_analyze.ROOT))
+    needs (argparse, dataclasses, msgspec: the floor), and of it building the ``attribute --json`` CLI.
+
+    With bytecode cached, as an installed package has it (``bench_analyze.child_env``; without it every
+    import recompiles our sources, ~100 ms more): each code runs once unmeasured first."""
+    env = bench_analyze.child_env()
 
     def run(code: str) -> float:
         t = time.perf_counter()
         subprocess.run([sys.executable, "-c", code], check=True, env=env)
         return (time.perf_counter() - t) * 1000
 
-    bare = statistics.median(run("pass") for _ in range(repeat * 5))
+    def median(code: str) -> float:
+        run(code)  # fills the bytecode cache
+        return statistics.median(run(code) for _ in range(repeat * 5))
+
     parse = (
         "from mixins.cli import build_parser; "
         "build_parser('attribute').parse_args(['attribute', '--json', 'r', 'c'])"
     )
-    cli = statistics.median(run(parse) for _ in range(repeat * 5))
-    libraries = statistics.median(run("import argparse, dataclasses, msgspec") for _ in range(repeat * 5))
-    return bare, libraries, cli
+    return median("pass"), median("import argparse, dataclasses, msgspec"), median(parse)
 
 
 def scaling(trace: Path, repeat: int) -> tuple[float, float]:
@@ -111,7 +115,7 @@ def scaling(trace: Path, repeat: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(4):
             shutil.copy(trace, Path(tmp) / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{n}.json.gz")
-        env = dict(os.environ, PYTHONPATH=str(bench_analyze.ROOT))
+        env = bench_analyze.child_env()
 
         def run(jobs: str) -> float:
             t = time.perf_counter()
