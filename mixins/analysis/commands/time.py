@@ -144,6 +144,9 @@ class TraceTime:
         }
 
 
+_NS_PER_US = 1000.0  # the trace's µs floats to integer ns, in C (map), not a Python frame per call
+
+
 class _Calls:
     """The timeline's CPU ops and runtime calls as one set of parallel arrays in integer ns."""
 
@@ -155,8 +158,8 @@ class _Calls:
         self.names = list(names)
         self.n_ops = len(ops.start)  # indexes below are cpu_ops, the rest runtime calls
         # streamed into the columns (no tuple or list of a Python object per call: issue 19's budgets)
-        self.ts = array("q", (round(t * 1000) for t in chain(ops.start, calls.start)))
-        self.end = array("q", (round(t * 1000) for t in chain(ops.end, calls.end)))
+        self.ts = array("q", map(round, map(_NS_PER_US.__mul__, chain(ops.start, calls.start))))
+        self.end = array("q", map(round, map(_NS_PER_US.__mul__, chain(ops.end, calls.end))))
         self.thread = ops.thread + calls.thread
         self.name = array("i", chain(map(op_names.__getitem__, ops.label), map(call_names.__getitem__, calls.name)))
         self.thread_pid = tl.thread_pid
