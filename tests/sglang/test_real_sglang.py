@@ -218,13 +218,19 @@ REAL_ORDERS = (
 )
 
 
+def _order_environ(**env: str) -> dict[str, str]:
+    """No SGLANG_* but ``env``, the start-up hook off (only the order's steps activate), these modules on
+    the path."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
+    environ.update(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **env)
+    return environ
+
+
 @pytest.fixture(scope="module")
 def fork_server() -> Iterator[subprocess.Popen[str]]:
     """One fork server (fork_server.py) for the module's orders: each order is still a fresh process."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
-    environ.update(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
     server = subprocess.Popen([sys.executable, "-m", "fork_server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=environ)
+                              text=True, env=_order_environ())
     yield server
     assert server.stdin is not None
     server.stdin.close()
@@ -234,10 +240,9 @@ def fork_server() -> Iterator[subprocess.Popen[str]]:
 def _run_order(server: subprocess.Popen[str], steps: tuple[str, ...], **env: str) -> dict:
     """``python -m real_sglang STEP...`` in a fresh process forked by the server, with the environment
     a subprocess of this test would get."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
-    environ.update(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **env)
     assert server.stdin is not None and server.stdout is not None
-    server.stdin.write(json.dumps({"module": "real_sglang", "argv": list(steps), "env": environ}) + "\n")
+    request = {"module": "real_sglang", "argv": list(steps), "env": _order_environ(**env)}
+    server.stdin.write(json.dumps(request) + "\n")
     server.stdin.flush()
     proc = json.loads(server.stdout.readline())
     assert proc["rc"] == 0, proc["stderr"][-4000:]
