@@ -3,31 +3,11 @@ the profilers created."""
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-
-def _bytecode_cache_for_children() -> None:
-    """The tests start hundreds of Python children (CLI runs, exporters, installs); where the environment
-    sets PYTHONDONTWRITEBYTECODE (this CI does) each recompiled this package's ~80 modules. Instead, one
-    private cache directory per run (mkdtemp: 0700, a fresh name), made by the first pytest process and
-    inherited by xdist workers and every child; it never touches the checkout."""
-    if os.environ.get("PYTHONPYCACHEPREFIX") or not os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        return
-    cache = tempfile.mkdtemp(prefix="capture-trace-tests-pycache-")
-    atexit.register(shutil.rmtree, cache, True)
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = cache
-
-
-_bytecode_cache_for_children()
 
 
 @pytest.fixture
