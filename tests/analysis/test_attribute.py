@@ -38,6 +38,7 @@ from pairs import (
 
 from mixins.analysis.commands.attribute_match import attribute_replay
 from mixins.analysis.model.windows import load_capture
+from tests.interop import import_hta
 
 
 @pytest.fixture(params=["sequential", "overlapped"])
@@ -218,8 +219,8 @@ def test_annotate_adds_args_only_and_loads_with_json(run_cli: Any, tmp_path: Pat
 
 
 def test_annotate_output_loads_in_hta(run_cli: Any, tmp_path: Path) -> None:
-    """HolisticTraceAnalysis reads the annotated replay and sees the added args (HTA: the ``bench`` extra)."""
-    pytest.importorskip("hta", reason="HolisticTraceAnalysis not installed (pip install '.[bench]')")
+    """HolisticTraceAnalysis reads the annotated replay and sees the added args (HTA: the ``interop`` extra)."""
+    import_hta("hta")
     from hta.common.trace import Trace
     from hta.configs.default_values import AttributeSpec, ValueType, YamlVersion
     from hta.configs.parser_config import ParserConfig

@@ -17,6 +17,7 @@ from core_helpers import PYTHON, child, child_env, load_trace, matmul_work, prof
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.metadata import distributed_info, trace_header
 from mixins.naming import Ranks, Sizes, discover_sizes
+from tests.interop import import_hta
 
 
 class _Holder:
@@ -81,12 +82,8 @@ def test_header_keeps_kinetos_distributed_info() -> None:
 
 def test_hta_loads_two_ranks_without_torch_distributed(trace_env: Path) -> None:
     """Before: no distributedInfo, HTA took every file as rank 0 and kept one. (HTA is the extra
-    [interop], which .ci/run installs for the main suite; the README's test venv and the torch-floor
-    venv have none and skip this, saying so.)"""
-    TraceAnalysis = pytest.importorskip(
-        "hta.trace_analysis",
-        reason="HolisticTraceAnalysis is not installed: pip install -e '.[interop]' (.ci/run installs it)",
-    ).TraceAnalysis
+    [interop]: .ci/run runs this in its interop venv; elsewhere without it this skips, saying so.)"""
+    TraceAnalysis = import_hta("hta.trace_analysis").TraceAnalysis
 
     for rank in (0, 1):
         path = export_cuda_graph_capture_trace(profile_of(matmul_work(3)), runner_name="Decode", tp_rank=rank)
