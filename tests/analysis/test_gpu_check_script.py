@@ -22,6 +22,7 @@ def _run(out: Path, **env_extra: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.exhaustive  # a developer's script, not the product (15 s: its own demo run): CI runs it
 def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -44,7 +45,7 @@ def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
     assert "| torch " in (out / "provenance.txt").read_text()
 
 
-@pytest.mark.exhaustive  # the dry run above is the default; CI runs this too
+@pytest.mark.exhaustive
 def test_gpu_check_fails_loudly_without_a_gpu(tmp_path: Path) -> None:
     """The real (CUDA) check on a machine without CUDA: non-zero exit, and the log it brings back ends
     with the demo's one-line reason."""
