@@ -244,7 +244,9 @@ def _run_order(server: subprocess.Popen[str], steps: tuple[str, ...], **env: str
     request = {"module": "real_sglang", "argv": list(steps), "env": _order_environ(**env)}
     server.stdin.write(json.dumps(request) + "\n")
     server.stdin.flush()
-    proc = json.loads(server.stdout.readline())
+    reply = server.stdout.readline()
+    assert reply, f"the fork server exited (status {server.wait()}); its stderr is above"
+    proc = json.loads(reply)
     assert proc["rc"] == 0, proc["stderr"][-4000:]
     line = next(li for li in proc["stdout"].splitlines() if li.startswith("MATRIX-RESULT "))
     return json.loads(line.removeprefix("MATRIX-RESULT "))
