@@ -50,16 +50,19 @@ _FOREVER = 1 << 62
 DEFAULT_TOP = 5  # ops per phase shown by default (``--top``; also the report page's time section)
 
 
+_NS_PER_US = 1000.0  # the trace's µs floats; time is computed in integer ns (exact sums)
+
+
 def _ns(us: float) -> int:
-    return round(us * 1000)
+    return round(us * _NS_PER_US)
 
 
 def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[str, float], dict[str, float]]:
     """(wall_us, phases in µs, shares). Exact in integer ns (``phases_ns`` sum to ``wall_ns``, also in the
     JSON); in µs floats ``other`` is chosen so the sum equals wall_us where a float can make it so, else it is
     off by less than a nanosecond (for some splits no float ``other`` makes a float sum exact)."""
-    wall = wall_ns / 1000
-    out = {p: phases_ns[p] / 1000 for p in PHASES[:-1]}
+    wall = wall_ns / _NS_PER_US
+    out = {p: phases_ns[p] / _NS_PER_US for p in PHASES[:-1]}
     parts = sum(out.values())
     other = wall - parts
     rounded = max(0.0, round(other, 3)) + 0.0  # never -0.0
@@ -84,7 +87,7 @@ class TopOp:
     count: int
 
     def as_json(self) -> dict[str, Any]:
-        return {"phase": self.phase, "op": self.op, "self_us": self.self_ns / 1000, "count": self.count}
+        return {"phase": self.phase, "op": self.op, "self_us": self.self_ns / _NS_PER_US, "count": self.count}
 
 
 @dataclass
@@ -144,9 +147,6 @@ class TraceTime:
         }
 
 
-_NS_PER_US = 1000.0  # the trace's µs floats to integer ns, in C (map), not a Python frame per call
-
-
 class _Calls:
     """The timeline's CPU ops and runtime calls as one set of parallel arrays in integer ns."""
 
@@ -157,7 +157,7 @@ class _Calls:
         call_names = [names.setdefault(n, len(names)) for n in tl.call_names]
         self.names = list(names)
         self.n_ops = len(ops.start)  # indexes below are cpu_ops, the rest runtime calls
-        # streamed into the columns (no tuple or list of a Python object per call: issue 19's budgets)
+        # streamed into the columns in C (map: no Python frame, tuple or list per call: issue 19's budgets)
         self.ts = array("q", map(round, map(_NS_PER_US.__mul__, chain(ops.start, calls.start))))
         self.end = array("q", map(round, map(_NS_PER_US.__mul__, chain(ops.end, calls.end))))
         self.thread = ops.thread + calls.thread
@@ -178,7 +178,7 @@ def _windows(tl: Timeline) -> list[tuple[Any, int, int]]:
     the one definition); a window never closed runs to the segment's end."""
     c = tl.calls
     return [
-        (tl.thread_pid[c.thread[b]], round(c.end[b] * 1000), round(c.end[e] * 1000) if e >= 0 else _FOREVER)
+        (tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER)
         for b, e in tl.capture_windows()
     ]
 
@@ -390,11 +390,11 @@ def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
     starts = array("q", (cs.ts[i] for i in order))
     c = tl.calls
     instantiates = [
-        (tl.thread_pid[c.thread[i]], round(c.start[i] * 1000), round(c.end[i] * 1000))
+        (tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i]))
         for i in range(len(c.kind))
         if c.kind[i] == C_INSTANTIATE
     ]
-    span = (round(tl.span[0] * 1000), round(tl.span[1] * 1000)) if tl.span is not None else (0, 0)
+    span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
     ctx = _Context(cs, order, starts, _windows(tl), instantiates, top, span)
     total = _Spent()
     segments = [_segment(ctx, s, total) for s in segs]
