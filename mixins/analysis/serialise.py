@@ -75,18 +75,20 @@ ShapeKey = tuple[str, str, str]
 
 def _kernels_per_signature(s: Segment) -> tuple[Counter[ShapeKey], dict[ShapeKey, Counter[tuple[Kernel, bool]]]]:
     """How often each signature ran, and its kernels (named by alignment or not) with counts."""
-    counts: Counter[ShapeKey] = Counter()
+    table = s.table
+    if table is None:
+        return Counter(), {}
+    counts = Counter(table.shape_keys(s.members))
     kernels: dict[ShapeKey, Counter[tuple[Kernel, bool]]] = {}
-    for op in s.ops:
-        sk = op.sig.shape_key
-        counts[sk] += 1
-        if op.kernels:
-            kc = kernels.setdefault(sk, Counter())
-            for n, k in enumerate(op.kernels):
-                if k.name is None and n < len(op.attributed) and op.attributed[n] is not None:
-                    kc[(Kernel(op.attributed[n]), True)] += 1
-                else:
-                    kc[(k, False)] += 1
+    launched, attributed = table.kernels, table.attributed
+    for k in filter(launched.__contains__, s.members):  # in time order: ties in ``most_common`` keep it
+        kc = kernels.setdefault(table.sigs[table.sig[k]].shape_key, Counter())
+        names = attributed.get(k, ())
+        for n, kernel in enumerate(launched[k]):
+            if kernel.name is None and n < len(names) and names[n] is not None:
+                kc[(Kernel(names[n]), True)] += 1
+            else:
+                kc[(kernel, False)] += 1
     return counts, kernels
 
 
@@ -131,7 +133,7 @@ def summarize(rec: TraceRecord, top: int = 10) -> dict[str, Any]:
     """The ``summary --json`` object for one trace (also what ``ls`` shows)."""
     segments = [_segment_json(s, top) for s in rec.segments]
     totals: dict[str, int] = {k: sum(int(seg[k]) for seg in segments) for k in _COUNTS}
-    totals["signatures"] = len({op.sig.shape_key for s in rec.segments for op in s.ops})
+    totals["signatures"] = len({key for s in rec.segments if s.table for key in s.table.shape_keys(s.members)})
     return {
         "path": rec.path,
         **rec.identity.as_json(),

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from pairs import load
 
-from mixins.analysis.model.records import load_record, summarize
+from mixins.analysis.model.records import compact, load_record, summarize
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 H100 = DATA / "h100_qwen1.5-0.5b_inference.json.gz"
@@ -127,6 +127,19 @@ def test_layout_does_not_change_the_result(tmp_path: Path, layout: str, vllm: tu
         s.pop("path"), s.pop("size")
     assert sa == sb
     assert [[o.key for o in s.ops] for s in a.segments] == [[o.key for o in s.ops] for s in b.segments]
+
+
+def test_columns_and_op_views_agree(vllm: tuple[dict[str, Any], Any]) -> None:
+    """The record keeps ops as columns; ``Segment.ops`` builds objects from them. ``diff``/``check``'s
+    sequences and ``summary``'s counts (read from the columns) equal what the objects say."""
+    rec = vllm[1]
+    seqs = compact(rec)
+    ops = [s.ops for s in rec.segments]
+    assert any(o.kernels for seg in ops for o in seg)  # a capture: ops with kernels, not only plain ones
+    assert [[seqs.table[j] for j in seq] for seq in seqs.seqs] == [[o.key for o in seg] for seg in ops]
+    assert [s.signatures for s in rec.segments] == [len({o.sig.shape_key for o in seg}) for seg in ops]
+    assert [s.cpu_ops for s in rec.segments] == [len(seg) for seg in ops]
+    assert all(seg == sorted(seg, key=lambda o: o.ts) for seg in ops)
 
 
 def test_top_signatures_are_the_ops_that_launch_work() -> None:

@@ -7,12 +7,16 @@ sequence of op signatures with their kernels; everything here is small, interned
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from mixins.analysis.model.identity import Identity
 
-__all__ = ["OUTSIDE", "ALL", "Kernel", "Signature", "Op", "Segment", "TraceRecord", "CompactTrace", "compact"]
+__all__ = [
+    "OUTSIDE", "ALL", "Kernel", "Signature", "Op", "OpColumns", "Segment", "TraceRecord", "CompactTrace", "compact"
+]
 
 OUTSIDE = "(outside)"
 ALL = "all"
@@ -87,6 +91,47 @@ class Op:
 
 
 @dataclass
+class OpColumns:
+    """Every op of a trace as columns, by its index in the timeline: what ``summary``, ``diff`` and
+    ``check`` read in bulk. Why columns: one :class:`Op` object per op cost about a second on a
+    half-million-op trace; :attr:`Segment.ops` builds those views only when asked."""
+
+    sig: array  # "i": into ``sigs``
+    ts: array  # "d"
+    has_shapes: array  # "b"
+    sigs: list[Signature]
+    kernels: dict[int, tuple[Kernel, ...]] = field(default_factory=dict)  # only ops that launched kernels
+    attributed: dict[int, tuple[str | None, ...]] = field(default_factory=dict)  # see ``Op.attributed``
+    graphs: dict[int, int] = field(default_factory=dict)  # only ops that launched graphs
+
+    def op(self, k: int) -> Op:
+        return Op(
+            self.sigs[self.sig[k]],
+            self.ts[k],
+            self.kernels.get(k, ()),
+            self.graphs.get(k, 0),
+            bool(self.has_shapes[k]),
+            self.attributed.get(k, ()),
+        )
+
+    def keys(self, members: array) -> list[tuple[Any, ...]]:
+        """``Op.key`` of each op in ``members``; ops that launched nothing share their signature's key."""
+        plain: list[tuple[Any, ...]] = [(s.name, s.dims, s.types, s.concrete, (), 0) for s in self.sigs]
+        out = list(map(plain.__getitem__, map(self.sig.__getitem__, members)))
+        kernels, graphs = self.kernels, self.graphs
+        if kernels or graphs:
+            for n, k in enumerate(members):
+                if k in kernels or k in graphs:
+                    out[n] = out[n][:4] + (kernels.get(k, ()), graphs.get(k, 0))
+        return out
+
+    def shape_keys(self, members: array) -> Iterator[tuple[str, str, str]]:
+        """``Signature.shape_key`` of each op in ``members``."""
+        shapes = [s.shape_key for s in self.sigs]
+        return map(shapes.__getitem__, map(self.sig.__getitem__, members))
+
+
+@dataclass
 class Segment:
     label: str
     bs: int | None = None
@@ -102,11 +147,18 @@ class Segment:
     ops_without_shapes: int = 0
     linked_kernels: int = 0
     attributed_launches: int = 0
-    ops: list[Op] = field(default_factory=list)
+    members: array = field(default_factory=lambda: array("i"))  # its ops in time order, into ``table``
+    table: OpColumns | None = None
+
+    @property
+    def ops(self) -> list[Op]:
+        """Its ops in time order, as objects (built on each call: the record keeps columns)."""
+        table = self.table
+        return [] if table is None else list(map(table.op, self.members))
 
     @property
     def signatures(self) -> int:
-        return len({op.sig.shape_key for op in self.ops})
+        return 0 if self.table is None else len(set(self.table.shape_keys(self.members)))
 
     @property
     def unknown_launches(self) -> int:
@@ -143,23 +195,14 @@ class CompactTrace:
 
 
 def compact(rec: TraceRecord) -> CompactTrace:
-    index: dict[tuple[Any, ...], int] = {}
-    seqs = []
-    for s in rec.segments:
-        seq = array("i")
-        for op in s.ops:
-            key = op.key
-            j = index.get(key)
-            if j is None:
-                j = index[key] = len(index)
-            seq.append(j)
-        seqs.append(seq)
+    keys = [[] if s.table is None else s.table.keys(s.members) for s in rec.segments]
+    index = {key: j for j, key in enumerate(dict.fromkeys(chain.from_iterable(keys)))}  # in order first seen
     return CompactTrace(
         rec.path,
         rec.identity,
         rec.events,
         rec.segment_source,
         [s.label for s in rec.segments],
-        seqs,
+        [array("i", map(index.__getitem__, seg)) for seg in keys],
         list(index),
     )

@@ -13,6 +13,8 @@ from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import not_
 
 from mixins.analysis.model import events as E
 from mixins.analysis.model.identity import Identity, identity_from_name, identity_of, is_trace_name
@@ -22,6 +24,7 @@ from mixins.analysis.model.record import (
     CompactTrace,
     Kernel,
     Op,
+    OpColumns,
     Segment,
     Signature,
     TraceRecord,
@@ -131,18 +134,15 @@ class _Linker:
         return self.cpu_of_ext(ext) if ext >= 0 else None
 
 
-def _signatures(tl: Timeline, links: Links) -> list[Signature]:
-    """Per op, its signature; equal signatures share one object."""
-    canon: dict[tuple[int, int], Signature] = {}
-    sigs, concretes = tl.signatures, links.concretes
-    out = []
-    for label, concrete in zip(tl.ops.label, links.op_concrete, strict=True):
-        sig = canon.get((label, concrete))
-        if sig is None:
-            name, dims, types = sigs[label]
-            sig = canon[(label, concrete)] = Signature(name, dims, types, concretes[concrete])
-        out.append(sig)
-    return out
+def _signatures(tl: Timeline, links: Links) -> tuple[array, list[Signature]]:
+    """Per op, its signature (an index into the list returned): one per (label, concrete inputs) pair."""
+    pairs = list(zip(tl.ops.label, links.op_concrete, strict=True))
+    ids = {pair: n for n, pair in enumerate(dict.fromkeys(pairs))}
+    signatures = []
+    for label, concrete in ids:  # the distinct pairs, a few hundred
+        name, dims, types = tl.signatures[label]
+        signatures.append(Signature(name, dims, types, links.concretes[concrete]))
+    return array("i", map(ids.__getitem__, pairs)), signatures
 
 
 def _segment_index(links: Links, segs: list[Segment], source: str) -> array:
@@ -250,30 +250,29 @@ def _count_kinds(tl: Timeline, links: Links, seg_of: array, all_segs: list[Segme
 def _place_ops(
     tl: Timeline, links: Links, seg_of: array, all_segs: list[Segment], linked: _OpLinks, names: dict[int, str]
 ) -> None:
-    """Each op goes to its segment with what it launched, in time order (file order breaks ties); a
-    captured launch the namer named carries that name in ``Op.attributed``."""
-    ops = [
-        Op(sig, ts, (), 0, bool(shapes))
-        for sig, ts, shapes in zip(_signatures(tl, links), tl.ops.start, links.op_shapes, strict=True)
-    ]  # most ops launch nothing: what they launched is filled in below, for those that did
+    """Each op goes to its segment, in time order (file order breaks ties), as columns with what it
+    launched; a captured launch the namer named carries that name in ``OpColumns.attributed``."""
+    sig, sigs = _signatures(tl, links)
+    table = OpColumns(sig, tl.ops.start, links.op_shapes, sigs)
     for k, launched in linked.kernels.items():
-        op = ops[k]
-        op.kernels = tuple(kernel for kernel, _ in launched)
-        if names and any(kernel.name is None for kernel in op.kernels):
-            op.attributed = tuple(names.get(call) if kernel.name is None else None for kernel, call in launched)
-    for k, n in linked.graphs.items():
-        ops[k].graph_launches = n
-    for k, ev in enumerate(links.op_ev):
-        s = all_segs[seg_of[ev]]
-        op = ops[k]
-        s.ops.append(op)
-        if not op.has_shapes:
-            s.ops_without_shapes += 1
-        if op.attributed:
-            s.attributed_launches += sum(1 for name in op.attributed if name is not None)
+        kernels = table.kernels[k] = tuple(kernel for kernel, _ in launched)
+        if names and any(kernel.name is None for kernel in kernels):
+            table.attributed[k] = tuple(names.get(call) if kernel.name is None else None for kernel, call in launched)
+    table.graphs.update(linked.graphs)
+    op_seg = array("i", map(seg_of.__getitem__, links.op_ev))
+    by_segment = sorted(range(len(op_seg)), key=op_seg.__getitem__)  # stable: file order within each
+    at = 0
+    for j, n in sorted(Counter(op_seg).items()):
+        s = all_segs[j]
+        s.cpu_ops = n
+        s.members = array("i", sorted(by_segment[at : at + n], key=table.ts.__getitem__))
+        at += n
+    for j, n in Counter(compress(op_seg, map(not_, links.op_shapes))).items():
+        all_segs[j].ops_without_shapes += n
+    for k, got in table.attributed.items():
+        all_segs[op_seg[k]].attributed_launches += sum(1 for name in got if name is not None)
     for s in all_segs:
-        s.cpu_ops = len(s.ops)
-        s.ops.sort(key=lambda o: o.ts)
+        s.table = table
 
 
 def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> dict[int, str]:
