@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
+import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from mixins.analysis.model.record import Segment
+from mixins.analysis.model.segments import assigner
 from mixins.analysis.model.windows import load_capture
 
 Run = Callable[..., tuple[int, str, str]]
@@ -140,6 +144,7 @@ ONE_HOME = {
     "def compact_json": "read/reader.py",
     "def who": "render.py",
     "def segments_of": "model/segments.py",
+    "def assigner(": "model/segments.py",  # the one placement of events in segments
 }
 
 
@@ -218,3 +223,32 @@ def test_report_reads_each_trace_once_for_time_and_check(
     time_json, check_json, attribute_json = got
     assert (time_json, check_json, attribute_json) == (expected["time"], expected["check"], None)
     assert sorted(opened) == sorted(str(p) for p in folder.iterdir())  # each once
+
+
+def _innermost(segs: list[Segment], pids: dict[Any, int], ts: float, pid: int) -> int:
+    """The rule ``assigner`` implements, written out plainly: the segment starting last (the later in
+    ``segs`` on a tie) of those containing ``ts``, both ends included; -1 when none does."""
+    own = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid]
+    mine = own or range(len(segs))
+    inside = [j for j in mine if segs[j].start <= ts <= segs[j].end]  # False for any NaN
+    return max(inside, key=lambda j: (segs[j].start, j), default=-1)
+
+
+def test_events_go_to_the_innermost_segment_of_their_process() -> None:
+    """Nested, crossing and touching segments, equal starts, two processes and one without segments of
+    its own, segments of an unknown process, events without a time: the placement (prefix maxima and
+    a backward walk) says what the rule says for each event."""
+    rng = random.Random(17)
+    for case in range(300):
+        procs = ["p0", "p1", "p2"]
+        pids = {p: n for n, p in enumerate(procs)}
+        segs = []
+        for j in range(rng.randint(0, 6)):
+            start = float(rng.randint(0, 40))
+            end = start + rng.choice([0, 1, 5, 20, 50])
+            segs.append(Segment(f"bs={j}", j, start, end, rng.choice(["p0", "p1", "unknown"])))
+        n = rng.randint(0, 60)
+        ts = [math.nan if rng.random() < 0.05 else float(rng.randint(-5, 100)) for _ in range(n)]
+        pid = [rng.randrange(len(procs)) for _ in range(n)]
+        got = list(map(assigner(segs, pids), ts, pid))
+        assert got == [_innermost(segs, pids, t, p) for t, p in zip(ts, pid, strict=True)], case
