@@ -414,3 +414,28 @@ def test_limits_reach_spawned_workers(tmp_path: Path) -> None:
         "(the limit; see --max-events)"
         for n in range(2)
     ]
+
+
+def test_time_never_reads_args(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``time`` places ops and calls by name and time alone: ``args`` is not decoded, so nothing in it
+    (a correlation too big for 64 bits, args of the wrong type) changes or refuses its answer, while
+    ``summary``, which reads correlations, refuses the same file on one line."""
+    launch = {"cat": '"cuda_runtime"', "name": '"cudaLaunchKernel"', "ts": "2.0", "dur": "0.5"}
+    clean = '{"traceEvents": [' + _event() + ", " + _event(**launch) + "]}"
+    odd = (
+        '{"traceEvents": ['
+        + _event(args='"not an object"')
+        + ", "
+        + _event(**launch, args='{"correlation": ' + BIG_INT + ', "kernel": [1]}')
+        + "]}"
+    )
+    outputs = []
+    for name, text in (("clean.json.gz", clean), ("odd.json.gz", odd)):
+        rc, out, err = run_cli("time", "--json", _trace(tmp_path, name, text))
+        assert (rc, err) == (0, "")
+        (trace,) = json.loads(out)["traces"]
+        outputs.append({k: v for k, v in trace.items() if k != "path"})
+    assert outputs[0] == outputs[1]
+    assert outputs[0]["totals"]["top"]  # the op and the launch were both timed
+    rc, out, err = run_cli("summary", tmp_path / "odd.json.gz")
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "number out of range" in err, err

@@ -222,6 +222,31 @@ slim_event = st.fixed_dictionaries(
 
 @FUZZ
 @given(events=st.lists(slim_event, max_size=25), how=layout)
+def test_bare_events_are_the_full_events_of_the_file_without_args(tmp_path: Path, events: list[dict], how: Any) -> None:
+    """``time``'s decode (no ``args`` at all) reads what the full decode reads from the same file with
+    every ``args`` removed: the same fields, refused alike (ts, dur out of range) — and nothing in
+    ``args`` is read, so nothing there refuses the file."""
+    p, stripped = tmp_path / "t.json", tmp_path / "stripped.json"
+    p.write_text(_dump({"traceEvents": events}, how))
+    stripped.write_text(_dump({"traceEvents": [{k: v for k, v in e.items() if k != "args"} for e in events]}, how))
+    results: list[list[Any] | None] = []
+    bare_read = lambda: [e for batch in reader.open_trace(str(p)).bare_events() for e in batch]  # noqa: E731
+    for read in (bare_read, lambda: _read(stripped)):
+        try:
+            results.append(read())
+        except TraceError as exc:
+            assert "number out of range" in exc.message, exc
+            results.append(None)
+    bare, full = results
+    assert (bare is None) == (full is None)
+    for b, f in zip(bare or [], full or [], strict=True):
+        assert b.args is None
+        for name in reader.BareEvent.__struct_fields__:
+            assert getattr(b, name) == getattr(f, name)
+
+
+@FUZZ
+@given(events=st.lists(slim_event, max_size=25), how=layout)
 def test_slim_events_equal_full_events_on_their_fields(tmp_path: Path, events: list[dict], how: Any) -> None:
     """The time-resolved view's lighter decode (no ph / id) reads every field it has exactly as the
     full decode does, typed path and tolerant path (badly typed fields) alike."""

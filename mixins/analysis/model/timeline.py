@@ -491,12 +491,13 @@ def load_timeline(
 ) -> Timeline:
     """Read ``path`` in one streaming pass; raises TraceError for any bad input. ``device`` / ``modules`` /
     ``shapes`` False: device work / ``nn.Module`` intervals / ops' input dims and types are not kept
-    (``time`` reads none of them: an op is its name); ``links``: Kineto's ids and every event's place are
-    kept too (:class:`Links`, for the op-sequence record)."""
+    (``time`` reads none of them: an op is its name, and no ``args`` is decoded at all); ``links``:
+    Kineto's ids and every event's place are kept too (:class:`Links`, for the op-sequence record)."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
     b = _Builder(tl, device, modules, links, shapes)
-    for events in stream.events() if links else stream.slim_events():
+    slices = stream.events() if links else stream.slim_events() if device or shapes else stream.bare_events()
+    for events in slices:
         b.add(events)
     try:
         b.finish()

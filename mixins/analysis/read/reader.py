@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Annotated, Any, NamedTuple
+from typing import IO, Annotated, Any, ClassVar, NamedTuple
 
 import msgspec
 
@@ -47,6 +47,7 @@ __all__ = [
     "Event",
     "SlimArgs",
     "SlimEvent",
+    "BareEvent",
     "Limits",
     "Buffering",
     "using_buffering",
@@ -247,6 +248,13 @@ class SlimEvent(_Common, gc=False):
     args: SlimArgs | None = None
 
 
+class BareEvent(_Common, gc=False):
+    """:class:`Event` without ``args`` (nor ``ph``, ``id``): what ``time`` reads, which places ops and calls
+    in time by name alone. ``args`` is then never decoded nor checked (``ev.args`` reads None)."""
+
+    args: ClassVar[None] = None
+
+
 class _Shape(NamedTuple):
     """What a slice decodes into: the typed decoder, and the struct types the tolerant path builds."""
 
@@ -257,6 +265,7 @@ class _Shape(NamedTuple):
 
 _FULL = _Shape(msgspec.json.Decoder(list[Event]), Event, Args)
 _SLIM = _Shape(msgspec.json.Decoder(list[SlimEvent]), SlimEvent, SlimArgs)
+_BARE = _Shape(msgspec.json.Decoder(list[BareEvent]), BareEvent, SlimArgs)  # args: never built
 _RAW = _Shape(msgspec.json.Decoder(list[msgspec.Raw]), msgspec.Raw, msgspec.Raw)  # elements as their text
 _ANY = msgspec.json.Decoder()
 _WS = re.compile(rb"[ \t\r\n]*")
@@ -286,7 +295,7 @@ def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
 
     args = None
     raw_args = obj.get("args")
-    if isinstance(raw_args, dict):
+    if isinstance(raw_args, dict) and "args" in shape.event.__struct_fields__:
 
         def raw(key: str) -> msgspec.Raw:
             return msgspec.Raw(msgspec.json.encode(raw_args[key])) if key in raw_args else _RAW_EMPTY
@@ -743,6 +752,10 @@ class TraceStream:
     def slim_events(self) -> Iterator[list[SlimEvent]]:
         """:meth:`events` as :class:`SlimEvent` (same checks and limits; ``ph``/``id`` not read)."""
         return self._slices(_SLIM)
+
+    def bare_events(self) -> Iterator[list[BareEvent]]:
+        """:meth:`events` as :class:`BareEvent` (same checks and limits on what it reads; no ``args``)."""
+        return self._slices(_BARE)
 
     def raw_events(self) -> Iterator[list[msgspec.Raw]]:
         """:meth:`events` as each element's JSON text (same checks and limits): ``--annotate`` copies the
