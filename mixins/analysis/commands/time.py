@@ -387,7 +387,7 @@ def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
     segs, source = segments_of(tl.ranges, identity)
     cs = _Calls(tl)
     order = cs.start_order()
-    starts = array("q", (cs.ts[i] for i in order))
+    starts = array("q", map(cs.ts.__getitem__, order))
     c = tl.calls
     instantiates = [
         (tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i]))
