@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mixins.analysis.model.interval_sets import clip, length, subtract, union
+from mixins.analysis.model.interval_sets import clip, subtract, union
 
 spans = st.lists(st.tuples(st.integers(-20, 60), st.integers(-20, 60)), max_size=8)
 
@@ -17,8 +17,10 @@ def points(intervals: list[tuple[int, int]]) -> set[int]:
 @given(spans, spans, st.integers(-20, 60), st.integers(-20, 60))
 def test_union_subtract_clip_match_point_sets(a: list, b: list, lo: int, hi: int) -> None:
     ua, ub = union(a), union(b)
-    assert points(ua) == points(a) and length(ua) == len(points(a))
-    assert all(s < e for s, e in ua) and all(x[1] < y[0] for x, y in zip(ua, ua[1:], strict=False))
+    pairs = list(ua)
+    assert points(pairs) == points(a) and ua.length == len(points(a))
+    assert all(s < e for s, e in pairs) and all(x[1] < y[0] for x, y in zip(pairs, pairs[1:], strict=False))
+    assert union(sorted(a), in_order=True) == ua  # merged as they come, by start
     diff = subtract(ua, ub)
-    assert points(diff) == points(a) - points(b) and length(diff) == len(points(diff))
+    assert points(list(diff)) == points(a) - points(b) and diff.length == len(points(list(diff)))
     assert points(clip(ua, lo, hi)) == {t for t in points(a) if lo <= t < hi}

@@ -25,7 +25,9 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import accumulate, chain
+from heapq import merge
+from itertools import accumulate, chain, repeat
+from operator import sub
 from typing import Any
 
 from mixins.analysis import render
@@ -33,7 +35,7 @@ from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, 
 from mixins.analysis.model import events as E
 from mixins.analysis.model.events import C_INSTANTIATE
 from mixins.analysis.model.identity import Identity, identity_of
-from mixins.analysis.model.interval_sets import Interval, clip, length, subtract, union
+from mixins.analysis.model.interval_sets import IntervalSet, clip, subtract, union
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.segments import segments_of, size_json
 from mixins.analysis.model.timeline import Timeline, load_timeline
@@ -198,13 +200,13 @@ class _Context:
 
 def _phase_intervals(
     ctx: _Context, members: array, s0: int, s1: int, pid: Any
-) -> tuple[dict[str, list[Interval]], int]:
+) -> tuple[dict[str, IntervalSet], int]:
     """capture / instantiate / warmup interval sets of one segment, and its number of capture windows."""
     mine = pid is None
     windows = clip(((a, b) for p, a, b in ctx.windows if mine or p == pid), s0, s1)
     capture = union(windows)
     inst = subtract(union(clip(((a, b) for p, a, b in ctx.instantiates if mine or p == pid), s0, s1)), capture)
-    first = capture[0][0] if capture else s1
+    first = capture.starts[0] if capture else s1
     cs = ctx.calls
     ops = ((cs.ts[i], min(cs.end[i], first)) for i in members if cs.ts[i] < first and i < cs.n_ops)  # cpu_ops
     warmup = subtract(subtract(union(ops, in_order=True), capture), inst)  # members are in start order
@@ -232,25 +234,25 @@ class _Spent:
 
 
 class _Measure:
-    """How much of ``[lo, t)`` a sorted, disjoint interval list covers, for any ``t`` (prefix sums + bisect)."""
+    """How much of ``[lo, t)`` an interval set covers, for any ``t`` (prefix sums + bisect)."""
 
-    def __init__(self, ivs: list[Interval]) -> None:
-        self.starts = [a for a, _ in ivs]
-        self.ends = [b for _, b in ivs]
-        self.before = list(accumulate((b - a for a, b in ivs), initial=0))
+    def __init__(self, ivs: IntervalSet) -> None:
+        self.starts, self.ends = ivs.starts, ivs.ends
+        self.before = array("q", accumulate(map(sub, ivs.ends, ivs.starts), initial=0))
 
     def __call__(self, t: int) -> int:
         k = bisect_right(self.starts, t) - 1
         return 0 if k < 0 else self.before[k] + min(t, self.ends[k]) - self.starts[k]
 
 
-def _partition(sets: list[list[Interval]], s0: int, s1: int) -> tuple[list[int], list[int]]:
+def _partition(sets: list[IntervalSet], s0: int, s1: int) -> tuple[array, array]:
     """``[s0, s1)`` cut into consecutive pieces, each in one phase: (piece ends, phase index), ``len(sets)``
-    standing for "other" (the gaps). The phases' interval sets are disjoint by construction."""
-    ends: list[int] = []
-    phase: list[int] = []
+    standing for "other" (the gaps). The phases' interval sets are disjoint by construction, so merging
+    them by start streams the pieces in order."""
+    ends = array("q")
+    phase = array("b")
     at = s0
-    for a, b, k in sorted((a, b, k) for k, ivs in enumerate(sets) for a, b in ivs):
+    for a, b, k in merge(*(zip(ivs.starts, ivs.ends, repeat(k)) for k, ivs in enumerate(sets))):
         if a > at:
             ends.append(a)
             phase.append(len(sets))
@@ -263,7 +265,7 @@ def _partition(sets: list[list[Interval]], s0: int, s1: int) -> tuple[list[int],
     return ends, phase
 
 
-def _spent(ctx: _Context, members: array, sets: dict[str, list[Interval]], s0: int, s1: int) -> _Spent:
+def _spent(ctx: _Context, members: array, sets: dict[str, IntervalSet], s0: int, s1: int) -> _Spent:
     """Each call's self time (its duration less the calls nested in it on its thread), cut by the phases:
     what lies in a phase counts there and only there, and nothing outside the segment counts. So a
     phase's ops never add up to more than the phase (an op starting in warm-up and running on through a
@@ -373,7 +375,7 @@ def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
     if pid is not None:
         members = array("i", [i for i in members if cs.thread_pid[cs.thread[i]] == pid])
     sets, n_windows = _phase_intervals(ctx, members, s0, s1, pid)
-    phases = {p: length(sets[p]) for p in PHASES[:-1]}
+    phases = {p: sets[p].length for p in PHASES[:-1]}
     phases["other"] = (s1 - s0) - sum(phases.values())
     spent = _spent(ctx, members, sets, s0, s1) if ctx.top > 0 else _Spent()
     total.add(spent)
