@@ -6,7 +6,10 @@ that has never seen them. A child costs what importing sglang itself costs: ~6 s
 
 Which modules: the first request runs with nothing preloaded and reports the modules it ended with;
 the server then imports those that are third-party (``_third_party``), in the order they were first
-imported. A module that fails to import here is left to the children, as before.
+imported. A module that fails to import here is left to the children, as before. The list is kept in
+the environment it was learnt in (``LEARNT``, in ``sys.prefix``: CI's cached venv per sglang version),
+so a later run preloads before its first request and no request pays the whole import (~11 s a
+version); a stale or unwritable list only costs that time again, never a result.
 
 Protocol, one JSON object per line: requests on stdin ``{"module": ..., "argv": [...], "env": {...}}``
 (``python -m module argv...`` with exactly that environment), replies on stdout ``{"rc": ...,
@@ -17,6 +20,7 @@ Protocol, one JSON object per line: requests on stdin ``{"module": ..., "argv": 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -104,14 +108,41 @@ def _run(request: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return {"rc": os.waitstatus_to_exitcode(status), "stdout": texts[0], "stderr": texts[1]}, modules
 
 
+#: where this environment's third-party modules are remembered once learnt
+LEARNT = os.path.join(sys.prefix, ".capture-trace-fork-server-modules.json")
+
+
+def _learnt() -> list[str]:
+    try:
+        with open(LEARNT) as f:
+            modules = json.load(f)
+    except (OSError, ValueError):
+        return []
+    return [m for m in modules if isinstance(m, str)] if isinstance(modules, list) else []
+
+
+def _remember(modules: list[str]) -> None:
+    tmp = f"{LEARNT}.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(_third_party(modules), f)
+        os.replace(tmp, LEARNT)
+    except OSError:  # a read-only environment: learnt again next time
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
 def main() -> None:
     cpu_shims.prepare()  # before torch's users: the torchvision operators, sglang 0.5.5's sgl_kernel stub
-    preloaded = False
+    known = _learnt()
+    _preload(known)
+    preloaded = bool(known)
     for line in sys.stdin:
         reply, modules = _run(json.loads(line))
         print(json.dumps(reply), flush=True)
         if not preloaded and modules:
             _preload(modules)
+            _remember(modules)
             preloaded = True
 
 
