@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.text import Text
 
-__all__ = ["Col", "Us", "Cell", "time_unit", "duration_text", "short_runners", "print_table", "wide_tables"]
+__all__ = [
+    "Col", "Us", "Cell", "time_unit", "shown", "duration_text", "short_runners", "print_table", "wide_tables"
+]
 
 UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
 _DECIMALS = {"s": 2, "ms": 2, "µs": 1}
@@ -39,10 +41,16 @@ def time_unit(max_us: float) -> tuple[float, str]:
     return next(((div, name) for div, name in UNITS if abs(max_us) >= div), UNITS[-1])
 
 
+def shown(us: float, unit: tuple[float, str]) -> str:
+    """A duration as a cell shows it in ``unit`` (``time_unit``'s pair), without the unit's name."""
+    div, name = unit
+    return f"{us / div:,.{_DECIMALS[name]}f}"
+
+
 def duration_text(us: float) -> str:
     """One duration in its own unit, for lines outside tables: ``31.17 s``, ``724.4 µs``."""
-    div, unit = time_unit(us)
-    return f"{us / div:,.{_DECIMALS[unit]}f} {unit}"
+    unit = time_unit(us)
+    return f"{shown(us, unit)} {unit[1]}"
 
 
 @dataclass(frozen=True)
@@ -123,8 +131,7 @@ def _plain(cell: Cell, unit: tuple[float, str] | None) -> Text:
         return Text("\n".join(one_line(line) for line in cell))
     if isinstance(cell, (Us, float, int)) and not isinstance(cell, bool):
         us = cell if isinstance(cell, Us) else Us(float(cell))
-        div, name = unit or (1.0, "µs")
-        return Text(f"{us.us / div:,.{_DECIMALS[name]}f}{one_line(us.after)}", style=us.style)
+        return Text(shown(us.us, unit or UNITS[-1]) + one_line(us.after), style=us.style)
     return Text(one_line(cell))
 
 

@@ -183,20 +183,27 @@ def test_text_output_has_a_bar_per_segment_and_runners_side_by_side(
     side = out.split("runners side by side", 1)[1].splitlines()
     rows = [line for line in side if line.startswith("│")]
     assert len(rows) == 5 + 3  # + tokens=16/32/64
-    for row in rows:  # the slowest marked where runners compare; a lone value (prefill's tokens=) is not
+    for row in rows:  # the slowest marked where runners compare (every cell that reads as the largest);
+        # a lone value (prefill's tokens=) and a row where all read the same are not
         values = [c.strip() for c in row.strip("│").split("│")[1:]]
-        shown = [c for c in values if c != "-"]
-        assert row.count(" *") == (1 if len(shown) > 1 and len({c.rstrip(" *") for c in shown}) > 1 else 0), row
+        shown = [c.rstrip(" *") for c in values if c != "-"]
+        top = max(shown, key=lambda c: float(c.replace(",", "")))
+        assert row.count(" *") == (shown.count(top) if len(set(shown)) > 1 else 0), row
+        assert all(c.endswith(" *") == (c.rstrip(" *") == top and len(set(shown)) > 1) for c in values if c != "-")
 
 
 def test_equal_looking_values_mark_no_slowest() -> None:
     """Issue 18: of three values that read the same, one was starred; a tie has no slowest."""
     from mixins.analysis.commands.time_render import slowest_cells
 
-    assert slowest_cells([440.1, 440.3, 439.9]) == [False, False, False]
-    assert slowest_cells([440.1, None, 97.0]) == [True, False, False]
-    assert slowest_cells([12.0, None, None]) == [False, False, False]
-    assert slowest_cells([5.0, 9.0, 9.001]) == [False, True, True]  # equal as shown: both are the slowest
+    ms, us = (1e3, "ms"), (1.0, "µs")  # as a table shows them: 0.44 ms; 440.1 µs
+    assert slowest_cells([440.1, 440.3, 439.9], ms) == [False, False, False]
+    assert slowest_cells([440.1, 440.3, 439.9], us) == [False, True, False]
+    assert slowest_cells([440.1, None, 97.0], ms) == [True, False, False]
+    assert slowest_cells([12.0, None, None], us) == [False, False, False]
+    assert slowest_cells([5.0, 9.0, 9.001], us) == [False, True, True]  # equal as shown: both are the slowest
+    # two that read 88.26 and 88.31 ms agree to three digits: the one that reads larger is the slowest
+    assert slowest_cells([88_260.0, 88_310.0, 1_000.0], ms) == [False, True, False]
 
 
 # -- hand-written CUDA capture traces (named fakes: no GPU here) ---------------------------------------

@@ -13,7 +13,7 @@ from rich.text import Text
 from mixins.analysis.commands.time import NOTE, PHASES
 from mixins.analysis.model.segments import by_size
 from mixins.analysis.render import console, safe, who
-from mixins.analysis.tables import Cell, Col, Us, print_table
+from mixins.analysis.tables import Cell, Col, Us, print_table, shown, time_unit
 
 __all__ = ["render_time", "bar", "slowest_cells"]
 
@@ -66,29 +66,31 @@ def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Ce
         labels += [s["label"] for s in t["segments"] if s["label"] not in labels]
     labels = by_size(labels)  # decode (bs=) and prefill (tokens=) runners: each unit's rows together
     cols = [Col("segment", "key", fold=8)] + [Col(who(t), "num", time="wall") for t in traces]
+    table = [
+        (label, [next((s["wall_us"] for s in t["segments"] if s["label"] == label), None) for t in traces])
+        for label in labels
+    ] + [("total", [t["totals"]["wall_us"] for t in traces])]
+    # the unit print_table shows these columns in (all of them "wall" times: the largest value's)
+    unit = time_unit(max((v for _, values in table for v in values if v is not None), default=0.0))
     rows: list[list[Cell]] = []
-    for label in labels + ["total"]:
-        values = [
-            t["totals"]["wall_us"] if label == "total"
-            else next((s["wall_us"] for s in t["segments"] if s["label"] == label), None)
-            for t in traces
-        ]
+    for label, values in table:
         rows.append([label, *("-" if v is None else Us(v, " *", "bold") if slow else Us(v)
-                              for v, slow in zip(values, slowest_cells(values), strict=True))])
+                              for v, slow in zip(values, slowest_cells(values, unit), strict=True))])
     return cols, rows
 
 
 
-def slowest_cells(values: list[float | None]) -> list[bool]:
-    """Which cells of a row to mark as the slowest: those equal to the largest at the precision shown
-    (three significant digits), and none when every runner shows the same value (a tie has no slowest;
-    issue 18: one of three equal-looking values was starred)."""
-    shown = [None if v is None else float(f"{v:.3g}") for v in values]
-    present = [v for v in shown if v is not None]
-    if len(present) < 2 or len(set(present)) == 1:
+def slowest_cells(values: list[float | None], unit: tuple[float, str]) -> list[bool]:
+    """Which cells of a row to mark as the slowest: those that read the same as the largest, as the
+    table shows them in ``unit`` (``tables.shown``), and none when every runner reads the same (a tie
+    has no slowest; issue 18: one of three equal-looking values was starred; two that read 88.26 and
+    88.31 were both starred while they agreed to three digits)."""
+    text = [None if v is None else shown(v, unit) for v in values]
+    present = [v for v in values if v is not None]
+    if len(present) < 2 or len({t for t in text if t is not None}) == 1:
         return [False] * len(values)
-    top = max(present)
-    return [v == top for v in shown]
+    top = shown(max(present), unit)
+    return [t == top for t in text]
 
 
 def render_time(traces: list[dict[str, Any]]) -> None:
