@@ -14,8 +14,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from itertools import islice
-from operator import add, le
+from functools import partial
+from itertools import compress, islice, repeat
+from operator import add, attrgetter, is_not, le
 from typing import Any, cast
 
 from mixins.analysis.model import events as E
@@ -26,6 +27,12 @@ from mixins.analysis.read.reader import Event, SlimEvent, TraceError, compact_js
 __all__ = ["Intervals", "Timeline", "Links", "IdIndex", "load_timeline", "innermost"]
 
 _NAN = float("nan")
+_CAT, _TS = attrgetter("cat"), attrgetter("ts")
+# the kinds each builder step reads (``events.category``: device work from CAT_KERNEL on)
+_DEVICE = frozenset({E.CAT_KERNEL + E.D_KERNEL, E.CAT_KERNEL + E.D_COPY, E.CAT_KERNEL + E.D_SET})
+_OTHER = frozenset({E.CAT_GPU_OTHER, E.CAT_OTHER})
+_CPU_OP = frozenset({E.CAT_CPU_OP})
+_CALLS = frozenset({E.CAT_RUNTIME, E.CAT_ANNOTATION})
 
 class _Interner:
     """Values -> small ints, and back."""
@@ -291,43 +298,42 @@ class _Builder:
         return got
 
     def add(self, events: list[Any]) -> None:
-        """One slice. Bulk comprehensions per kind, not a Python loop body per event: a replay is
-        ~all kernels and a capture ~all ``python_function`` calls, hundreds of thousands of each.
-        Without links, events with no timestamp are not kept (nothing can place them in time)."""
+        """One slice. Bulk passes per kind, not a Python loop body per event: a replay is ~all kernels
+        and a capture ~all ``python_function`` calls, hundreds of thousands of each. Each event's kind
+        is looked up once, in C, and each kind's events picked by it in C (``_pick``). Without links,
+        events with no timestamp are not kept (nothing can place them in time)."""
         dest = self.categories
-        cats = {ev.cat for ev in events}
-        for cat in cats.difference(dest):
+        for cat in set(map(_CAT, events)).difference(dest):
             dest[cat] = E.category(cat or "")
-        present = {dest[c] for c in cats}
+        kinds = list(map(dest.__getitem__, map(_CAT, events)))
+        present = set(kinds)
         links = self.links
-        base = len(links.ev_ts) if links is not None else 0
         if links is not None:
             self._places(events, links)
-        if self.keep_device and any(k >= E.CAT_KERNEL for k in present):
-            if links is None:
-                self._devices([ev for ev in events if dest[ev.cat] >= E.CAT_KERNEL and ev.ts is not None])
-            else:
-                at = [n for n, ev in enumerate(events) if dest[ev.cat] >= E.CAT_KERNEL]
-                self._devices([events[n] for n in at])
-                links.dev_ev.fromlist([base + n for n in at])
+        pick = partial(self._pick, events, kinds, len(links.ev_ts) - len(events) if links is not None else None)
+        if self.keep_device and present & _DEVICE:
+            dev, at = pick(_DEVICE)
+            self._devices(dev)
+            if links is not None:
+                links.dev_ev.fromlist(at)
         if self.keep_modules and E.CAT_PYTHON in present:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
-        if links is not None and present & {E.CAT_GPU_OTHER, E.CAT_OTHER}:
-            at = [n for n, ev in enumerate(events) if dest[ev.cat] in (E.CAT_GPU_OTHER, E.CAT_OTHER)]
-            self._other_linked([events[n] for n in at], [base + n for n in at], links)
+        if links is not None and present & _OTHER:
+            self._other_linked(*pick(_OTHER), links)
         if E.CAT_CPU_OP in present:
-            if links is None:
-                self._ops([ev for ev in events if dest[ev.cat] == E.CAT_CPU_OP and ev.ts is not None], None)
-            else:
-                at = [n for n, ev in enumerate(events) if dest[ev.cat] == E.CAT_CPU_OP]
-                self._ops([events[n] for n in at], [base + n for n in at])
-        if present & {E.CAT_RUNTIME, E.CAT_ANNOTATION}:
-            if links is None:
-                calls = [ev for ev in events if E.CAT_CPU_OP < dest[ev.cat] < E.CAT_GPU_OTHER and ev.ts is not None]
-                self._others(calls, None)
-            else:
-                at = [n for n, ev in enumerate(events) if E.CAT_CPU_OP < dest[ev.cat] < E.CAT_GPU_OTHER]
-                self._others([events[n] for n in at], [base + n for n in at])
+            self._ops(*pick(_CPU_OP))
+        if present & _CALLS:
+            self._others(*pick(_CALLS))
+
+    @staticmethod
+    def _pick(events: list[Any], kinds: list[int], base: int | None, wanted: frozenset[int]) -> tuple[list[Any], Any]:
+        """The events of the ``wanted`` kinds, and (with links: ``base`` is the slice's first event
+        position) their positions; without links only those with a timestamp, and no positions."""
+        mask = list(map(wanted.__contains__, kinds))
+        chosen = list(compress(events, mask))
+        if base is None:
+            return list(compress(chosen, map(is_not, map(_TS, chosen), repeat(None)))), None
+        return chosen, list(compress(range(base, base + len(events)), mask))
 
     def _places(self, events: list[Event], links: Links) -> None:
         """Every event's time and process (by file position)."""
