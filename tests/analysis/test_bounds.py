@@ -40,6 +40,7 @@ SITE = Site("aten::mm", "NA", "[[8,8]]", '["float"]')
 CAPS = {
     ("summary", "kernel"): 250,  # measured ~70 B (was ~680 B)
     ("time", "cpu_op"): 150,  # ~40-60 B; ~330 B while its interval sets were tuples (under the old cap of 350)
+    ("time", "launch"): 250,  # ~90 B: time's costliest shape since (every launch a call in its sorts)
     ("attribute", "kernel"): 300,  # ~80 B (was ~220 B: a dict entry and a list per correlation)
 }
 
