@@ -372,3 +372,27 @@ def test_top_zero_lists_no_ops(tmp_path: Path, run_cli: Run) -> None:
     (t,) = time_json(run_cli, path, "--top", "0")["traces"]
     assert all(s["top"] == [] for s in t["segments"]) and t["totals"]["top"] == []
     assert t["segments"][0]["phases"]["capture"] == 306.0
+
+
+@pytest.mark.parametrize("start", [-4e15, 0.0, 4e15 - 10.0])  # the ends of the times a trace may hold (µs)
+def test_a_parent_comes_before_its_children_at_the_ends_of_time(tmp_path: Path, run_cli: Run, start: float) -> None:
+    """Calls are walked by start, the longer first on a tie: a parent and the child starting with it,
+    at the largest and smallest times the reader accepts (integer ns near ±2**62), still nest, so the
+    parent's self time is its duration less the child's. A one-integer sort key that overflowed its
+    start step would put the child first and give the parent all 10 µs."""
+    events = [_x("cpu_op", "child", start, 4.0), _x("cpu_op", "parent", start, 10.0)]  # the child first in file
+    (t,) = time_json(run_cli, _write(tmp_path / "edge.json.gz", events))["traces"]
+    top = {r["op"]: r["self_us"] for r in t["totals"]["top"]}
+    # near 4e18 ns a double's step is 512 ns: the µs → ns conversion is exact to that step only
+    assert (top["parent"], top["child"]) == (pytest.approx(6.0, abs=0.5), pytest.approx(4.0, abs=0.5))
+
+
+def test_a_call_is_never_nested_in_one_that_starts_after_it(tmp_path: Path, run_cli: Run) -> None:
+    """A call ending at 1 µs and one starting there and running for 4e15 µs (the longest duration the
+    reader accepts): the second is walked after the first, so neither is the other's child and each
+    keeps its whole duration. A one-integer sort key whose start step were smaller than the ends'
+    difference would walk the long one first and take the short one's time from it."""
+    events = [_x("cpu_op", "short", 0.0, 1.0), _x("cpu_op", "long", 1.0, 4e15)]
+    (t,) = time_json(run_cli, _write(tmp_path / "long.json.gz", events))["traces"]
+    top = {r["op"]: r["self_us"] for r in t["totals"]["top"]}
+    assert (top["short"], top["long"]) == (1.0, 4e15)
