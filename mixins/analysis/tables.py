@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 __all__ = [
-    "Col", "Us", "Cell", "time_unit", "shown", "duration_text", "short_runners", "print_table", "wide_tables"
+    "Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table", "wide_tables"
 ]
 
 UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
@@ -39,6 +39,11 @@ _EDGE = 3  # per column: one space of padding each side and one border; plus one
 def time_unit(max_us: float) -> tuple[float, str]:
     """(divisor, name) of the largest unit in which ``max_us`` is at least 1: 999 µs, 1.00 ms, 1.00 s."""
     return next(((div, name) for div, name in UNITS if abs(max_us) >= div), UNITS[-1])
+
+
+def unit_of(values: Iterable[float]) -> tuple[float, str]:
+    """The unit a group of time columns is shown in: that of its largest value (µs when it has none)."""
+    return time_unit(max(map(abs, values), default=0.0))
 
 
 def shown(us: float, unit: tuple[float, str]) -> str:
@@ -210,18 +215,18 @@ class _Column:
 
 
 def _columns(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], names: dict[str, str]) -> list[_Column]:
-    largest: dict[str, float] = {}
+    groups: dict[str, list[float]] = {}
     for i, spec in enumerate(cols):
         if spec.time:
-            us = [abs(v.us if isinstance(v, Us) else v) for row in rows if isinstance(v := row[i], (Us, float, int))]
-            largest[spec.time] = max([largest.get(spec.time, 0.0), *us])  # no rows: no values
+            us = [v.us if isinstance(v, Us) else v for row in rows if isinstance(v := row[i], (Us, float, int))]
+            groups.setdefault(spec.time, []).extend(us)
     out = []
     for i, spec in enumerate(cols):
         values = [row[i] for row in rows]
         unit = None
         header = spec.header
         if spec.time:
-            unit = time_unit(largest[spec.time])
+            unit = unit_of(groups[spec.time])
             header = f"{header} {unit[1]}".strip()
         for full, short in names.items():
             header = header.replace(full, short)

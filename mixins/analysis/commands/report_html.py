@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from mixins.analysis.tables import time_unit
+from mixins.analysis.tables import unit_of
 from mixins.one_line import one_line
 
 __all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json"]
@@ -114,7 +114,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     rows = [(name, t, s) for name, t in zip(names, traces, strict=True) for s in t.get("segments") or []]
     if not rows:
         return None, "<p>No capture segment in these traces.</p>"
-    div, unit = time_unit(max((s.get("wall_us") or 0.0) for _, _, s in rows))
+    div, unit = unit_of((s.get("wall_us") or 0.0) for _, _, s in rows)
     x = [[_label(n) for n, _, _ in rows], [_label(s.get("label", "?")) for _, _, s in rows]]
     bars = []
     for phase in PHASES:

@@ -13,7 +13,7 @@ from rich.text import Text
 from mixins.analysis.commands.time import NOTE, PHASES
 from mixins.analysis.model.segments import by_size
 from mixins.analysis.render import console, safe, who
-from mixins.analysis.tables import Cell, Col, Us, print_table, shown, time_unit
+from mixins.analysis.tables import Cell, Col, Us, print_table, shown, unit_of
 
 __all__ = ["render_time", "bar", "slowest_cells"]
 
@@ -70,8 +70,7 @@ def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Ce
         (label, [next((s["wall_us"] for s in t["segments"] if s["label"] == label), None) for t in traces])
         for label in labels
     ] + [("total", [t["totals"]["wall_us"] for t in traces])]
-    # the unit print_table shows these columns in (all of them "wall" times: the largest value's)
-    unit = time_unit(max((v for _, values in table for v in values if v is not None), default=0.0))
+    unit = unit_of(v for _, values in table for v in values if v is not None)  # as print_table shows them
     rows: list[list[Cell]] = []
     for label, values in table:
         rows.append([label, *("-" if v is None else Us(v, " *", "bold") if slow else Us(v)
