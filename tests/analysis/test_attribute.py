@@ -330,6 +330,19 @@ def test_derived_nvidia_pair_named_by_warmup_pass(h100: dict[str, Any], tmp_path
     assert checked > 100
 
 
+def test_a_nameless_graph_memset_is_named_memset(h100: dict[str, Any], tmp_path: Path) -> None:
+    """A replayed graph node without a name is named by its kind: a memset is "memset" (it was named
+    "memcpy", the one fallback for every non-kernel node)."""
+    cap, rep = nvidia_pair(h100)
+    for e in rep["traceEvents"]:
+        if e.get("cat") == "gpu_memset":
+            del e["name"]
+    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
+    res = attribute_replay(str(rep_p), load_capture(str(cap_p)).windows, [str(cap_p)])
+    graph = {r.name for r in res.rows if r.source == "graph"}
+    assert "memset" in graph and "memcpy" not in graph and not any(n.startswith("Memset") for n in graph)
+
+
 def test_derived_nvidia_pair_without_warmup_is_not_guessed(h100: dict[str, Any], tmp_path: Path) -> None:
     cap, rep = nvidia_pair(h100, warmup=False)
     cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")

@@ -22,7 +22,7 @@ from itertools import groupby, islice, repeat
 from operator import add, itemgetter, le, mul
 from typing import Any, NamedTuple
 
-from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, NODE_KIND_OF_CALL, SIZE
+from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, NODE_KIND_OF_CALL, SIZE
 from mixins.analysis.model.identity import identity_of, rank_from_name
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.segments import segment_size
@@ -46,7 +46,7 @@ _BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(" + SIZE + ")"), re.compile(r"^ex
 # prefill / piecewise runners count tokens, not requests (segments.segment_size)
 _TOKENS_HINT = re.compile(r"(?:^|[^A-Za-z0-9])tokens=(" + SIZE + ")")
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
-_KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy"}
+_KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy", D_SET: "memset"}  # a nameless node's name
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id
 _BATCH = 256  # launches of one plan kept before they are added to its rows (column-wise, in C)
 
@@ -530,7 +530,7 @@ def _plan(m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key
     for off, (k, p) in enumerate(zip(key, pos, strict=True)):
         node = w.nodes[p]
         kind, kernel = divmod(k, _KIND_SHIFT)
-        name = node.site.name if kind == D_KERNEL else tl.kernels[kernel].name or _KIND_NAME[D_COPY]
+        name = node.site.name if kind == D_KERNEL else tl.kernels[kernel].name or _KIND_NAME[kind]
         rkey = ("graph", w.runner, w.segment, node.site, name)
         g = groups.get((rkey, node.inst))
         if g is None:
