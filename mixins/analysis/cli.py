@@ -1,10 +1,7 @@
 """The analyzer's sub-commands, dispatched: each lives in its own module under ``commands/`` (arguments,
 computation over the model, rendering), registered here by name. Only the module of the command being
 run is imported (``mixins.cli`` asks for that one), so a command never pays for the others' imports.
-
-Layout (docs/DESIGN.md §7): ``read/`` bytes → events; ``model/`` events → the per-trace models;
-``commands/`` one module per command; ``jobs`` files → workers → results; ``render`` / ``serialise``
-the shared output paths.
+The package's layout: ``mixins/analysis/__init__.py``.
 """
 
 from __future__ import annotations

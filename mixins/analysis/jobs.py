@@ -149,8 +149,7 @@ def map_files(
     limits = current_limits()
     if workers <= 1:
         for p in paths:
-            big = os.path.isfile(p) and os.path.getsize(p) >= render.PROGRESS_MIN_BYTES
-            with render.progress_bytes(show and big, os.path.basename(p)) as bar:
+            with render.progress_bytes(show and render.big_file(p), os.path.basename(p)) as bar:
                 more = (bar,) if bar is not None else ()
                 yield p, run_one(limits, job, p, *extra, *more)
         return

@@ -23,25 +23,19 @@ from mixins.one_line import one_line
 # rich is imported by the functions that draw (~45 ms), so ``--json`` output and errors never load it.
 
 __all__ = [
-    "console",
-    "print_json",
-    "error",
-    "one_line",
-    "safe",
-    "render_ls",
-    "render_temps",
-    "render_ls_long",
-    "size_text",
-    "count_text",
-    "render_summary",
-    "render_diff",
-    "render_check",
-    "render_attribute",
-    "progress_bytes",
-    "progress_files",
+    "console", "print_json", "error", "safe", "render_ls", "render_temps", "render_ls_long", "size_text", "count_text",
+    "render_summary", "render_diff", "render_check", "render_attribute", "progress_bytes", "progress_files",
 ]
 
 PROGRESS_MIN_BYTES = 4 << 20  # below this (gzip size) a file reads in about a second or less: no bar
+
+
+def big_file(path: str) -> bool:
+    """Whether reading ``path`` earns a byte progress bar (on a terminal): ``jobs.map_files``, ``attribute``."""
+    try:
+        return os.path.isfile(path) and os.path.getsize(path) >= PROGRESS_MIN_BYTES
+    except OSError:
+        return False
 
 
 UNWRAPPED = 1 << 20  # "no width": piped tables take their natural width, lines are never broken
@@ -88,18 +82,11 @@ def finite(value: Any) -> tuple[Any, int]:
     if isinstance(value, float):
         return (value, 0) if math.isfinite(value) else (None, 1)
     if isinstance(value, dict):
-        out, bad = {}, 0
-        for k, v in value.items():
-            out[k], n = finite(v)
-            bad += n
-        return out, bad
+        pairs = {k: finite(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, sum(n for _, n in pairs.values())
     if isinstance(value, list):
-        items, bad = [], 0
-        for v in value:
-            item, n = finite(v)
-            items.append(item)
-            bad += n
-        return items, bad
+        items = [finite(v) for v in value]
+        return [v for v, _ in items], sum(n for _, n in items)
     return value, 0
 
 
@@ -522,11 +509,7 @@ def progress_bytes(enabled: bool, label: str) -> Iterator[Callable[[int, int], N
         transient=True,
     ) as bar:
         task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 @contextmanager

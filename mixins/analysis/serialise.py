@@ -12,11 +12,10 @@ from typing import Any
 
 import msgspec
 
-from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import Kernel, Segment, TraceRecord
 from mixins.analysis.model.segments import size_json
 
-__all__ = ["to_json", "json_value", "op_json", "identity_json", "summarize"]
+__all__ = ["to_json", "json_value", "op_json", "summarize"]
 
 
 def to_json(obj: Any) -> Any:
@@ -54,20 +53,9 @@ def op_json(key: tuple[Any, ...]) -> dict[str, Any]:
     return out
 
 
-def identity_json(ident: Identity) -> dict[str, Any]:
-    return ident.as_json()
-
-
 _COUNTS = (
-    "cpu_ops",
-    "launches",
-    "graph_launches",
-    "kernels",
-    "linked_kernels",
-    "unnamed_launches",
-    "attributed_launches",
-    "unknown_launches",
-    "ops_without_shapes",
+    "cpu_ops", "launches", "graph_launches", "kernels", "linked_kernels", "unnamed_launches", "attributed_launches",
+    "unknown_launches", "ops_without_shapes",
 )
 
 ShapeKey = tuple[str, str, str]

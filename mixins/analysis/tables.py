@@ -10,7 +10,7 @@ keys fold last. What still does not fit is printed wider than the terminal, uncu
 today's: natural widths, nothing dropped, nothing folded (docs/DESIGN.md §7).
 
 Times are given in µs and shown in one unit per column (µs, ms or s, in the header), chosen by the
-column's largest value: ``time_unit`` is the one unit rule (the report page uses it too).
+column's largest value: ``unit_of`` is the one unit rule (the report page uses it too).
 """
 
 from __future__ import annotations

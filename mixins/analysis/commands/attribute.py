@@ -23,15 +23,7 @@ from mixins.analysis import render
 from mixins.analysis.commands.attribute_annotate import write_annotated, write_output
 from mixins.analysis.commands.attribute_match import Attribution, ReplayIndex, attribute_index, index_replay
 from mixins.analysis.commands.attribute_views import GROUP_BY, GROUP_KEYS, group_rows, low_coverage
-from mixins.analysis.jobs import (
-    add_jobs_option,
-    collect_results,
-    gather,
-    map_files,
-    run_one,
-    trace_files,
-    with_limits,
-)
+from mixins.analysis.jobs import add_jobs_option, collect_results, gather, map_files, run_one, trace_files, with_limits
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
 from mixins.analysis.read.reader import TraceError, current_limits, holding
 from mixins.analysis.read.safe_io import STDOUT_NAMES
@@ -46,23 +38,8 @@ _DETAILS = "execution_details.json"
 # A replay at least this big (file size) is read while the captures load: a worker costs ~20 ms to
 # start, a 1 MiB gzip trace ~0.2 s to read.
 OVERLAP_MIN_BYTES = 1 << 20
-CSV_COLUMNS = (
-    "replay",
-    "name",
-    "module",
-    "input_dims",
-    "input_types",
-    "source",
-    "runner",
-    "segment",
-    "kernels",
-    "count",
-    "gpu_time_us",
-    "mean_us",
-    "min_us",
-    "max_us",
-    "verified",
-)
+CSV_COLUMNS = ("replay", *GROUP_KEYS["op"], "kernels", "count", "gpu_time_us", "mean_us", "min_us", "max_us",
+               "verified")  # the op rows' fields (attribute_match.Row.as_json), with their replay
 
 
 def add(subparsers: Any) -> None:
@@ -221,14 +198,6 @@ def _overlaps(args: argparse.Namespace, replays: list[str]) -> bool:
         return False  # the reader reports it, in the usual order
 
 
-def _big(path: str) -> bool:
-    """Whether reading ``path`` earns a byte progress bar (on a terminal), as ``jobs.map_files`` decides."""
-    try:
-        return os.path.getsize(path) >= render.PROGRESS_MIN_BYTES
-    except OSError:
-        return False
-
-
 def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[Attribution], bool, int | None]:
     """Captures in worker processes, the replay indexed here meanwhile (a byte bar on a terminal), then
     the captures still loading (a files bar); errors in the sequential order (captures first, then the
@@ -241,7 +210,7 @@ def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[A
     limits = current_limits()
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(run_one, limits, _capture_job, p, inputs) for p in paths]
-        with render.progress_bytes(not args.json and _big(replay), os.path.basename(replay)) as bar:
+        with render.progress_bytes(not args.json and render.big_file(replay), os.path.basename(replay)) as bar:
             rp = run_one(limits, index_replay, replay, bar)
         with render.progress_files(not args.json, len(paths)) as tick:
             caps, bad = collect_results(gather(paths, futures, tick))

@@ -23,7 +23,6 @@ __all__ = ["write_annotated", "write_output"]
 
 _DEVICE_CATS = E.DEVICE_CATEGORIES  # device work as the timeline keeps it
 _MAY_MATCH = tuple(f'"{c}"'.encode() for c in _DEVICE_CATS)  # a device event's text holds its cat
-_CHUNK = 1 << 20
 
 
 def _annotated(raw: bytes, annotations: dict[tuple[int, float, str], dict[str, Any]]) -> bytes | None:

@@ -31,13 +31,7 @@ from mixins.analysis.model.windows import Node, Site, Window, sites_of_calls
 from mixins.analysis.serialise import json_value
 
 __all__ = [
-    "Row",
-    "Unattributed",
-    "Attribution",
-    "ReplayIndex",
-    "index_replay",
-    "attribute_index",
-    "attribute_replay",
+    "Row", "Unattributed", "Attribution", "ReplayIndex", "index_replay", "attribute_index", "attribute_replay",
     "verify",
 ]
 
@@ -152,29 +146,31 @@ class Attribution:
 
 
 def _same(node: Node, kind: int, k: Kernel) -> bool:
-    if node.kind != kind:
-        return False
-    if kind != D_KERNEL:
-        return True
-    own = node.kernel
-    if own is None or own.name != k.name:
-        return False
-    if own.grid and k.grid and own.grid != k.grid:
-        return False
-    return not (own.block and k.block and own.block != k.block)
+    if node.kind != kind or kind != D_KERNEL:
+        return node.kind == kind
+    return node.kernel is not None and node.kernel.name == k.name and _compatible(node.kernel, k)
+
+
+def _refused(kernels: int, captured: int, unnamed: int) -> str | None:
+    """Why a graph of ``kernels`` kernels cannot verify against a window of ``captured`` launches, ``unnamed``
+    of them without a name, before any search; None when it may (``verify`` and ``_Matcher``: one wording)."""
+    if kernels > captured:
+        return f"graph has {kernels} kernels, capture window has {captured} launches"
+    if unnamed:
+        return (
+            f"{unnamed} of {captured} captured launches have no kernel name "
+            "(no launch names and no eager warm-up pass in the segment to name them)"
+        )
+    return None
 
 
 def verify(window: Window, replay: list[tuple[int, Kernel]]) -> list[int] | str:
     """Positions in ``window.nodes`` of each replayed node, in order; or why the sequence does not verify."""
     kernels = sum(1 for kind, _ in replay if kind == D_KERNEL)
     captured = sum(1 for n in window.nodes if n.kind == D_KERNEL)
-    if kernels > captured:
-        return f"graph has {kernels} kernels, capture window has {captured} launches"
-    if window.unnamed:
-        return (
-            f"{window.unnamed} of {captured} captured launches have no kernel name "
-            "(no launch names and no eager warm-up pass in the segment to name them)"
-        )
+    refused = _refused(kernels, captured, window.unnamed)
+    if refused is not None:
+        return refused
     out: list[int] = []
     j, nodes = 0, window.nodes
     for n, (kind, k) in enumerate(replay):
@@ -193,7 +189,7 @@ def verify(window: Window, replay: list[tuple[int, Kernel]]) -> list[int] | str:
 @dataclass
 class ReplayIndex:
     """One replay trace read and indexed: everything attribution needs that does not depend on the
-    captures, so it can be built while the captures are still loading (see ``attribute_cmd``)."""
+    captures, so it can be built while the captures are still loading (``attribute._attribute_overlapped``)."""
 
     tl: Timeline
     rank: int | None
@@ -247,11 +243,7 @@ def index_replay(path: str, progress: Callable[[int, int], None] | None = None) 
     by_corr = _ByCorrelation(d.corr)
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
-    eager_call = IdIndex()
-    for i in range(len(c.kind)):
-        if c.kind[i] in NODE_KIND_OF_CALL and c.corr[i] >= 0:
-            eager_call.add(c.corr[i], i)
-    eager_call.finish()
+    eager_call = IdIndex.where(c.corr, None, c.kind, *NODE_KIND_OF_CALL)
     keys = array("q", map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
     return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys)
 
@@ -414,23 +406,15 @@ class _Matcher:
         ok: list[tuple[int, list[int]]] = []
         reasons: dict[str, int] = {}
         for g in self.groups:
-            if kernels > g.captured:
-                res: list[int] | str | None = f"graph has {kernels} kernels, capture window has {g.captured} launches"
-            elif g.unnamed:
-                res = (
-                    f"{g.unnamed} of {g.captured} captured launches have no kernel name "
-                    "(no launch names and no eager warm-up pass in the segment to name them)"
+            res = _refused(kernels, g.captured, g.unnamed) or self._search(g, replay, keys, budget)
+            if res is None:
+                return [], (
+                    f"not verified: more than {budget - start:,} node comparisons for this sequence against "
+                    f"{len(self.windows):,} capture windows (the work limit)"
                 )
-            else:
-                res = self._search(g, replay, keys, budget)
-                if res is None:
-                    return [], (
-                        f"not verified: more than {budget - start:,} node comparisons for this sequence against "
-                        f"{len(self.windows):,} capture windows (the work limit)"
-                    )
             if isinstance(res, str):
                 reasons[res] = reasons.get(res, 0) + len(g.windows)
-            elif res is not None:
+            else:
                 ok.extend((w, res) for w in g.windows)
         why = min(reasons, key=lambda r: (-reasons[r], r)) if reasons else "no capture windows"
         return [(self.windows[w], pos) for w, pos in sorted(ok, key=itemgetter(0))], why
@@ -504,11 +488,11 @@ class _Rows:
             got = self.rows[key] = Row(name, site.module, site.dims, site.types, source, runner, segment)
         return got
 
-    def miss(self, source: str, reason: str, kernels: int, us: float, corr: int, launches: int = 1) -> None:
+    def miss(self, source: str, reason: str, kernels: int, us: float, corr: int) -> None:
         u = self.unattributed.get((source, reason))
         if u is None:
             u = self.unattributed[(source, reason)] = Unattributed(source, reason, example_correlation=corr)
-        u.launches += launches
+        u.launches += 1
         u.kernels += kernels
         u.gpu_time_us += us
 

@@ -21,12 +21,11 @@ GROUP_KEYS: dict[str, tuple[str, ...]] = {
 GROUP_BY = tuple(GROUP_KEYS)
 
 
+_ROW_ATTRIBUTE = {"input_dims": "dims", "input_types": "types"}  # --json field -> Row attribute, where they differ
+
+
 def _key(row: Row, by: str) -> tuple[Any, ...]:
-    fields = {
-        "name": row.name, "module": row.module, "input_dims": row.dims, "input_types": row.types,
-        "source": row.source, "runner": row.runner, "segment": row.segment,
-    }
-    return tuple(fields[f] for f in GROUP_KEYS[by])
+    return tuple(getattr(row, _ROW_ATTRIBUTE.get(f, f)) for f in GROUP_KEYS[by])
 
 
 def group_rows(res: Attribution, by: str) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from mixins.analysis.model.align import opcodes
@@ -57,9 +57,6 @@ class SegmentDiff:
     examples: dict[str, list[Any]] = field(
         default_factory=lambda: {"added": [], "removed": [], "changed": []}
     )
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
     def add(self, kind: str, item: Any) -> None:
         """Counts are kept by the caller; only the first few examples of each kind are kept."""
@@ -199,9 +196,6 @@ class Divergence:
     ops_reference: int = 0
     ops_other: int = 0
 
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
 class GroupCheck:
@@ -227,7 +221,7 @@ class GroupCheck:
             "ranks": [r for r, _ in self.members],
             "paths": [p for _, p in self.members],
             "ok": self.ok,
-            "divergences": [d.as_json() for d in self.divergences],
+            "divergences": self.divergences,  # dataclasses: serialise.to_json writes their fields
             "problems": self.problems,
             "notes": self.notes,
             "tp_size": self.tp_size,

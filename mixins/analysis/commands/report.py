@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["add", "cmd_report", "report_dicts", "capture_job"]
 
 
-
 def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,

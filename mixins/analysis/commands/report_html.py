@@ -224,9 +224,7 @@ def _divergence_text(d: dict[str, Any]) -> str:
 
 def _replays(attribute_json: dict[str, Any]) -> list[dict[str, Any]]:
     """``attribute --json`` prints one replay's result, or ``{"replays": [...]}`` for several."""
-    if "replays" in attribute_json:
-        return list(attribute_json["replays"])
-    return [attribute_json]
+    return list(attribute_json["replays"]) if "replays" in attribute_json else [attribute_json]
 
 
 def _shape(op: dict[str, Any]) -> str:
@@ -253,12 +251,8 @@ def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[fl
         for depth in range(1, len(key) + 1):
             weight[key[:depth]] = weight.get(key[:depth], 0.0) + us
     order = sorted(weight, key=lambda k: (len(k), -weight[k], k))
-    index: dict[tuple[str, ...], int] = {(): 0}
-    for n, path in enumerate(order, start=1):
-        index[path] = n
-    values = [0.0] * (len(order) + 1)
-    for path in order:
-        values[index[path]] = leaves.get(path, 0.0)
+    index = {path: n for n, path in enumerate([(), *order])}
+    values = [0.0, *(leaves.get(path, 0.0) for path in order)]
     for depth in (3, 2, 1):  # deepest first; siblings in their order, as plotly adds them
         for path in order:
             if len(path) == depth:

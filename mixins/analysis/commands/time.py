@@ -50,8 +50,6 @@ NOTE = (
 )
 _FOREVER = 1 << 62
 DEFAULT_TOP = 5  # ops per phase shown by default (``--top``; also the report page's time section)
-
-
 _NS_PER_US = 1000.0  # the trace's µs floats; time is computed in integer ns (exact sums)
 
 
@@ -407,7 +405,7 @@ def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
     return TraceTime(path, identity, source, segments, total.top(top, cs.names))
 
 
-def time_trace(path: str, top: int = 5, progress: Callable[[int, int], None] | None = None) -> TraceTime:
+def time_trace(path: str, top: int = DEFAULT_TOP, progress: Callable[[int, int], None] | None = None) -> TraceTime:
     """Read ``path`` in one streaming pass and time its segments; raises TraceError for bad input."""
     tl = load_timeline(path, progress, device=False, modules=False, shapes=False)
     return build(path, identity_of(path, tl.metadata), tl, top)

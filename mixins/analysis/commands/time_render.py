@@ -61,22 +61,20 @@ def _segment_rows(t: dict[str, Any], scale: float) -> list[list[Cell]]:
 
 def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Cell]]]:
     """Rows: segment labels (`segments.by_size`: bs, then tokens); columns: traces; the slowest cell of a row marked."""
-    labels: list[str] = []
-    for t in traces:
-        labels += [s["label"] for s in t["segments"] if s["label"] not in labels]
-    labels = by_size(labels)  # decode (bs=) and prefill (tokens=) runners: each unit's rows together
+    # decode (bs=) and prefill (tokens=) runners: each unit's rows together
+    labels = by_size(list(dict.fromkeys(s["label"] for t in traces for s in t["segments"])))
     cols = [Col("segment", "key", fold=8)] + [Col(who(t), "num", time="wall") for t in traces]
     table = [
         (label, [next((s["wall_us"] for s in t["segments"] if s["label"] == label), None) for t in traces])
         for label in labels
     ] + [("total", [t["totals"]["wall_us"] for t in traces])]
     unit = unit_of(v for _, values in table for v in values if v is not None)  # as print_table shows them
-    rows: list[list[Cell]] = []
-    for label, values in table:
-        rows.append([label, *("-" if v is None else Us(v, " *", "bold") if slow else Us(v)
-                              for v, slow in zip(values, slowest_cells(values, unit), strict=True))])
+    rows: list[list[Cell]] = [
+        [label, *("-" if v is None else Us(v, " *", "bold") if slow else Us(v)
+                  for v, slow in zip(values, slowest_cells(values, unit), strict=True))]
+        for label, values in table
+    ]
     return cols, rows
-
 
 
 def slowest_cells(values: list[float | None], unit: tuple[float, str]) -> list[bool]:

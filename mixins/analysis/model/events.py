@@ -57,10 +57,10 @@ _CALLS = (
 )
 
 OUR_SEGMENT = re.compile(r"^capture::(?P<label>.+)$")
-# vLLM's ``capture_<bs>[_<mode>]``; modes have underscores (FULL_DECODE_ONLY, FULL_AND_PIECEWISE)
 # A batch size or token count read from a label: at most this many digits (fits 64 bits; int() of a
 # 4,301-digit string raises). Every size pattern uses it; a longer one stays plain text.
 SIZE = r"\d{1,18}(?!\d)"
+# vLLM's ``capture_<bs>[_<mode>]``; modes have underscores (FULL_DECODE_ONLY, FULL_AND_PIECEWISE)
 FOREIGN_SEGMENT = re.compile(r"^capture_(?P<bs>" + SIZE + r")(?:_(?P<variant>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*))?$")
 _BS = re.compile(r"(?:^|,)bs=(" + SIZE + r")(?:,|$)")
 _VARIANT = re.compile(r"(?:^|,)variant=([^,#]+)")
@@ -74,7 +74,7 @@ def is_flow(ev: Event, cat: str) -> bool:
 
 
 def module_events(events: list[_E]) -> list[_E]:
-    """The :func:`is_module` events of a slice, in order: one comprehension, because nearly all of a
+    """The ``nn.Module`` events (``python_function`` named ``nn.Module: …``) of a slice, in order: one comprehension, because nearly all of a
     capture's events are ``python_function`` calls and a Python-level test per event is its main cost."""
     prefix = _MODULE_PREFIX
     return [
@@ -112,7 +112,7 @@ def may_be_segment_marker(name: str) -> bool:
 
 def may_be_hint(name: str) -> bool:
     """False for ranges ``attribute`` can never read a replay hint from (``…bs=N…``, ``…tokens=N…``,
-    ``runner=…``, vLLM's ``execute_N_…``: the patterns of ``attribute._Hints`` all need one of these)."""
+    ``runner=…``, vLLM's ``execute_N_…``: the patterns of ``attribute_match._Hints`` all need one of these)."""
     return "bs=" in name or "tokens=" in name or "runner=" in name or name.startswith("execute_")
 
 

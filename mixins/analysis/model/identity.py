@@ -67,12 +67,6 @@ class Identity:
         }
 
 
-_KEPT_METADATA = (
-    "sglang_version", "torch_version", "package_version", "hostname", "device", "time_utc", "pid",
-    "tp_size", "dp_size", "world_size", "rank_source", "size_source", "capture_bs",
-)
-
-
 def _int_or_none(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
@@ -102,12 +96,13 @@ def _size(path: str, what: str, v: Any) -> int | None:
     return _checked(path, what, _int_or_none(v), 1, MAX_WORLD + 1)
 
 
-# metadata field -> the type it must have; a value of another type is dropped (ls --long shows "?")
+# the metadata fields kept (in this order), each with the type it must have; a value of another type is
+# dropped (ls --long shows "?")
 _TEXT, _INT, _SIZE, _INT_LIST = "text", "int", "size", "int list"
 _FIELD_TYPES = {
     "sglang_version": _TEXT, "torch_version": _TEXT, "package_version": _TEXT, "hostname": _TEXT,
-    "device": _TEXT, "time_utc": _TEXT, "rank_source": _TEXT, "size_source": _TEXT,
-    "pid": _INT, "tp_size": _SIZE, "dp_size": _SIZE, "world_size": _SIZE, "capture_bs": _INT_LIST,
+    "device": _TEXT, "time_utc": _TEXT, "pid": _INT, "tp_size": _SIZE, "dp_size": _SIZE, "world_size": _SIZE,
+    "rank_source": _TEXT, "size_source": _TEXT, "capture_bs": _INT_LIST,
 }
 _MAX_TEXT = 4096
 _MAX_LIST = 4096
@@ -123,7 +118,7 @@ def _typed(v: Any, kind: str) -> bool:
 
 def _extra(path: str, meta: dict[str, Any]) -> dict[str, Any]:
     """The kept metadata fields of the right type; sizes bounded like ranks (TraceError past MAX_WORLD)."""
-    out = {k: meta[k] for k in _KEPT_METADATA if k in meta and _typed(meta[k], _FIELD_TYPES[k])}
+    out = {k: meta[k] for k, kind in _FIELD_TYPES.items() if k in meta and _typed(meta[k], kind)}
     for k in ("tp_size", "dp_size", "world_size"):
         if k in out:
             out[k] = _size(path, k, out[k])

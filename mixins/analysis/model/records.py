@@ -13,61 +13,21 @@ from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import chain, compress
 from operator import not_
 
 from mixins.analysis.model import events as E
-from mixins.analysis.model.identity import Identity, identity_from_name, identity_of, is_trace_name
-from mixins.analysis.model.record import (
-    ALL,
-    OUTSIDE,
-    CompactTrace,
-    Kernel,
-    Op,
-    OpColumns,
-    Segment,
-    Signature,
-    TraceRecord,
-    compact,
-)
+from mixins.analysis.model.identity import Identity, identity_of
+from mixins.analysis.model.record import OUTSIDE, Kernel, OpColumns, Segment, Signature, TraceRecord, compact
 from mixins.analysis.model.segments import assigner, segments_of
 from mixins.analysis.model.timeline import IdIndex, Links, Timeline, load_timeline
 from mixins.analysis.model.windows import windows_of
 from mixins.analysis.read.reader import TraceError
-from mixins.analysis.serialise import identity_json, json_value, op_json, summarize
+from mixins.analysis.serialise import summarize
 
-__all__ = [
-    "Identity",
-    "Kernel",
-    "Signature",
-    "Op",
-    "Segment",
-    "TraceRecord",
-    "OUTSIDE",
-    "ALL",
-    "identity_from_name",
-    "identity_of",
-    "load_record",
-    "record_of",
-    "is_trace_name",
-    "summarize",
-    "compact",
-    "CompactTrace",
-    "op_json",
-    "identity_json",
-    "json_value",
-]
+__all__ = ["Segment", "TraceRecord", "load_record", "record_of", "summarize", "compact"]
 
 FlowKey = tuple[int, float]  # (thread index, ts)
-
-
-def _index(ids: array, values: array | None = None, kinds: array | None = None, *wanted: int) -> IdIndex:
-    """id -> position (or ``values[position]``) for the ids present (and, given ``kinds``, of a wanted kind)."""
-    if kinds is None:
-        at = [n for n, i in enumerate(ids) if i >= 0]
-    else:
-        at = [n for n, (i, kind) in enumerate(zip(ids, kinds, strict=True)) if i >= 0 and kind in wanted]
-    return IdIndex.of([ids[n] for n in at], at if values is None else [values[n] for n in at])
 
 
 def _flow_ids(wanted: set[FlowKey], threads: array, ts: array, ids: array) -> dict[FlowKey, int]:
@@ -88,8 +48,8 @@ class _Linker:
         self.launch_corr = array("q", tl.calls.corr)  # per call: its correlation, or its ac2g flow's id
         self.kernel_corr = array("q", tl.device.corr)  # per device record: the same
         self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call's event
-        self.corr_cpu = _index(tl.calls.corr, links.call_ev)  # correlation -> runtime call event (the last)
-        self.ext_op = _index(links.op_ext)  # External id -> op index
+        self.corr_cpu = IdIndex.where(tl.calls.corr, links.call_ev)  # correlation -> runtime call event (the last)
+        self.ext_op = IdIndex.where(links.op_ext)  # External id -> op index
         self._resolve_flows()
 
     def _resolve_flows(self) -> None:
@@ -156,17 +116,12 @@ def _segment_index(links: Links, segs: list[Segment], source: str) -> array:
 def _place_device_work(lk: _Linker, seg_of: array) -> None:
     """Device work belongs to the segment of the CPU event that launched it."""
     links = lk.links
-    for k, ev in enumerate(links.dev_ev):
-        src = lk.source(lk.kernel_corr[k], links.dev_ext[k])
-        if src is not None:
-            seg_of[ev] = seg_of[src]
-    for n, ev in enumerate(links.other_ev):
-        src = lk.source(links.other_corr[n], links.other_ext[n])
-        if src is not None:
-            seg_of[ev] = seg_of[src]
     ff_ev, _, _, ff_id = links.flow_end
-    for ev, fid in zip(ff_ev, ff_id, strict=True):
-        src = lk.cpu_of(fid) if fid >= 0 else None
+    for ev, src in chain(
+        zip(links.dev_ev, map(lk.source, lk.kernel_corr, links.dev_ext), strict=True),
+        zip(links.other_ev, map(lk.source, links.other_corr, links.other_ext), strict=True),
+        zip(ff_ev, (lk.cpu_of(fid) if fid >= 0 else None for fid in ff_id), strict=True),
+    ):
         if src is not None:
             seg_of[ev] = seg_of[src]
 
@@ -185,7 +140,7 @@ def _link_launches(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLink
     with its correlation); one with neither is unnamed until the namer names it."""
     tl, links = lk.tl, lk.links
     c, d = tl.calls, tl.device
-    kernel_of_corr = _index(lk.kernel_corr, None, d.kind, E.D_KERNEL)  # the first kernel record
+    kernel_of_corr = IdIndex.where(lk.kernel_corr, None, d.kind, E.D_KERNEL)  # the first kernel record
     unnamed = Kernel(None)
     for i in range(len(c.kind)):
         kind = c.kind[i]
@@ -215,8 +170,8 @@ def _link_kernels(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLinks
     """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
     tl, links = lk.tl, lk.links
     c, d = tl.calls, tl.device
-    launch_of_corr = _index(lk.launch_corr, None, c.kind, E.C_LAUNCH, E.C_GRAPH)  # the last launch with it
-    kernel_launch_of_corr = _index(lk.launch_corr, None, c.kind, E.C_LAUNCH)
+    launch_of_corr = IdIndex.where(lk.launch_corr, None, c.kind, E.C_LAUNCH, E.C_GRAPH)  # the last launch with it
+    kernel_launch_of_corr = IdIndex.where(lk.launch_corr, None, c.kind, E.C_LAUNCH)
     for k in range(len(d.kind)):
         if d.kind[k] != E.D_KERNEL:
             continue

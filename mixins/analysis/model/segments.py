@@ -12,6 +12,7 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 from mixins.analysis.model.events import SIZE, segment_marker
@@ -104,10 +105,7 @@ def assigner(segs: list[Segment], pids: dict[Any, int]) -> Callable[[float, int]
         idx.sort(key=lambda j: segs[j].start)
         starts = [segs[j].start for j in idx]
         ends = [segs[j].end for j in idx]
-        maxend, m = [], float("-inf")
-        for e in ends:
-            m = max(m, e)
-            maxend.append(m)
+        maxend = list(accumulate(ends, max, initial=float("-inf")))[1:]
         tables[key] = (starts, ends, maxend, idx)
     fallback = tables[None]
 

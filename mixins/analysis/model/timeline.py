@@ -117,6 +117,15 @@ class IdIndex:
         out._sorted = all(map(le, keys, islice(keys, 1, None)))
         return out.finish()
 
+    @classmethod
+    def where(cls, ids: array, values: array | None = None, kinds: array | None = None, *wanted: int) -> IdIndex:
+        """id -> position (or ``values[position]``) for the ids present (and, given ``kinds``, of a wanted kind)."""
+        if kinds is None:
+            at = [n for n, i in enumerate(ids) if i >= 0]
+        else:
+            at = [n for n, (i, kind) in enumerate(zip(ids, kinds, strict=True)) if i >= 0 and kind in wanted]
+        return cls.of([ids[n] for n in at], at if values is None else [values[n] for n in at])
+
     def add(self, key: int, value: int) -> None:
         ids = self.ids
         if ids and key < ids[-1]:
@@ -355,14 +364,12 @@ class _Builder:
                     links.other_corr.append(E.ident(ev.args.correlation))
                     links.other_ext.append(E.ident(ev.args.ext))
             elif E.is_flow(ev, ev.cat or ""):
-                ts, fid = _NAN if ev.ts is None else ev.ts, E.ident(ev.id)
+                row: tuple[float, ...] = (self.thread(ev), _NAN if ev.ts is None else ev.ts, E.ident(ev.id))
+                columns: tuple[array, ...] = links.flow_start
                 if ev.ph == "f":
-                    values: tuple[float, ...] = (n, self.thread(ev), ts, fid)
-                    for column, value in zip(links.flow_end, values, strict=True):
-                        column.append(value)
-                else:
-                    for column, value in zip(links.flow_start, (self.thread(ev), ts, fid), strict=True):
-                        column.append(value)
+                    columns, row = links.flow_end, (n, *row)
+                for column, value in zip(columns, row, strict=True):
+                    column.append(value)
 
     def _ops(self, ops: list[Any], at: list[int] | None) -> None:
         """cpu_op intervals, column by column (a capture-style trace is mostly ops); ``at``: their event

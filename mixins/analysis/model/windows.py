@@ -19,7 +19,7 @@ from typing import NamedTuple
 from mixins.analysis.model.align import matching_runs
 from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL
 from mixins.analysis.model.identity import Identity, identity_of, rank_from_name
-from mixins.analysis.model.record import Kernel, Segment
+from mixins.analysis.model.record import OUTSIDE, Kernel, Segment
 from mixins.analysis.model.segments import assigner, segments_of
 from mixins.analysis.model.timeline import IdIndex, Timeline, innermost, load_timeline
 from mixins.analysis.read.reader import TraceError
@@ -151,17 +151,6 @@ def _calls_by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
     return out
 
 
-def _eager_kernels(tl: Timeline) -> IdIndex:
-    """correlation -> the kernel (id into ``tl.kernels``) that ran for it, the first one (eager
-    launches only have one); sorted columns, not a dict: a capture's warm-up may be most of it."""
-    d = tl.device
-    out = IdIndex()
-    for i in range(len(d.kind)):
-        if d.kind[i] == D_KERNEL and d.corr[i] >= 0:
-            out.add(d.corr[i], d.kernel[i])
-    return out.finish()
-
-
 def _name_by_warmup(nodes: list[Node], eager: list[tuple[Site, Kernel]]) -> tuple[list[Node], int]:
     """Name unnamed kernel nodes from the eager pass: align on sites, copy names where runs match."""
     todo = [k for k, n in enumerate(nodes) if n.kind == D_KERNEL and n.kernel is None]
@@ -199,7 +188,9 @@ class _Context:
         for i, site, inst in zip(all_calls, sites, insts, strict=True):
             self.site[i] = site
             self.inst[i] = inst
-        self.ran = _eager_kernels(tl)
+        # correlation -> the kernel that ran for it (``first``: eager launches have one); sorted columns,
+        # not a dict: a capture's warm-up may be most of it
+        self.ran = IdIndex.where(tl.device.corr, tl.device.kernel, tl.device.kind, D_KERNEL)
 
     def segment(self, ts: float, thread: int) -> int:
         if self.source in ("filename", "all"):
@@ -251,7 +242,7 @@ def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: st
         nodes, unnamed = _name_by_warmup(nodes, ctx.eager(th, lo, b))
         last_end[th] = max(last_end.get(th, float("-inf")), e)  # a nested window ends before its outer one
         naming = "launch" if named_by_launch else "warm-up" if unnamed == 0 else "none"
-        label = seg.label if seg is not None else "(outside)"
+        label = seg.label if seg is not None else OUTSIDE
         bs = seg.bs if seg is not None else None
         out.append(Window(tl.path, identity.runner, label, bs, order, nodes, unnamed, naming))
     return out

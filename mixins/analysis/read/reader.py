@@ -29,7 +29,7 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Annotated, Any, ClassVar, NamedTuple
 
@@ -41,20 +41,8 @@ except ImportError:  # pragma: no cover - depends on the environment
     _fast_gzip = None  # type: ignore[assignment]
 
 __all__ = [
-    "TraceError",
-    "compact_json",
-    "Args",
-    "Event",
-    "SlimArgs",
-    "SlimEvent",
-    "BareEvent",
-    "Limits",
-    "Buffering",
-    "using_buffering",
-    "TraceStream",
-    "open_trace",
-    "current_limits",
-    "using_limits",
+    "TraceError", "compact_json", "Args", "Event", "SlimArgs", "SlimEvent", "BareEvent", "Limits", "Buffering",
+    "using_buffering", "TraceStream", "open_trace", "current_limits", "using_limits",
 ]
 
 @dataclass(frozen=True)
@@ -178,10 +166,6 @@ class Args(
         "dims": "Input Dims",
         "types": "Input type",
         "concrete": "Concrete Inputs",
-        "correlation": "correlation",
-        "kernel": "kernel",
-        "grid": "grid",
-        "block": "block",
         "smem": "shared memory",
         "regs": "registers per thread",
         "node": "graph node id",
@@ -478,10 +462,8 @@ class TraceStream:
     def close(self) -> None:
         for f in (self._fh, self._raw):
             if f is not None:
-                try:
+                with suppress(Exception):  # closing a broken stream must not mask the real error
                     f.close()
-                except Exception:  # noqa: BLE001 - closing a broken stream must not mask the real error
-                    pass
         self._fh = self._raw = None
 
     def _read_block(self, n: int) -> bytes:
@@ -547,10 +529,8 @@ class TraceStream:
 
     def _report(self) -> None:
         if self.progress is not None and self._raw is not None:
-            try:
+            with suppress(OSError, ValueError):
                 self.progress(self._raw.tell(), self.size)
-            except (OSError, ValueError):
-                pass
 
     # -- JSON structure ----------------------------------------------------------------------------
     def _read_key(self) -> str:

@@ -16,7 +16,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import IO, Any
 
 import msgspec
@@ -145,10 +145,8 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
         raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
     finally:
         if tmp is not None:
-            try:
+            with suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def _open_special(path: str, st: os.stat_result) -> int:
@@ -171,7 +169,7 @@ def _open_special(path: str, st: os.stat_result) -> int:
 
 @contextmanager
 def _writing(path: str, fd: int, stdout: bool = False) -> Iterator[IO[bytes]]:
-    """``fd`` as a file; EPIPE on stdout propagates (the command exits 141, ``cli.with_limits``), on a
+    """``fd`` as a file; EPIPE on stdout propagates (the command exits 141, ``mixins.cli.main``), on a
     named FIFO it is that output's error line."""
     try:
         with os.fdopen(fd, "wb") as f:
