@@ -8,13 +8,14 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from mixins.analysis.commands.compare import GroupCheck, SegmentDiff
+
+from msgspec.structs import replace
 
 from mixins.analysis.serialise import to_json
 from mixins.analysis.tables import Cell, Col, Us, duration_text, print_table

@@ -6,7 +6,6 @@ and value forms (signature fields decoded from their compact JSON text); one pla
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -19,12 +18,12 @@ __all__ = ["to_json", "json_value", "op_json", "summarize"]
 
 
 def to_json(obj: Any) -> Any:
-    """Plain JSON values from results: objects with ``as_json``, dataclasses, containers."""
+    """Plain JSON values from results: objects with ``as_json``, structs (their fields), containers."""
     as_json = getattr(obj, "as_json", None)
     if callable(as_json):
         return to_json(as_json())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, msgspec.Struct):
+        return {name: to_json(getattr(obj, name)) for name in obj.__struct_fields__}
     if isinstance(obj, dict):
         return {str(k): to_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

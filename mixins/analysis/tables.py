@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Union
+
+from msgspec import Struct, field
 
 from mixins.one_line import one_line
 
@@ -58,8 +59,7 @@ def duration_text(us: float) -> str:
     return f"{shown(us, unit)} {unit[1]}"
 
 
-@dataclass(frozen=True)
-class Us:
+class Us(Struct, frozen=True):
     """A duration cell (µs): shown in its column's unit, ``after`` appended (`` (45%)``, `` *``)."""
 
     us: float
@@ -72,8 +72,7 @@ class Us:
 Cell = Union[str, list[str], "Text", float, Us, None]
 
 
-@dataclass(frozen=True)
-class Col:
+class Col(Struct, frozen=True):
     """One column. ``kind``: ``key`` (the row's name: never dropped, folds only as a last resort),
     ``num`` (right-aligned, never dropped unless ``drop`` says, never folded), ``text``.
     ``drop``: the order in which a narrow terminal leaves it out (1 first; None: always shown).
@@ -193,8 +192,7 @@ def _header_lines(header: str, width: int) -> str:
     return "\n".join(lines)
 
 
-@dataclass
-class _Column:
+class _Column(Struct):
     spec: Col
     header: str
     cells: list[Text] = field(default_factory=list)

@@ -16,11 +16,12 @@ import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from functools import reduce
 from itertools import groupby, islice, repeat
 from operator import add, itemgetter, le, mul
 from typing import Any, NamedTuple
+
+from msgspec import Struct, field
 
 from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, NODE_KIND_OF_CALL, SIZE
 from mixins.analysis.model.identity import identity_of, rank_from_name
@@ -45,8 +46,7 @@ _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned ke
 _BATCH = 256  # launches of one plan kept before they are added to its rows (column-wise, in C)
 
 
-@dataclass
-class Row:
+class Row(Struct):
     """One op at one shape (per segment and runner for graph work): its GPU time over all executions."""
 
     name: str
@@ -89,8 +89,7 @@ class Row:
         }
 
 
-@dataclass
-class Unattributed:
+class Unattributed(Struct):
     """Device work nobody could attribute, grouped by reason."""
 
     source: str
@@ -111,8 +110,7 @@ class Unattributed:
         }
 
 
-@dataclass
-class Attribution:
+class Attribution(Struct):
     replay: str
     captures: list[str]
     rank: int | None = None
@@ -186,8 +184,7 @@ def verify(window: Window, replay: list[tuple[int, Kernel]]) -> list[int] | str:
 # -- replay side ------------------------------------------------------------------------------------
 
 
-@dataclass
-class ReplayIndex:
+class ReplayIndex(Struct):
     """One replay trace read and indexed: everything attribution needs that does not depend on the
     captures, so it can be built while the captures are still loading (``attribute._attribute_overlapped``)."""
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from mixins.analysis.model.align import opcodes
 from mixins.analysis.model.record import CompactTrace
@@ -41,8 +42,7 @@ class _Keys:
         return [array("i", [trans[x] for x in seq]) for seq in t.seqs]
 
 
-@dataclass
-class SegmentDiff:
+class SegmentDiff(Struct):
     label: str
     status: str  # "same" | "changed" | "only_a" | "only_b"
     ops_a: int = 0
@@ -185,8 +185,7 @@ def group_key(t: CompactTrace) -> tuple[Any, ...]:
     return (ident.runner or "", ident.pp_rank or 0, ident.capture_index)
 
 
-@dataclass
-class Divergence:
+class Divergence(Struct):
     segment: str
     rank: int | None
     path: str
@@ -197,8 +196,7 @@ class Divergence:
     ops_other: int = 0
 
 
-@dataclass
-class GroupCheck:
+class GroupCheck(Struct):
     runner: str | None
     pp_rank: int | None
     capture_index: int | None

@@ -24,11 +24,12 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from heapq import merge
 from itertools import accumulate, chain, repeat
 from operator import lshift, sub
 from typing import Any
+
+from msgspec import Struct, field
 
 from mixins.analysis import render
 from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
@@ -77,8 +78,7 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[st
     return wall, out, shares
 
 
-@dataclass(frozen=True)
-class TopOp:
+class TopOp(Struct, frozen=True):
     """A CPU op or runtime call name within one phase: summed self time and how often it ran."""
 
     phase: str
@@ -90,8 +90,7 @@ class TopOp:
         return {"phase": self.phase, "op": self.op, "self_us": self.self_ns / _NS_PER_US, "count": self.count}
 
 
-@dataclass
-class SegmentTime:
+class SegmentTime(Struct):
     label: str
     bs: int | None
     variant: str | None
@@ -117,8 +116,7 @@ class SegmentTime:
         }
 
 
-@dataclass
-class TraceTime:
+class TraceTime(Struct):
     path: str
     identity: Identity
     segment_source: str
@@ -187,8 +185,7 @@ def _windows(tl: Timeline) -> list[tuple[Any, int, int]]:
     ]
 
 
-@dataclass
-class _Context:
+class _Context(Struct):
     """What every segment's computation reads: the calls in start order, windows, instantiates."""
 
     calls: _Calls

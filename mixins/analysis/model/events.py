@@ -74,8 +74,9 @@ def is_flow(ev: Event, cat: str) -> bool:
 
 
 def module_events(events: list[_E]) -> list[_E]:
-    """The ``nn.Module`` events (``python_function`` named ``nn.Module: …``) of a slice, in order: one comprehension, because nearly all of a
-    capture's events are ``python_function`` calls and a Python-level test per event is its main cost."""
+    """The ``nn.Module`` events (``python_function`` named ``nn.Module: …``) of a slice, in order: one
+    comprehension, because nearly all of a capture's events are ``python_function`` calls and a
+    Python-level test per event is its main cost."""
     prefix = _MODULE_PREFIX
     return [
         ev for ev in events if ev.cat == "python_function" and (n := ev.name) is not None and n.startswith(prefix)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from mixins.analysis.read.reader import TraceError
 from mixins.formats import TRACE_NAME
@@ -41,8 +42,7 @@ def is_trace_name(name: str) -> bool:
     return not name.startswith(".") and (name.endswith(".json.gz") or name.endswith(".json"))
 
 
-@dataclass
-class Identity:
+class Identity(Struct):
     """Who produced a trace; ``source`` says where it came from (never guessed silently)."""
 
     runner: str | None = None

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
+
+from msgspec import Struct, field
 
 from mixins.analysis.model.identity import Identity
 
@@ -22,8 +23,7 @@ OUTSIDE = "(outside)"
 ALL = "all"
 
 
-@dataclass(frozen=True, slots=True)
-class Kernel:
+class Kernel(Struct, frozen=True):
     """A launch's kernel as far as the trace knows it; ``name`` None means unknown (captured launch)."""
 
     name: str | None
@@ -52,8 +52,7 @@ class Kernel:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Signature:
+class Signature(Struct, frozen=True):
     """(op name, Input Dims, Input type, Concrete Inputs) as compact JSON text, layout-independent."""
 
     name: str
@@ -66,8 +65,7 @@ class Signature:
         return (self.name, self.dims, self.types)
 
 
-@dataclass(slots=True)
-class Op:
+class Op(Struct):
     """One cpu_op in time order with what it launched (kernels in launch order)."""
 
     sig: Signature
@@ -90,8 +88,7 @@ class Op:
         )
 
 
-@dataclass
-class OpColumns:
+class OpColumns(Struct):
     """Every op of a trace as columns, by its index in the timeline: what ``summary``, ``diff`` and
     ``check`` read in bulk. Why columns: one :class:`Op` object per op cost about a second on a
     half-million-op trace; :attr:`Segment.ops` builds those views only when asked."""
@@ -131,8 +128,7 @@ class OpColumns:
         return map(shapes.__getitem__, map(self.sig.__getitem__, members))
 
 
-@dataclass
-class Segment:
+class Segment(Struct):
     label: str
     bs: int | None = None
     start: float = float("-inf")
@@ -165,8 +161,7 @@ class Segment:
         return self.unnamed_launches - self.attributed_launches
 
 
-@dataclass
-class TraceRecord:
+class TraceRecord(Struct):
     path: str
     size: int
     identity: Identity
@@ -181,8 +176,7 @@ class TraceRecord:
         return None
 
 
-@dataclass
-class CompactTrace:
+class CompactTrace(Struct):
     """Per-segment op sequences as small ints into ``table`` (unique op keys): cheap to pickle and compare."""
 
     path: str

@@ -12,9 +12,10 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import not_
+
+from msgspec import Struct, field
 
 from mixins.analysis.model import events as E
 from mixins.analysis.model.identity import Identity, identity_of
@@ -126,8 +127,7 @@ def _place_device_work(lk: _Linker, seg_of: array) -> None:
             seg_of[ev] = seg_of[src]
 
 
-@dataclass
-class _OpLinks:
+class _OpLinks(Struct):
     """What each op (by its index in ``Timeline.ops``) launched: kernels in launch order (with the
     launching call, -1 for a kernel seen without its launch) and graph launches."""
 

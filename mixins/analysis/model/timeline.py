@@ -13,11 +13,13 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from itertools import compress, islice, repeat
 from operator import add, attrgetter, is_not, le
 from typing import Any, cast
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from mixins.analysis.model import events as E
 from mixins.analysis.model.record import Kernel
@@ -54,8 +56,7 @@ class _Interner:
         return list(map(self, values)) if None in got else cast(list[int], got)
 
 
-@dataclass
-class Intervals:
+class Intervals(Struct):
     """[start, end] ranges on a thread with a label id (ops: signature, modules: name)."""
 
     start: array = field(default_factory=lambda: array("d"))
@@ -67,8 +68,7 @@ class Intervals:
         return len(self.start)
 
 
-@dataclass
-class Calls:
+class Calls(Struct):
     """Runtime / driver calls: launches, graph launches, copies, sets, capture begin/end, instantiates, others."""
 
     start: array = field(default_factory=lambda: array("d"))
@@ -80,8 +80,7 @@ class Calls:
     kernel: array = field(default_factory=lambda: array("i"))  # the launch's own kernel (ROCm), -1: none
 
 
-@dataclass
-class Device:
+class Device(Struct):
     """Device work: kernels, memcpy, memset with duration, correlation and (CUDA) graph node id."""
 
     start: array = field(default_factory=lambda: array("d"))
@@ -157,8 +156,7 @@ class IdIndex:
         return self.values[k] if k < len(ids) and ids[k] == key else None
 
 
-@dataclass
-class Links:
+class Links(Struct):
     """Kineto's ids and every event's place, kept for the op-sequence record (``links=True``).
 
     What links a launch to its op (External id), device work to its launch (correlation, else an
@@ -193,8 +191,7 @@ class Links:
     )
 
 
-@dataclass
-class Timeline:
+class Timeline(Struct):
     """One trace, reduced to what attribution and timing need."""
 
     path: str
@@ -262,8 +259,8 @@ class Timeline:
 
 
 def _select(columns: Any, keep: list[int]) -> Any:
-    """A copy of a dataclass of array columns with only the rows ``keep``."""
-    cols = {f.name: getattr(columns, f.name) for f in fields(columns)}
+    """A copy of a struct of array columns with only the rows ``keep``."""
+    cols = {name: getattr(columns, name) for name in columns.__struct_fields__}
     return type(columns)(**{name: array(col.typecode, map(col.__getitem__, keep)) for name, col in cols.items()})
 
 

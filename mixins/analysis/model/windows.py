@@ -13,8 +13,9 @@ import os
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
+
+from msgspec import Struct
 
 from mixins.analysis.model.align import matching_runs
 from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL
@@ -33,8 +34,7 @@ NO_MODULE = "NA"  # TraceLens's parent_module when no nn.Module encloses the op
 NO_OP = "(no cpu_op)"
 
 
-@dataclass(frozen=True, slots=True)
-class Site:
+class Site(Struct, frozen=True):
     """The innermost op (name, input dims, input types as compact JSON text) and module of a launch."""
 
     name: str
@@ -53,8 +53,7 @@ class Node(NamedTuple):
     call: int = -1  # the runtime call that made it (index into Timeline.calls)
 
 
-@dataclass
-class Window:
+class Window(Struct):
     """One capture window of a capture trace, with its segment and runner."""
 
     capture: str
@@ -67,8 +66,7 @@ class Window:
     naming: str  # "launch" | "warm-up" | "none": where kernel names came from
 
 
-@dataclass
-class Capture:
+class Capture(Struct):
     path: str
     identity: Identity
     rank: int | None

@@ -30,10 +30,10 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from typing import IO, Annotated, Any, ClassVar, NamedTuple
 
 import msgspec
+from msgspec import Struct
 
 try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 MB); not required
     from isal import igzip as _fast_gzip  # type: ignore[import-untyped]
@@ -45,8 +45,7 @@ __all__ = [
     "using_buffering", "TraceStream", "open_trace", "current_limits", "using_limits",
 ]
 
-@dataclass(frozen=True)
-class Buffering:
+class Buffering(Struct, frozen=True):
     """How much the reader inflates and decodes at a time. The defaults suit real traces; tests shrink
     them (``open_trace(..., buffering=Buffering(block=1))``) so every boundary case is a refill or a cut.
     """
@@ -62,8 +61,7 @@ class Buffering:
 _buffering = Buffering()
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(Struct, frozen=True):
     """Bounds on what one trace may cost; the defaults are far above any real capture.
 
     ``max_events``: ``traceEvents`` elements per trace (a 486k-event capture is 200 MB of JSON, so
