@@ -88,18 +88,49 @@ def export_then_exit() -> None:
     print(export_cuda_graph_capture_trace(_mm_profile(2000), runner_name="Quick", tp_rank=0))
 
 
-def concurrent_export(runner: str, rank_arg: str, go_fd: str) -> None:
-    """One of up to 24 processes: profiles, prints ``ready``, blocks reading ``go_fd`` (a pipe all share)
-    until the test closes its write end, waking every process at once, then exports into one directory."""
+CONCURRENT_RUNNERS = ("Decode", "Draft", "DraftExtend")
+
+
+def concurrent_exports(ranks_arg: str, go_fd: str) -> None:
+    """Three runners on ``ranks_arg`` TP ranks each, one process each (up to 24), forked from this one once
+    it has imported torch and the exporter (one import, not 24: ~2 s of CPU each). Each profiles, prints
+    ``ready``, blocks reading ``go_fd`` (a pipe all share) until the test closes its write end, waking
+    every process at once, then exports into one directory. Exits 1 as soon as one fails, stopping the
+    others, so that the test never waits for a ``ready`` that cannot come."""
+    import signal
+    import traceback
+
+    import torch  # noqa: F401 - imported before forking: what the children share
+
     from mixins import export_cuda_graph_capture_trace, wait_for_exports
 
-    rank = int(rank_arg)
-    rows = 1 + rank + 10 * ["Decode", "Draft", "DraftExtend"].index(runner)
-    prof = _mm_profile(200, rows)
-    print("ready", flush=True)
-    assert os.read(int(go_fd), 1) == b""  # end of file: the go
-    export_cuda_graph_capture_trace(prof, runner_name=runner, tp_rank=rank)
-    assert wait_for_exports(120)
+    pids = []
+    for runner in CONCURRENT_RUNNERS:
+        for rank in range(int(ranks_arg)):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    prof = _mm_profile(200, 1 + rank + 10 * CONCURRENT_RUNNERS.index(runner))
+                    os.write(1, b"ready\n")  # one write, atomic on a pipe: lines of 24 writers never mix
+                    assert os.read(int(go_fd), 1) == b""  # end of file: the go
+                    export_cuda_graph_capture_trace(prof, runner_name=runner, tp_rank=rank)
+                    assert wait_for_exports(120)
+                    code = 0
+                except BaseException:  # noqa: BLE001 - any failure is this child's exit status
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)  # never back into the parent's loop
+            pids.append(pid)
+    while pids:
+        pid, status = os.wait()
+        pids.remove(pid)
+        if status != 0:
+            for other in pids:
+                os.kill(other, signal.SIGKILL)
+            sys.exit(f"an exporting process failed (wait status {status})")
 
 
 def slow_export_then_exit() -> None:
@@ -347,7 +378,7 @@ def kineto_filter() -> None:
 CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
-        switched_off_imports, efbig, export_then_exit, concurrent_export, slow_export_then_exit,
+        switched_off_imports, efbig, export_then_exit, concurrent_exports, slow_export_then_exit,
         parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
         export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
         kineto_filter,

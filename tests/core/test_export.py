@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from core_child import CONCURRENT_RUNNERS
 from core_helpers import child, child_env, load_trace, matmul_work, op_shapes, profile_of
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
@@ -181,27 +182,25 @@ def test_background_export_completes_before_interpreter_exit(tmp_path: Path) -> 
     "ranks", [1, pytest.param(8, marks=pytest.mark.exhaustive)], ids=lambda n: f"{3 * n}-processes"
 )
 def test_processes_export_into_one_directory_at_once(tmp_path: Path, ranks: int) -> None:
-    """Three runners on ``ranks`` TP ranks each export at the same moment (3 processes by default; the
-    full 24, TP 8, under the ``exhaustive`` marker): each says ``ready`` once profiled, then all wake at
-    once when the test closes the write end of the pipe they block on."""
+    """Three runners on ``ranks`` TP ranks each export at the same moment, each in its own process (3 by
+    default; the full 24, TP 8, under the ``exhaustive`` marker; ``core_child.concurrent_exports`` forks
+    them from one interpreter): each says ``ready`` once profiled, then all wake at once when the test
+    closes the write end of the pipe they block on."""
     env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
     go_r, go_w = os.pipe()
-    runners = ["Decode", "Draft", "DraftExtend"]
+    runners = list(CONCURRENT_RUNNERS)
     try:
-        procs = [
-            subprocess.Popen(child("concurrent_export", runner, str(rank), str(go_r)), env=env, pass_fds=(go_r,),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for runner in runners for rank in range(ranks)
-        ]
+        proc = subprocess.Popen(child("concurrent_exports", str(ranks), str(go_r)), env=env, pass_fds=(go_r,),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finally:
         os.close(go_r)
-    try:
-        for p in procs:  # a child that dies first gives "" (end of its stdout), never a hang
-            assert p.stdout is not None and p.stdout.readline() == "ready\n", p.communicate(timeout=300)[1]
+    try:  # one that dies first stops them all: end of stdout (""), never a hang
+        assert proc.stdout is not None
+        readies = [proc.stdout.readline() for _ in range(len(runners) * ranks)]
     finally:
         os.close(go_w)  # the go (or, after a failure, the end: the others stop at their read too)
-    errors = [p.communicate(timeout=300)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0] * len(procs), errors
+    _, errors = proc.communicate(timeout=300)
+    assert readies == ["ready\n"] * len(readies) and proc.returncode == 0, (readies, errors[-3000:])
     directory = tmp_path / "graph_capture_profile"
     expected = sorted(f"cuda_graph_capture-{r}-TP-{k}.json.gz" for r in runners for k in range(ranks))
     assert _names(directory) == expected
