@@ -219,7 +219,7 @@ class GroupCheck(Struct):
             "ranks": [r for r, _ in self.members],
             "paths": [p for _, p in self.members],
             "ok": self.ok,
-            "divergences": self.divergences,  # dataclasses: serialise.to_json writes their fields
+            "divergences": self.divergences,  # structs: serialise.to_json writes their fields
             "problems": self.problems,
             "notes": self.notes,
             "tp_size": self.tp_size,

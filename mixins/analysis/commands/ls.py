@@ -5,7 +5,7 @@ only command that removes anything: stale staging directories that are ours).
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import dataclasses  # the exporter's staging records (mixins.output_dir) are dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
