@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from on_a_terminal import run_on_a_terminal
 
-from conftest import VLLM, make_trace  # type: ignore[attr-defined]  # tests/analysis/conftest.py at run time
 from mixins.cli import COMMANDS, build_parser
+from tests.analysis.conftest import VLLM, make_trace
 
 REPO = Path(__file__).resolve().parents[2]
 
