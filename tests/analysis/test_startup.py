@@ -48,3 +48,14 @@ def test_public_names_still_resolve() -> None:
         "else:\n    raise SystemExit('no AttributeError')"
     )
     assert {"mixins.export", "mixins.analysis.model.records"} <= loaded
+
+
+def test_attribute_json_cli_imports_no_file_writing_or_csv() -> None:
+    """``attribute --json`` to stdout writes no file and no CSV: ``tempfile`` (~2 ms, with ``random``)
+    and ``csv`` are imported by the commands that write one, not by every run."""
+    loaded = _imported_after(
+        "from mixins.cli import build_parser\n"
+        "build_parser('attribute').parse_args(['attribute', '--json', 'replay.json', 'capture.json'])"
+    )
+    assert "mixins.analysis.commands.attribute_match" in loaded
+    assert sorted(m for m in (*NOT_NEEDED, "tempfile", "csv") if m in loaded) == []

@@ -10,7 +10,6 @@ matching), so its wall time is about the larger of the two, not their sum (docs/
 from __future__ import annotations
 
 import argparse
-import csv
 import io
 import json
 import math
@@ -166,6 +165,8 @@ def csv_rows(results: list[Attribution], by: str | None = None) -> list[dict[str
 
 
 def _write_csv(path: str, rows: list[dict[str, Any]], by: str | None) -> None:
+    import csv  # only ``--csv`` needs it: not part of every run's start-up
+
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=csv_columns(by), lineterminator="\n")
     w.writeheader()

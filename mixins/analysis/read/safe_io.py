@@ -14,7 +14,6 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import IO, Any
@@ -133,6 +132,8 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
+        import tempfile  # here, not at the top: ~2 ms of every run, and only a command writing a file needs it
+
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
         mask = os.umask(0)
         os.umask(mask)
