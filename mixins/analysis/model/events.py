@@ -48,6 +48,7 @@ _CATEGORIES = {
 _CALLS = (
     ("GraphLaunch", C_GRAPH),  # cudaGraphLaunch / hipGraphLaunch / cuGraphLaunch: replays a whole graph
     ("LaunchKernel", C_LAUNCH),  # cudaLaunchKernel[ExC], cuLaunchKernel, hip[Ext]ModuleLaunchKernel …
+    ("LaunchCooperativeKernel", C_LAUNCH),  # cudaLaunchCooperativeKernel[MultiDevice], cu…, hip…: grid-synced
     ("Memcpy", C_COPY),  # cudaMemcpyAsync, hipMemcpyWithStream …: a memcpy node when captured
     ("Memset", C_SET),  # cudaMemsetAsync, hipMemsetD32Async …: a memset node when captured
     ("StreamBeginCapture", C_BEGIN),  # cudaStreamBeginCapture[_v2] / hipStreamBeginCapture: a window opens

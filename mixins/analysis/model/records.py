@@ -220,7 +220,7 @@ def _place_ops(
     for j, n in sorted(Counter(op_seg).items()):
         s = all_segs[j]
         s.cpu_ops = n
-        s.members = array("i", sorted(by_segment[at : at + n], key=table.ts.__getitem__))
+        s.members = array("i", _in_time_order(by_segment[at : at + n], table.ts))
         at += n
     for j, n in Counter(compress(op_seg, map(not_, links.op_shapes))).items():
         all_segs[j].ops_without_shapes += n
@@ -228,6 +228,15 @@ def _place_ops(
         all_segs[op_seg[k]].attributed_launches += sum(1 for name in got if name is not None)
     for s in all_segs:
         s.table = table
+
+
+def _in_time_order(ops: list[int], ts: array) -> list[int]:
+    """Ops by start (stable: file order breaks ties), those without a time (NaN) last in file order:
+    a NaN sort key would leave the order to chance."""
+    timed = [k for k in ops if ts[k] == ts[k]]
+    if len(timed) == len(ops):
+        return sorted(ops, key=ts.__getitem__)
+    return sorted(timed, key=ts.__getitem__) + [k for k in ops if ts[k] != ts[k]]
 
 
 def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> dict[int, str]:

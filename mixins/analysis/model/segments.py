@@ -61,12 +61,19 @@ class Range(NamedTuple):
 
 
 def _unique_labels(segs: list[Segment]) -> None:
-    """The same label twice stays two segments, in time order (``bs=8``, ``bs=8#2``)."""
+    """The same label twice stays two segments, in time order (``bs=8``, ``bs=8#2``); a suffix never
+    takes a label the trace has itself (``bs=8``, ``bs=8``, ``bs=8#2`` → ``bs=8#3`` for the second)."""
+    taken = {s.label for s in segs}
     seen: Counter[str] = Counter()
     for s in segs:
         seen[s.label] += 1
         if seen[s.label] > 1:
-            s.label = f"{s.label}#{seen[s.label]}"
+            label, n = s.label, seen[s.label]
+            while f"{label}#{n}" in taken:
+                n += 1
+            seen[label] = n
+            s.label = f"{label}#{n}"
+            taken.add(s.label)
 
 
 def segments_of(ranges: Iterable[Range], identity: Identity) -> tuple[list[Segment], str]:
@@ -78,7 +85,7 @@ def segments_of(ranges: Iterable[Range], identity: Identity) -> tuple[list[Segme
     ours: list[Segment] = []
     foreign: list[Segment] = []
     for r in ranges:
-        got = segment_marker(r.name)
+        got = segment_marker(r.name) if r.ts == r.ts else None  # a marker without a time bounds nothing
         if got is not None:
             label, bs, is_ours = got
             (ours if is_ours else foreign).append(Segment(label, bs, r.ts, r.ts + r.dur, r.pid))

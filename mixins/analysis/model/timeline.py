@@ -523,17 +523,20 @@ def innermost(iv: Intervals, times: list[float], threads: list[int]) -> list[int
 
     One sweep per thread over intervals sorted by (start, -end) with a stack of open intervals;
     well-formed traces nest ranges on a thread, which is what makes the stack top the innermost.
+    An interval or query without a time (NaN: kept with links) places nothing: a NaN key would
+    break the sort and stop the sweep.
     """
     out = [-1] * len(times)
     queries: dict[int, list[int]] = {}
     for q, th in enumerate(threads):
-        queries.setdefault(th, []).append(q)
+        if times[q] == times[q]:
+            queries.setdefault(th, []).append(q)
     spans: dict[int, list[int]] = {th: [] for th in queries}
+    start, end = iv.start, iv.end
     for j, th in enumerate(iv.thread):
         got = spans.get(th)
-        if got is not None:
+        if got is not None and start[j] == start[j]:
             got.append(j)
-    start, end = iv.start, iv.end
     for th, qs in queries.items():
         order = sorted(spans[th], key=lambda j: (start[j], -end[j]))
         qs.sort(key=lambda q: times[q])

@@ -252,6 +252,7 @@ _RAW = _Shape(msgspec.json.Decoder(list[msgspec.Raw]), msgspec.Raw, msgspec.Raw)
 _ANY = msgspec.json.Decoder()
 _WS = re.compile(rb"[ \t\r\n]*")
 _CUT = re.compile(rb"\}[ \t\r\n]*(?:,[ \t\r\n]*(?=\{)|\])")
+_NUMBER_TAIL = re.compile(rb"[0-9.eE+-]+")  # what may follow a number's prefix in its own text
 _JSON_TEXT = json.JSONDecoder()
 
 _VALUE_WINDOW = 512  # bytes first tried for a top-level value (doubled while it is incomplete)
@@ -596,8 +597,8 @@ class TraceStream:
             stop = min(len(self._buf), self._pos + want)
             end = self._json_end(self._buf, self._pos, stop)
             at_eof = self._eof and stop == len(self._buf)
-            # A value is only known complete when a byte follows it (numbers may continue).
-            if end >= 0 and (end < stop or at_eof):
+            # A value is only known complete when a byte follows it that cannot continue a number.
+            if end >= 0 and ((end < stop and not _NUMBER_TAIL.fullmatch(self._buf, end, stop)) or at_eof):
                 try:
                     raw = self._buf[self._pos : end]
                     value = msgspec.json.decode(raw)
@@ -699,6 +700,8 @@ class TraceStream:
                 last_end, resume, closed = end, nxt + 1, True
                 break
             if sep != b",":
+                if nxt == end and _NUMBER_TAIL.fullmatch(buf, end):  # a number cut at the buffer's end
+                    break
                 raise self._error(f"invalid JSON in traceEvents at byte {self._base + nxt}")
             m = _WS.match(buf, nxt + 1)
             assert m is not None
