@@ -29,6 +29,14 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that ``--help`` lets a closed stdout be seen (argparse's own printing
+    swallows ``OSError``), so that it exits 141 like every command's output; sub-commands inherit it."""
+
+    def print_help(self, file: Any = None) -> None:
+        (file or sys.stdout).write(self.format_help())
+
+
 COMMANDS = ("demo", "doctor", *ANALYSIS_COMMANDS)
 
 
@@ -37,7 +45,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     command imports only its own modules (``attribute --json`` starts in about half the time)."""
     from mixins.helptext import HelpFormatter
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="capture-trace",
         description="Record and inspect SGLang CUDA-graph capture traces.",
         epilog="Run 'capture-trace COMMAND --help' for its options, examples and exit codes.",
@@ -76,8 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The first word names the command (top-level options such as --help come first): build just it.
     # Anything else (a typo, no command) gets the whole parser and so argparse's usual message.
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
-    args = parser.parse_args(argv)
     try:
+        try:
+            args = parser.parse_args(argv)
+        finally:  # --help / --version print and exit inside parse_args: their closed pipe shows here too
+            sys.stdout.flush()
         rc = int(args.func(args))
         sys.stdout.flush()  # an early-closed pipe shows here, not in the interpreter's exit
         return rc

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TRACE_PREFIX", "TRACE_SUFFIX", "SUBDIR", "TRACE_NAME", "SHAPE_UNITS"]
+__all__ = ["TRACE_PREFIX", "TRACE_SUFFIX", "SUBDIR", "STAGING_PREFIX", "TRACE_NAME", "SHAPE_UNITS"]
 
 TRACE_PREFIX = "cuda_graph_capture-"
 TRACE_SUFFIX = ".json.gz"
 SUBDIR = "graph_capture_profile"  # under SGLANG_TORCH_PROFILER_DIR
+# An export's staging directory, beside the traces (``mixins.output_dir``; ``ls`` and ``clean`` name it too)
+STAGING_PREFIX = ".capture-trace-tmp."
 # The parse of what ``naming.trace_stem`` + the capture numbers write (a plain ``.json`` is accepted for
 # traces someone decompressed).
 TRACE_NAME = re.compile(

@@ -24,9 +24,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-STAGING_PREFIX = ".capture-trace-tmp."
+from mixins.formats import STAGING_PREFIX
+
 # Every field bounded: a name another user planted is data, parsed without raising (docs/DESIGN.md §2).
-_STAGING = re.compile(r"\.capture-trace-tmp\.([1-9][0-9]{0,9})\.([0-9]{1,20})\.([0-9a-f]{8})\.([A-Za-z0-9._-]{1,64})")
+_STAGING = re.compile(
+    re.escape(STAGING_PREFIX) + r"([1-9][0-9]{0,9})\.([0-9]{1,20})\.([0-9a-f]{8})\.([A-Za-z0-9._-]{1,64})"
+)
 _HOST_CHARS = re.compile(r"[^A-Za-z0-9.-]")
 PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: no process has a larger pid, and os.kill takes it
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC

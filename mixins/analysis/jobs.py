@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +78,10 @@ def with_limits(
     return run
 
 
-DIR_HELP = f"directory of *.json[.gz] traces (or one trace file); a directory with only {SUBDIR}/ is searched there"
+DIR_HELP = (
+    f"directory of *.json[.gz] traces (or one trace file); a directory with {SUBDIR}/ and no trace-named "
+    "files of its own (a profiler directory) is searched there"
+)
 
 
 def trace_files(directory: str) -> list[str]:
@@ -98,8 +102,9 @@ def trace_files(directory: str) -> list[str]:
         raise TraceError(directory, "invalid path (contains a NUL byte)") from None
     files = [os.path.join(directory, n) for n in names if is_trace_name(n)]
     files = [f for f in files if not os.path.isdir(f)]
-    if not files and SUBDIR in names and os.path.isdir(os.path.join(directory, SUBDIR)):
-        return trace_files(os.path.join(directory, SUBDIR))  # the profiler dir itself was given
+    # the profiler dir itself was given: its own JSON (server_args.json, a config) names no trace
+    if not any(map(names_a_trace, files)) and SUBDIR in names and os.path.isdir(os.path.join(directory, SUBDIR)):
+        return trace_files(os.path.join(directory, SUBDIR))
     if not files:
         raise TraceError(directory, "no traces (*.json.gz or *.json) in this directory")
     return files
@@ -186,19 +191,29 @@ def collect_results(
     A file found by listing a folder (``listed``) that holds valid JSON but no trace, and whose name does
     not say it is one (``execution_details.json``, a config), is skipped with one INFO line: folders as
     sglang, vLLM and TraceLens lay them out work. Named on the command line, or trace-named, it is an
-    error. ``failed`` collects the paths reported as errors."""
+    error. ``failed`` collects the paths reported as errors. A folder all of whose files were skipped held
+    no trace at all: that is an error (exit 2), never an empty success."""
     good, bad = [], False
+    skipped: Counter[str] = Counter()  # folder -> its files skipped
+    answered: set[str] = set()  # folders with a file read or reported
     for path, res in pairs:
+        if isinstance(res, TraceError) and res.not_a_trace and path in listed and not names_a_trace(path):
+            render.error(f"{path}: skipped, not a trace ({res.message})", "info")
+            skipped[os.path.dirname(path)] += 1
+            continue
+        answered.add(os.path.dirname(path))
         if isinstance(res, TraceError):
-            if res.not_a_trace and path in listed and not names_a_trace(path):
-                render.error(f"{path}: skipped, not a trace ({res.message})", "info")
-                continue
             render.error(str(res))
             bad = True
             if failed is not None:
                 failed.append(path)
         else:
             good.append(res)
+    for folder, n in skipped.items():
+        if folder not in answered:
+            said = f"{n} JSON file{'s' * (n != 1)} skipped: not a trace"
+            render.error(str(TraceError(folder or ".", f"no traces in this directory ({said})")))
+            bad = True
     return good, bad
 
 

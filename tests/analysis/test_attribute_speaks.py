@@ -54,6 +54,24 @@ def test_wrong_capture_warns_on_stderr_with_the_cause_and_exit_0(run_cli: Any) -
     assert (rc, err) == (1, NO_WINDOWS)  # only --min-coverage decides exit 1
 
 
+def test_a_fully_attributed_replay_meets_min_coverage_1(run_cli: Any) -> None:
+    """The two totals are float sums of the same kernels in different orders (10717.708000000004 and
+    …008 µs): compared as shown, to the ns, 421/421 kernels and all GPU time attributed meets 1.0."""
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, "--json", "--min-coverage", "1")
+    cov = json.loads(out)["coverage"]
+    assert cov["attributed_us"] == cov["gpu_time_us"] and cov["graph_kernels_attributed"] == cov["graph_kernels"]
+    assert (rc, err) == (0, "")
+
+
+def test_the_replay_given_as_the_capture_is_named_as_such(run_cli: Any) -> None:
+    rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_REPLAY)
+    assert (rc, err) == (
+        2,
+        f"capture-trace: error: {VLLM_REPLAY}: is the replay trace: give the capture traces "
+        "(files, or their directory)\n",
+    )
+
+
 def test_good_pair_says_nothing_on_stderr(run_cli: Any) -> None:
     for argv in ((), ("--json",), ("--group-by", "module")):
         rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, *argv)

@@ -89,3 +89,70 @@ def test_ls_of_the_profiler_dir_finds_the_traces_and_their_staging_leftovers(tmp
     assert [t["path"] for t in doc["traces"]] == [str(sub / CAPTURE.name)]
     assert [(t["name"], t["process_gone"], t["removed"]) for t in doc["temporaries"]] == [(stale, True, False)]
     assert (sub / stale).is_dir()  # listed, not removed
+
+
+@pytest.mark.parametrize("command", [["check"], ["ls"], ["summary"], ["time"]])
+def test_a_folder_with_no_trace_at_all_is_an_error(tmp_path: Path, run_cli: Run, command: list[str]) -> None:
+    """Every file skipped is no result, not an empty success: a CI gate must not pass on it."""
+    shutil.copy(DETAILS, tmp_path / "execution_details.json")
+    (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x"}))
+    rc, _, err = run_cli(*command, tmp_path, "--json")
+    assert rc == 2
+    assert err.splitlines()[-1] == (
+        f"capture-trace: error: {tmp_path}: no traces in this directory (2 JSON files skipped: not a trace)"
+    )
+
+
+def test_attribute_skips_what_is_not_a_trace_in_its_folders(
+    tracelens_folder: Path, tmp_path: Path, run_cli: Run
+) -> None:
+    """As every other command: a config beside the capture, or beside the replay, is one INFO line."""
+    replays = tmp_path / "replays"
+    replays.mkdir()
+    shutil.copy(DATA / "vllm_decode_full_graph_replay_rank_0.json.gz", replays)
+    (replays / "config.json").write_text(json.dumps({"model": "x"}))
+    rc, out, err = run_cli("attribute", replays, tracelens_folder, "--json")
+    assert rc == 0, err
+    assert json.loads(out)["coverage"]["graph_kernels_attributed"] == 421
+    skipped = [line.split(": ")[2] for line in err.splitlines()]
+    assert sorted(skipped) == [str(replays / "config.json"), str(tracelens_folder / "server_args.json")], err
+    empty = tmp_path / "no-captures"
+    empty.mkdir()
+    (empty / "server_args.json").write_text("{}")
+    rc, _, err = run_cli("attribute", replays, empty)
+    assert rc == 2 and err.endswith(f"{empty}: no traces in this directory (1 JSON file skipped: not a trace)\n"), err
+
+
+def test_attribute_over_a_replay_folder_still_shows_the_good_replays(tmp_path: Path, run_cli: Run) -> None:
+    """One truncated replay is its one error line and exit 2; the good one is still attributed."""
+    shutil.copy(DATA / "vllm_decode_full_graph_replay_rank_0.json.gz", tmp_path / "a.json.gz")
+    (tmp_path / "b.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-8])
+    rc, out, err = run_cli("attribute", tmp_path, CAPTURE, "--json", "-j", "1")
+    assert rc == 2
+    assert json.loads(out)["replay"] == str(tmp_path / "a.json.gz")
+    assert err.startswith(f"capture-trace: error: {tmp_path / 'b.json.gz'}: ") and err.count("\n") == 1, err
+
+
+def test_a_profiler_dir_with_its_own_json_is_searched_in_its_subdir(tmp_path: Path, run_cli: Run) -> None:
+    """sglang's profiler directory holds server_args.json beside graph_capture_profile/: the traces are there."""
+    (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x"}))
+    (tmp_path / SUBDIR).mkdir()
+    shutil.copy(CAPTURE, tmp_path / SUBDIR / CAPTURE.name)
+    rc, out, err = run_cli("check", tmp_path, "--json")
+    assert (rc, err) == (0, "")
+    assert [p for g in json.loads(out)["groups"] for p in g["paths"]] == [str(tmp_path / SUBDIR / CAPTURE.name)]
+
+
+def test_clean_removes_what_ls_says_it_removes(tmp_path: Path, run_cli: Run) -> None:
+    """``ls PROFDIR`` lists the stale staging directory in PROFDIR/graph_capture_profile and says clean
+    removes it: ``clean PROFDIR`` does."""
+    sub = tmp_path / SUBDIR
+    sub.mkdir()
+    shutil.copy(CAPTURE, sub / CAPTURE.name)
+    here = Here.now()
+    stale = f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3d.{here.host}"  # no such process
+    os.mkdir(sub / stale, 0o700)
+    rc, out, err = run_cli("clean", tmp_path, "--json")
+    assert (rc, err) == (0, "")
+    assert [(t["name"], t["removed"]) for t in json.loads(out)["temporaries"]] == [(stale, True)]
+    assert not (sub / stale).exists() and (sub / CAPTURE.name).is_file()

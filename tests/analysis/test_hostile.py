@@ -513,6 +513,21 @@ def test_duplicate_keys_are_refused_everywhere(tmp_path: Path, key: str) -> None
 
 
 
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["summary", "--help"]])
+def test_reader_gone_exits_141_for_help_and_version(argv: list[str]) -> None:
+    """argparse prints help swallowing ``OSError``, and ``--version`` printed outside the broken-pipe rule:
+    both now exit 141 quietly, as every command does."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run(
+            command("analyzer_cli", *argv), stdout=w, stderr=subprocess.PIPE, text=True, env=ENV, timeout=120
+        )
+    finally:
+        os.close(w)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
 def test_reader_gone_exits_141_for_doctor_too() -> None:
     """The broken-pipe rule lives in the console script's ``main``: ``doctor`` (not an analyzer command) obeys it."""
     r, w = os.pipe()

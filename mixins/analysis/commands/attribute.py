@@ -14,7 +14,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import nullcontext
 from typing import Any
 
@@ -22,7 +22,16 @@ from mixins.analysis import render
 from mixins.analysis.commands.attribute_annotate import write_annotated, write_output
 from mixins.analysis.commands.attribute_match import Attribution, ReplayIndex, attribute_index, index_replay
 from mixins.analysis.commands.attribute_views import GROUP_BY, GROUP_KEYS, group_rows, low_coverage
-from mixins.analysis.jobs import add_jobs_option, collect_results, gather, map_files, run_one, trace_files, with_limits
+from mixins.analysis.jobs import (
+    add_jobs_option,
+    collect_results,
+    gather,
+    listed_in,
+    map_files,
+    run_one,
+    trace_files,
+    with_limits,
+)
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
 from mixins.analysis.read.reader import TraceError, current_limits, holding
 from mixins.analysis.read.safe_io import STDOUT_NAMES
@@ -81,24 +90,32 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=with_limits(cmd_attribute, p))
 
 
-def _files(path: str) -> list[str]:
-    """A directory's traces, or the path itself (the reader reports a missing or bad file)."""
-    return trace_files(path) if os.path.isdir(path) else [path]
+def _files(path: str) -> tuple[list[str], Collection[str]]:
+    """A directory's traces, or the path itself (the reader reports a missing or bad file); and those
+    found by listing a directory (``jobs.collect_results`` skips what among them is not a trace)."""
+    files = trace_files(path) if os.path.isdir(path) else [path]
+    return files, listed_in(path, files)
 
 
-def _capture_inputs(paths: list[str], replays: list[str]) -> dict[str, Details]:
-    """(capture file, TraceLens execution details of its folder) for each file or directory given; a
-    replay in a capture directory (the demo writes them side by side) is not read as a capture."""
+def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Details], set[str]]:
+    """(capture file, TraceLens execution details of its folder) for each file or directory given, and the
+    files found by listing; a replay in a capture directory (the demo writes them side by side) is not
+    read as a capture."""
     out: dict[str, Details] = {}
+    listed: set[str] = set()
     skip = {os.path.realpath(r) for r in replays}
     for p in paths:
         folder = p if os.path.isdir(p) else os.path.dirname(p) or "."
         details = read_execution_details(folder)
-        files = [f for f in _files(p) if os.path.basename(f) != _DETAILS and os.path.realpath(f) not in skip]
+        found, from_listing = _files(p)
+        files = [f for f in found if os.path.basename(f) != _DETAILS and os.path.realpath(f) not in skip]
+        if not files and not os.path.isdir(p):
+            raise TraceError(p, "is the replay trace: give the capture traces (files, or their directory)")
         if not files:
             raise TraceError(p, "no capture traces (*.json.gz or *.json) in this directory")
         out.update((f, details) for f in files)
-    return out
+        listed.update(from_listing)
+    return out, listed
 
 
 def _capture_job(path: str, details: dict[str, Details], progress: Progress | None = None) -> Capture:
@@ -182,8 +199,8 @@ def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
 
 
 def _load_captures(args: argparse.Namespace, replays: list[str]) -> tuple[list[Capture], int | None]:
-    inputs = _capture_inputs(list(args.captures), replays)
-    caps, bad = collect_results(map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json))
+    inputs, listed = _capture_inputs(list(args.captures), replays)
+    caps, bad = collect_results(map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json), listed)
     if bad:
         raise _Reported()
     return caps, _capture_rank(caps, args.any_rank)
@@ -199,13 +216,15 @@ def _overlaps(args: argparse.Namespace, replays: list[str]) -> bool:
         return False  # the reader reports it, in the usual order
 
 
-def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[Attribution], bool, int | None]:
+def _attribute_overlapped(
+    args: argparse.Namespace, replay: str, listed_replays: Collection[str]
+) -> tuple[list[Attribution], bool, int | None]:
     """Captures in worker processes, the replay indexed here meanwhile (a byte bar on a terminal), then
     the captures still loading (a files bar); errors in the sequential order (captures first, then the
     replay), each one line."""
     from concurrent.futures import ProcessPoolExecutor  # imported only when a pool is used (~20 ms)
 
-    inputs = _capture_inputs(list(args.captures), [replay])
+    inputs, listed = _capture_inputs(list(args.captures), [replay])
     paths = list(inputs)
     workers = max(1, min(len(paths), (args.jobs or os.cpu_count() or 2) - 1))
     limits = current_limits()
@@ -214,14 +233,14 @@ def _attribute_overlapped(args: argparse.Namespace, replay: str) -> tuple[list[A
         with render.progress_bytes(not args.json and render.big_file(replay), os.path.basename(replay)) as bar:
             rp = run_one(limits, index_replay, replay, bar)
         with render.progress_files(not args.json, len(paths)) as tick:
-            caps, bad = collect_results(gather(paths, futures, tick))
+            caps, bad = collect_results(gather(paths, futures, tick), listed)
     if bad:
         raise _Reported()
     rank = _capture_rank(caps, args.any_rank)
     if isinstance(rp, TraceError):
         raise rp
     extra = (rp, *_matched_against(caps), bool(args.annotate), rank, args.any_rank)
-    return (*collect_results([(replay, run_one(limits, _attribute_job, replay, *extra))]), rank)
+    return (*collect_results([(replay, run_one(limits, _attribute_job, replay, *extra))], listed_replays), rank)
 
 
 def _matched_against(caps: list[Capture]) -> tuple[list[Window], list[str]]:
@@ -229,13 +248,16 @@ def _matched_against(caps: list[Capture]) -> tuple[list[Window], list[str]]:
     return [w for c in caps for w in c.windows], [c.path for c in caps]
 
 
-def _attribute_all(args: argparse.Namespace, replays: list[str]) -> tuple[list[Attribution], bool, int | None]:
+def _attribute_all(
+    args: argparse.Namespace, replays: list[str], listed_replays: Collection[str]
+) -> tuple[list[Attribution], bool, int | None]:
     """Results, whether any file was bad, and the captures' rank."""
     if _overlaps(args, replays):
-        return _attribute_overlapped(args, replays[0])
+        return _attribute_overlapped(args, replays[0], listed_replays)
     caps, rank = _load_captures(args, replays)
     extra = (*_matched_against(caps), bool(args.annotate), rank, args.any_rank)
-    return (*collect_results(map_files(_replay_job, replays, extra, args.jobs, not args.json)), rank)
+    results = map_files(_replay_job, replays, extra, args.jobs, not args.json)
+    return (*collect_results(results, listed_replays), rank)
 
 
 class _Reported(Exception):
@@ -281,21 +303,22 @@ def _outputs(args: argparse.Namespace, results: list[Attribution], capture_rank:
 
 def cmd_attribute(args: argparse.Namespace) -> int:
     try:
-        replays = _files(args.replay)
+        replays, listed = _files(args.replay)
         _check_options(args, replays)
         # --annotate reads the replay twice: both times from one descriptor opened here (reader.holding)
         with holding(replays[0]) if args.annotate else nullcontext():
-            results, bad, rank = _attribute_all(args, replays)
+            results, bad, rank = _attribute_all(args, replays, listed)
+            if results:  # over a directory, the good replays are still shown when one is bad
+                _outputs(args, results, rank)
             if bad:
                 return TROUBLE
-            _outputs(args, results, rank)
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
     except _Reported:
         return TROUBLE
     if args.min_coverage is not None:
-        low = [r for r in results if r.gpu_time_us and r.attributed_us / r.gpu_time_us < args.min_coverage]
+        low = [r for r in results if r.gpu_time_us and r.share < args.min_coverage]
         if low or any(not r.gpu_time_us for r in results):
             return LOW_COVERAGE
     return OK

@@ -125,6 +125,14 @@ class Attribution(Struct):
     def attributed_us(self) -> float:
         return sum(r.gpu_time_us for r in self.rows)
 
+    @property
+    def share(self) -> float:
+        """The share of GPU time attributed, from both totals as ``--json`` shows them (to the ns): they are
+        float sums of the same kernels in different orders, so a fully attributed replay could read
+        0.9999999999999997 and fail ``--min-coverage 1``."""
+        gpu = round(self.gpu_time_us, 3)
+        return min(1.0, round(self.attributed_us, 3) / gpu) if gpu > 0 else 0.0
+
     def as_json(self) -> dict[str, Any]:
         return {
             "replay": self.replay,

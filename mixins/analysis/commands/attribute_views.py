@@ -83,7 +83,7 @@ def low_coverage(res: Attribution, capture_rank: int | None) -> str | None:
     likely cause from what the result shows; None when coverage is fine. ``capture_rank``: the
     captures' rank (they may differ from the replay's only under ``--any-rank``)."""
     graph = res.graph_kernels_attributed / res.graph_kernels if res.graph_kernels else 1.0
-    share = res.attributed_us / res.gpu_time_us if res.gpu_time_us > 0 else 0.0
+    share = res.share
     if graph >= WARN_BELOW and share >= WARN_BELOW:
         return None
     said = f"{res.graph_kernels_attributed:,}/{res.graph_kernels:,} graph kernels and " if res.graph_kernels else ""

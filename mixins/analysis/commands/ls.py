@@ -14,7 +14,7 @@ from mixins.analysis import render
 from mixins.analysis.jobs import DIR_HELP, OK, TROUBLE, collect_results, listed_in, map_files, trace_files, with_limits
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.read.reader import TraceError
-from mixins.formats import SUBDIR
+from mixins.formats import STAGING_PREFIX, SUBDIR
 from mixins.helptext import add_command
 
 
@@ -40,10 +40,11 @@ def add_clean(subparsers: Any) -> None:
         subparsers,
         "clean",
         "remove the staging directories of exports whose process is gone",
-        "Remove what interrupted exports left in a trace directory: staging directories (.capture-trace-"
-        "staging.*) whose process is gone, on this host and in this pid namespace, owned by you. Others "
-        "(another user's, a running process, another host) are listed and kept. `ls` lists them and never "
-        "removes anything; an exporter removes its own host's dead ones as it goes (docs/DESIGN.md §2).",
+        f"Remove what interrupted exports left in a trace directory (and in its {SUBDIR}/, as `ls` shows "
+        f"them): staging directories ({STAGING_PREFIX}*) whose process is gone, on this host and in this pid "
+        "namespace, owned by you. Others (another user's, a running process, another host) are listed and "
+        "kept. `ls` lists them and never removes anything; an exporter removes its own host's dead ones as it "
+        "goes (docs/DESIGN.md §2).",
         ["capture-trace clean /tmp/graph_capture_profile"],
     )
     p.add_argument("dir", metavar="DIR", help="a trace directory (where the traces are written)")
@@ -66,12 +67,15 @@ def _ls_job(path: str, progress: Callable[[int, int], None] | None = None) -> di
     return summarize(rec, 0) | {"metadata": metadata_json(rec.identity)}
 
 
+def _staging_parents(directory: str) -> list[str]:
+    """Where exports stage, for ``ls`` and ``clean`` alike: DIR, and the profiler dir's SUBDIR."""
+    return [d for d in (directory, os.path.join(directory, SUBDIR)) if os.path.isdir(d)]
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     from mixins.output_dir import sweep_path
 
-    # staging directories (listed, never removed) where the traces are: DIR, and the profiler dir's SUBDIR
-    where = [d for d in (args.dir, os.path.join(args.dir, SUBDIR)) if os.path.isdir(d)]
-    temps = [t for d in where for t in sweep_path(d, remove=False)]
+    temps = [t for d in _staging_parents(args.dir) for t in sweep_path(d, remove=False)]  # listed, never removed
     if temps and not args.json:
         render.render_temps(temps)
     try:
@@ -103,7 +107,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.dir):
         render.error(f"{args.dir}: not a directory")
         return TROUBLE
-    temps = sweep_path(args.dir, remove=True)
+    temps = [t for d in _staging_parents(args.dir) for t in sweep_path(d, remove=True)]
     if args.json:
         render.print_json({"dir": args.dir, "temporaries": [dataclasses.asdict(t) for t in temps]})
     else:
