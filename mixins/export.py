@@ -102,10 +102,9 @@ def export_profile(
     except Exception as exc:
         report_failure(runner_name, final, exc)
         return None
-    if settings.background() and not settings.strict():
-        _background.start(job)
+    if settings.background() and not settings.strict() and _background.start(job):
         return final
-    return job.run()
+    return job.run()  # synchronous, or no thread to be had: inline rather than lost
 
 
 # -- the rewrite step: our metadata first, Kineto's traceName fixed ---------------------------------
@@ -466,14 +465,29 @@ class _Background:
         self._lock = threading.Lock()
         self._running: list[tuple[threading.Thread, Job]] = []
         self._exit_hook_pid: int | None = None
+        # A forked child has none of its parent's threads: it must neither wait for their exports at its
+        # exit (300 s by default) nor abandon them (that removed the parent's staging directory). A fresh
+        # lock too: the parent's may have been held by another thread at the fork.
+        os.register_at_fork(after_in_child=self._forget_the_parents)
 
-    def start(self, job: Job) -> None:
+    def _forget_the_parents(self) -> None:
+        self._lock = threading.Lock()
+        self._running = []
+
+    def start(self, job: Job) -> bool:
+        """Run ``job`` on a thread of its own; False when no thread could be started (a container's pids
+        limit): the caller runs it inline rather than lose it."""
         thread = threading.Thread(target=job.run, name=f"capture-trace:{job.final.name}", daemon=True)
         with self._lock:  # started under the lock: pruning never drops a thread not yet started
-            thread.start()
+            try:
+                thread.start()
+            except RuntimeError as exc:  # "can't start new thread"
+                logger.debug("no thread for %s (%s): run inline", job.final.name, exc)
+                return False
             self._running = [(t, j) for t, j in self._running if t.is_alive()]
             self._running.append((thread, job))
             self._ensure_exit_hook()
+        return True
 
     def _ensure_exit_hook(self) -> None:
         if self._exit_hook_pid == os.getpid():
@@ -516,7 +530,8 @@ class _Background:
         for thread, job in running:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if exports_only:
-                job.finished.wait(remaining)
+                if thread.is_alive():  # a thread that died without finishing will never set it
+                    job.finished.wait(remaining)
             else:
                 thread.join(remaining)
         if exports_only:
@@ -527,9 +542,10 @@ class _Background:
 _background = _Background()
 
 
-def run_in_background(job: Job) -> None:
-    """Run ``job`` on its own thread, waited for (bounded) at exit and by ``wait_for_exports``."""
-    _background.start(job)
+def run_in_background(job: Job) -> bool:
+    """Run ``job`` on its own thread, waited for (bounded) at exit and by ``wait_for_exports``; False when
+    no thread could be started (the caller runs it inline)."""
+    return _background.start(job)
 
 
 def wait_for_exports(timeout: float | None = None) -> bool:

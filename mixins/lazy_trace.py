@@ -140,8 +140,11 @@ class LazyTrace:
                 publisher = None
         if publisher is None:
             self.work(None)
-        else:
-            run_in_background(publisher)
+        elif not run_in_background(publisher):  # no thread to be had: publish inline, and let the next start one
+            with self._lock:
+                if self._publisher is publisher:
+                    self._publisher = None
+            self.work(None)
 
     def work(self, publisher: _Publisher | None) -> None:
         """Publish until nothing is queued; a publisher thread ends only under the lock with an empty queue,

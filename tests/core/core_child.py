@@ -155,6 +155,74 @@ def slow_export_then_exit() -> None:
     started.wait()
 
 
+def _held_compression() -> Any:
+    """Fault injected: the next export's compression signals that it started (the returned event) and
+    waits for ``release`` (set on the returned event's ``release`` attribute)."""
+    import threading
+
+    from mixins import export
+
+    started, release = threading.Event(), threading.Event()
+    real_compress = export.compress_trace
+
+    def held(*args: Any) -> None:
+        started.set()
+        release.wait()
+        real_compress(*args)
+
+    export.compress_trace = held  # type: ignore[assignment]
+    started.release = release  # type: ignore[attr-defined]
+    return started
+
+
+def _exit_at_once() -> None:
+    """A multiprocessing child that does nothing: its exit runs the inherited exit hooks."""
+
+
+def fork_while_compressing() -> None:
+    """A multiprocessing child forked while this process's export compresses (the test sets an exit
+    timeout of an hour: a child that waited for the export at its exit would not be done in 120 s, the
+    bound on a hang here): prints the child's exit code (None: still waiting) and the path, once the
+    parent's export is done."""
+    import multiprocessing
+
+    _log_to_stderr()
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
+
+    started = _held_compression()
+    path = export_cuda_graph_capture_trace(_mm_profile(3), runner_name="Forked", tp_rank=0)
+    started.wait()
+    worker = multiprocessing.get_context("fork").Process(target=_exit_at_once)
+    worker.start()
+    worker.join(120)
+    if worker.exitcode is None:
+        worker.kill()
+    started.release.set()
+    assert wait_for_exports(), "the export is still running"
+    print(worker.exitcode, path, flush=True)
+
+
+def no_thread_to_be_had() -> None:
+    """Thread.start fails as under a container's pids limit (fault injected): the eager export and a lazy
+    runner's publisher run inline; prints each path and what the staging area holds after."""
+    import threading
+
+    _log_to_stderr()
+    from mixins import export_cuda_graph_capture_trace
+    from mixins.lazy_trace import trace_for
+
+    def cannot_start(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    threading.Thread.start = cannot_start  # type: ignore[method-assign]
+    print(export_cuda_graph_capture_trace(_mm_profile(3), runner_name="NoThread", tp_rank=0), flush=True)
+    lazy = trace_for(None, "LazyNoThread")
+    for _ in range(2):
+        if lazy.admit():
+            lazy.add(_mm_profile(2), None)
+    print(lazy.final, flush=True)
+
+
 # -- test_reliability.py -------------------------------------------------------------------------------
 
 
@@ -379,6 +447,7 @@ CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
         switched_off_imports, efbig, export_then_exit, concurrent_exports, slow_export_then_exit,
+        fork_while_compressing, no_thread_to_be_had,
         parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
         export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
         kineto_filter,

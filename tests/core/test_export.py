@@ -222,6 +222,33 @@ def test_exit_waits_only_as_long_as_the_exit_timeout(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / "graph_capture_profile") == []  # neither the trace nor its staging directory
 
 
+def test_a_forked_child_leaves_its_parents_export_alone(tmp_path: Path) -> None:
+    """A multiprocessing child forked mid-compression inherits the exit hook and the list of running
+    exports, but not their threads: it waited at its exit for an export it could never see finish (the
+    whole exit timeout, 300 s by default). Now the child forgets them at the fork and exits at once, and
+    the parent's trace is saved."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="3600")
+    done = subprocess.run(child("fork_while_compressing"), env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    exitcode, path = done.stdout.split()
+    assert exitcode == "0" and "not saved" not in done.stderr, done.stderr
+    assert load_trace(path)["traceEvents"]
+    assert os.listdir(tmp_path / "graph_capture_profile") == [os.path.basename(path)]
+
+
+def test_no_thread_to_be_had_exports_inline(tmp_path: Path) -> None:
+    """A container's pids limit reached: Thread.start raises. The export ran into the caller (a hook in the
+    capture) and leaked its staging directory; a lazy runner's publisher never ran again. Now both run
+    inline and their files are saved."""
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    done = subprocess.run(child("no_thread_to_be_had"), env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    eager, lazy = done.stdout.split()
+    assert load_trace(eager)["traceEvents"] and load_trace(lazy)["traceEvents"]
+    assert sorted(os.listdir(tmp_path / "graph_capture_profile")) == sorted(map(os.path.basename, (eager, lazy)))
+
+
 def test_wait_for_exports_takes_an_infinite_timeout(trace_env: Path) -> None:
     """``timeout=inf`` waits without a bound (thread.join would raise OverflowError); nan is refused."""
     path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Forever", tp_rank=0)
