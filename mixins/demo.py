@@ -186,6 +186,10 @@ def _command(args: argparse.Namespace) -> int:
     from mixins.demo_runners import RUNNERS
 
     out = Path(args.out).resolve()
+    blocked = next((p for p in (out, *out.parents) if p.exists()), None)
+    if blocked is not None and not blocked.is_dir():  # found now, not after minutes of capturing
+        print(f"capture-trace: error: --out {args.out}: {blocked} is not a directory", file=sys.stderr)
+        return 2
     print(f"capture-trace demo: setting {settings.ENABLE}=1 and {settings.PROFILER_DIR}={out} for this process")
     try:
         device = _resolve_device(args.device)
@@ -200,8 +204,9 @@ def _command(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"capture-trace: error: {exc}", file=sys.stderr)
         return 2
-    if len(paths) != len(RUNNERS) + (1 if args.replay else 0):
-        print(f"capture-trace: error: expected {len(RUNNERS)} traces, found {len(paths)}", file=sys.stderr)
+    expected = len(RUNNERS) + (1 if args.replay else 0)
+    if len(paths) != expected:
+        print(f"capture-trace: error: expected {expected} traces, found {len(paths)}", file=sys.stderr)
         return 1
     for path in paths:
         total, by_cat = _count_events(path)

@@ -72,6 +72,14 @@ def test_the_replay_given_as_the_capture_is_named_as_such(run_cli: Any) -> None:
     )
 
 
+@pytest.mark.parametrize("option", ["--csv", "--annotate"])
+def test_an_empty_output_name_is_refused(run_cli: Any, option: str) -> None:
+    """``--csv "$OUT"`` with OUT unset wrote nothing and said nothing (exit 0)."""
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, "")
+    assert (rc, out) == (2, "")
+    assert err == f"capture-trace: error: {option}: expected a file name ('-' for stdout), got an empty one\n"
+
+
 def test_good_pair_says_nothing_on_stderr(run_cli: Any) -> None:
     for argv in ((), ("--json",), ("--group-by", "module")):
         rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, *argv)

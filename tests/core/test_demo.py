@@ -101,3 +101,14 @@ def test_demo_rejects_bad_batch_sizes_and_missing_cuda(tmp_path: Path) -> None:
                               env=subprocess_env(), capture_output=True, text=True)
         assert done.returncode == 2
         assert done.stderr.strip().splitlines()[-1].startswith("capture-trace: error: --device cuda requested")
+
+
+def test_demo_refuses_an_out_under_a_file_before_capturing(tmp_path: Path) -> None:
+    """It captured for minutes, then said "expected 4 traces, found 0" (exit 1): now one line, exit 2, and
+    nothing profiled (the device line comes after the check)."""
+    (tmp_path / "afile").write_text("")
+    done = subprocess.run([PYTHON, "-m", "mixins", "demo", "--out", str(tmp_path / "afile" / "x")],
+                          env=subprocess_env(), capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (2, "")
+    where = tmp_path / "afile"
+    assert done.stderr == f"capture-trace: error: --out {where / 'x'}: {where} is not a directory\n"

@@ -192,6 +192,9 @@ def _write_csv(path: str, rows: list[dict[str, Any]], by: str | None) -> None:
 
 
 def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
+    for option, path in (("--csv", args.csv), ("--annotate", args.annotate)):
+        if path == "":  # not "no output": a variable that expanded to nothing
+            raise TraceError(option, "expected a file name ('-' for stdout), got an empty one")
     if args.min_coverage is not None and not 0.0 <= args.min_coverage <= 1.0:
         raise TraceError("--min-coverage", f"expected a fraction between 0 and 1, got {args.min_coverage}")
     if args.annotate and len(replays) != 1:
