@@ -58,7 +58,7 @@ def _outermost(kind: str, instance: object) -> Iterator[bool]:
 def runner_name_for(runner: object, draft_base: type | None = None) -> str:
     """``type(runner).__name__``; ``Draft{Name}`` for a draft worker's *plain* base runner (as sglang 0.5.22+
     does, since such drafts capture at the target's shapes and would otherwise share its file name)."""
-    cls = type(runner)
+    cls = runner if isinstance(runner, type) else type(runner)  # a classmethod hook's runner is its class
     if draft_base is not None and cls is draft_base:
         model_runner = getattr(runner, "model_runner", None)
         if getattr(model_runner, "is_draft_worker", False):
@@ -434,13 +434,22 @@ class _Options:
     shape_unit: str = "bs"
 
 
+def _has_method(cls: type, name: str) -> bool:
+    """Whether ``cls`` has ``name`` to wrap. A staticmethod is refused: called with no runner, it cannot
+    say whose trace it is (its profile would be taken for the runner, and nothing exported)."""
+    found = find_attribute(cls, name)
+    if found is not None and isinstance(found[1], staticmethod):
+        raise TypeError(f"{cls.__qualname__}.{name} is a staticmethod: make it a method (the runner names the trace)")
+    return found is not None
+
+
 def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
     if options.profile is not None:  # profile mode: our profiler around that method; no hook involved
-        if find_attribute(cls, options.profile) is not None:
+        if _has_method(cls, options.profile):
             wrap_method(cls, options.profile, profile_method(draft_base=options.draft_base), tag=tag)
         elif required:
             raise TypeError(f"{cls.__qualname__} has no method {options.profile!r} to profile")
-    elif find_attribute(cls, options.hook) is not None:
+    elif _has_method(cls, options.hook):
         wrap_method(cls, options.hook, export_after_hook(options.draft_base), tag=tag)
     elif required:
         raise TypeError(f"{cls.__qualname__} has no method {options.hook!r} to export after")

@@ -168,6 +168,27 @@ def test_hook_called_through_the_class_with_explicit_self(trace_env: Path) -> No
     assert op_shapes(trace) == [[[7, 8], [8, 3]]]
 
 
+def test_a_classmethod_hook_is_named_by_its_class_and_a_staticmethod_is_refused(trace_env: Path) -> None:
+    """A classmethod's runner is its class (the trace was named ``type``); a staticmethod hook has no runner
+    to name the trace by (its profile was taken for the runner, and nothing exported): refused up front."""
+
+    @with_capture_trace
+    class ClassHook:
+        @classmethod
+        def _post_process_after_profile(cls, prof_context: Any) -> str:
+            return "cls"
+
+    assert ClassHook()._post_process_after_profile(profile_of(matmul_work(3))) == "cls"
+    assert list(_files(trace_env)) == ["cuda_graph_capture-ClassHook-TP-0.json.gz"]
+    with pytest.raises(TypeError, match=r"StaticHook._post_process_after_profile is a staticmethod: make it a method"):
+
+        @with_capture_trace
+        class StaticHook:
+            @staticmethod
+            def _post_process_after_profile(prof_context: Any) -> None:
+                pass
+
+
 def test_profiling_flag_false_skips_export_and_absent_means_on(trace_env: Path) -> None:
     @with_capture_trace
     class Flagged(Runner):
