@@ -143,3 +143,16 @@ def test_a_top_level_number_cut_at_the_window_end_is_read(tmp_path: Path, run_cl
 )
 def test_cooperative_launches_are_launches(name: str) -> None:
     assert call_kind(name) == C_LAUNCH
+
+
+def test_an_unread_number_out_of_range_does_not_depend_on_its_neighbours(tmp_path: Path, run_cli: Run) -> None:
+    """``1e999`` in a field nobody reads is never looked at: alone in its slice, or beside an event of an
+    unexpected type (which sent the whole slice through the untyped decoder, and refused the trace)."""
+    odd = {"ph": "X", "cat": "cpu_op", "name": "odd", "ts": "x", "pid": 1, "tid": 1}
+    for n, neighbours in enumerate(([], [odd])):
+        path = tmp_path / f"t{n}.json"
+        events = [json.dumps(_x("cpu_op", "aten::mm", 1, 1))[:-1] + ', "zz": 1e999}', *map(json.dumps, neighbours)]
+        path.write_text('{"traceEvents": [' + ", ".join(events) + "]}")
+        rc, out, err = run_cli("summary", "--json", path)
+        assert (rc, err) == (0, "")
+        assert json.loads(out)["traces"][0]["events"] == 1 + len(neighbours)

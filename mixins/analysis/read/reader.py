@@ -250,6 +250,7 @@ _SLIM = _Shape(msgspec.json.Decoder(list[SlimEvent]), SlimEvent, SlimArgs)
 _BARE = _Shape(msgspec.json.Decoder(list[BareEvent]), BareEvent, SlimArgs)  # args: never built
 _RAW = _Shape(msgspec.json.Decoder(list[msgspec.Raw]), msgspec.Raw, msgspec.Raw)  # elements as their text
 _ANY = msgspec.json.Decoder()
+_ELEMENT: dict[type, msgspec.json.Decoder[Any]] = {}  # one element's typed decoder, made when first needed
 _WS = re.compile(rb"[ \t\r\n]*")
 _CUT = re.compile(rb"\}[ \t\r\n]*(?:,[ \t\r\n]*(?=\{)|\])")
 _NUMBER_TAIL = re.compile(rb"[0-9.eE+-]+")  # what may follow a number's prefix in its own text
@@ -356,17 +357,25 @@ def _decode_slice(data: bytes, shape: _Shape = _FULL) -> tuple[list[Any], int] |
     except msgspec.DecodeError:
         return None
     try:
-        values = _ANY.decode(data)
-    except msgspec.ValidationError:  # the untyped decoder only refuses numbers out of range
-        raise _OutOfRange from None
+        elements = _RAW.decoder.decode(data)
     except msgspec.DecodeError:
         return None
+    # Element by element, so that an element decodes the same whatever shares its slice: a well-typed
+    # one as on the fast path (a number out of range in a field nobody reads is never looked at).
+    one = _ELEMENT.get(shape.event) or _ELEMENT.setdefault(shape.event, msgspec.json.Decoder(shape.event))
     events = []
-    for v in values:
-        ev = _tolerant_event(v, shape)
+    for element in elements:
+        try:
+            ev = one.decode(element)
+        except msgspec.ValidationError:
+            try:
+                value = _ANY.decode(element)
+            except msgspec.ValidationError:  # the untyped decoder only refuses numbers out of range
+                raise _OutOfRange from None
+            ev = _tolerant_event(value, shape)
         if ev is not None:
             events.append(ev)
-    return events, len(values)
+    return events, len(elements)
 
 
 def _bracketed(buf: bytes, start: int, end: int) -> bytes:
