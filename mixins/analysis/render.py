@@ -379,7 +379,7 @@ def render_check(groups: list[GroupCheck]) -> None:
     out = console()
     rows: list[list[Cell]] = [
         [
-            g.runner or "?",
+            g.runner or "?" if g.bs is None else f"{g.runner or '?'} bs={g.bs}",
             _rank(g.pp_rank),
             str(g.capture_index),
             ", ".join("?" if r is None else str(r) for r, _ in g.members),
@@ -390,7 +390,8 @@ def render_check(groups: list[GroupCheck]) -> None:
     ]
     print_table(out, CHECK_COLUMNS, rows, runners=[g.runner or "?" for g in groups])
     for g in groups:
-        head = safe(" ".join(x for x in (g.runner or "?", f"PP {g.pp_rank}" if g.pp_rank is not None else "",
+        head = safe(" ".join(x for x in (g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
+                                           f"PP {g.pp_rank}" if g.pp_rank is not None else "",
                                            f"#{g.capture_index}") if x))
         for p in g.problems:
             out.print(f"[bold]{head}[/bold]: {safe(p)}")

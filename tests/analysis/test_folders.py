@@ -156,3 +156,37 @@ def test_clean_removes_what_ls_says_it_removes(tmp_path: Path, run_cli: Run) -> 
     assert (rc, err) == (0, "")
     assert [(t["name"], t["removed"]) for t in json.loads(out)["temporaries"]] == [(stale, True)]
     assert not (sub / stale).exists() and (sub / CAPTURE.name).is_file()
+
+
+def _upstream_file(path: Path, bs: int, ops: list[str]) -> None:
+    """An upstream per-batch-size file (``Decode_bs_{bs}_rank{rank}.json.gz``): the ops, no metadata."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "ts": 10 * n, "dur": 5, "pid": 1, "tid": 1,
+               "args": {"Input Dims": [[bs, 4]], "Input type": ["float"]}} for n, name in enumerate(ops)]
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+
+
+def test_check_compares_upstream_per_batch_size_files_size_by_size(tmp_path: Path, run_cli: Run) -> None:
+    """Rank 0's bs=1 file was compared with rank 0's bs=2 file, and "2 traces claim TP rank 0": one group
+    per batch size now, each with its ranks; a real divergence is still found in its own size."""
+    for rank in (0, 1):
+        for bs in (1, 2):
+            ops = ["aten::mm", "aten::relu"] + (["aten::extra"] if (rank, bs) == (1, 2) else [])
+            _upstream_file(tmp_path / f"Decode_bs_{bs}_rank{rank}.json.gz", bs, ops)
+    rc, out, err = run_cli("check", tmp_path, "--json")
+    groups = json.loads(out)["groups"]
+    assert [(g["bs"], g["ranks"], g["ok"]) for g in groups] == [(1, [0, 1], True), (2, [0, 1], False)], err
+    assert rc == 1 and groups[1]["problems"] == [] and groups[1]["divergences"][0]["rank"] == 1
+
+
+def test_check_fails_when_ranks_disagree_on_pp_size(tmp_path: Path, run_cli: Run) -> None:
+    """Stage 0's two TP ranks say pp_size 2 and 3: either way a stage is missing, and it said ok."""
+    for tp, pp_size in ((0, 2), (1, 3)):
+        meta = {"runner": "Decode", "tp_rank": tp, "pp_rank": 0, "pp_size": pp_size, "tp_size": 2, "capture_index": 1}
+        events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]
+        doc = {"capture_trace": meta, "traceEvents": events}
+        path = tmp_path / f"cuda_graph_capture-Decode-TP-{tp}-PP-0.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    (group,) = json.loads(out)["groups"]
+    assert rc == 1 and group["ok"] is False
+    assert group["problems"] == ["traces disagree on pp_size (2, 3): completeness not checked"]

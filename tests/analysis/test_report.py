@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -293,3 +294,16 @@ def test_the_harness_sees_console_errors_and_blank_pages(tmp_path: Path) -> None
     page = open_page(page_path, window=(200, 200))
     assert page.console == ["e1", "l1", "Uncaught ReferenceError: nope is not defined"]
     assert Elements(page.dom).text("x") == "ok" and set(pixels(page)) == {(255, 255, 255)}
+
+
+def test_traces_sharing_a_name_each_get_their_own_bars(cpu_traces: dict[str, Path], tmp_path: Path) -> None:
+    """Three runs of one runner and rank (one file name in three folders): the second and third were both
+    renamed "(file name)" and their bars stacked into one column. Each now has a category of its own."""
+    trace = cpu_traces["r0"]
+    runs = []
+    for n in range(3):
+        (tmp_path / f"run{n}").mkdir()
+        runs.append(shutil.copy(trace, tmp_path / f"run{n}" / trace.name))
+    figures = json.loads(Elements(_report(tmp_path, *runs).read_text()).text("capture-trace-figures"))
+    names = {name for bar in figures["startup"]["data"] for name in bar["x"][0]}
+    assert names == {f"DecodeCudaGraphRunner · TP 0 ({run})" for run in runs}

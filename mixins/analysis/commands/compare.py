@@ -178,11 +178,12 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
 
 
 def group_key(t: CompactTrace) -> tuple[Any, ...]:
-    """(runner, pp_rank, capture index); a trace without a TP rank is its own group, never merged."""
+    """(runner, pp_rank, capture index, batch size of an upstream per-batch-size file); a trace without a
+    TP rank is its own group, never merged."""
     ident = t.identity
     if ident.tp_rank is None:
         return ("?", t.path)
-    return (ident.runner or "", ident.pp_rank or 0, ident.capture_index)
+    return (ident.runner or "", ident.pp_rank or 0, ident.capture_index, ident.bs if ident.bs is not None else -1)
 
 
 class Divergence(Struct):
@@ -201,6 +202,7 @@ class GroupCheck(Struct):
     pp_rank: int | None
     capture_index: int | None
     members: list[tuple[int | None, str]]  # (tp rank, path), reference first
+    bs: int | None = None  # an upstream per-batch-size file's batch size: one group per size
     divergences: list[Divergence] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # make the group fail
     notes: list[str] = field(default_factory=list)  # informational only
@@ -216,6 +218,7 @@ class GroupCheck(Struct):
             "runner": self.runner,
             "pp_rank": self.pp_rank,
             "capture_index": self.capture_index,
+            "bs": self.bs,
             "ranks": [r for r, _ in self.members],
             "paths": [p for _, p in self.members],
             "ok": self.ok,
@@ -270,7 +273,8 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         ref = members[0]
         ident = ref.identity
         g = GroupCheck(
-            ident.runner, ident.pp_rank, ident.capture_index, [(m.identity.tp_rank, m.path) for m in members]
+            ident.runner, ident.pp_rank, ident.capture_index, [(m.identity.tp_rank, m.path) for m in members],
+            bs=ident.bs,
         )
         out.append(g)
         if ident.tp_rank is None:
@@ -364,7 +368,13 @@ def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
             g for g in groups if (g.runner or "", g.capture_index) == (runner, index) and g.members[0][0] is not None
         ]
         stages = {g.pp_rank or 0 for g in family}
-        missing = _gaps(sorted(stages), max(found)) if len(found) == 1 else []
+        if len(found) > 1:
+            first = min(family, key=lambda g: g.pp_rank or 0)
+            shown = ", ".join(map(str, sorted(found)))
+            first.problems.append(f"traces disagree on pp_size ({shown}): completeness not checked")
+            first.complete = False
+            continue
+        missing = _gaps(sorted(stages), max(found))
         if missing:
             first = min(family, key=lambda g: g.pp_rank or 0)
             size = max(found)

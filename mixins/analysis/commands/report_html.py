@@ -18,6 +18,7 @@ import html
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -89,6 +90,11 @@ def _fmt(us: float | None, div: float) -> str:
     return "–" if us is None else f"{us / div:,.3f}"
 
 
+def _group_name(g: dict[str, Any]) -> str:
+    """A check group's runner, with its batch size when it is one of upstream's per-batch-size files."""
+    return str(g.get("runner") or "?") + (f" bs={g['bs']}" if g.get("bs") is not None else "")
+
+
 def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
     """One name per ``time`` trace: runner (or class, or file), TP rank, PP rank and capture number when
     not the first; a name still shared gets ``(file)`` so two bars never merge."""
@@ -101,10 +107,15 @@ def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
         if (t.get("capture_index") or 1) > 1:
             parts.append(f"#{t['capture_index']}")
         names.append(" · ".join(parts))
-    for i, n in enumerate(names):
-        if names.count(n) > 1:
-            names[i] = f"{n} ({os.path.basename(str(traces[i].get('path', '?')))})"
-    return names
+    paths = [str(t.get("path", "?")) for t in traces]
+    bases = [os.path.basename(p) for p in paths]
+    named = Counter(names)  # counted before any is renamed
+    named_in = Counter(zip(names, bases, strict=True))
+    # a shared name gets the file's name, or its whole path where the files' names are shared too
+    return [
+        n if named[n] == 1 else f"{n} ({paths[i] if named_in[n, bases[i]] > 1 else bases[i]})"
+        for i, n in enumerate(names)
+    ]
 
 
 def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
@@ -190,7 +201,7 @@ def _check_section(check_json: dict[str, Any]) -> str:
         notes = g.get("notes") or []
         rows.append(
             f'<tr class="{"ok" if g.get("ok") else "bad"}" data-ok="{str(bool(g.get("ok"))).lower()}">'
-            f'<td>{_h(g.get("runner") or "?")}</td><td>{_h(_opt(g.get("pp_rank")))}</td>'
+            f'<td>{_h(_group_name(g))}</td><td>{_h(_opt(g.get("pp_rank")))}</td>'
             f'<td>{_h(_opt(g.get("capture_index")))}</td><td>{_h(ranks)}</td><td>{_h(_opt(g.get("tp_size")))}</td>'
             f'<td>{"ok" if g.get("ok") else "FAILED"}</td>'
             f"<td>{'<br>'.join(_h(d) for d in details)}{'<br>' if details and notes else ''}"
