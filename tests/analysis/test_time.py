@@ -308,6 +308,52 @@ def test_nested_windows_and_an_end_on_another_thread(tmp_path: Path, run_cli: Ru
     assert seg["phases"] == {"warmup": 0.0, "capture": 244.0, "instantiate": 20.0, "other": 136.0}
 
 
+def test_a_window_never_closed_ends_with_its_own_segment(tmp_path: Path, run_cli: Run) -> None:
+    """An aborted capture (a begin, no end) in bs=8 ran on through every later segment of the process:
+    bs=16 read all capture. It ends with bs=8 now, as the design says."""
+    events = [
+        _x("user_annotation", "capture::bs=8", 0, 1000),
+        _x("cpu_op", "A", 10, 100),
+        _x("cuda_runtime", "cudaStreamBeginCapture", 200, 10),  # never closed: capture 210..1000
+        _x("user_annotation", "capture::bs=16", 2000, 1000),
+        _x("cpu_op", "A", 2010, 100),
+        _x("cuda_runtime", "cudaStreamBeginCapture", 2200, 10),  # 2210..2520
+        _x("cuda_runtime", "cudaStreamEndCapture", 2500, 20),
+    ]
+    (t,) = time_json(run_cli, _write(tmp_path / "aborted.json.gz", events))["traces"]
+    bs8, bs16 = t["segments"]
+    assert (bs8["capture_windows"], bs8["phases"]) == (1, {"warmup": 100.0, "capture": 790.0, "instantiate": 0.0,
+                                                           "other": 110.0})
+    assert (bs16["capture_windows"], bs16["phases"]) == (1, {"warmup": 100.0, "capture": 310.0, "instantiate": 0.0,
+                                                             "other": 590.0})
+
+
+def test_overlapping_segments_of_one_process_count_each_call_once(tmp_path: Path, run_cli: Run) -> None:
+    """Two threads of one process capture at once (bs=8 on thread 1 from 0, bs=16 on thread 2 from 600):
+    op B (thread 2, 610..910) lay in both segments' time and was counted in both, with thread 1's window
+    booked as bs=16's capture too. Each call is now in one segment, where summary puts it, and each
+    window in its begin's."""
+    events = [
+        _x("user_annotation", "capture::bs=8", 0, 1000),
+        _x("cpu_op", "A", 10, 400),
+        _x("cuda_runtime", "cudaStreamBeginCapture", 500, 10),  # 510..910
+        _x("cuda_runtime", "cudaStreamEndCapture", 900, 10),
+        _x("user_annotation", "capture::bs=16", 600, 1000, tid=2),
+        _x("cpu_op", "B", 610, 300, tid=2),
+        _x("cuda_runtime", "cudaStreamBeginCapture", 1000, 10, tid=2),  # 1010..1510
+        _x("cuda_runtime", "cudaStreamEndCapture", 1500, 10, tid=2),
+    ]
+    path = _write(tmp_path / "two_threads.json.gz", events)
+    (t,) = time_json(run_cli, path)["traces"]
+    bs8, bs16 = t["segments"]
+    assert (bs8["capture_windows"], bs8["phases"]["warmup"], bs8["phases"]["capture"]) == (1, 400.0, 400.0)
+    assert (bs16["capture_windows"], bs16["phases"]["warmup"], bs16["phases"]["capture"]) == (1, 300.0, 500.0)
+    top = {(r["phase"], r["op"]): (r["self_us"], r["count"]) for r in t["totals"]["top"]}
+    assert top[("warmup", "B")] == (300.0, 1) and top[("warmup", "A")] == (400.0, 1)
+    summary = json.loads(run_cli("summary", "--json", path)[1])["traces"][0]["segments"]
+    assert [[op["op"] for op in s["top"] if op["op"] in "AB"] for s in summary] == [["A"], ["B"]]
+
+
 def test_upstream_per_batch_size_file_is_one_segment(tmp_path: Path, run_cli: Run) -> None:
     path = _write(tmp_path / "DecodeCudaGraphRunner_bs_8_rank1.json.gz", FAKE_TWO_WINDOWS[1:15])
     (t,) = time_json(run_cli, path)["traces"]

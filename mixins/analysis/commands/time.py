@@ -38,7 +38,7 @@ from mixins.analysis.model.events import C_INSTANTIATE
 from mixins.analysis.model.identity import Identity, identity_of
 from mixins.analysis.model.interval_sets import IntervalSet, clip, subtract, union
 from mixins.analysis.model.record import Segment
-from mixins.analysis.model.segments import segments_of, size_json
+from mixins.analysis.model.segments import assigner, segments_of, size_json
 from mixins.analysis.model.timeline import Timeline, load_timeline
 from mixins.helptext import add_command, non_negative_int
 
@@ -185,8 +185,42 @@ def _windows(tl: Timeline) -> list[tuple[Any, int, int]]:
     ]
 
 
+class _Placed(Struct):
+    """Each segment's calls, and the segment of each capture window and instantiate (by its begin)."""
+
+    members: list[array]
+    window_segment: list[int]
+    instantiate_segment: list[int]
+
+
+def _placed(tl: Timeline, segs: list[Segment], cs: _Calls, order: array, instantiates: list[int]) -> _Placed | None:
+    """Where two segments of one process overlap in time (captures on two threads at once): each call goes
+    to one segment, where ``summary`` counts it (``segments.assigner``: the innermost containing one of
+    its process), and each capture window and instantiate to its begin's. None when no two overlap: a
+    call is then in at most one, and slicing the calls by time (``_segment``) is the same answer for less."""
+    ends: dict[Any, float] = {}
+    overlap = False
+    for s in sorted((s for s in segs if math.isfinite(s.start) and math.isfinite(s.end)), key=lambda s: s.start):
+        overlap = overlap or s.start < ends.get(s.pid, -math.inf)
+        ends[s.pid] = max(s.end, ends.get(s.pid, -math.inf))
+    if not overlap:
+        return None
+    pids = {pid: n for n, pid in enumerate(dict.fromkeys(tl.thread_pid))}
+    find = assigner(segs, pids)
+    place = [pids[p] for p in tl.thread_pid]  # by thread
+    c = tl.calls
+    owner = [find(t, place[th]) for t, th in zip(chain(tl.ops.start, c.start), cs.thread, strict=True)]
+    members = [array("i") for _ in segs]
+    for i in order:
+        if owner[i] >= 0:
+            members[owner[i]].append(i)
+    windows = [find(c.start[b], place[c.thread[b]]) for b, _ in tl.capture_windows()]
+    return _Placed(members, windows, [find(c.start[i], place[c.thread[i]]) for i in instantiates])
+
+
 class _Context(Struct):
-    """What every segment's computation reads: the calls in start order, windows, instantiates."""
+    """What every segment's computation reads: the calls in start order, windows, instantiates, and
+    where segments of a process overlap, which segment each belongs to."""
 
     calls: _Calls
     order: array
@@ -195,16 +229,24 @@ class _Context(Struct):
     instantiates: list[tuple[Any, int, int]]
     top: int
     span: tuple[int, int]
+    placed: _Placed | None = None
 
 
 def _phase_intervals(
-    ctx: _Context, members: array, s0: int, s1: int, pid: Any
+    ctx: _Context, members: array, s0: int, s1: int, pid: Any, j: int
 ) -> tuple[dict[str, IntervalSet], int]:
-    """capture / instantiate / warmup interval sets of one segment, and its number of capture windows."""
+    """capture / instantiate / warmup interval sets of segment ``j``, and its number of capture windows."""
     mine = pid is None
-    windows = clip(((a, b) for p, a, b in ctx.windows if mine or p == pid), s0, s1)
+    placed = ctx.placed
+    if placed is not None:  # segments of a process overlap: what began in this one
+        ours = [(a, b) for k, (_, a, b) in enumerate(ctx.windows) if placed.window_segment[k] == j]
+        theirs = [(a, b) for k, (_, a, b) in enumerate(ctx.instantiates) if placed.instantiate_segment[k] == j]
+    else:  # a window never closed runs to the end of the segment it began in, not into every later one
+        ours = [(a, b) for p, a, b in ctx.windows if (mine or p == pid) and (b != _FOREVER or s0 <= a <= s1)]
+        theirs = [(a, b) for p, a, b in ctx.instantiates if mine or p == pid]
+    windows = clip(ours, s0, s1)
     capture = union(windows)
-    inst = subtract(union(clip(((a, b) for p, a, b in ctx.instantiates if mine or p == pid), s0, s1)), capture)
+    inst = subtract(union(clip(theirs, s0, s1)), capture)
     first = capture.starts[0] if capture else s1
     cs = ctx.calls
     ops = ((cs.ts[i], min(cs.end[i], first)) for i in members if cs.ts[i] < first and i < cs.n_ops)  # cpu_ops
@@ -266,9 +308,9 @@ def _partition(sets: list[IntervalSet], s0: int, s1: int) -> tuple[array, array]
 
 def _spent(ctx: _Context, members: array, sets: dict[str, IntervalSet], s0: int, s1: int) -> _Spent:
     """Each call's self time (its duration less the calls nested in it on its thread), cut by the phases:
-    what lies in a phase counts there and only there, and nothing outside the segment counts. So a
-    phase's ops never add up to more than the phase (an op starting in warm-up and running on through a
-    capture window gives each phase its own part).
+    what lies in a phase counts there and only there, and nothing outside the segment counts. So on one
+    thread a phase's ops never add up to more than the phase (an op starting in warm-up and running on
+    through a capture window gives each phase its own part); threads at work at once each count theirs.
 
     Most calls lie inside one piece of one phase (and so do the calls nested in them): found by a cursor
     (calls come in start order), such a call carries one number, its phase and self time; only a call
@@ -364,16 +406,19 @@ def _clipped(a: int, b: int, s0: int, s1: int, measures: list[_Measure], other: 
     return vec
 
 
-def _segment(ctx: _Context, seg: Segment, total: _Spent) -> SegmentTime:
+def _segment(ctx: _Context, j: int, seg: Segment, total: _Spent) -> SegmentTime:
     cs = ctx.calls
     bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
     pid = seg.pid if bounded else None
-    members = ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]  # an array: 4 B a call
-    if pid is not None:
-        members = array("i", [i for i in members if cs.thread_pid[cs.thread[i]] == pid])
-    sets, n_windows = _phase_intervals(ctx, members, s0, s1, pid)
+    if ctx.placed is not None:
+        members = ctx.placed.members[j]
+    else:
+        members = ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]  # an array: 4 B a call
+        if pid is not None:
+            members = array("i", [i for i in members if cs.thread_pid[cs.thread[i]] == pid])
+    sets, n_windows = _phase_intervals(ctx, members, s0, s1, pid, j)
     phases = {p: sets[p].length for p in PHASES[:-1]}
     phases["other"] = (s1 - s0) - sum(phases.values())
     spent = _spent(ctx, members, sets, s0, s1) if ctx.top > 0 else _Spent()
@@ -390,15 +435,13 @@ def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
     order = cs.start_order()
     starts = array("q", map(cs.ts.__getitem__, order))
     c = tl.calls
-    instantiates = [
-        (tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i]))
-        for i in range(len(c.kind))
-        if c.kind[i] == C_INSTANTIATE
-    ]
+    inst = [i for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
+    instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
-    ctx = _Context(cs, order, starts, _windows(tl), instantiates, top, span)
+    placed = _placed(tl, segs, cs, order, inst)
+    ctx = _Context(cs, order, starts, _windows(tl), instantiates, top, span, placed)
     total = _Spent()
-    segments = [_segment(ctx, s, total) for s in segs]
+    segments = [_segment(ctx, j, s, total) for j, s in enumerate(segs)]
     return TraceTime(path, identity, source, segments, total.top(top, cs.names))
 
 
