@@ -98,6 +98,19 @@ def test_untimed_ops_come_last_whatever_the_file_order(tmp_path: Path, run_cli: 
     assert run_cli("diff", a, b)[0] == 0
 
 
+def test_ops_starting_together_are_ordered_the_longer_first_whatever_the_file_order(
+    tmp_path: Path, run_cli: Run
+) -> None:
+    """A parent and its first child start at one timestamp: file order decided which came first, so one
+    trace written in two orders was "changed". The longer comes first now, as ``time`` orders calls."""
+    parent, child = _x("cpu_op", "aten::linear", 10, 9), _x("cpu_op", "aten::t", 10, 2)
+    a = _write(tmp_path / "a.json", {"traceEvents": [parent, child]})
+    b = _write(tmp_path / "b.json", {"traceEvents": [child, parent]})
+    for path in (a, b):
+        assert [op.sig.name for s in load_record(str(path)).segments for op in s.ops] == ["aten::linear", "aten::t"]
+    assert run_cli("diff", a, b)[0] == 0
+
+
 def test_duplicate_labels_never_take_a_label_the_trace_has(tmp_path: Path, run_cli: Run) -> None:
     events = []
     for n, name in enumerate(["capture::bs=8", "capture::bs=8", "capture::bs=8#2"]):

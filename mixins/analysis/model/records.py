@@ -12,8 +12,8 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
-from itertools import chain, compress
-from operator import not_
+from itertools import chain, compress, islice
+from operator import eq, not_
 
 from msgspec import Struct, field
 
@@ -220,7 +220,7 @@ def _place_ops(
     for j, n in sorted(Counter(op_seg).items()):
         s = all_segs[j]
         s.cpu_ops = n
-        s.members = array("i", _in_time_order(by_segment[at : at + n], table.ts))
+        s.members = array("i", _in_time_order(by_segment[at : at + n], table.ts, tl.ops.end))
         at += n
     for j, n in Counter(compress(op_seg, map(not_, links.op_shapes))).items():
         all_segs[j].ops_without_shapes += n
@@ -230,13 +230,22 @@ def _place_ops(
         s.table = table
 
 
-def _in_time_order(ops: list[int], ts: array) -> list[int]:
-    """Ops by start (stable: file order breaks ties), those without a time (NaN) last in file order:
-    a NaN sort key would leave the order to chance."""
+def _in_time_order(ops: list[int], ts: array, end: array) -> list[int]:
+    """Ops by start, the longer first where starts tie (a parent before its children, as ``time`` orders
+    calls), file order after that; those without a time (NaN) last in file order: a NaN sort key would
+    leave the order to chance. So one trace written in two orders is one sequence (``diff``)."""
     timed = [k for k in ops if ts[k] == ts[k]]
-    if len(timed) == len(ops):
-        return sorted(ops, key=ts.__getitem__)
-    return sorted(timed, key=ts.__getitem__) + [k for k in ops if ts[k] != ts[k]]
+    untimed = [k for k in ops if ts[k] != ts[k]] if len(timed) < len(ops) else []
+    out = sorted(timed, key=ts.__getitem__)
+    starts = list(map(ts.__getitem__, out))
+    ties = list(compress(range(len(starts) - 1), map(eq, starts, islice(starts, 1, None))))
+    at = 0
+    while at < len(ties):  # each run of equal starts (rare): the longer first, stable
+        first = last = ties[at]
+        while at < len(ties) and ties[at] == last:
+            last, at = last + 1, at + 1
+        out[first : last + 1] = sorted(out[first : last + 1], key=lambda k: -end[k])
+    return out + untimed
 
 
 def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> dict[int, str]:
