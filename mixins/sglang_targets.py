@@ -44,10 +44,12 @@ from mixins.formats import SHAPE_UNITS as SHAPE_UNITS  # noqa: E402
 #: sglang's ``--enable-profile-cuda-graph``, read as each release reads it (docs/DESIGN.md §5.1): the
 #: runner's own copy (decode and CPU runners store it in ``__init__``), else the published config
 #: ``get_exec().graph.<flag>`` (0.5.14+, ``RUNTIME_CONTEXT``), else ``model_runner.server_args.<flag>``
-#: (every release), else ``get_global_server_args().<flag>`` (0.5.x runners without a model runner).
+#: (every release) or ``eagle_worker.server_args.<flag>`` (the single-graph multi-layer EAGLE runner,
+#: which has no model runner; 0.5.16 publishes no ``get_exec``), else ``get_global_server_args().<flag>``
+#: (0.5.x runners without a model runner).
 PROFILE_FLAG = "enable_profile_cuda_graph"
 EXEC_CONFIG = ("get_exec", "graph")
-SERVER_ARGS_OWNERS: tuple[tuple[str, ...], ...] = (("model_runner", "server_args"),)
+SERVER_ARGS_OWNERS: tuple[tuple[str, ...], ...] = (("model_runner", "server_args"), ("eagle_worker", "server_args"))
 GLOBAL_SERVER_ARGS = ("sglang.srt.server_args", "get_global_server_args")
 #: Names whose use on a runner's capture path means sglang profiles that capture itself (the decode
 #: runners' helpers and hook, ``torch.profiler.profile``, sglang's export): a PROFILE_CAPTURE row then
@@ -180,6 +182,7 @@ _XPU = "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner"
 _CPU = "sglang.srt.model_executor.cpu_graph_runner"
 _PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
 _PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
+_BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
 _VIT = "sglang.srt.multimodal.vit_cuda_graph_runner"
 _INTERN_VIT = "sglang.srt.multimodal.internvl_vit_cuda_graph_runner"
 _KIMI_VIT = "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner"
@@ -198,6 +201,9 @@ _ERA_A, _ERA_B, _ERA_C = span("0.4.10", "0.5.5"), span("0.5.6", "0.5.13"), span(
 _CPU_RELEASES = span("0.5.2", "0.5.23")
 _PIECEWISE_RELEASES = span("0.5.4", "0.5.13")
 _PREFILL_RELEASES = span("0.5.14", "0.5.23")
+#: ... and each never-profiled runner without a capture(), whose row is on the method that captures.
+_BREAKABLE_RELEASES = span("0.5.11", "0.5.13")
+_ONE_GRAPH_RELEASES = span("0.5.16", "0.5.23")
 #: ... and each vision-encoder runner, which has no capture() but captures lazily per new shape.
 _VIT_RELEASES = span("0.5.7", "0.5.23")
 _INTERN_VIT_RELEASES = span("0.5.8", "0.5.23")
@@ -241,25 +247,40 @@ _PROFILE_WHY = (
     "sglang never profiles this runner's capture, with or without --enable-profile-cuda-graph "
     "(the flag is read by the decode runners only), so no trace exists for it"
 )
-_PROFILE_NOTE = (
-    "`capture()` run inside our own profiler (CPU + device activity, record_shapes) when "
-    "--enable-profile-cuda-graph is on; exported after it returns"
-)
+
+
+def _profile_note(method: str) -> str:
+    return (
+        f"`{method}()` run inside our own profiler (CPU + device activity, record_shapes) when "
+        "--enable-profile-cuda-graph is on; exported after it returns"
+    )
+
+
 _PROFILE_DROP = "drop when sglang profiles this runner's capture itself (the row then defers: never two files)"
 
 
 def _profile_row(
-    module: str, cls: str, read_in: tuple[str, ...], evidence: str, *, path: tuple[str, ...] = ()
+    module: str,
+    cls: str,
+    read_in: tuple[str, ...],
+    evidence: str,
+    *,
+    method: str = "capture",
+    path: tuple[str, ...] = (),
+    why: str = _PROFILE_WHY,
+    note: str = "",
 ) -> Target:
-    """A runner whose capture sglang never profiles: PROFILE_CAPTURE on its ``capture()``."""
+    """A runner whose capture sglang never profiles: PROFILE_CAPTURE on ``method``, the method that does
+    the whole capture (``capture()`` for most; ``path``: the methods it calls on the way to each shape,
+    searched for sglang's own profiling). ``note`` is added to the standard one."""
     return Target(
         module,
         cls,
-        "capture",
+        method,
         Strategy.PROFILE_CAPTURE,
-        why=_PROFILE_WHY,
+        why=why,
         drop_when=_PROFILE_DROP,
-        note=_PROFILE_NOTE,
+        note=_profile_note(method) + (f"; {note}" if note else ""),
         read_in=read_in,
         verified_in=_ci(read_in),
         evidence=evidence,
@@ -407,8 +428,9 @@ TARGETS: tuple[Target, ...] = (
         "not through that module name, the row defers to native (never two files)",
         drop_when="drop when native export is atomic, never fatal and fast (then defer to it)",
         note="native export taken over (one file, ours); a draft worker's plain runner gets `Draft…`. "
-        "Subclasses inheriting the hook are covered: EAGLEDraft, EAGLEDraftExtend, MultiLayerEagleDraftExtend, "
-        "FrozenKVMTP, UnoDecode (0.5.20+), NPU EAGLE variants",
+        "Subclasses inheriting the hook are covered: EAGLEDraft, EAGLEDraftExtend, MultiLayerEagleDraftExtend "
+        "(per-step graphs, SGLANG_ENABLE_SINGLE_CG_DRAFT=0; the default single-graph path is the "
+        "OneGraphMultiLayerEagle… row), FrozenKVMTP, UnoDecode (0.5.20+), NPU EAGLE variants",
         read_in=_ERA_C,
         verified_in=_CI_C,
         evidence=f"the hook calls the module-level name {NATIVE_EXPORT}(prof_context, ...) with "
@@ -479,7 +501,13 @@ TARGETS: tuple[Target, ...] = (
             ),
             (_EAGLE, "EAGLEDraftCudaGraphRunner", _ERA_C, "own override"),
             (_EAGLE_EXTEND, "EAGLEDraftExtendCudaGraphRunner", _ERA_C, "own override"),
-            (_MULTI_LAYER, "MultiLayerEagleDraftExtendCudaGraphRunner", _ERA_C, ""),
+            (
+                _MULTI_LAYER,
+                "MultiLayerEagleDraftExtendCudaGraphRunner",
+                _ERA_C,
+                "per-step graphs only (SGLANG_ENABLE_SINGLE_CG_DRAFT=0); the single-graph runner (0.5.16+) "
+                "never calls it",
+            ),
             (_FROZEN, "FrozenKVMTPCudaGraphRunner", _ERA_C, ""),
             (_UNO, "UnoDecodeCudaGraphRunner", span("0.5.20", "0.5.23"), "calls super(): labelled once, outermost"),
         ),
@@ -528,6 +556,59 @@ TARGETS: tuple[Target, ...] = (
         drop_when=_PROFILE_DROP,
         rows=((_PREFILL, "PrefillCudaGraphRunner", _PREFILL_RELEASES, "(size, *, prefix_num_chunks=0)"),),
         unit="tokens",
+    ),
+    # -- runners sglang never profiles, without a capture(): our profiler around the method that captures --
+    _profile_row(
+        _BREAKABLE,
+        "BreakableCudaGraphRunner",
+        _BREAKABLE_RELEASES,
+        "ModelRunner builds it instead of PiecewiseCudaGraphRunner under --enable-breakable-cuda-graph; no "
+        "capture(): __init__ warms up, then _capture_all() loops reversed(capture_num_tokens) calling "
+        "_capture_one(num_tokens, pool, stream) (warm-up runs, BreakableCUDAGraphCapture); no profiler in "
+        "the module; module absent in 0.5.10, and from 0.5.14 breakable capture is a runner backend "
+        "(runner_backend.breakable_cuda_graph_backend) under the prefill / decode runners' rows",
+        method="_capture_all",
+        path=("_capture_one",),
+        note="used instead of PiecewiseCudaGraphRunner with --enable-breakable-cuda-graph",
+    ),
+    *_shape_rows(
+        "_capture_one",
+        why="label each token count's capture as a capture::tokens=N range inside our profile",
+        drop_when=_PROFILE_DROP,
+        rows=((_BREAKABLE, "BreakableCudaGraphRunner", _BREAKABLE_RELEASES, "(num_tokens, pool, stream)"),),
+        unit="tokens",
+    ),
+    _profile_row(
+        _MULTI_LAYER,
+        "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner",
+        _ONE_GRAPH_RELEASES,
+        "the multi-layer EAGLE worker builds it when SGLANG_ENABLE_SINGLE_CG_DRAFT (EnvBool(True)) is on and "
+        "the draft-extend backend supports it; a plain class (base MultiLayerEagleMultiStepDraftExtend"
+        "CudaGraphRunner, no profiling helpers) whose __init__ calls _init_and_capture(), overridden to "
+        "create the per-step MultiLayerEagleDraftExtendCudaGraphRunner objects without capturing them and "
+        "loop reversed(capture_bs) calling _capture_one_graph(bs, runners) -> backend.capture_one(...) (all "
+        "steps' forwards in one graph); the per-step runners' capture() and profiling hook are never called; "
+        "module has no profiler; class absent in 0.5.15",
+        method="_init_and_capture",
+        path=("_capture_one_graph",),
+        why="the multi-layer EAGLE draft-extend runner sglang builds by default captures every step in one "
+        "graph per batch size without calling the per-step runners' capture() or profiling hook, so "
+        "--enable-profile-cuda-graph profiles nothing and no trace exists for it",
+        note="multi-layer EAGLE draft extend's default single-graph path (SGLANG_ENABLE_SINGLE_CG_DRAFT)",
+    ),
+    *_shape_rows(
+        "_capture_one_graph",
+        why="label each batch size's capture (all draft steps in one graph) as a capture::bs=N range inside "
+        "our profile",
+        drop_when=_PROFILE_DROP,
+        rows=(
+            (
+                _MULTI_LAYER,
+                "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner",
+                _ONE_GRAPH_RELEASES,
+                "(bs, runners)",
+            ),
+        ),
     ),
     # -- vision encoders: no capture(), one lazy capture per new input shape while serving ---------------
     _lazy_row(

@@ -331,3 +331,21 @@ def test_a_runner_sglang_does_not_profile_is_profiled_only_when_sglang_asks(
         assert list(_files(trace_env)) == ["cuda_graph_capture-Runner-TP-0.json.gz"]
     finally:
         patch.uninstall()
+
+
+@pytest.mark.parametrize("owner", ["model_runner", "eagle_worker"])
+def test_the_flag_is_read_from_the_server_args_the_runner_holds(owner: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without its own copy or a published config, the flag is its owner's ``server_args`` one: the model
+    runner's, or the draft worker's for the single-graph multi-layer EAGLE runner (no model runner)."""
+    import types
+
+    from mixins.sglang_patch import profiling_requested
+
+    monkeypatch.delitem(sys.modules, "sglang.srt.runtime_context", raising=False)
+    monkeypatch.delitem(sys.modules, "sglang.srt.server_args", raising=False)
+    for flag in (True, False):
+        server_args = types.SimpleNamespace(enable_profile_cuda_graph=flag)
+        runner = types.SimpleNamespace(**{owner: types.SimpleNamespace(server_args=server_args)})
+        assert profiling_requested(runner) is flag
+    elsewhere = types.SimpleNamespace(server_args=types.SimpleNamespace(enable_profile_cuda_graph=True))
+    assert profiling_requested(types.SimpleNamespace(other=elsewhere)) is False  # not an owner sglang has

@@ -175,9 +175,11 @@ def token_capture_shims(module: types.ModuleType) -> dict[str, Any]:
     return {name: value for name, value in replacements.items() if hasattr(module, name)}
 
 
-def per_shape_stand_in(real: Any, calls: list[tuple[Any, ...]]) -> Any:
+def per_shape_stand_in(real: Any, calls: list[tuple[Any, ...]], returns: Any = None) -> Any:
     """A CPU function with ``real``'s signature (so labels come from it) that records its call and runs
-    a matmul sized by the token count instead of capturing a CUDA graph."""
+    a matmul sized by the size argument (token count or batch size) instead of capturing a CUDA graph.
+    It returns the matmul's result, or ``returns(result)`` where the real method returns something else
+    (``BreakableCudaGraphRunner._capture_one``: a ``(graph, output)`` pair)."""
     import inspect
 
     import torch
@@ -188,8 +190,54 @@ def per_shape_stand_in(real: Any, calls: list[tuple[Any, ...]]) -> Any:
         bound = signature.bind(self, *args, **kwargs)
         size = list(bound.arguments.values())[1]
         calls.append((size, *sorted(kwargs.items())))
-        return torch.mm(torch.ones(size, 8), torch.ones(8, 4))
+        result = torch.mm(torch.ones(size, 8), torch.ones(8, 4))
+        return result if returns is None else returns(result)
 
     capture_one.__signature__ = signature  # type: ignore[attr-defined]
     capture_one.__name__ = capture_one.__qualname__ = real.__name__
     return capture_one
+
+
+# -- runners without a capture(): BreakableCudaGraphRunner (0.5.11-0.5.13), OneGraphMultiLayerEagle... (0.5.16+) --
+# Their real capture method runs (``_capture_all``; the real ``__init__`` -> ``_init_and_capture``); stood in
+# are the graph-capture context, free GPU memory and the per-shape CUDA-graph capture (as above), plus for
+# the single-graph EAGLE runner what builds GPU state: the per-step runners' construction (attention
+# CUDA-graph state, buffers), the shared GPU input buffers and the decode backend each step resolves.
+
+
+def breakable_graph(output: Any) -> tuple[Any, Any]:
+    """Stands in for ``_capture_one``'s result: ``(BreakableCUDAGraph, output)``."""
+    return object(), output
+
+
+def one_graph_capture_shims(module: types.ModuleType) -> dict[str, Any]:
+    """Module globals of the multi-layer EAGLE module the single-graph ``_init_and_capture`` calls that need
+    CUDA: free GPU memory, and ``resolve_decode_backend(runner)`` (a CUDA-graph backend per step runner)."""
+    replacements = {**era_a_capture_shims(module), "resolve_decode_backend": lambda runner: types.SimpleNamespace()}
+    return {name: value for name, value in replacements.items() if hasattr(module, name)}
+
+
+def step_runner_stand_in(step_cls: type, capture_bs: list[int], profile_flag: bool) -> Any:
+    """Stands in for ``_create_runner(step)``: a per-step ``MultiLayerEagleDraftExtendCudaGraphRunner`` built
+    without its ``__init__`` (which sets up the step's attention CUDA-graph state on the GPU), holding what
+    ``_create_runners`` and the single-graph ``_init_and_capture`` read from it."""
+
+    def create_runner(self: Any, step: int) -> Any:
+        runner: Any = object.__new__(step_cls)
+        runner.step = step
+        runner.enable_profile_cuda_graph = profile_flag  # as its __init__ reads it (never used on this path)
+        runner.enable_torch_compile = False
+        runner.capture_bs = list(capture_bs)
+        runner.max_bs = max(capture_bs)
+        runner.seq_len_fill_value = runner.captured_req_width = 1
+        runner.num_front_tokens = 0
+        runner.require_gathered_buffer = runner.require_mlp_tp_gather = runner.require_mlp_sync = False
+        runner.disable_padding = runner.prune_draft_extend_logits = False
+        return runner
+
+    return create_runner
+
+
+def shared_buffers_stand_in(self: Any) -> Any:
+    """Stands in for ``_allocate_buffers()``: the one shared set of GPU input buffers."""
+    return types.SimpleNamespace()

@@ -361,3 +361,55 @@ def run_token_capture(runner: Any, profile_flag: bool) -> None:
     with patched_attributes(module, cpu_shims.token_capture_shims(module)):
         with sglang_config(enable_profile_cuda_graph=profile_flag):
             runner.capture()
+
+
+BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
+MULTI_LAYER = f"{SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
+#: (module, class, per-shape method) of the never-profiled runners without a capture(): our row is on the
+#: method that captures everything (``_capture_all``, ``_init_and_capture``).
+CAPTURE_METHOD_RUNNERS = (
+    (BREAKABLE, "BreakableCudaGraphRunner", "_capture_one"),
+    (MULTI_LAYER, "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner", "_capture_one_graph"),
+)
+
+
+def breakable_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:
+    """A ``BreakableCudaGraphRunner`` without ``__init__`` (which resolves the model's layer stack, allocates
+    the input buffers, warms up on the GPU, then calls ``_capture_all()``): what ``_capture_all`` reads."""
+    runner: Any = object.__new__(cls)
+    runner.model_runner = types.SimpleNamespace(
+        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, tp_group=cpu_shims.TpGroup(),
+        server_args=types.SimpleNamespace(enable_cudagraph_gc=True, enable_profile_cuda_graph=profile_flag),
+    )
+    runner.device = "cpu"
+    runner.capture_num_tokens = sorted(sizes)  # as __init__ keeps them
+    runner.graphs, runner.output_buffers = {}, {}
+    return runner
+
+
+def run_breakable_capture(runner: Any) -> None:
+    """The runner's real ``_capture_all()`` (what its ``__init__`` ends with), the CUDA-side globals stood in."""
+    module = importlib.import_module(type(runner).__module__)
+    with patched_attributes(module, cpu_shims.token_capture_shims(module)):
+        runner._capture_all()
+
+
+def one_graph_worker(steps: int, *, profile_flag: bool) -> Any:
+    """What ``OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner(eagle_worker)`` reads from the
+    multi-layer EAGLE draft worker: device, step count, one draft-extend attention backend per step, and
+    its ``server_args``."""
+    return types.SimpleNamespace(
+        device="cpu", gpu_id=0, speculative_num_steps=steps,
+        draft_extend_attn_backend_list=[types.SimpleNamespace() for _ in range(steps)],
+        server_args=types.SimpleNamespace(enable_profile_cuda_graph=profile_flag),
+    )
+
+
+def run_one_graph_capture(cls: type, worker: Any, profile_flag: bool) -> Any:
+    """Build the runner as the worker does: its real ``__init__``, which calls the real ``_init_and_capture()``
+    (per-step runners, then one graph per batch size), under a published config (0.5.14+) with the flag,
+    the CUDA-side module globals stood in. Returns the runner."""
+    module = importlib.import_module(cls.__module__)
+    with patched_attributes(module, cpu_shims.one_graph_capture_shims(module)):
+        with sglang_config(enable_profile_cuda_graph=profile_flag):
+            return cls(worker)

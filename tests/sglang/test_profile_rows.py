@@ -173,3 +173,59 @@ def test_token_runner_real_capture(
                                    "capture::tokens=64", "capture::tokens=64,prefix_num_chunks=2"],
     }[name]
     assert range_names(load_trace(path)) == expected
+
+
+# -- runners without a capture(): our profiler around the method that captures everything -------------
+
+
+CAPTURE_METHOD_IDS = [name for _, name, _ in real_sglang.CAPTURE_METHOD_RUNNERS]
+
+
+@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize(("module", "name", "method"), real_sglang.CAPTURE_METHOD_RUNNERS, ids=CAPTURE_METHOD_IDS)
+def test_runner_without_capture_real_capture(
+    module: str, name: str, method: str, case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch,
+    profilers_started: list[Any],
+) -> None:
+    """``BreakableCudaGraphRunner`` (its real ``_capture_all()``) and the single-graph multi-layer EAGLE
+    draft-extend runner (its real ``__init__`` -> ``_init_and_capture()``), only the GPU parts stood in. On:
+    exactly one file named after the runner, one range per shape (largest first, as sglang captures).
+    Either switch off, or our package not installed (the control): the capture runs, no profiler starts,
+    nothing is written."""
+    cls = token_class(module, name)
+    calls: list[tuple[Any, ...]] = []
+    returns = cpu_shims.breakable_graph if name == "BreakableCudaGraphRunner" else None
+    monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls, returns))
+    if case == "switch off":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    flag = case != "--enable-profile-cuda-graph off"
+    if name == "BreakableCudaGraphRunner":
+        runner = real_sglang.breakable_runner(cls, (64, 256), profile_flag=flag)
+    else:
+        step_cls = real_sglang.load_class(module, "MultiLayerEagleDraftExtendCudaGraphRunner")
+        monkeypatch.setattr(cls, "_create_runner", cpu_shims.step_runner_stand_in(step_cls, [1, 2], flag))
+        monkeypatch.setattr(cls, "_allocate_buffers", cpu_shims.shared_buffers_stand_in)
+        worker = real_sglang.one_graph_worker(2, profile_flag=flag)
+    if case != "package not installed":
+        sglang_patch.install()
+    try:
+        if name == "BreakableCudaGraphRunner":
+            real_sglang.run_breakable_capture(runner)
+            assert sorted(runner.graphs) == [64, 256]
+        else:
+            runner = real_sglang.run_one_graph_capture(cls, worker, flag)
+            assert [r.step for r in runner.runners] == [0, 1]
+    finally:
+        sglang_patch.uninstall()
+    sizes = [call[0] for call in calls]
+    assert sizes == ([256, 64] if name == "BreakableCudaGraphRunner" else [2, 1])  # the real loop ran
+    if case != "on":
+        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
+        return
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
+    path = real_sglang.traces(trace_dir)[0]
+    assert real_sglang.is_ours(path) and len(profilers_started) == 1
+    trace = load_trace(path)
+    unit = "tokens" if name == "BreakableCudaGraphRunner" else "bs"
+    assert range_names(trace) == [f"capture::{unit}={size}" for size in sizes]
+    assert trace["capture_trace"]["runner"] == name
