@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import msgspec
 
+from mixins.analysis.commands.attribute_match import annotation_key
 from mixins.analysis.model import events as E
 from mixins.analysis.read.reader import open_trace
 from mixins.analysis.read.safe_io import output_file
@@ -25,7 +26,7 @@ _DEVICE_CATS = E.DEVICE_CATEGORIES  # device work as the timeline keeps it
 _MAY_MATCH = tuple(f'"{c}"'.encode() for c in _DEVICE_CATS)  # a device event's text holds its cat
 
 
-def _annotated(raw: bytes, annotations: dict[tuple[int, float, str], dict[str, Any]]) -> bytes | None:
+def _annotated(raw: bytes, annotations: dict[tuple[Any, ...], dict[str, Any]]) -> bytes | None:
     """``raw`` (one event's JSON) with its capture_* args added; None when it gains none."""
     if not any(tag in raw for tag in _MAY_MATCH):
         return None
@@ -35,7 +36,8 @@ def _annotated(raw: bytes, annotations: dict[tuple[int, float, str], dict[str, A
     args = ev.get("args")
     if not isinstance(args, dict):
         return None
-    got = annotations.get((args.get("correlation"), ev.get("ts"), ev.get("name") or ""))  # type: ignore[arg-type]
+    key = annotation_key(args.get("correlation"), args.get("graph node id"), ev.get("ts"), ev.get("name") or "")
+    got = annotations.get(key)
     if got is None:
         return None
     args.update(got)
@@ -77,7 +79,7 @@ class _Copy:
         self.out.write(b"{}" if self.members == 0 else b"}")
 
 
-def _copy(replay: str, out: IO[bytes], annotations: dict[tuple[int, float, str], dict[str, Any]]) -> int:
+def _copy(replay: str, out: IO[bytes], annotations: dict[tuple[Any, ...], dict[str, Any]]) -> int:
     stream = open_trace(replay)
     copy = _Copy(out)
     stream.on_member = copy.member
@@ -111,7 +113,7 @@ class _Gzip:
         self.out.write(self.z.flush())
 
 
-def write_annotated(replay: str, out: str, annotations: dict[tuple[int, float, str], dict[str, Any]]) -> int:
+def write_annotated(replay: str, out: str, annotations: dict[tuple[Any, ...], dict[str, Any]]) -> int:
     """Write ``replay`` with ``annotations`` added to ``out`` (gzip if it ends in .gz); how many kernels
     gained args. A bad replay is a TraceError naming it; nothing is left at ``out`` then."""
     with output_file(out) as f:

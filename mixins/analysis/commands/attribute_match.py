@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from msgspec import Struct, field
 
-from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, NODE_KIND_OF_CALL, SIZE
+from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, ID_LIMIT, NODE_KIND_OF_CALL, SIZE
 from mixins.analysis.model.identity import identity_of, rank_from_name
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.segments import segment_size
@@ -110,6 +110,15 @@ class Unattributed(Struct):
         }
 
 
+def annotation_key(corr: Any, node: Any, ts: Any, name: str) -> tuple[Any, ...]:
+    """Which replayed kernel ``--annotate`` marks: its launch's correlation and its CUDA graph node id;
+    without a node id (ROCm, CUDA < 12), its start and name — two kernels of one name starting together
+    on two streams would share that key, and one would get the other's op."""
+    if isinstance(node, int) and not isinstance(node, bool) and 0 <= node < ID_LIMIT:
+        return (corr, node)
+    return (corr, ts, name)
+
+
 class Attribution(Struct):
     replay: str
     captures: list[str]
@@ -119,7 +128,7 @@ class Attribution(Struct):
     graph_kernels_attributed: int = 0
     rows: list[Row] = field(default_factory=list)
     unattributed: list[Unattributed] = field(default_factory=list)
-    annotations: dict[tuple[int, float, str], dict[str, Any]] | None = None  # (corr, ts, name) -> args
+    annotations: dict[tuple[Any, ...], dict[str, Any]] | None = None  # annotation_key -> args
 
     @property
     def attributed_us(self) -> float:
@@ -463,7 +472,9 @@ class _Matcher:
             lambda x: len(x[0].nodes) == len(x[1]),
             lambda x: runner is not None and x[0].runner == runner,
             lambda x: bs is not None and segment_size(x[0].segment) == bs,  # bs=N or tokens=N
-            lambda x: prev is not None and x[0].capture == prev.capture and x[0].order == prev.order + 1,
+            # piecewise: the next piece of the same segment (windows of other sizes in one file are not "next")
+            lambda x: prev is not None and (x[0].capture, x[0].segment) == (prev.capture, prev.segment)
+            and x[0].order == prev.order + 1,
         )
         for keep in filters:
             if len(ok) == 1:
@@ -559,7 +570,8 @@ def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Att
         for g in plan:
             for o, node in zip(g.offsets, g.nodes, strict=True):
                 i = items[o]
-                res.annotations[(corr, d.start[i], tl.kernels[d.kernel[i]].name or "")] = _annotation(w, node)
+                key = annotation_key(corr, d.node[i], d.start[i], tl.kernels[d.kernel[i]].name or "")
+                res.annotations[key] = _annotation(w, node)
 
 
 def _add_launches(plan: list[_Group], launches: list[tuple[float, ...]]) -> None:

@@ -230,15 +230,20 @@ def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: st
     ctx = _Context(tl, segs, source)
     nested = _nested(spans)
     out: list[Window] = []
-    last_end: dict[int, float] = {}
+    ends: dict[int, list[float]] = {}  # per thread, the ends of the windows seen so far
     for order, (th, b, e) in enumerate(spans):
         j = ctx.segment(b, th)
         seg = segs[j] if j >= 0 else None
         nodes = ctx.nodes(th, b, e, nested.get(order, []))
         named_by_launch = all(n.kernel is not None for n in nodes if n.kind == D_KERNEL)
-        lo = max(last_end.get(th, float("-inf")), seg.start if seg is not None else float("-inf"))
+        # The warm-up pass: this thread's eager launches since the last of its windows that had ended by
+        # this one's begin (an outer window still open does not count: nested captures), in the segment.
+        start = seg.start if seg is not None else float("-inf")
+        lo = max(max((x for x in ends.get(th, ()) if x <= b), default=start), start)
         nodes, unnamed = _name_by_warmup(nodes, ctx.eager(th, lo, b))
-        last_end[th] = max(last_end.get(th, float("-inf")), e)  # a nested window ends before its outer one
+        if unnamed and lo > start:  # piecewise: one eager pass of the whole model before the first piece
+            nodes, unnamed = _name_by_warmup(nodes, ctx.eager(th, start, b))
+        ends.setdefault(th, []).append(e)
         naming = "launch" if named_by_launch else "warm-up" if unnamed == 0 else "none"
         label = seg.label if seg is not None else OUTSIDE
         bs = seg.bs if seg is not None else None
