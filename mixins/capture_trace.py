@@ -252,11 +252,22 @@ def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
     return torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=False)
 
 
+#: Kineto records one profiler per process: a second one started on another thread failed both captures'
+#: profiles (torch 2.7) or crashed the process (torch 2.13). Ours take this without waiting; a capture
+#: that finds it taken, or any profiler recording anywhere in the process, runs unprofiled.
+_ONE_PROFILER = threading.Lock()
+
+
 def profiler_active() -> bool:
-    """Whether a torch profiler is already recording in this thread (sglang's or the user's)."""
+    """Whether a torch profiler is already recording: in this thread, or in another (the process-wide flag
+    torch's profilers set) — sglang's, the user's, or ours on another capture."""
     torch = sys.modules.get("torch")
     try:
-        return torch is not None and bool(torch.autograd._profiler_enabled())
+        if torch is None:
+            return False
+        if torch.autograd._profiler_enabled():
+            return True
+        return bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
     except Exception:
         return False
 
@@ -291,23 +302,26 @@ def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draf
         with _outermost("profile", instance) as outermost:
             if not outermost:
                 return call(*args, **kwargs)
-            if profiler_active():
+            if profiler_active() or not _ONE_PROFILER.acquire(blocking=False):
                 logger.debug(
-                    "%s: a profiler is already recording in this thread; not starting ours "
-                    "(the capture is in that profile, and it is not exported by us)",
+                    "%s: a profiler is already recording in this process; not starting ours "
+                    "(the capture is not exported by us)",
                     type(instance).__name__,
                 )
                 return call(*args, **kwargs)
             try:
-                prof = capture_profiler(instance)
-                prof.start()
-            except Exception as exc:  # a debugging aid never stops the capture
-                report_failure(type(instance).__name__, None, exc)
-                return call(*args, **kwargs)
-            try:
-                result = call(*args, **kwargs)
+                try:
+                    prof = capture_profiler(instance)
+                    prof.start()
+                except Exception as exc:  # a debugging aid never stops the capture
+                    report_failure(type(instance).__name__, None, exc)
+                    return call(*args, **kwargs)
+                try:
+                    result = call(*args, **kwargs)
+                finally:
+                    stopped = _stop(prof, instance)
             finally:
-                stopped = _stop(prof, instance)
+                _ONE_PROFILER.release()
         if stopped:
             export_from_runner(instance, prof, draft_base=draft_base)
         return result
@@ -379,23 +393,40 @@ def _profile_one_shape(
 ) -> Any:
     import torch
 
-    from mixins import lazy_trace
-
     name = type(instance).__name__
     try:
         label = lazy_label(shape_of, wrapped, instance, args, kwargs)
-        nested = profiler_active()
-        trace = None if nested else lazy_trace.trace_for(instance, name)
-        admitted = trace is not None and trace.admit()
+        nested = profiler_active() or not _ONE_PROFILER.acquire(blocking=False)
     except Exception as exc:  # a debugging aid never stops the capture
         report_failure(name, None, exc)
         return call(*args, **kwargs)
     if nested:
-        logger.debug("%s: a profiler is already recording in this thread; not starting ours (%s is in "
-                     "that profile, and it is not exported by us)", name, label)
+        logger.debug("%s: a profiler is already recording in this process; not starting ours (%s is in "
+                     "that profile if it records this thread, and it is not exported by us)", name, label)
         with torch.profiler.record_function(label):
             return call(*args, **kwargs)
-    if trace is None or not admitted:
+    try:
+        return _profile_shape(instance, args, kwargs, call, graphs, name, label)
+    finally:
+        _ONE_PROFILER.release()
+
+
+def _profile_shape(
+    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], call: Callable[..., Any], graphs: str | None,
+    name: str, label: str,
+) -> Any:
+    """One lazy capture inside our profiler (``_ONE_PROFILER`` held), handed to the runner's trace."""
+    import torch
+
+    from mixins import lazy_trace
+
+    try:
+        trace = lazy_trace.trace_for(instance, name)
+        admitted = trace.admit()
+    except Exception as exc:  # a debugging aid never stops the capture
+        report_failure(name, None, exc)
+        return call(*args, **kwargs)
+    if not admitted:
         return call(*args, **kwargs)
     try:
         prof = capture_profiler(instance, (*args, *kwargs.values()))

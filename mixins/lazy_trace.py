@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,10 @@ class _Publisher:
         self.trace.abandon()
 
 
+def _NO_RUNNER() -> object:
+    return None
+
+
 class LazyTrace:
     """The one file of one runner class and rank in one output directory, growing by a shape per capture."""
 
@@ -83,7 +89,9 @@ class LazyTrace:
         self._not_profiled = 0
         self._full = False
         self._pending: list[Any] = []
-        self._runner: object = None
+        # the runner the metadata is read from, weakly: this trace lives as long as the process, and a
+        # runner's CUDA graphs and memory pool must not (one not weak-referenceable is held)
+        self._runner: Callable[[], object] = _NO_RUNNER
         self._publisher: _Publisher | None = None
         self._current: StagedExport | None = None
         self._abandoned = False
@@ -131,7 +139,10 @@ class LazyTrace:
         with self._lock:
             self._pending.append(prof)
             if runner is not None:
-                self._runner = runner
+                try:
+                    self._runner = weakref.ref(runner)
+                except TypeError:
+                    self._runner = lambda: runner
             if self._publisher is not None:
                 return  # the running publisher takes it with the next batch
             if settings.background() and not settings.strict():
@@ -157,7 +168,7 @@ class LazyTrace:
                         if publisher is not None and self._publisher is publisher:
                             self._publisher = None
                         return
-                    runner = self._runner
+                    runner = self._runner()
                 kept = [self._keep(prof) for prof in batch if prof is not None]
                 if self._head is not None and (any(kept) or len(kept) < len(batch)):
                     self._publish(runner)

@@ -223,6 +223,79 @@ def no_thread_to_be_had() -> None:
     print(lazy.final, flush=True)
 
 
+def _lazy_runner(hold: int | None = None) -> tuple[Any, Any, Any]:
+    """A lazy runner (one graph per new row count, ``graphs``) wrapped as the ViT rows are; capturing
+    ``hold`` rows signals the first event and waits for the second (a handshake)."""
+    import threading
+
+    import torch
+
+    from mixins.capture_trace import profile_lazy_capture
+    from mixins.patching import wrap_method
+
+    inside, go_on = threading.Event(), threading.Event()
+
+    class LazyRunner:
+        def __init__(self) -> None:
+            self.graphs: dict[int, Any] = {}
+
+        def create_graph(self, x: Any) -> None:
+            if x.shape[0] in self.graphs:
+                return
+            if x.shape[0] == hold:
+                inside.set()
+                go_on.wait()
+            self.graphs[x.shape[0]] = torch.mm(x, torch.ones(x.shape[1], 4))
+
+    wrap_method(LazyRunner, "create_graph",
+                profile_lazy_capture(lambda r: True, lambda a: (("tokens", a["x"].shape[0]),), "graphs"), tag="t")
+    return LazyRunner(), inside, go_on
+
+
+def two_threads_capture_at_once() -> None:
+    """Two serving threads of one lazy runner capture new shapes at once: the second arrives while the
+    first is inside our profiler (a handshake). Prints the shapes captured."""
+    import threading
+
+    import torch
+
+    from mixins import wait_for_exports
+
+    runner, inside, go_on = _lazy_runner(hold=3)
+    first = threading.Thread(target=runner.create_graph, args=(torch.ones(3, 8),))
+    first.start()
+    inside.wait()
+    second = threading.Thread(target=runner.create_graph, args=(torch.ones(5, 8),))
+    second.start()
+    second.join()
+    go_on.set()
+    first.join()
+    assert wait_for_exports(120)
+    print(*sorted(runner.graphs), flush=True)
+
+
+def capture_while_another_thread_profiles(out: str) -> None:
+    """Someone profiles the server (the main thread's profiler) while a serving thread captures a new
+    shape: ours must not start a second one. Prints the shapes captured; the user's trace goes to ``out``."""
+    import threading
+
+    import torch
+
+    from mixins import wait_for_exports
+
+    runner, _, _ = _lazy_runner()
+    user = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    user.start()
+    serving = threading.Thread(target=runner.create_graph, args=(torch.ones(3, 8),))
+    serving.start()
+    serving.join()
+    torch.mm(torch.ones(8, 8), torch.ones(8, 8))
+    user.stop()
+    user.export_chrome_trace(out)
+    assert wait_for_exports(120)
+    print(*sorted(runner.graphs), flush=True)
+
+
 # -- test_reliability.py -------------------------------------------------------------------------------
 
 
@@ -447,7 +520,8 @@ CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
         switched_off_imports, efbig, export_then_exit, concurrent_exports, slow_export_then_exit,
-        fork_while_compressing, no_thread_to_be_had,
+        fork_while_compressing, no_thread_to_be_had, two_threads_capture_at_once,
+        capture_while_another_thread_profiles,
         parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
         export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
         kineto_filter,

@@ -5,6 +5,7 @@ classes)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,7 @@ def test_nested_profiler_gets_the_range_and_we_write_nothing(
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
             wrapped().run(_ones(5))
     assert _files(trace_env) == []
-    assert "already recording in this thread" in caplog.text
+    assert "already recording in this process" in caplog.text
     assert "capture::tokens=5,images=1" in {e.name for e in outer.events()}
 
 
@@ -221,3 +222,47 @@ def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
     head, events, tail = kineto.split_trace(data)
     assert json.loads(b"[" + events + b"]") == json.loads(data)["traceEvents"]
     assert json.loads(head + b"\n" + events + b"\n" + tail)["traceName"] == json.loads(data)["traceName"]
+
+
+def _run_child(case: str, directory: Path, *args: str) -> list[str]:
+    import subprocess
+
+    from core_helpers import child, child_env
+
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(directory))
+    done = subprocess.run(child(case, *args), env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    return done.stdout.split()
+
+
+def test_two_threads_capturing_at_once_start_one_profiler(tmp_path: Path) -> None:
+    """Kineto records one profiler per process: the second thread's capture started another, and the
+    process crashed (torch 2.13; torch 2.7 lost both shapes). The second capture now runs unprofiled,
+    the first is the file's one segment."""
+    assert _run_child("two_threads_capture_at_once", tmp_path) == ["3", "5"]  # both graphs captured
+    trace = load_trace(tmp_path / "graph_capture_profile" / NAME)
+    assert range_names(trace) == ["capture::tokens=3"]
+
+
+def test_a_capture_while_another_thread_profiles_starts_no_second_profiler(tmp_path: Path) -> None:
+    """A user's profiler on the main thread, a new shape captured by a serving thread: ours stays off,
+    the user's profile is intact, and no file of ours claims a shape it did not profile."""
+    user = tmp_path / "user.json"
+    assert _run_child("capture_while_another_thread_profiles", tmp_path, str(user)) == ["3"]
+    assert not (tmp_path / "graph_capture_profile" / NAME).exists()
+    assert any(e.get("name") == "aten::mm" for e in json.loads(user.read_text())["traceEvents"])
+
+
+def test_a_published_trace_does_not_keep_its_runner_alive(trace_env: Path, wrapped: type) -> None:
+    """The runner's one trace lives as long as the process; it held the last runner (its CUDA graphs, its
+    memory pool) for as long. It reads the runner weakly now: a dropped runner is freed."""
+    import gc
+    import weakref
+
+    runner = wrapped()
+    runner.create_graph(_ones(3), 1)
+    assert range_names(_trace(trace_env)) == ["capture::tokens=3,images=1"]
+    gone = weakref.ref(runner)
+    del runner
+    gc.collect()
+    assert gone() is None

@@ -92,7 +92,7 @@ def test_cpu_graph_runner_writes_nothing_when_off(
 def test_cpu_graph_runner_defers_to_an_active_profiler(
     trace_dir: Path, installed: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Nested profilers: with a profiler already recording in this thread, ours does not start and we
+    """Nested profilers: with a profiler already recording in this process, ours does not start and we
     write nothing; the per-shape ranges land in that profile."""
     import torch
 
@@ -101,7 +101,7 @@ def test_cpu_graph_runner_defers_to_an_active_profiler(
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
             capture(runner)
     assert real_sglang.trace_names(trace_dir) == []
-    assert "already recording in this thread" in caplog.text
+    assert "already recording in this process" in caplog.text
     assert {e.name.split(",")[0] for e in outer.events()} >= {"capture::bs=2", "capture::bs=1"}
 
 
