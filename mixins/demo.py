@@ -155,6 +155,8 @@ def run_demo(
         raise RuntimeError("--replay needs CUDA graphs: run with --device cuda on a machine with a GPU")
     os.environ[settings.ENABLE] = "1"
     os.environ[settings.PROFILER_DIR] = str(out)
+    directory = trace_dir(str(out))
+    before = _written(directory)  # a previous run's files are not this run's (a failed export leaves them)
     paths: list[Path] = []
     runners: list[Any] = []
     for runner_class in RUNNERS:
@@ -162,12 +164,21 @@ def run_demo(
         runner.capture()
         runners.append(runner)
     wait_for_exports()
-    directory = trace_dir(str(out))
+    after = _written(directory)
     for runner_class in RUNNERS:
-        paths += sorted(directory.glob(f"{TRACE_PREFIX}{runner_class.__name__}-TP-*{TRACE_SUFFIX}"))
+        found = sorted(directory.glob(f"{TRACE_PREFIX}{runner_class.__name__}-TP-*{TRACE_SUFFIX}"))
+        paths += [p for p in found if after.get(p.name) != before.get(p.name)]
     if replays:
         paths.append(_profile_replays(runners, replays, directory / REPLAY_TRACE))
     return paths
+
+
+def _written(directory: Path) -> dict[str, tuple[int, int]]:
+    """Each file's identity (inode, mtime): an export publishes by rename, so a file it wrote is new."""
+    try:
+        return {e.name: (e.inode(), e.stat().st_mtime_ns) for e in os.scandir(directory) if e.is_file()}
+    except OSError:
+        return {}
 
 
 def _count_events(path: Path) -> tuple[int, dict[str, int]]:

@@ -90,6 +90,8 @@ Probe = Callable[[list[str]], "tuple[str, list[str]]"]
 
 
 def run(args: argparse.Namespace) -> int:
+    if hasattr(sys.stdout, "reconfigure"):  # a value from the environment is shown, never a traceback
+        sys.stdout.reconfigure(errors="backslashreplace")
     problems: list[str] = []
     sglang = _import_sglang(problems, not args.no_import)
     probes: list[tuple[str, Probe]] = [
@@ -169,13 +171,19 @@ def _versions() -> tuple[str, list[str]]:
 
 
 def _switch(problems: list[str]) -> tuple[str, list[str]]:
+    from mixins.output_dir import refusal_of
+
     raw = os.environ.get(settings.ENABLE)
     on = settings.trace_enabled()
     if not on:
         problems.append(f"{settings.ENABLE} is {'unset' if raw is None else repr(raw)}: set it to 1")
+    where = naming.trace_dir(settings.profiler_dir())
+    refused = refusal_of(where)  # what an export would meet there, nothing created
+    if refused is not None:
+        problems.append(f"no trace can be written: {one_line(refused)}")
     return "switch", [
-        f"{settings.ENABLE}={raw if raw is not None else '(unset)'}: {'on' if on else 'off'}",
-        f"traces go to {naming.trace_dir(settings.profiler_dir())}",
+        f"{settings.ENABLE}={'(unset)' if raw is None else one_line(raw)}: {'on' if on else 'off'}",
+        f"traces go to {one_line(where)}" + ("" if refused is None else " (refused: see below)"),
     ]
 
 
@@ -218,7 +226,9 @@ def _routes(problems: list[str]) -> tuple[str, list[str]]:
     pth = list(_pth_files())
     hook_on = settings.env_bool(STARTUP_SWITCH, True)
     lines.append(f"start-up hook: {', '.join(pth) if pth else f'no {PTH_NAME} in site-packages'}")
-    lines.append(f"{STARTUP_SWITCH}={os.environ.get(STARTUP_SWITCH, '(unset)')}: {'on' if hook_on else 'off'}")
+    hook_raw = os.environ.get(STARTUP_SWITCH)
+    shown = "(unset)" if hook_raw is None else one_line(hook_raw)
+    lines.append(f"{STARTUP_SWITCH}={shown}: {'on' if hook_on else 'off'}")
     owner = ownership_problem()  # a note, not a problem: a source checkout on sys.path (tests, development)
     if owner is not None:  # shadows the install here; a shadowing foreign package would not even run doctor
         lines.append(f"in this interpreter the start-up hook would stand down: {owner}")

@@ -152,6 +152,26 @@ def open_trusted(path: Path) -> int:
     return fd
 
 
+def refusal_of(path: Path) -> str | None:
+    """Why an export could not write under ``path``, found without creating anything (``doctor``): the
+    nearest part of it that exists is not a directory, or, when ``path`` exists, the trust policy's
+    reason (``open_trusted``). None: an export would write there (creating what is missing)."""
+    existing = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if existing != path:
+        return None  # the export makes the rest: new directories are ours, with our mode
+    try:
+        os.close(open_trusted(path))
+    except UnsafeDirectoryError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot open {path}: {exc.strerror or exc}"
+    return None
+
+
 def fd_path(fd: int, fallback: Path) -> str:
     """A path that names the directory open as ``fd`` itself (for writers that take only a path).
 

@@ -112,3 +112,24 @@ def test_demo_refuses_an_out_under_a_file_before_capturing(tmp_path: Path) -> No
     assert (done.returncode, done.stdout) == (2, "")
     where = tmp_path / "afile"
     assert done.stderr == f"capture-trace: error: --out {where / 'x'}: {where} is not a directory\n"
+
+
+def test_demo_never_reports_a_previous_runs_traces_as_its_own(
+    demo: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """Every export of a second run into the same directory refused (it was made world-writable): the
+    demo listed the first run's four files and exited 0. Only files this run wrote count now."""
+    import os
+    import shutil
+
+    first, _ = demo
+    out = tmp_path / "again"
+    shutil.copytree(first, out)
+    os.chmod(out / "graph_capture_profile", 0o777)
+    env = subprocess_env()
+    env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)
+    done = subprocess.run([PYTHON, "-m", "mixins", "demo", "--out", str(out), "--batch-sizes", "1"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "capture-trace: error: expected 4 traces, found 0"
+    assert ".json.gz  " not in done.stdout  # no file listed as written

@@ -110,3 +110,33 @@ def test_doctor_on_the_real_sglang(capsys: pytest.CaptureFixture[str], monkeypat
     cpu = "sglang.srt.model_executor.cpu_graph_runner.CPUGraphRunner.capture"
     assert f"{cpu}: applied (profiled by us: sglang does not profile this capture)" in out
     assert not sglang_patch.is_installed()  # installed for the report only, and removed again
+
+
+@pytest.mark.parametrize("where", ["world-writable", "under a file"])
+def test_doctor_says_when_no_trace_can_be_written(tmp_path: Path, where: str) -> None:
+    """The export refuses a directory anyone may write (no sticky bit) and cannot write under a file:
+    doctor said "no problem found". It now runs the export's own checks, creating nothing."""
+    if where == "world-writable":
+        (tmp_path / "graph_capture_profile").mkdir()
+        os.chmod(tmp_path / "graph_capture_profile", 0o777)
+        profiler_dir, reason = tmp_path, "it is writable by every user without the sticky bit"
+    else:
+        (tmp_path / "afile").write_text("")
+        profiler_dir, reason = tmp_path / "afile", f"{tmp_path / 'afile'} is not a directory"
+    rc, out = doctor(FAKES / "era_c", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1",
+                     SGLANG_TORCH_PROFILER_DIR=str(profiler_dir), SGLANG_CAPTURE_TRACE_STARTUP_HOOK="1")
+    assert rc == 1 and "problem: no trace can be written: " in out and reason in out, out
+    assert "no problem found" not in out
+
+
+def test_doctor_shows_undecodable_environment_values_escaped() -> None:
+    """A switch value with a byte that is not UTF-8 crashed doctor's print (a strict UTF-8 stdout)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mixins.doctor", "--no-import"], capture_output=True, timeout=120,
+        env={**clean_env(PYTHONPATH=str(REPO), PYTHONIOENCODING="utf-8"),
+             "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": os.fsdecode(b"on\xff"),
+             "SGLANG_TORCH_PROFILER_DIR": os.fsdecode(b"/tmp/\xff\ndir")},
+    )
+    assert done.returncode == 1 and b"Traceback" not in done.stderr, done.stderr
+    assert b"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=on\\udcff: off" in done.stdout
+    assert b"traces go to /tmp/\\udcff\\ndir/graph_capture_profile" in done.stdout
