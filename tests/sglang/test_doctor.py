@@ -124,7 +124,7 @@ def test_doctor_says_when_no_trace_can_be_written(tmp_path: Path, where: str) ->
         (tmp_path / "afile").write_text("")
         profiler_dir, reason = tmp_path / "afile", f"{tmp_path / 'afile'} is not a directory"
     rc, out = doctor(FAKES / "era_c", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1",
-                     SGLANG_TORCH_PROFILER_DIR=str(profiler_dir), SGLANG_CAPTURE_TRACE_STARTUP_HOOK="1")
+                     SGLANG_TORCH_PROFILER_DIR=str(profiler_dir))
     assert rc == 1 and "problem: no trace can be written: " in out and reason in out, out
     assert "no problem found" not in out
 
