@@ -272,6 +272,14 @@ def profiler_active() -> bool:
         return False
 
 
+def _recording_here(torch: Any) -> bool:
+    """Whether a profiler records this thread (a range opened here lands in its profile)."""
+    try:
+        return bool(torch.autograd._profiler_enabled())
+    except Exception:
+        return False
+
+
 def _stop(prof: Any, runner: object) -> bool:
     try:
         prof.stop()
@@ -403,6 +411,8 @@ def _profile_one_shape(
     if nested:
         logger.debug("%s: a profiler is already recording in this process; not starting ours (%s is in "
                      "that profile if it records this thread, and it is not exported by us)", name, label)
+        if not _recording_here(torch):  # another thread's: torch 2.7 broke its JSON with our range
+            return call(*args, **kwargs)
         with torch.profiler.record_function(label):
             return call(*args, **kwargs)
     try:

@@ -94,8 +94,13 @@ def rename_trace(tail: bytes, written_path: str, final_json: bytes) -> bytes:
 
 
 _EVENTS_OPEN = re.compile(rb'"traceEvents"\s*:\s*\[')
-# After the events: only scalar members (Kineto: traceName, maybe displayTimeUnit / baseTimeNanoseconds).
-_AFTER_EVENTS = re.compile(rb'\]\s*(?:,\s*"[^"\\]*"\s*:\s*(?:"[^"\\]*"|[-+0-9.eE]+|true|false|null)\s*)*\}\s*\Z')
+# After the events: members whose values are scalars or lists of strings (Kineto: traceName, maybe
+# displayTimeUnit / baseTimeNanoseconds, and the "ERROR" / "WARNING" lists of messages it logged — torch
+# 2.7 on a host without a GPU writes `"ERROR": ["… gpuGetDeviceCount failed …"]`).
+_STRING = rb'"(?:[^"\\]|\\.)*"'
+_STRINGS = rb'\[\s*(?:' + _STRING + rb'\s*(?:,\s*' + _STRING + rb'\s*)*)?\]'
+_VALUE = rb'(?:' + _STRING + rb'|[-+0-9.eE]+|true|false|null|' + _STRINGS + rb')'
+_AFTER_EVENTS = re.compile(rb'\]\s*(?:,\s*' + _STRING + rb'\s*:\s*' + _VALUE + rb'\s*)*\}\s*\Z')
 _TAIL_SEARCH = 64 << 10
 
 
@@ -103,9 +108,10 @@ def split_trace(data: bytes) -> tuple[bytes, bytes, bytes]:
     """Kineto's JSON as (everything through ``"traceEvents": [``, the events, the rest from the ``]``
     that closes them): the events of several profiles of one process can then be joined under one head
     (their timestamps share Kineto's per-process base time). Raises IncompleteTraceError for any other
-    layout: the closing ``]`` is looked for in the last 64 KiB only, and must be followed by scalar keys,
-    ``traceName`` among them, and preceded by an event's ``}``. Checked against real Kineto output by
-    ``tests/core/test_lazy_trace.py`` (the events split off parse to the trace's ``traceEvents``)."""
+    layout: the closing ``]`` is looked for in the last 64 KiB only, and must be followed by keys with
+    scalar or string-list values, ``traceName`` among them, and preceded by an event's ``}``. Checked
+    against real Kineto output by ``tests/core/test_lazy_trace.py`` (the events split off parse to the
+    trace's ``traceEvents``)."""
     opened = _EVENTS_OPEN.search(data)
     if opened is None:
         raise IncompleteTraceError("Kineto's JSON has no traceEvents array")
@@ -114,7 +120,7 @@ def split_trace(data: bytes) -> tuple[bytes, bytes, bytes]:
         if _AFTER_EVENTS.match(data, pos) and TRACE_NAME_KEY in data[pos:]:
             events = data[opened.end() : pos].strip()
             if events and not events.endswith(b"}"):
-                break  # the ']' of an array after the events: not Kineto's layout
+                continue  # the ']' of a list after the events (Kineto's "ERROR"): the events close further left
             return data[: opened.end()], events, data[pos:]
     raise IncompleteTraceError("Kineto's JSON does not end with its traceEvents array, then traceName and "
-                               "other scalar keys")
+                               "other keys with scalar or string-list values")

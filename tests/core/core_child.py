@@ -253,8 +253,9 @@ def _lazy_runner(hold: int | None = None) -> tuple[Any, Any, Any]:
 
 
 def two_threads_capture_at_once() -> None:
-    """Two serving threads of one lazy runner capture new shapes at once: the second arrives while the
-    first is inside our profiler (a handshake). Prints the shapes captured."""
+    """Two threads of one lazy runner capture new shapes at once: another thread arrives while this one
+    is inside our profiler (a handshake). This one profiles: torch 2.7's Kineto only starts a profiler on
+    the thread that first set it up. Prints the shapes captured."""
     import threading
 
     import torch
@@ -262,14 +263,18 @@ def two_threads_capture_at_once() -> None:
     from mixins import wait_for_exports
 
     runner, inside, go_on = _lazy_runner(hold=3)
-    first = threading.Thread(target=runner.create_graph, args=(torch.ones(3, 8),))
-    first.start()
-    inside.wait()
-    second = threading.Thread(target=runner.create_graph, args=(torch.ones(5, 8),))
-    second.start()
-    second.join()
-    go_on.set()
-    first.join()
+
+    def second() -> None:
+        inside.wait()
+        try:
+            runner.create_graph(torch.ones(5, 8))
+        finally:
+            go_on.set()
+
+    other = threading.Thread(target=second)
+    other.start()
+    runner.create_graph(torch.ones(3, 8))  # held until the other thread's capture is done
+    other.join()
     assert wait_for_exports(120)
     print(*sorted(runner.graphs), flush=True)
 

@@ -208,6 +208,17 @@ def test_split_trace_refuses_another_layout() -> None:
             kineto.split_trace(bad)
 
 
+def test_split_trace_takes_kinetos_error_list_after_the_events() -> None:
+    """torch 2.7's Kineto on a host without a GPU writes ``"ERROR": ["… gpuGetDeviceCount failed …"]``
+    after the events: every lazy trace of such a process failed ("does not end with its traceEvents
+    array"). A list of strings there is Kineto's layout; other lists still are not."""
+    data = (b'{"traceEvents": [ {"x": 1} ],\n  "ERROR": ["ERROR: a ] b \\" c", "d"],\n'
+            b'  "traceName": "p", "displayTimeUnit": "ms" }')
+    head, events, tail = kineto.split_trace(data)
+    assert (head, events) == (b'{"traceEvents": [', b'{"x": 1}')
+    assert json.loads(head + events + tail)["ERROR"] == ['ERROR: a ] b " c', "d"]
+
+
 def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
     """This torch's Kineto JSON splits into a head, events that parse to its traceEvents, and a tail."""
     import json
