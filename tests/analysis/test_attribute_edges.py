@@ -215,3 +215,34 @@ def test_annotate_tells_same_named_kernels_starting_together_apart(tmp_path: Pat
     _attribute(run_cli, rep.save(tmp_path / "r.json.gz"), cap.save(tmp_path / "c.json.gz"), "--annotate", str(out))
     kernels = [e for e in json.loads(out.read_text())["traceEvents"] if e["cat"] == "kernel"]
     assert sorted((e["dur"], e["args"]["capture_op"]) for e in kernels) == [(4.0, "aten::add"), (9.0, "aten::mul")]
+
+
+def test_which_launches_a_shorter_replay_skipped_is_never_guessed(tmp_path: Path, run_cli: Run) -> None:
+    """add, mul and sub all launch ``elementwise_kernel``; the replayed graph runs two of them. The first
+    in-order fit (add, mul) was reported as verified, though (add, sub) and (mul, sub) fit as well: the
+    graph is now unattributed, with that reason. When every fit gives the same ops, it is attributed."""
+    def capture(ops: tuple[str, ...]) -> Path:
+        cap = Trace()
+        with cap.span("user_annotation", "capture::bs=2"):
+            for ran in (True, False):
+                if not ran:
+                    cap.mark("cudaStreamBeginCapture")
+                with cap.module("Model_0"):
+                    for op in ops:
+                        with cap.op(op, [[2, 16], [2, 16]]):
+                            cap.launch("elementwise_kernel", ran)
+                if not ran:
+                    cap.mark("cudaStreamEndCapture")
+        return cap.save(tmp_path / f"c{len(ops)}-{ops[-1]}.json.gz")
+
+    rep = Trace()
+    rep.graph([("elementwise_kernel", 1, 4.0), ("elementwise_kernel", 1, 9.0)])
+    replay = rep.save(tmp_path / "r.json.gz")
+    rc, out, err = run_cli("attribute", replay, capture(("aten::add", "aten::mul", "aten::sub")), "--json")
+    doc = json.loads(out)
+    assert doc["ops"] == [] and [u["reason"] for u in doc["unattributed"]] == [
+        "ambiguous: the replayed kernels fit the capture window's launches in more than one way"
+    ]
+    assert "which launches they skipped is not clear" in err
+    same = _attribute(run_cli, replay, capture(("aten::add", "aten::add", "aten::add")))
+    assert [(o["name"], o["count"], o["gpu_time_us"]) for o in same["ops"]] == [("aten::add", 2, 13.0)]

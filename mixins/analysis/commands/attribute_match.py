@@ -195,7 +195,29 @@ def verify(window: Window, replay: list[tuple[int, Kernel]]) -> list[int] | str:
             return f"replayed node #{n} ({k.name}) not found in order in the capture window"
         out.append(j)
         j += 1
-    return out
+    if len(out) == len(nodes):
+        return out
+    right: list[int] = []  # the rightmost fit: with the leftmost, it bounds every way to skip nodes
+    j = len(nodes) - 1
+    for kind, k in reversed(replay):
+        while not _same(nodes[j], kind, k):
+            j -= 1
+        right.append(j)
+        j -= 1
+    return _one_fit(nodes, out, right[::-1])
+
+
+# A window with more launches than the replayed graph: which ones were skipped must not be a guess.
+AMBIGUOUS_FIT = "ambiguous: the replayed kernels fit the capture window's launches in more than one way"
+
+
+def _one_fit(nodes: list[Node], left: list[int], right: list[int]) -> list[int] | str:
+    """``left`` when the leftmost and rightmost in-order fits give every replayed node the same site
+    (op, shapes, module): then skipping either way attributes alike. Otherwise the choice of skipped
+    launches would decide the attribution: refused, never guessed."""
+    if left == right or all(nodes[a].site == nodes[b].site for a, b in zip(left, right, strict=True)):
+        return left
+    return AMBIGUOUS_FIT
 
 
 # -- replay side ------------------------------------------------------------------------------------
@@ -428,16 +450,22 @@ class _Matcher:
                 )
             if isinstance(res, str):
                 reasons[res] = reasons.get(res, 0) + len(g.windows)
-            else:
-                ok.extend((w, res) for w in g.windows)
+                continue
+            for w in g.windows:  # the windows of a group share kernels, not always sites
+                fit = _one_fit(self.windows[w].nodes, *res)
+                if isinstance(fit, str):
+                    reasons[fit] = reasons.get(fit, 0) + 1
+                else:
+                    ok.append((w, fit))
         why = min(reasons, key=lambda r: (-reasons[r], r)) if reasons else "no capture windows"
         return [(self.windows[w], pos) for w, pos in sorted(ok, key=itemgetter(0))], why
 
     def _search(
         self, g: _WindowGroup, replay: list[tuple[int, Kernel]], keys: list[_KernelKey], budget: int
-    ) -> list[int] | str | None:
-        """:func:`verify`'s in-order search on one group, occurrence to occurrence; None once ``self.work``
-        passes ``budget``."""
+    ) -> tuple[list[int], list[int]] | str | None:
+        """:func:`verify`'s in-order search on one group, occurrence to occurrence: the leftmost and the
+        rightmost fit (their sites are each window's own: ``_one_fit``); None once ``self.work`` passes
+        ``budget``."""
         out: list[int] = []
         j = 0
         nodes, positions = g.nodes, g.positions
@@ -455,7 +483,23 @@ class _Matcher:
                 return f"replayed node #{n} ({k.name}) not found in order in the capture window"
             out.append(at[p])
             j = at[p] + 1
-        return out
+        if len(out) == len(nodes):
+            return out, out
+        right: list[int] = []  # the rightmost fit, as :func:`verify`
+        j = len(nodes)
+        for n in reversed(range(len(replay))):
+            kind, k = replay[n]
+            at = positions[keys[n]]
+            p = bisect_left(at, j) - 1
+            while kind == D_KERNEL and not _compatible(nodes[at[p]].kernel, k):
+                p -= 1
+                self.work += 1
+            self.work += 1
+            if self.work > budget:
+                return None
+            right.append(at[p])
+            j = at[p]
+        return out, right[::-1]
 
     def pick(
         self, ok: list[tuple[Window, list[int]]], hints: tuple[tuple[str, int] | None, str | None]

@@ -69,6 +69,8 @@ _CAUSES = (
     ("capture window has", "the replayed graphs are longer than any captured one: wrong capture or runner?"),
     ("no kernel name", "the captured launches have no kernel names: a capture taken without its eager "
      "warm-up pass (which names them)?"),
+    ("more than one way", "the replayed graphs run fewer kernels than their capture windows launched, and "
+     "which launches they skipped is not clear: a capture of another build?"),
     ("ambiguous", "several capture windows verify each graph: give only the replayed runner's captures, or "
      "mark the replay's iterations with bs=N / runner=NAME ranges"),
     ("work limit", "verification stopped at its work limit: give only the replayed runner's captures"),
