@@ -436,8 +436,15 @@ def _profile_shape(
     except Exception as exc:  # a debugging aid never stops the capture
         report_failure(name, None, exc)
         return call(*args, **kwargs)
-    if not admitted:
-        return call(*args, **kwargs)
+    if not admitted:  # past the trace's limits: counted only if the call captured a new shape
+        before = _graph_count(instance, graphs)
+        result = call(*args, **kwargs)
+        if before is None or (_graph_count(instance, graphs) or 0) > before:
+            try:
+                trace.not_profiled()
+            except Exception as exc:
+                report_failure(name, trace.final, exc)
+        return result
     try:
         prof = capture_profiler(instance, (*args, *kwargs.values()))
         prof.start()

@@ -102,16 +102,21 @@ class LazyTrace:
         self._bytes = 0
 
     def admit(self) -> bool:
-        """Whether the next capture may be profiled (a slot is taken: ``add`` or ``release`` it). The first
-        refusal re-publishes the file once, so that it says shapes are missing."""
+        """Whether the next capture may be profiled (a slot is taken: ``add`` or ``release`` it). Refused:
+        the caller says ``not_profiled`` once the call has added a graph (a known shape is no loss)."""
         with self._lock:
             if not self._full and self._admitted < MAX_SHAPES:
                 self._admitted += 1
                 return True
+        return False
+
+    def not_profiled(self) -> None:
+        """A shape was captured without our profiler: the first such re-publishes the file once, so that it
+        says shapes are missing."""
+        with self._lock:
             first = self._refuse_locked()
         if first:
             self._enqueue(None, None)
-        return False
 
     def _refuse_locked(self) -> bool:
         self._not_profiled += 1
