@@ -223,6 +223,18 @@ def test_split_trace_takes_kinetos_error_list_after_the_events() -> None:
     assert json.loads(head + events + tail)["ERROR"] == ['ERROR: a ] b " c', "d"]
 
 
+def test_split_trace_takes_kinetos_unescaped_trace_name() -> None:
+    """Kineto writes traceName's path as it is: a `"` in a directory name left the tail unmatched and the
+    lazy trace unsaved (where /proc is missing, the staging path is the real one). The tail is kept as
+    written and ``rename_trace`` puts the final name there, escaped."""
+    written = '/tmp/q"dir/trace.json'
+    data = b'{"traceEvents": [ {"x": 1} ],\n  "traceName": "' + written.encode() + b'",\n  "displayTimeUnit": "ms"\n}'
+    head, events, tail = kineto.split_trace(data)
+    final = json.dumps('/tmp/q"dir/cuda_graph_capture-R-TP-0.json.gz').encode()
+    doc = json.loads(head + events + kineto.rename_trace(tail, written, final))
+    assert doc["traceName"] == '/tmp/q"dir/cuda_graph_capture-R-TP-0.json.gz' and doc["traceEvents"] == [{"x": 1}]
+
+
 def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
     """This torch's Kineto JSON splits into a head, events that parse to its traceEvents, and a tail."""
     import json
