@@ -258,26 +258,38 @@ def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
 _ONE_PROFILER = threading.Lock()
 
 
+def _recording_here() -> bool:
+    """Whether a profiler records this thread (a range opened here lands in its profile)."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch is not None and bool(torch.autograd._profiler_enabled())
+    except Exception:
+        return False
+
+
 def profiler_active() -> bool:
     """Whether a torch profiler is already recording: in this thread, or in another (the process-wide flag
     torch's profilers set) — sglang's, the user's, or ours on another capture."""
+    if _recording_here():
+        return True
     torch = sys.modules.get("torch")
     try:
-        if torch is None:
-            return False
-        if torch.autograd._profiler_enabled():
-            return True
-        return bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
+        return torch is not None and bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
     except Exception:
         return False
 
 
-def _recording_here(torch: Any) -> bool:
-    """Whether a profiler records this thread (a range opened here lands in its profile)."""
+@contextmanager
+def _our_profiler_may_start() -> Iterator[bool]:
+    """True (``_ONE_PROFILER`` held for the block) when no profiler records anywhere in the process and no
+    capture of ours is being profiled; False: the capture runs unprofiled. The one rule for both modes."""
+    if profiler_active() or not _ONE_PROFILER.acquire(blocking=False):
+        yield False
+        return
     try:
-        return bool(torch.autograd._profiler_enabled())
-    except Exception:
-        return False
+        yield True
+    finally:
+        _ONE_PROFILER.release()
 
 
 def _stop(prof: Any, runner: object) -> bool:
@@ -310,14 +322,14 @@ def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draf
         with _outermost("profile", instance) as outermost:
             if not outermost:
                 return call(*args, **kwargs)
-            if profiler_active() or not _ONE_PROFILER.acquire(blocking=False):
-                logger.debug(
-                    "%s: a profiler is already recording in this process; not starting ours "
-                    "(the capture is not exported by us)",
-                    type(instance).__name__,
-                )
-                return call(*args, **kwargs)
-            try:
+            with _our_profiler_may_start() as ours:
+                if not ours:
+                    logger.debug(
+                        "%s: a profiler is already recording in this process; not starting ours "
+                        "(the capture is not exported by us)",
+                        type(instance).__name__,
+                    )
+                    return call(*args, **kwargs)
                 try:
                     prof = capture_profiler(instance)
                     prof.start()
@@ -328,8 +340,6 @@ def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draf
                     result = call(*args, **kwargs)
                 finally:
                     stopped = _stop(prof, instance)
-            finally:
-                _ONE_PROFILER.release()
         if stopped:
             export_from_runner(instance, prof, draft_base=draft_base)
         return result
@@ -404,21 +414,18 @@ def _profile_one_shape(
     name = type(instance).__name__
     try:
         label = lazy_label(shape_of, wrapped, instance, args, kwargs)
-        nested = profiler_active() or not _ONE_PROFILER.acquire(blocking=False)
     except Exception as exc:  # a debugging aid never stops the capture
         report_failure(name, None, exc)
         return call(*args, **kwargs)
-    if nested:
-        logger.debug("%s: a profiler is already recording in this process; not starting ours (%s is in "
-                     "that profile if it records this thread, and it is not exported by us)", name, label)
-        if not _recording_here(torch):  # another thread's: torch 2.7 broke its JSON with our range
-            return call(*args, **kwargs)
-        with torch.profiler.record_function(label):
-            return call(*args, **kwargs)
-    try:
-        return _profile_shape(instance, args, kwargs, call, graphs, name, label)
-    finally:
-        _ONE_PROFILER.release()
+    with _our_profiler_may_start() as ours:
+        if ours:
+            return _profile_shape(instance, args, kwargs, call, graphs, name, label)
+    logger.debug("%s: a profiler is already recording in this process; not starting ours (%s is in "
+                 "that profile if it records this thread, and it is not exported by us)", name, label)
+    if not _recording_here():  # another thread's: torch 2.7 broke its JSON with our range
+        return call(*args, **kwargs)
+    with torch.profiler.record_function(label):
+        return call(*args, **kwargs)
 
 
 def _profile_shape(

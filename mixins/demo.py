@@ -195,10 +195,11 @@ def _count_events(path: Path) -> tuple[int, dict[str, int]]:
 def _command(args: argparse.Namespace) -> int:
     from mixins.analysis.render import size_text
     from mixins.demo_runners import RUNNERS
+    from mixins.output_dir import not_a_directory
 
     out = Path(args.out).resolve()
-    blocked = next((p for p in (out, *out.parents) if p.exists()), None)
-    if blocked is not None and not blocked.is_dir():  # found now, not after minutes of capturing
+    blocked = not_a_directory(out)
+    if blocked is not None:  # found now, not after minutes of capturing
         print(f"capture-trace: error: --out {args.out}: {blocked} is not a directory", file=sys.stderr)
         return 2
     print(f"capture-trace demo: setting {settings.ENABLE}=1 and {settings.PROFILER_DIR}={out} for this process")

@@ -465,9 +465,9 @@ class _Background:
         self._lock = threading.Lock()
         self._running: list[tuple[threading.Thread, Job]] = []
         self._exit_hook_pid: int | None = None
-        # A forked child has none of its parent's threads: it must neither wait for their exports at its
-        # exit (300 s by default) nor abandon them (that removed the parent's staging directory). A fresh
-        # lock too: the parent's may have been held by another thread at the fork.
+        # A forked child has none of its parent's threads: it must not wait at its exit for exports it can
+        # never see finish (the whole exit timeout, 300 s by default). A fresh lock too: the parent's may
+        # have been held by another thread at the fork.
         os.register_at_fork(after_in_child=self._forget_the_parents)
 
     def _forget_the_parents(self) -> None:

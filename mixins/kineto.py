@@ -102,7 +102,7 @@ _STRINGS = rb'\[\s*(?:' + _STRING + rb'\s*(?:,\s*' + _STRING + rb'\s*)*)?\]'
 _VALUE = rb'(?:' + _STRING + rb'|[-+0-9.eE]+|true|false|null|' + _STRINGS + rb')'
 # Kineto writes traceName's path unescaped (a `"` or `\` in a directory name): to the end of its line,
 # until ``rename_trace`` puts the final name there, JSON-escaped.
-_TRACE_NAME_RAW = rb'"traceName"\s*:\s*"[^\n]*"'
+_TRACE_NAME_RAW = re.escape(TRACE_NAME_KEY) + rb'\s*:\s*"[^\n]*"'
 _MEMBER = rb'(?:' + _TRACE_NAME_RAW + rb'|' + _STRING + rb'\s*:\s*' + _VALUE + rb')'
 _AFTER_EVENTS = re.compile(rb'\]\s*(?:,\s*' + _MEMBER + rb'\s*)*\}\s*\Z')
 _TAIL_SEARCH = 64 << 10

@@ -152,16 +152,20 @@ def open_trusted(path: Path) -> int:
     return fd
 
 
-def refusal_of(path: Path) -> str | None:
-    """Why an export could not write under ``path``, found without creating anything (``doctor``): the
-    nearest part of it that exists is not a directory, or, when ``path`` exists, the trust policy's
-    reason (``open_trusted``). None: an export would write there (creating what is missing)."""
+def not_a_directory(path: Path) -> Path | None:
+    """The nearest part of ``path`` that exists, when it is not a directory: nothing can be made under it."""
     existing = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
-    if existing is None:
-        return None
-    if not existing.is_dir():
-        return f"{existing} is not a directory"
-    if existing != path:
+    return existing if existing is not None and not existing.is_dir() else None
+
+
+def refusal_of(path: Path) -> str | None:
+    """Why an export could not write under ``path``, found without creating anything (``doctor``): a part
+    of it is not a directory, or, when ``path`` exists, the trust policy's reason (``open_trusted``).
+    None: an export would write there (creating what is missing)."""
+    blocked = not_a_directory(path)
+    if blocked is not None:
+        return f"{blocked} is not a directory"
+    if not os.path.lexists(path):
         return None  # the export makes the rest: new directories are ours, with our mode
     try:
         os.close(open_trusted(path))

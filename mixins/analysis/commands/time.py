@@ -175,14 +175,11 @@ class _Calls:
         return array("i", sorted(range(len(keys)), key=keys.__getitem__))
 
 
-def _windows(tl: Timeline) -> list[tuple[Any, int, int]]:
-    """(pid, BeginCapture end, EndCapture end) in ns of each capture window (``Timeline.capture_windows``,
-    the one definition); a window never closed runs to the segment's end."""
+def _windows(tl: Timeline, marks: list[tuple[int, int]]) -> list[tuple[Any, int, int]]:
+    """(pid, BeginCapture end, EndCapture end) in ns of each capture window (``marks``: the one definition,
+    ``Timeline.capture_windows``); a window never closed runs to the segment's end."""
     c = tl.calls
-    return [
-        (tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER)
-        for b, e in tl.capture_windows()
-    ]
+    return [(tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
 
 
 class _Placed(Struct):
@@ -193,7 +190,9 @@ class _Placed(Struct):
     instantiate_segment: list[int]
 
 
-def _placed(tl: Timeline, segs: list[Segment], cs: _Calls, order: array, instantiates: list[int]) -> _Placed | None:
+def _placed(
+    tl: Timeline, segs: list[Segment], cs: _Calls, order: array, begins: list[int], instantiates: list[int]
+) -> _Placed | None:
     """Where two segments of one process overlap in time (captures on two threads at once): each call goes
     to one segment, where ``summary`` counts it (``segments.assigner``: the innermost containing one of
     its process), and each capture window and instantiate to its begin's. None when no two overlap: a
@@ -214,8 +213,10 @@ def _placed(tl: Timeline, segs: list[Segment], cs: _Calls, order: array, instant
     for i in order:
         if owner[i] >= 0:
             members[owner[i]].append(i)
-    windows = [find(c.start[b], place[c.thread[b]]) for b, _ in tl.capture_windows()]
-    return _Placed(members, windows, [find(c.start[i], place[c.thread[i]]) for i in instantiates])
+    def segment_of(calls: list[int]) -> list[int]:  # a window or instantiate: its begin's segment
+        return [find(c.start[i], place[c.thread[i]]) for i in calls]
+
+    return _Placed(members, segment_of(begins), segment_of(instantiates))
 
 
 class _Context(Struct):
@@ -438,8 +439,9 @@ def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
     inst = [i for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
     instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
-    placed = _placed(tl, segs, cs, order, inst)
-    ctx = _Context(cs, order, starts, _windows(tl), instantiates, top, span, placed)
+    marks = tl.capture_windows()
+    placed = _placed(tl, segs, cs, order, [b for b, _ in marks], inst)
+    ctx = _Context(cs, order, starts, _windows(tl, marks), instantiates, top, span, placed)
     total = _Spent()
     segments = [_segment(ctx, j, s, total) for j, s in enumerate(segs)]
     return TraceTime(path, identity, source, segments, total.top(top, cs.names))
