@@ -87,6 +87,22 @@ def _forward(t: Trace, bs: int, ran: bool, grid: int = 1) -> None:
             t.launch("add_k", ran)
 
 
+def _elementwise_capture(ops: tuple[str, ...], path: Path) -> Path:
+    """bs=2: each op of ``ops`` launches ``elementwise_kernel``, in a warm-up pass and then a capture."""
+    cap = Trace()
+    with cap.span("user_annotation", "capture::bs=2"):
+        for ran in (True, False):
+            if not ran:
+                cap.mark("cudaStreamBeginCapture")
+            with cap.module("Model_0"):
+                for op in ops:
+                    with cap.op(op, [[2, 16], [2, 16]]):
+                        cap.launch("elementwise_kernel", ran)
+            if not ran:
+                cap.mark("cudaStreamEndCapture")
+    return cap.save(path)
+
+
 def _ops(doc: dict[str, Any]) -> list[tuple[str | None, str, float]]:
     return [(o["segment"], o["name"], o["gpu_time_us"]) for o in doc["ops"]]
 
@@ -197,22 +213,12 @@ def test_annotate_tells_same_named_kernels_starting_together_apart(tmp_path: Pat
     """add and mul both launch ``elementwise_kernel``; replayed on two streams they start at one time. The
     annotation was keyed by (correlation, start, name): both kernels got the last op written (mul).
     Keyed by the graph node id now, each gets its own."""
-    cap = Trace()
-    with cap.span("user_annotation", "capture::bs=2"):
-        for ran in (True, False):
-            if not ran:
-                cap.mark("cudaStreamBeginCapture")
-            with cap.module("Model_0"):
-                for op in ("aten::add", "aten::mul"):
-                    with cap.op(op, [[2, 16], [2, 16]]):
-                        cap.launch("elementwise_kernel", ran)
-            if not ran:
-                cap.mark("cudaStreamEndCapture")
+    capture = _elementwise_capture(("aten::add", "aten::mul"), tmp_path / "c.json.gz")
     rep = Trace()
     add_k, mul_k = rep.graph([("elementwise_kernel", 1, 4.0), ("elementwise_kernel", 1, 9.0)])
     mul_k["ts"], mul_k["tid"] = add_k["ts"], 8  # the other stream, the same start
     out = tmp_path / "annotated.json"
-    _attribute(run_cli, rep.save(tmp_path / "r.json.gz"), cap.save(tmp_path / "c.json.gz"), "--annotate", str(out))
+    _attribute(run_cli, rep.save(tmp_path / "r.json.gz"), capture, "--annotate", str(out))
     kernels = [e for e in json.loads(out.read_text())["traceEvents"] if e["cat"] == "kernel"]
     assert sorted((e["dur"], e["args"]["capture_op"]) for e in kernels) == [(4.0, "aten::add"), (9.0, "aten::mul")]
 
@@ -222,18 +228,7 @@ def test_which_launches_a_shorter_replay_skipped_is_never_guessed(tmp_path: Path
     in-order fit (add, mul) was reported as verified, though (add, sub) and (mul, sub) fit as well: the
     graph is now unattributed, with that reason. When every fit gives the same ops, it is attributed."""
     def capture(ops: tuple[str, ...]) -> Path:
-        cap = Trace()
-        with cap.span("user_annotation", "capture::bs=2"):
-            for ran in (True, False):
-                if not ran:
-                    cap.mark("cudaStreamBeginCapture")
-                with cap.module("Model_0"):
-                    for op in ops:
-                        with cap.op(op, [[2, 16], [2, 16]]):
-                            cap.launch("elementwise_kernel", ran)
-                if not ran:
-                    cap.mark("cudaStreamEndCapture")
-        return cap.save(tmp_path / f"c{len(ops)}-{ops[-1]}.json.gz")
+        return _elementwise_capture(ops, tmp_path / f"c{len(ops)}-{ops[-1]}.json.gz")
 
     rep = Trace()
     rep.graph([("elementwise_kernel", 1, 4.0), ("elementwise_kernel", 1, 9.0)])

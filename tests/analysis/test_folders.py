@@ -76,13 +76,20 @@ def test_plain_errors_name_what_is_wrong(tmp_path: Path, run_cli: Run) -> None:
     assert rc == 2 and err.endswith(": not gzip (the name ends in .gz, the file has no gzip header)\n"), err
 
 
-def test_ls_of_the_profiler_dir_finds_the_traces_and_their_staging_leftovers(tmp_path: Path, run_cli: Run) -> None:
-    sub = tmp_path / SUBDIR
+def _profiler_dir_with_a_stale_staging_dir(profiler_dir: Path) -> tuple[Path, str]:
+    """A capture in ``profiler_dir/graph_capture_profile`` beside a staging directory of ours whose process
+    is gone; that folder and the staging directory's name."""
+    sub = profiler_dir / SUBDIR
     sub.mkdir()
     shutil.copy(CAPTURE, sub / CAPTURE.name)
     here = Here.now()
     stale = f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3d.{here.host}"  # no such process
     os.mkdir(sub / stale, 0o700)
+    return sub, stale
+
+
+def test_ls_of_the_profiler_dir_finds_the_traces_and_their_staging_leftovers(tmp_path: Path, run_cli: Run) -> None:
+    sub, stale = _profiler_dir_with_a_stale_staging_dir(tmp_path)
     rc, out, err = run_cli("ls", tmp_path, "--json")
     assert rc == 0, err
     doc = json.loads(out)
@@ -146,12 +153,7 @@ def test_a_profiler_dir_with_its_own_json_is_searched_in_its_subdir(tmp_path: Pa
 def test_clean_removes_what_ls_says_it_removes(tmp_path: Path, run_cli: Run) -> None:
     """``ls PROFDIR`` lists the stale staging directory in PROFDIR/graph_capture_profile and says clean
     removes it: ``clean PROFDIR`` does."""
-    sub = tmp_path / SUBDIR
-    sub.mkdir()
-    shutil.copy(CAPTURE, sub / CAPTURE.name)
-    here = Here.now()
-    stale = f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3d.{here.host}"  # no such process
-    os.mkdir(sub / stale, 0o700)
+    sub, stale = _profiler_dir_with_a_stale_staging_dir(tmp_path)
     rc, out, err = run_cli("clean", tmp_path, "--json")
     assert (rc, err) == (0, "")
     assert [(t["name"], t["removed"]) for t in json.loads(out)["temporaries"]] == [(stale, True)]

@@ -137,27 +137,17 @@ def slow_export_then_exit() -> None:
     """A trace still compressing at exit (the test sets the exit timeout to 0). Fault injected: the
     compression signals that it has started and then never finishes, so the process exits mid-export
     every run, not only when a big trace happens to be slow enough."""
-    import threading
-
     _log_to_stderr()
-    from mixins import export, export_cuda_graph_capture_trace
+    from mixins import export_cuda_graph_capture_trace
 
-    started, never = threading.Event(), threading.Event()
-    real_compress = export.compress_trace
-
-    def compress_that_never_finishes(*args: Any) -> None:
-        started.set()
-        never.wait()
-        real_compress(*args)
-
-    export.compress_trace = compress_that_never_finishes  # type: ignore[assignment]
+    started, _ = _held_compression()  # never released
     export_cuda_graph_capture_trace(_mm_profile(3), runner_name="Slow", tp_rank=0)
     started.wait()
 
 
-def _held_compression() -> Any:
-    """Fault injected: the next export's compression signals that it started (the returned event) and
-    waits for ``release`` (set on the returned event's ``release`` attribute)."""
+def _held_compression() -> tuple[Any, Any]:
+    """Fault injected: the next export's compression sets ``started`` and waits for ``release``; returns
+    both events."""
     import threading
 
     from mixins import export
@@ -171,8 +161,7 @@ def _held_compression() -> Any:
         real_compress(*args)
 
     export.compress_trace = held  # type: ignore[assignment]
-    started.release = release  # type: ignore[attr-defined]
-    return started
+    return started, release
 
 
 def _exit_at_once() -> None:
@@ -189,7 +178,7 @@ def fork_while_compressing() -> None:
     _log_to_stderr()
     from mixins import export_cuda_graph_capture_trace, wait_for_exports
 
-    started = _held_compression()
+    started, release = _held_compression()
     path = export_cuda_graph_capture_trace(_mm_profile(3), runner_name="Forked", tp_rank=0)
     started.wait()
     worker = multiprocessing.get_context("fork").Process(target=_exit_at_once)
@@ -197,7 +186,7 @@ def fork_while_compressing() -> None:
     worker.join(120)
     if worker.exitcode is None:
         worker.kill()
-    started.release.set()
+    release.set()
     assert wait_for_exports(), "the export is still running"
     print(worker.exitcode, path, flush=True)
 

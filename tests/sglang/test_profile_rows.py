@@ -128,6 +128,18 @@ def test_profile_rows_report_profiled_by_us() -> None:
 # -- token-count runners: real capture(), the per-shape CUDA-graph capture stood in ------------------
 
 
+def _the_one_trace(case: str, name: str, trace_dir: Path, profilers_started: list[Any]) -> Path | None:
+    """On: the one file, named after the runner, ours, from our one profiler. Any other case: no profiler
+    started and nothing written (None)."""
+    if case != "on":
+        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
+        return None
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
+    path: Path = real_sglang.traces(trace_dir)[0]
+    assert real_sglang.is_ours(path) and len(profilers_started) == 1
+    return path
+
+
 def token_class(module: str, name: str) -> type:
     cls = real_sglang.load_class(module, name)
     if cls is None:
@@ -161,12 +173,9 @@ def test_token_runner_real_capture(
     finally:
         sglang_patch.uninstall()
     assert calls and calls[0][0] == 256  # the real loop ran, largest first
-    if case != "on":
-        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
+    path = _the_one_trace(case, name, trace_dir, profilers_started)
+    if path is None:
         return
-    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
-    path = real_sglang.traces(trace_dir)[0]
-    assert real_sglang.is_ours(path) and len(profilers_started) == 1
     expected = {
         "PiecewiseCudaGraphRunner": ["capture::tokens=256", "capture::tokens=64"],
         "PrefillCudaGraphRunner": ["capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2",
@@ -219,12 +228,9 @@ def test_runner_without_capture_real_capture(
         sglang_patch.uninstall()
     sizes = [call[0] for call in calls]
     assert sizes == ([256, 64] if name == "BreakableCudaGraphRunner" else [2, 1])  # the real loop ran
-    if case != "on":
-        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
+    path = _the_one_trace(case, name, trace_dir, profilers_started)
+    if path is None:
         return
-    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
-    path = real_sglang.traces(trace_dir)[0]
-    assert real_sglang.is_ours(path) and len(profilers_started) == 1
     trace = load_trace(path)
     unit = "tokens" if name == "BreakableCudaGraphRunner" else "bs"
     assert range_names(trace) == [f"capture::{unit}={size}" for size in sizes]
