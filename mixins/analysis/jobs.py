@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OK", "DIFFERENT", "TROUBLE", "DIR_HELP", "add_jobs_option", "with_limits", "trace_files", "expand_paths",
-    "run_one", "map_files", "gather", "collect_results", "listed_in",
+    "run_one", "map_files", "gather", "collect_results", "listed_in", "result_identity",
 ]
 
 OK, DIFFERENT, TROUBLE = 0, 1, 2
@@ -183,25 +183,49 @@ def gather(
             tick()
 
 
+def result_identity(res: Any) -> Any:
+    """The identity (with role and run) a command's per-file result carries: a record, a capture, a
+    time result, or a tuple ending in one (``report``'s)."""
+    if isinstance(res, tuple) and res:
+        res = res[-1]
+    return getattr(res, "identity", None)
+
+
 def collect_results(
-    pairs: Iterable[tuple[str, Any]], listed: Collection[str] = (), failed: list[str] | None = None
+    pairs: Iterable[tuple[str, Any]],
+    listed: Collection[str] = (),
+    failed: list[str] | None = None,
+    reads: tuple[str, Collection[str]] | None = None,
 ) -> tuple[list[Any], bool]:
     """Results in order, and whether any file was bad (each reported on stderr as it comes).
 
     A file found by listing a folder (``listed``) that holds valid JSON but no trace, and whose name does
     not say it is one (``execution_details.json``, a config), is skipped with one INFO line: folders as
     sglang, vLLM and TraceLens lay them out work. Named on the command line, or trace-named, it is an
-    error. ``failed`` collects the paths reported as errors. A folder all of whose files were skipped held
-    no trace at all: that is an error (exit 2), never an empty success."""
+    error. ``reads`` = (command, the roles it reads, ``model.roles``): a trace of another role is skipped
+    with one INFO line when a folder listing found it, else it is an error line (exit 2). ``failed``
+    collects the paths reported as errors. A folder all of whose files were skipped held nothing the
+    command reads: that is an error (exit 2), never an empty success."""
+    from mixins.analysis.model.roles import ROLE_NAMES, refusal, role_in
+
     good, bad = [], False
-    skipped: Counter[str] = Counter()  # folder -> its files skipped
+    skipped: dict[str, Counter[str]] = {}  # folder -> why its files were skipped -> how many
     answered: set[str] = set()  # folders with a file read or reported
     for path, res in pairs:
+        folder = os.path.dirname(path)
         if isinstance(res, TraceError) and res.not_a_trace and path in listed and not names_a_trace(path):
             render.error(f"{path}: skipped, not a trace ({res.message})", "info")
-            skipped[os.path.dirname(path)] += 1
+            skipped.setdefault(folder, Counter())[""] += 1
             continue
-        answered.add(os.path.dirname(path))
+        identity = None if isinstance(res, TraceError) or reads is None else result_identity(res)
+        if reads is not None and identity is not None and identity.role not in reads[1]:
+            role = role_in(identity)
+            res = TraceError(path, refusal("", role, reads[0]), wrong_role=role.role)
+        if isinstance(res, TraceError) and res.wrong_role is not None and path in listed:
+            render.error(f"{path}: skipped: {res.message}", "info")
+            skipped.setdefault(folder, Counter())[ROLE_NAMES[res.wrong_role]] += 1
+            continue
+        answered.add(folder)
         if isinstance(res, TraceError):
             render.error(str(res))
             bad = True
@@ -209,10 +233,14 @@ def collect_results(
                 failed.append(path)
         else:
             good.append(res)
-    for folder, n in skipped.items():
+    for folder, why in skipped.items():
         if folder not in answered:
-            said = f"{n} JSON file{'s' * (n != 1)} skipped: not a trace"
-            render.error(str(TraceError(folder or ".", f"no traces in this directory ({said})")))
+            said = "; ".join(
+                f"{n} {what or 'JSON file'}{'s' * (n != 1)} skipped" + ("" if what else ": not a trace")
+                for what, n in why.items()
+            )
+            wanted = "traces" if set(why) == {""} or reads is None else " or ".join(sorted(reads[1])) + " traces"
+            render.error(str(TraceError(folder or ".", f"no {wanted} in this directory ({said})")))
             bad = True
     return good, bad
 

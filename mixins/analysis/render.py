@@ -271,10 +271,12 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
     from rich.text import Text
 
     out = console()
+    runs = len({t.get("run") for t in traces}) > 1
     for t in traces:
+        run = f"run {safe(t['run'])}  " if runs else ""
         out.print(
-            f"[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (identity: {t['identity_source']}, "
-            f"segments: {safe(t['segment_source'])}, {t['events']:,} events)"
+            f"{run}[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (a {t.get('role') or '?'}; identity: "
+            f"{t['identity_source']}, segments: {safe(t['segment_source'])}, {t['events']:,} events)"
         )
         rows: list[list[Cell]] = [[s["label"], *(f"{s[k]:,}" for k, _ in _COLS)] for s in t["segments"]]
         tot = t["totals"]
@@ -377,8 +379,10 @@ CHECK_COLUMNS = (
 
 def render_check(groups: list[GroupCheck]) -> None:
     out = console()
+    runs = len({g.run for g in groups}) > 1  # ranks are checked per run: say which, when there are several
     rows: list[list[Cell]] = [
         [
+            *([g.run or "?"] if runs else []),
             g.runner or "?" if g.bs is None else f"{g.runner or '?'} bs={g.bs}",
             _rank(g.pp_rank),
             str(g.capture_index),
@@ -388,9 +392,11 @@ def render_check(groups: list[GroupCheck]) -> None:
         ]
         for g in groups
     ]
-    print_table(out, CHECK_COLUMNS, rows, runners=[g.runner or "?" for g in groups])
+    columns = (Col("run", "key", fold=12), *CHECK_COLUMNS) if runs else CHECK_COLUMNS
+    print_table(out, columns, rows, runners=[g.runner or "?" for g in groups])
     for g in groups:
-        head = safe(" ".join(x for x in (g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
+        run = f"{g.run}:" if runs and g.run else ""
+        head = safe(" ".join(x for x in (run, g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
                                            f"PP {g.pp_rank}" if g.pp_rank is not None else "",
                                            f"#{g.capture_index}") if x))
         for p in g.problems:
@@ -482,10 +488,17 @@ def render_attribute(results: list[Any], top: int = 30) -> None:
             out.print(f"… {len(shown) - top} more rows (--json or --csv for all)")
         cov = res["coverage"]
         share = 100 * cov["attributed_us"] / cov["gpu_time_us"] if cov["gpu_time_us"] else 0.0
-        out.print(
-            f"coverage: graph kernels {cov['graph_kernels_attributed']:,}/{cov['graph_kernels']:,} attributed, "
-            f"GPU time {duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])} ({share:.1f} %)"
-        )
+        if not cov["graph_kernels"]:  # eager work alone says nothing of the graphs: never "100 %"
+            out.print(
+                "coverage: no graph kernel in this replay, nothing of a CUDA graph attributed "
+                f"(eager GPU time {duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])})"
+            )
+        else:
+            out.print(
+                f"coverage: graph kernels {cov['graph_kernels_attributed']:,}/{cov['graph_kernels']:,} attributed, "
+                f"GPU time {duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])} "
+                f"({share:.1f} %)"
+            )
         for u in res["unattributed"]:
             out.print(
                 f"unattributed ({u['source']}): {u['kernels']:,} kernels, {duration_text(u['gpu_time_us'])} "

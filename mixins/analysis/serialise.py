@@ -123,6 +123,7 @@ def summarize(rec: TraceRecord, top: int = 10) -> dict[str, Any]:
     totals["signatures"] = len({key for s in rec.segments if s.table for key in s.table.shape_keys(s.members)})
     return {
         "path": rec.path,
+        "role": rec.identity.role,
         **rec.identity.as_json(),
         "size": rec.size,
         "events": rec.events,

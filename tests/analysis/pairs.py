@@ -124,8 +124,9 @@ def _seg_bs(s: int) -> int:
 
 
 def scaled(capture: Doc, replay: Doc, segments: int, launches: int) -> tuple[Doc, Doc]:
-    """DERIVED large pair: the capture repeated in ``segments`` ``capture::bs=N`` segments (N = 32, 64, …;
-    identical kernels, so only the replay's batch-size hint tells them apart), and the replay's graph
+    """DERIVED large pair: the capture repeated in ``segments`` ``capture::tokens=N`` segments (N = 32, 64, …;
+    identical kernels, so only the replay's size hint tells them apart; vLLM's sizes are token counts), and
+    the replay's graph
     launch with its kernels repeated ``launches`` times, launch n inside an ``execute_<N>_…`` iteration
     annotation naming segment n % segments."""
     cap = clone(capture)
@@ -142,7 +143,7 @@ def scaled(capture: Doc, replay: Doc, segments: int, launches: int) -> tuple[Doc
                 c["args"]["correlation"] += s * 10_000_000
             ev.append(c)
     for s in range(segments):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"capture::bs={_seg_bs(s)}", "pid": begin["pid"],
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"capture::tokens={_seg_bs(s)}", "pid": begin["pid"],
                    "tid": begin["tid"], "ts": lo + s * span - 1.0, "dur": span - 500.0, "args": {}})
     rep = clone(replay)
     kernels = graph_kernels(rep)

@@ -105,7 +105,7 @@ def test_real_vllm_pair_reproduces_tracelens_ops_summary(full: dict[str, Any]) -
     assert cov["attributed_us"] == pytest.approx(cov["gpu_time_us"])
     assert cov["gpu_time_us"] == pytest.approx(total, rel=0.002)
     graph = [op for op in res["ops"] if op["source"] == "graph"]
-    assert {op["segment"] for op in graph} == {"bs=32,variant=FULL"}
+    assert {op["segment"] for op in graph} == {"tokens=32,variant=FULL"}
     moe = next(op for op in graph if op["name"] == "vllm::moe_forward")
     assert (moe["count"], moe["kernels"], moe["input_dims"][0]) == (24, 72, [32, 3072])
 
@@ -208,7 +208,7 @@ def test_annotate_adds_args_only_and_loads_with_json(run_cli: Any, tmp_path: Pat
              "capture_runner")
     tagged = [e for e in doc["traceEvents"] if "capture_op" in e.get("args", {})]
     assert len(tagged) == 421
-    assert {e["args"]["capture_segment"] for e in tagged} == {"bs=32,variant=FULL"}
+    assert {e["args"]["capture_segment"] for e in tagged} == {"tokens=32,variant=FULL"}
     moe = [e for e in tagged if e["args"]["capture_op"] == "vllm::moe_forward"]
     assert len(moe) == 72 and moe[0]["args"]["capture_module"] == "nn.Module: GraphModule"
     assert moe[0]["args"]["capture_input_dims"][0] == [32, 3072]
@@ -273,7 +273,7 @@ def test_derived_tracelens_folder_with_execution_details(
     res = _attribute(run_cli, VLLM_REPLAY, folder)
     assert res["captures"] == [str(folder / name)]
     assert res["coverage"]["graph_kernels_attributed"] == 421
-    assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"bs=32,variant=FULL"}
+    assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"tokens=32,variant=FULL"}
 
 
 def test_derived_sglang_per_bs_layout(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
@@ -395,7 +395,7 @@ def test_demo_replay_on_cpu_says_it_needs_cuda_graphs(tmp_path: Path) -> None:
 def test_derived_identical_windows_need_the_batch_size_hint(
     run_cli: Any, real: dict[str, Any], tmp_path: Path
 ) -> None:
-    """Two segments with the same kernels: the replay's ``execute_<bs>_…`` annotation picks one;
+    """Two segments with the same kernels: the replay's ``execute_<tokens>_…`` annotation picks one;
     without it the graph is ambiguous and stays unattributed (never spread over a guess)."""
     from pairs import scaled
 
@@ -403,7 +403,7 @@ def test_derived_identical_windows_need_the_batch_size_hint(
     cap_p, rep_p = save(cap, tmp_path / "two_capture.json.gz"), save(rep, tmp_path / "two_replay.json.gz")
     res = _attribute(run_cli, rep_p, cap_p)
     assert res["coverage"]["graph_kernels_attributed"] == res["coverage"]["graph_kernels"] == 842
-    assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"bs=32", "bs=64"}
+    assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"tokens=32", "tokens=64"}
     rep["traceEvents"] = [e for e in rep["traceEvents"] if e.get("cat") != "user_annotation"]
     res = _attribute(run_cli, save(rep, tmp_path / "no_hint.json.gz"), cap_p)
     assert res["coverage"]["graph_kernels_attributed"] == 0

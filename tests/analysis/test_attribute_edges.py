@@ -204,7 +204,7 @@ def test_a_later_piece_of_a_piecewise_capture_is_named_by_the_whole_model_warm_u
     rep.graph([("qkv_gemm", 1, 10.0)])
     rep.graph([("o_gemm", 1, 8.0), ("add_k", 1, 3.0)])
     doc = _attribute(run_cli, rep.save(tmp_path / "r.json.gz"), cap.save(tmp_path / "c.json.gz"))
-    segment = "bs=32,variant=PIECEWISE"
+    segment = "tokens=32,variant=PIECEWISE"
     assert _ops(doc) == [(segment, "aten::mm", 10.0), (segment, "aten::mm", 8.0), (segment, "aten::add", 3.0)]
     assert doc["coverage"]["graph_kernels_attributed"] == 3
 

@@ -24,11 +24,6 @@ from mixins.analysis.model.windows import load_capture
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = DATA / "vllm_decode_full_attribute_main.json"
-NO_WINDOWS = (
-    f"capture-trace: warning: {VLLM_REPLAY}: only 0/421 graph kernels and 3.1 % of GPU time attributed: "
-    "the captures hold no CUDA-graph capture window: wrong capture (a trace of serving, or one profiled "
-    "without graph capture)?\n"
-)
 
 
 @pytest.fixture(scope="module")
@@ -39,19 +34,17 @@ def real() -> dict[str, Any]:
 # -- (a) the low-coverage warning -------------------------------------------------------------------
 
 
-def test_wrong_capture_warns_on_stderr_with_the_cause_and_exit_0(run_cli: Any) -> None:
-    """The issue's case: a replay against a trace with no capture window (the real H100 inference trace)
-    attributed no graph kernel and said nothing. Now one warning line, also under --json; exit still 0."""
-    rc, out, err = run_cli("attribute", VLLM_REPLAY, H100)
-    assert (rc, err) == (0, NO_WINDOWS)
-    assert "coverage: graph kernels 0/421 attributed" in out
-    rc, out, err = run_cli("attribute", VLLM_REPLAY, H100, "--json")
-    assert (rc, err) == (0, NO_WINDOWS)
-    assert json.loads(out)["coverage"]["graph_kernels_attributed"] == 0
-    rc, _, err = run_cli("attribute", VLLM_REPLAY, H100, "--min-coverage", "0.02")  # 3.1 % >= 2 %: met
-    assert (rc, err) == (0, NO_WINDOWS)
-    rc, _, err = run_cli("attribute", VLLM_REPLAY, H100, "--min-coverage", "0.5")
-    assert (rc, err) == (1, NO_WINDOWS)  # only --min-coverage decides exit 1
+def test_a_plain_profile_given_as_the_capture_is_refused_by_its_role(run_cli: Any) -> None:
+    """The replay against a trace with no CUDA-graph content (the real H100 inference trace) attributed no
+    graph kernel, warned, and exited 0 (or 1 under --min-coverage): a confident answer about the wrong
+    file. Its role is read first now: one line naming it, exit 2, nothing on stdout."""
+    for extra in ((), ("--json",), ("--min-coverage", "0.02")):
+        rc, out, err = run_cli("attribute", VLLM_REPLAY, H100, *extra)
+        assert (rc, out) == (2, "")
+        assert err == (
+            f"capture-trace: error: {H100}: holds no CUDA-graph content (no capture window, no graph launch): "
+            "it is a plain profile; CAPTURE takes the traces taken at start-up, with CUDA-graph capture\n"
+        )
 
 
 def test_a_fully_attributed_replay_meets_min_coverage_1(run_cli: Any) -> None:
@@ -67,8 +60,8 @@ def test_the_replay_given_as_the_capture_is_named_as_such(run_cli: Any) -> None:
     rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_REPLAY)
     assert (rc, err) == (
         2,
-        f"capture-trace: error: {VLLM_REPLAY}: is the replay trace: give the capture traces "
-        "(files, or their directory)\n",
+        f"capture-trace: error: {VLLM_REPLAY}: holds graph launches and no capture windows: it is a replay "
+        "(serving) trace; it is REPLAY already: give its captures after it\n",
     )
 
 
@@ -209,17 +202,17 @@ def test_views_of_the_real_pair(run_cli: Any) -> None:
 
 
 def test_derived_two_segments_in_the_segment_view(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
-    """DERIVED: the capture in two ``capture::bs=N`` segments, the graph replayed once in each."""
+    """DERIVED: the capture in two ``capture::tokens=N`` segments, the graph replayed once in each."""
     cap, rep = scaled(real["capture"], real["replay"], segments=2, launches=2)
     cap_p, rep_p = save(cap, tmp_path / "two_capture.json.gz"), save(rep, tmp_path / "two_replay.json.gz")
     res = _json(run_cli, rep_p, cap_p, "--group-by", "segment")
     rows = {(r["source"], r["segment"]): r for r in res["groups"]["rows"]}
-    assert set(rows) == {("graph", "bs=32"), ("graph", "bs=64"), ("eager", None)}
-    assert rows[("graph", "bs=32")]["kernels"] == rows[("graph", "bs=64")]["kernels"] == 421
+    assert set(rows) == {("graph", "tokens=32"), ("graph", "tokens=64"), ("eager", None)}
+    assert rows[("graph", "tokens=32")]["kernels"] == rows[("graph", "tokens=64")]["kernels"] == 421
     total = sum(r["gpu_time_us"] for r in rows.values())
     assert total == pytest.approx(res["coverage"]["attributed_us"], abs=0.01)
     rc, out, _ = run_cli("attribute", rep_p, cap_p, "--group-by", "segment")
-    assert rc == 0 and "runners and segments by GPU time" in out and "bs=64" in out
+    assert rc == 0 and "runners and segments by GPU time" in out and "tokens=64" in out
 
 
 # -- (b) progress on a terminal only ------------------------------------------------------------------
@@ -278,4 +271,4 @@ def test_readme_examples_are_the_real_output(run_cli: Any, monkeypatch: pytest.M
     rc, out, err = run_cli(*block[0].split()[2:])
     assert (rc, err) == (0, "") and out.splitlines() == block[1:second]
     rc, _, err = run_cli(*block[second].split(">")[0].split()[2:])
-    assert rc == 0 and err.splitlines() == block[second + 1:]
+    assert rc == 2 and err.splitlines() == block[second + 1:]  # a plain profile is no capture

@@ -91,9 +91,9 @@ def test_vllm_foreign_segments_and_rocm_names() -> None:
     assert got["identity_source"] == "distributedInfo" and got["tp_rank"] == 0
     assert got["segment_source"] == "foreign"
     labels = [s["label"] for s in got["segments"]]
-    assert labels == ["bs=32,variant=FULL", "(outside)"]
+    assert labels == ["tokens=32,variant=FULL", "(outside)"]  # vLLM captures by token count
     seg = got["segments"][0]
-    assert seg["bs"] == 32
+    assert (seg["bs"], seg["unit"], seg["size"]) == (None, "tokens", 32)
     # ROCm launches carry args.kernel: all 428 are named although only 7 kernels ran
     assert seg["launches"] == 428 and seg["unnamed_launches"] == 0 and seg["kernels"] == 7
 

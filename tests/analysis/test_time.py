@@ -37,7 +37,7 @@ def _segments(calls: list[dict], annotations: list[dict]) -> list[tuple[str, flo
     for a in annotations:
         m = re.fullmatch(r"capture_(\d+)(?:_([A-Za-z0-9]+))?", a["name"])
         if m:
-            foreign.append((f"bs={m[1]}" + (f",variant={m[2]}" if m[2] else ""), a))
+            foreign.append((f"tokens={m[1]}" + (f",variant={m[2]}" if m[2] else ""), a))  # vLLM: tokens
     picked = ours or foreign
     if picked:
         return [(label, a["ts"], a["ts"] + a.get("dur", 0), a["pid"]) for label, a in picked]
@@ -120,7 +120,8 @@ def test_vllm_capture_trace_phases_match_its_events(run_cli: Run) -> None:
     (t,) = doc["traces"]
     assert (t["path"], t["runner"], t["tp_rank"]) == (str(VLLM), None, 0)
     (seg,) = t["segments"]
-    assert (seg["label"], seg["bs"], seg["variant"], seg["capture_windows"]) == ("bs=32,variant=FULL", 32, "FULL", 1)
+    want = ("tokens=32,variant=FULL", None, "FULL", 1)  # vLLM sizes are token counts
+    assert (seg["label"], seg["bs"], seg["variant"], seg["capture_windows"]) == want
     assert_matches_reference(t, VLLM)
     # the boundaries themselves, as the trace states them (capture_32_FULL; hipStreamBeginCapture ends at
     # ...66387.623, hipStreamEndCapture at ...121373.322, hipGraphInstantiateWithFlags lasts 817.066 µs)
@@ -178,7 +179,7 @@ def test_text_output_has_a_bar_per_segment_and_runners_side_by_side(
     for runner in RUNNERS:
         assert f"{runner} TP 0" in out
     bar_rows = [line for line in out.splitlines() if re.match(r"^│ bs=\d", line)]
-    assert len(bar_rows) == 3 * 3 + 1 + 4  # 9 demo rows, vLLM's row; side by side: 4 labels
+    assert len(bar_rows) == 3 * 3 + 3  # 9 demo rows; side by side: 3 labels (vLLM's size is tokens=32)
     assert "█" in out and "░" in out  # vLLM's capture window and the demo's eager passes
     side = out.split("runners side by side", 1)[1].splitlines()
     rows = [line for line in side if line.startswith("│")]
@@ -278,7 +279,7 @@ def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
     (t,) = time_json(run_cli, path)["traces"]
     assert_matches_reference(t, path)
     (seg,) = t["segments"]
-    want = ("bs=16,variant=PIECEWISE", 16, "PIECEWISE", 2)
+    want = ("tokens=16,variant=PIECEWISE", None, "PIECEWISE", 2)
     assert (seg["label"], seg["bs"], seg["variant"], seg["capture_windows"]) == want
     assert seg["phases"] == {"warmup": 10.0, "capture": 90.0, "instantiate": 16.0, "other": 184.0}
 

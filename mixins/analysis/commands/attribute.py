@@ -32,6 +32,7 @@ from mixins.analysis.jobs import (
     trace_files,
     with_limits,
 )
+from mixins.analysis.model.roles import CAPTURE, READS, refusal, replay_ok, role_in
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
 from mixins.analysis.read.reader import TraceError, current_limits, holding
 from mixins.analysis.read.safe_io import STDOUT_NAMES
@@ -97,6 +98,10 @@ def _files(path: str) -> tuple[list[str], Collection[str]]:
     return files, listed_in(path, files)
 
 
+_REPLAY_WANTED = "REPLAY is a serving trace with graph launches (then its captures)"
+_CAPTURES = ("attribute", READS["attribute"])  # what CAPTURE arguments must be
+
+
 def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Details], set[str]]:
     """(capture file, TraceLens execution details of its folder) for each file or directory given, and the
     files found by listing; a replay in a capture directory (the demo writes them side by side) is not
@@ -110,7 +115,7 @@ def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Det
         found, from_listing = _files(p)
         files = [f for f in found if os.path.basename(f) != _DETAILS and os.path.realpath(f) not in skip]
         if not files and not os.path.isdir(p):
-            raise TraceError(p, "is the replay trace: give the capture traces (files, or their directory)")
+            raise _SameAsReplay(p, "is the replay trace: give the capture traces (files, or their directory)")
         if not files:
             raise TraceError(p, "no capture traces (*.json.gz or *.json) in this directory")
         out.update((f, details) for f in files)
@@ -143,6 +148,10 @@ def _attribute_job(
     rank: int | None,
     any_rank: bool,
 ) -> Attribution:
+    role = role_in(rp.identity) if rp.identity is not None else None
+    if role is not None and not replay_ok(role):
+        instead = "give it as CAPTURE, the replay first" if role.role == CAPTURE else _REPLAY_WANTED
+        raise TraceError(path, refusal("", role, "attribute", instead), wrong_role=role.role)
     if not any_rank and rank is not None and rp.rank is not None and rp.rank != rank:
         raise TraceError(path, f"replay is rank {rp.rank}, captures are rank {rank} (--any-rank to attribute anyway)")
     return attribute_index(rp, windows, captures, annotate)
@@ -203,7 +212,9 @@ def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
 
 def _load_captures(args: argparse.Namespace, replays: list[str]) -> tuple[list[Capture], int | None]:
     inputs, listed = _capture_inputs(list(args.captures), replays)
-    caps, bad = collect_results(map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json), listed)
+    caps, bad = collect_results(
+        map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json), listed, reads=_CAPTURES
+    )
     if bad:
         raise _Reported()
     return caps, _capture_rank(caps, args.any_rank)
@@ -236,7 +247,7 @@ def _attribute_overlapped(
         with render.progress_bytes(not args.json and render.big_file(replay), os.path.basename(replay)) as bar:
             rp = run_one(limits, index_replay, replay, bar)
         with render.progress_files(not args.json, len(paths)) as tick:
-            caps, bad = collect_results(gather(paths, futures, tick), listed)
+            caps, bad = collect_results(gather(paths, futures, tick), listed, reads=_CAPTURES)
     if bad:
         raise _Reported()
     rank = _capture_rank(caps, args.any_rank)
@@ -265,6 +276,26 @@ def _attribute_all(
 
 class _Reported(Exception):
     """Errors were already printed, one line each."""
+
+
+class _SameAsReplay(TraceError):
+    """A CAPTURE argument is the REPLAY itself: said as the REPLAY's role when that is wrong."""
+
+
+def _same_file(exc: _SameAsReplay) -> TraceError:
+    """The one line for a file given as both REPLAY and CAPTURE: its role when it is no replay (a
+    capture given twice), else that it is the replay."""
+    rp = run_one(current_limits(), index_replay, exc.path)
+    if isinstance(rp, TraceError) or rp.identity is None:
+        return rp if isinstance(rp, TraceError) else exc
+    role = role_in(rp.identity)
+    if replay_ok(role):
+        return TraceError(exc.path, refusal("", role, "attribute", "it is REPLAY already: give its captures after it"))
+    try:
+        _attribute_job(exc.path, rp, [], [], False, None, True)
+    except TraceError as refused:
+        return refused
+    return exc  # pragma: no cover - a role that is not a replay's is always refused
 
 
 def _view(res: Attribution, by: str | None) -> Attribution | dict[str, Any]:
@@ -315,13 +346,16 @@ def cmd_attribute(args: argparse.Namespace) -> int:
                 _outputs(args, results, rank)
             if bad:
                 return TROUBLE
+    except _SameAsReplay as exc:
+        render.error(str(_same_file(exc)))
+        return TROUBLE
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
     except _Reported:
         return TROUBLE
-    if args.min_coverage is not None:
+    if args.min_coverage is not None:  # no graph kernel at all is never a pass
         low = [r for r in results if r.gpu_time_us and r.share < args.min_coverage]
-        if low or any(not r.gpu_time_us for r in results):
+        if low or any(not r.gpu_time_us or not r.graph_kernels for r in results):
             return LOW_COVERAGE
     return OK

@@ -24,8 +24,9 @@ from typing import Any, NamedTuple
 from msgspec import Struct, field
 
 from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, ID_LIMIT, NODE_KIND_OF_CALL, SIZE
-from mixins.analysis.model.identity import identity_of, rank_from_name
+from mixins.analysis.model.identity import Identity, rank_from_name
 from mixins.analysis.model.record import Kernel
+from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import segment_size
 from mixins.analysis.model.timeline import IdIndex, Timeline, load_timeline
 from mixins.analysis.model.windows import Node, Site, Window, sites_of_calls
@@ -37,9 +38,10 @@ __all__ = [
 ]
 
 # A range without "bs=", "tokens=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
-_BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(" + SIZE + ")"), re.compile(r"^execute_(" + SIZE + ")_"))
-# prefill / piecewise runners count tokens, not requests (segments.segment_size)
-_TOKENS_HINT = re.compile(r"(?:^|[^A-Za-z0-9])tokens=(" + SIZE + ")")
+_BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(" + SIZE + ")"),)
+# prefill / piecewise runners count tokens, not requests (segments.segment_size); so does vLLM, whose
+# ``execute_N_…`` ranges and graphs are keyed by the number of tokens
+_TOKENS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])tokens=(" + SIZE + ")"), re.compile(r"^execute_(" + SIZE + ")_"))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy", D_SET: "memset"}  # a nameless node's name
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id
@@ -234,6 +236,7 @@ class ReplayIndex(Struct):
     eager_call: IdIndex  # correlation -> non-graph call index (the last one)
     hints: _Hints
     item_keys: array  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
+    identity: Identity | None = None  # with its role and run (``roles.identify``)
 
 
 class _ByCorrelation:
@@ -273,7 +276,7 @@ class _ByCorrelation:
 def index_replay(path: str, progress: Callable[[int, int], None] | None = None) -> ReplayIndex:
     """Read and index one replay trace (raises TraceError on bad input); ``progress`` as the reader's."""
     tl = load_timeline(path, progress)
-    identity = identity_of(path, tl.metadata)
+    identity = identify(tl)
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
     d = tl.device
     by_corr = _ByCorrelation(d.corr)
@@ -281,7 +284,7 @@ def index_replay(path: str, progress: Callable[[int, int], None] | None = None) 
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
     eager_call = IdIndex.where(c.corr, None, c.kind, *NODE_KIND_OF_CALL)
     keys = array("q", map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
-    return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys)
+    return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys, identity)
 
 
 def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
@@ -301,8 +304,8 @@ class _Hints:
         found = []
         for r in tl.ranges:
             bs = next((("bs", int(m.group(1))) for pat in _BS_HINT if (m := pat.search(r.name))), None)
-            if bs is None and (tm := _TOKENS_HINT.search(r.name)):
-                bs = ("tokens", int(tm.group(1)))
+            if bs is None:
+                bs = next((("tokens", int(m.group(1))) for pat in _TOKENS_HINT if (m := pat.search(r.name))), None)
             rm = _RUNNER_HINT.search(r.name)
             if bs is not None or rm:
                 found.append((r.ts, r.ts + r.dur, r.pid, bs, rm.group(1) if rm else None))

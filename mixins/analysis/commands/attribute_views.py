@@ -84,11 +84,16 @@ def low_coverage(res: Attribution, capture_rank: int | None) -> str | None:
     """The warning for a result with under half its graph kernels or GPU time attributed, naming the
     likely cause from what the result shows; None when coverage is fine. ``capture_rank``: the
     captures' rank (they may differ from the replay's only under ``--any-rank``)."""
-    graph = res.graph_kernels_attributed / res.graph_kernels if res.graph_kernels else 1.0
+    if not res.graph_kernels:  # graph launches without their kernels (``roles``: a replay has launches)
+        return (
+            f"{res.replay}: no graph kernel recorded for its graph launches: nothing of a CUDA graph to "
+            "attribute (was the replay profiled with CUDA activity?)"
+        )
+    graph = res.graph_kernels_attributed / res.graph_kernels
     share = res.share
     if graph >= WARN_BELOW and share >= WARN_BELOW:
         return None
-    said = f"{res.graph_kernels_attributed:,}/{res.graph_kernels:,} graph kernels and " if res.graph_kernels else ""
+    said = f"{res.graph_kernels_attributed:,}/{res.graph_kernels:,} graph kernels and "
     head = f"{res.replay}: only {said}{100 * share:.1f} % of GPU time attributed"
     if res.gpu_time_us <= 0:
         return f"{res.replay}: no GPU time to attribute: was the replay profiled with CUDA activity?"

@@ -39,7 +39,10 @@ def add(subparsers: Any) -> None:
         "parallel.",
         ["capture-trace check /tmp/graph_capture_profile", "capture-trace check -j 4 --json run1"],
     )
-    p.add_argument("dir", metavar="DIR", help=DIR_HELP)
+    p.add_argument(
+        "dirs", metavar="DIR", nargs="+",
+        help=DIR_HELP + "; several (before/ after/): each run's ranks are checked among themselves",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_jobs_option(p)
     p.set_defaults(func=with_limits(cmd_check, p))
@@ -53,7 +56,11 @@ def check_result(
     from mixins.analysis.commands.compare import compact_job
 
     failed: list[str] = []
-    traces, bad = collect_results(map_files(compact_job, files, (), jobs, show), listed, failed)
+    from mixins.analysis.model.roles import READS
+
+    traces, bad = collect_results(
+        map_files(compact_job, files, (), jobs, show), listed, failed, ("check", READS["check"])
+    )
     return check_doc(traces, failed, bad, where), bad
 
 
@@ -67,12 +74,18 @@ def check_doc(traces: list[CompactTrace], failed: list[str], bad: bool, where: o
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    try:
-        files = trace_files(args.dir)
-    except TraceError as exc:
-        render.error(str(exc))
-        return TROUBLE
-    doc, bad = check_result(files, listed_in(args.dir, files), args.jobs, args.dir, not args.json)
+    files: list[str] = []
+    listed: list[str] = []
+    for path in args.dirs:
+        try:
+            found = trace_files(path)
+        except TraceError as exc:
+            render.error(str(exc))
+            return TROUBLE
+        files += found
+        listed += listed_in(path, found)
+    where = args.dirs[0] if len(args.dirs) == 1 else list(args.dirs)
+    doc, bad = check_result(files, listed, args.jobs, where, not args.json)
     groups = doc["groups"]
     divergent = any(not g.ok for g in groups)
     if args.json:

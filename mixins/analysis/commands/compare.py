@@ -16,6 +16,7 @@ from msgspec import Struct, field
 
 from mixins.analysis.model.align import opcodes
 from mixins.analysis.model.record import CompactTrace
+from mixins.analysis.model.roles import run_labels
 from mixins.analysis.render import cut
 from mixins.analysis.serialise import op_json
 
@@ -178,12 +179,15 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
 
 
 def group_key(t: CompactTrace) -> tuple[Any, ...]:
-    """(runner, pp_rank, capture index, batch size of an upstream per-batch-size file); a trace without a
-    TP rank is its own group, never merged."""
+    """(run, runner, pp_rank, capture index, batch size of an upstream per-batch-size file): ranks are
+    compared within one server start (``roles.run_key``), never across two; a trace without a TP rank is
+    its own group, never merged."""
     ident = t.identity
     if ident.tp_rank is None:
-        return ("?", t.path)
-    return (ident.runner or "", ident.pp_rank or 0, ident.capture_index, ident.bs if ident.bs is not None else -1)
+        return (ident.run, "?", t.path)
+    return (
+        ident.run, ident.runner or "", ident.pp_rank or 0, ident.capture_index, ident.bs if ident.bs is not None else -1
+    )
 
 
 class Divergence(Struct):
@@ -203,6 +207,7 @@ class GroupCheck(Struct):
     capture_index: int | None
     members: list[tuple[int | None, str]]  # (tp rank, path), reference first
     bs: int | None = None  # an upstream per-batch-size file's batch size: one group per size
+    run: str | None = None  # the server start (``roles.run_labels``)
     divergences: list[Divergence] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # make the group fail
     notes: list[str] = field(default_factory=list)  # informational only
@@ -215,6 +220,7 @@ class GroupCheck(Struct):
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "run": self.run,
             "runner": self.runner,
             "pp_rank": self.pp_rank,
             "capture_index": self.capture_index,
@@ -264,9 +270,11 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
     groups: dict[tuple[Any, ...], list[CompactTrace]] = {}
     for t in traces:
         groups.setdefault(group_key(t), []).append(t)
+    runs = run_labels(t.identity.run for t in traces)
     keys = _Keys()
     out = []
-    for gkey in sorted(groups, key=repr):
+    order = {run: n for n, run in enumerate(runs)}
+    for gkey in sorted(groups, key=lambda k: (order[k[0]], repr(k[1:]))):  # runs in the order given
         members = sorted(
             groups[gkey], key=lambda t: (t.identity.tp_rank is None, t.identity.tp_rank or 0, t.path)
         )
@@ -274,7 +282,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         ident = ref.identity
         g = GroupCheck(
             ident.runner, ident.pp_rank, ident.capture_index, [(m.identity.tp_rank, m.path) for m in members],
-            bs=ident.bs,
+            bs=ident.bs, run=runs.get(ident.run),
         )
         out.append(g)
         if ident.tp_rank is None:
@@ -359,13 +367,15 @@ def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
 def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
     """A pipeline stage with no trace at all has no group: report it on the runner's first stage."""
     sizes: dict[tuple[Any, ...], set[int]] = {}
+    runs = run_labels(t.identity.run for t in traces)
     for t in traces:
         size = _size_of(t, "pp_size")
         if t.identity.tp_rank is not None and size is not None:
-            sizes.setdefault((t.identity.runner or "", t.identity.capture_index), set()).add(size)
-    for (runner, index), found in sorted(sizes.items(), key=repr):
+            sizes.setdefault((runs[t.identity.run], t.identity.runner or "", t.identity.capture_index), set()).add(size)
+    for (run, runner, index), found in sorted(sizes.items(), key=repr):
         family = [
-            g for g in groups if (g.runner or "", g.capture_index) == (runner, index) and g.members[0][0] is not None
+            g for g in groups
+            if (g.run, g.runner or "", g.capture_index) == (run, runner, index) and g.members[0][0] is not None
         ]
         stages = {g.pp_rank or 0 for g in family}
         if len(found) > 1:

@@ -23,6 +23,7 @@ from mixins.analysis import render
 from mixins.analysis.commands.check import check_doc
 from mixins.analysis.commands.time import time_doc
 from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.model.roles import READS
 from mixins.analysis.read.reader import TraceError, current_limits
 from mixins.helptext import add_command
 from mixins.one_line import one_line
@@ -80,14 +81,14 @@ def capture_job(path: str, progress: Callable[[int, int], None] | None = None) -
     """One reading of a capture trace for two commands: ``time --json``'s object for it (default ``--top``)
     and the compact record ``check`` compares."""
     from mixins.analysis.commands.time import DEFAULT_TOP, build
-    from mixins.analysis.model.identity import identity_of
     from mixins.analysis.model.record import compact
     from mixins.analysis.model.records import record_of
+    from mixins.analysis.model.roles import identify
     from mixins.analysis.model.timeline import load_timeline
     from mixins.analysis.serialise import to_json
 
     tl = load_timeline(path, progress, links=True)
-    identity = identity_of(path, tl.metadata)
+    identity = identify(tl)
     return to_json(build(path, identity, tl, DEFAULT_TOP)), compact(record_of(tl, identity))
 
 
@@ -105,10 +106,12 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
     """(time, check, attribute) as their ``--json`` prints them; None when an input was bad (reported)."""
     files, listed, bad_dir = expand_paths(list(args.traces))
     failed: list[str] = []
-    read, bad = collect_results(map_files(capture_job, files, (), args.jobs, False), listed, failed)
+    read, bad = collect_results(
+        map_files(capture_job, files, (), args.jobs, False), listed, failed, ("report", READS["report"])
+    )
     if bad or bad_dir:
         return None
-    time_json = _as_printed(time_doc([t for t, _ in read]))
+    time_json = _as_printed(time_doc([t for t, _ in read], [c.identity for _, c in read]))
     where = args.traces[0] if len(args.traces) == 1 else list(args.traces)
     check_json = _as_printed(check_doc([c for _, c in read], failed, bad, where))
     attribute_json = None

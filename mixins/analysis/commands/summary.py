@@ -35,16 +35,24 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=with_limits(cmd_summary, p))
 
 
-def summary_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def summary_job(
+    path: str, top: int, progress: Callable[[int, int], None] | None = None
+) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """The trace's ``summary --json`` object and its run key (labelled once all traces are in)."""
     from mixins.analysis.model.records import load_record
     from mixins.analysis.serialise import summarize
 
-    return summarize(load_record(path, progress), top)
+    rec = load_record(path, progress)
+    return summarize(rec, top), rec.identity.run
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
+    from mixins.analysis.model.roles import run_labels
+
     files, listed, bad_dir = expand_paths(list(args.traces))
-    traces, bad = collect_results(map_files(summary_job, files, (args.top,), 0, not args.json), listed)
+    results, bad = collect_results(map_files(summary_job, files, (args.top,), 0, not args.json), listed)
+    labels = run_labels(run for _, run in results)
+    traces = [{"path": doc["path"], "role": doc["role"], "run": labels[run], **doc} for doc, run in results]
     bad = bad or bad_dir
     if bad and not traces:
         return TROUBLE

@@ -35,9 +35,10 @@ from mixins.analysis import render
 from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model import events as E
 from mixins.analysis.model.events import C_INSTANTIATE
-from mixins.analysis.model.identity import Identity, identity_of
+from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.interval_sets import IntervalSet, clip, subtract, union
 from mixins.analysis.model.record import Segment
+from mixins.analysis.model.roles import identify, run_labels
 from mixins.analysis.model.segments import assigner, segments_of, size_json
 from mixins.analysis.model.timeline import Timeline, load_timeline
 from mixins.helptext import add_command, non_negative_int
@@ -136,6 +137,8 @@ class TraceTime(Struct):
         ident = self.identity.as_json()
         return {
             "path": self.path,
+            "role": self.identity.role,
+            "run": None,  # the run's label: set where all the traces shown are known (``time_doc``)
             "runner": ident.pop("runner"),
             "tp_rank": ident.pop("tp_rank"),
             **ident,
@@ -450,7 +453,7 @@ def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
 def time_trace(path: str, top: int = DEFAULT_TOP, progress: Callable[[int, int], None] | None = None) -> TraceTime:
     """Read ``path`` in one streaming pass and time its segments; raises TraceError for bad input."""
     tl = load_timeline(path, progress, device=False, modules=False, shapes=False)
-    return build(path, identity_of(path, tl.metadata), tl, top)
+    return build(path, identify(tl), tl, top)
 
 
 # -- the command ---------------------------------------------------------------------------------------
@@ -476,24 +479,60 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=with_limits(cmd_time, p))
 
 
-def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    from mixins.analysis.serialise import to_json
-
-    return to_json(time_trace(path, top, progress))  # type: ignore[no-any-return]
+def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> TraceTime:
+    return time_trace(path, top, progress)
 
 
-def time_doc(traces: list[Any]) -> dict[str, Any]:
-    """``time --json``'s document for the traces' objects (``time`` and ``report`` print it)."""
-    return {"note": NOTE, "traces": traces}
+def time_doc(traces: list[Any], identities: list[Identity]) -> dict[str, Any]:
+    """``time --json``'s document for the traces' objects and their identities (``time`` and ``report``
+    print it): each trace says its run; given several runs, ``comparison`` sets them side by side."""
+    labels = run_labels(i.run for i in identities)
+    for t, i in zip(traces, identities, strict=True):
+        t["run"] = labels[i.run]
+    doc: dict[str, Any] = {"note": NOTE, "traces": traces}
+    if len(labels) > 1:
+        runs = doc["runs"] = list(labels.values())
+        rows = compare_runs(traces, runs)
+        if any(sum(w is not None for w in r["wall_us"]) > 1 for r in rows):  # a runner and shape in two runs
+            doc["comparison"] = rows
+    return doc
+
+
+def compare_runs(traces: list[dict[str, Any]], runs: list[str]) -> list[dict[str, Any]]:
+    """Per runner (with its ranks) and shape, the wall time in each run, in ``runs`` order, and its change
+    against the first run (a fraction; null where either is missing or the first is 0)."""
+    cells: dict[tuple[Any, ...], dict[str, float]] = {}
+    for t in traces:
+        who = (t.get("runner") or "?", t.get("tp_rank"), t.get("pp_rank") or 0, t.get("capture_index", 1))
+        for s in t["segments"]:
+            cells.setdefault((*who, s["label"]), {})[t["run"]] = s["wall_us"]
+    rows = []
+    for (runner, tp, pp, index, label), got in cells.items():
+        walls = [got.get(r) for r in runs]
+        first = walls[0]
+        change = [None if w is None or not first else round(w / first - 1.0, 4) for w in walls]
+        rows.append(
+            {"runner": runner, "tp_rank": tp, "pp_rank": pp, "capture_index": index, "label": label,
+             **size_json(label), "wall_us": walls, "change": change}
+        )
+    return rows
 
 
 def cmd_time(args: argparse.Namespace) -> int:
+    from mixins.analysis.model.roles import READS
+    from mixins.analysis.serialise import to_json
+
     files, listed, bad = expand_paths(list(args.paths))
-    traces, bad_files = collect_results(map_files(_time_job, files, (args.top,), args.jobs, not args.json), listed)
+    results, bad_files = collect_results(
+        map_files(_time_job, files, (args.top,), args.jobs, not args.json), listed, reads=("time", READS["time"])
+    )
+    if not results and (bad or bad_files):  # each file said why on stderr: no empty document
+        return TROUBLE
+    doc = time_doc([to_json(r) for r in results], [r.identity for r in results])
     if args.json:
-        render.print_json(time_doc(traces))
-    elif traces:
+        render.print_json(doc)
+    elif results:
         from mixins.analysis.commands.time_render import render_time
 
-        render_time(traces)
+        render_time(doc["traces"], doc.get("comparison"), doc.get("runs"))
     return TROUBLE if bad or bad_files else OK

@@ -90,8 +90,25 @@ def slowest_cells(values: list[float | None], unit: tuple[float, str]) -> list[b
     return [t == top for t in text]
 
 
-def render_time(traces: list[dict[str, Any]]) -> None:
-    """Print ``time``'s result (the ``--json`` objects) for a terminal or a pipe."""
+def _run_rows(comparison: list[dict[str, Any]], runs: list[str]) -> tuple[list[Col], list[list[Cell]]]:
+    """Rows: runner (with its rank) × shape; columns: each run's wall time, then each later run's change."""
+    cols = [Col("runner", "key", runner=True), Col("segment", "key", fold=8)]
+    cols += [Col(f"run {r}", "num", time="wall") for r in runs]
+    cols += [Col(f"change {r}" if len(runs) > 2 else "change", "num") for r in runs[1:]]
+    rows: list[list[Cell]] = []
+    for row in comparison:
+        who_ = row["runner"] + (f" TP {row['tp_rank']}" if row["tp_rank"] is not None else "")
+        walls = ["-" if w is None else Us(w) for w in row["wall_us"]]
+        changes = ["-" if c is None else f"{c:+.1%}" for c in row["change"][1:]]
+        rows.append([who_, row["label"], *walls, *changes])
+    return cols, rows
+
+
+def render_time(
+    traces: list[dict[str, Any]], comparison: list[dict[str, Any]] | None = None, runs: list[str] | None = None
+) -> None:
+    """Print ``time``'s result (the ``--json`` objects) for a terminal or a pipe; given several runs, the
+    runs side by side per runner and shape."""
     out = console()
     out.print(f"note: {NOTE}")
     legend = Text("bars: ")
@@ -101,7 +118,8 @@ def render_time(traces: list[dict[str, Any]]) -> None:
     out.print(legend)
     scale = max((s["wall_us"] for t in traces for s in t["segments"]), default=0.0)
     for t in traces:
-        out.print(f"\n[bold]{safe(who(t))}[/bold]  {safe(t['path'])}  (segments: {safe(t['segment_source'])})")
+        run = f"run {safe(t['run'])}  " if runs else ""
+        out.print(f"\n{run}[bold]{safe(who(t))}[/bold]  {safe(t['path'])}  (segments: {safe(t['segment_source'])})")
         print_table(out, _SEGMENT_COLUMNS, _segment_rows(t, scale))
         if t["totals"]["top"]:
             print_table(
@@ -110,7 +128,12 @@ def render_time(traces: list[dict[str, Any]]) -> None:
                 [[r["phase"], r["op"], Us(r["self_us"]), f"{r['count']:,}"] for r in t["totals"]["top"]],
                 title="top CPU ops by self time, over all segments",
             )
-    if len(traces) > 1:
+    if comparison is not None and runs is not None:  # the same runners in several runs
+        out.print()
+        cols, rows = _run_rows(comparison, runs)
+        title = f"wall time per runner and shape, run {' vs run '.join(runs)} (change against run {runs[0]})"
+        print_table(out, cols, rows, title=title, runners=[str(r[0]) for r in rows])
+    elif len(traces) > 1:
         out.print()
         cols, rows = _side_by_side(traces)
         print_table(out, cols, rows, title="wall time per segment, runners side by side (* the slowest)",

@@ -21,7 +21,7 @@ __all__ = [
     "CAT_KERNEL", "CAT_MEMCPY", "CAT_MEMSET",
     "C_LAUNCH", "C_GRAPH", "C_COPY", "C_SET", "C_BEGIN", "C_END", "C_INSTANTIATE", "C_OTHER",
     "D_KERNEL", "D_COPY", "D_SET", "NODE_KIND_OF_CALL", "DEVICE_CATEGORIES",
-    "is_flow", "module_events", "module_name", "segment_marker", "segment_variant", "SIZE",
+    "is_flow", "module_events", "module_name", "segment_marker", "segment_variant", "SIZE", "vllm_label",
     "ident", "ID_LIMIT", "may_be_segment_marker", "may_be_hint",
 ]
 
@@ -92,7 +92,9 @@ def module_name(name: str) -> str:
 def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
     """(label, batch size, ours?) if ``name`` is a capture segment range, else None.
 
-    Ours: ``capture::bs=8`` (any label after ``capture::``). Foreign: vLLM-style ``capture_32_FULL``.
+    Ours: ``capture::bs=8`` (any label after ``capture::``). Foreign: vLLM-style ``capture_32_FULL``,
+    whose size is a number of tokens (vLLM V1 keys every CUDA graph by num_tokens): ``tokens=32,variant=FULL``,
+    no batch size.
     """
     m = OUR_SEGMENT.match(name)
     if m:
@@ -101,9 +103,14 @@ def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
         return label, int(bs.group(1)) if bs else None, True
     m = FOREIGN_SEGMENT.match(name)
     if m:
-        label = f"bs={m['bs']}" + (f",variant={m['variant']}" if m["variant"] else "")
-        return label, int(m["bs"]), False
+        return vllm_label(int(m["bs"]), m["variant"]), None, False
     return None
+
+
+def vllm_label(tokens: int, variant: str | None) -> str:
+    """The segment label of a vLLM capture size (its ``capture_N_MODE`` range, or TraceLens's index of it):
+    a token count."""
+    return f"tokens={tokens}" + (f",variant={variant}" if variant else "")
 
 
 def may_be_segment_marker(name: str) -> bool:

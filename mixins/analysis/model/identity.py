@@ -55,6 +55,10 @@ class Identity(Struct):
     bs: int | None = None  # only from an upstream per-batch-size file name
     # the rest of our metadata (sizes, versions, host, device, time): `ls --long`, `check`'s completeness
     extra: dict[str, Any] = field(default_factory=dict)
+    # what the trace is and which server start wrote it (``roles.identify``; None: not decided)
+    role: str | None = None
+    role_evidence: str = ""
+    run: tuple[Any, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {

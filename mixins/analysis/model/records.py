@@ -18,8 +18,9 @@ from operator import eq, not_
 from msgspec import Struct, field
 
 from mixins.analysis.model import events as E
-from mixins.analysis.model.identity import Identity, identity_of
+from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import OUTSIDE, Kernel, OpColumns, Segment, Signature, TraceRecord, compact
+from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import assigner, segments_of
 from mixins.analysis.model.timeline import IdIndex, Links, Timeline, load_timeline
 from mixins.analysis.model.windows import windows_of
@@ -286,6 +287,6 @@ def load_record(path: str, progress: Callable[[int, int], None] | None = None) -
     """Read ``path`` in one streaming pass; raises TraceError for any bad input."""
     tl = load_timeline(path, progress, links=True)
     try:
-        return record_of(tl, identity_of(path, tl.metadata))
+        return record_of(tl, identify(tl))
     except (MemoryError, RecursionError) as exc:  # pragma: no cover - defensive
         raise TraceError(path, f"cannot analyse: {type(exc).__name__}") from None

@@ -18,9 +18,10 @@ from typing import NamedTuple
 from msgspec import Struct
 
 from mixins.analysis.model.align import matching_runs
-from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL
-from mixins.analysis.model.identity import Identity, identity_of, rank_from_name
+from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL, vllm_label
+from mixins.analysis.model.identity import Identity, rank_from_name
 from mixins.analysis.model.record import OUTSIDE, Kernel, Segment
+from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import assigner, segments_of
 from mixins.analysis.model.timeline import IdIndex, Timeline, innermost, load_timeline
 from mixins.analysis.read.reader import TraceError
@@ -258,11 +259,11 @@ def load_capture(
 ) -> Capture:
     """Read one capture trace into its windows (raises TraceError on bad input); ``progress`` as the reader's."""
     tl = load_timeline(path, progress)
-    identity = identity_of(path, tl.metadata)
+    identity = identify(tl)
     segs, source = segments_of(tl.ranges, identity)
     got = (details or {}).get(os.path.basename(path))
     if got is not None and source == "all":
         bs, mode = got
-        segs, source = [Segment(f"bs={bs}" + (f",variant={mode}" if mode else ""), bs)], "filename"
+        segs, source = [Segment(vllm_label(bs, mode))], "filename"  # TraceLens indexes vLLM's captures
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
     return Capture(path, identity, rank, windows_of(tl, identity, segs, source))
