@@ -27,12 +27,13 @@ import stat
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
-from mixins.metadata import HEADER_PREFIX, build_metadata, trace_header
+from mixins.metadata import HEADER_PREFIX, build_metadata, trace_header, trace_text
 from mixins.naming import (
     TRACE_SUFFIX,
     capture_numbers,
@@ -116,7 +117,7 @@ def rewrite_tail(tail: bytes, kineto_path: str, final: Path) -> bytes:
     tail = tail.rstrip()
     if not kineto.tail_is_complete(tail):
         raise IncompleteTraceError(f"Kineto wrote an incomplete trace (its JSON ends {tail[-40:]!r}; disk full?)")
-    return kineto.rename_trace(tail, kineto_path, json.dumps(str(final)).encode()) + b"\n"
+    return kineto.rename_trace(tail, kineto_path, json.dumps(trace_text(str(final))).encode()) + b"\n"
 
 
 def compress_trace(src: Any, out: Any, metadata: dict[str, Any], level: int, kineto_path: str, final: Path) -> None:

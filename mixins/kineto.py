@@ -103,7 +103,7 @@ def tail_is_complete(tail: bytes) -> bool:
 
 def rename_trace(tail: bytes, written_path: str, final_json: bytes) -> bytes:
     """Point ``traceName`` at the final file instead of the path Kineto was given."""
-    old = b'"' + written_path.encode() + b'"'
+    old = b'"' + os.fsencode(written_path) + b'"'  # as Kineto wrote it: the path's bytes
     if old not in tail:
         if TRACE_NAME_KEY in tail:
             log_fallback_once("Kineto's traceName is not the path it was given; left unchanged")

@@ -54,7 +54,7 @@ class MergedProfile:
                 out.write(b"\n" if index == 0 else b",\n")
                 out.write(zlib.decompress(segment))
             out.write(b"\n  ")
-            out.write(kineto.rename_trace(self.tail, self.tail_path, b'"' + path.encode() + b'"'))
+            out.write(kineto.rename_trace(self.tail, self.tail_path, b'"' + os.fsencode(path) + b'"'))
 
 
 class _Publisher:
