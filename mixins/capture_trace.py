@@ -307,7 +307,8 @@ def _stop(prof: Any, runner: object, started_by: int) -> bool:
     """Stop our profiler; True when its profile may be exported. Not when the capture ran a profiler of
     its own in this thread: if that one ended our session, stopping and exporting ours crashed the process
     inside Kineto (no session to save), so ours is left as it is; if it is still running, our stop ends
-    it and the profile is that one's, not ours. Either way one WARNING and nothing exported."""
+    it and the profile is that one's, not ours. Either way one WARNING and nothing exported
+    (docs/DESIGN.md §1.2)."""
     name = type(runner).__name__
     try:
         if not _recording_here():
