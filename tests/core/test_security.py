@@ -402,7 +402,12 @@ def test_lazy_trace_beside_an_attackers_directory_keeps_one_fallback_name(
     trace = lazy_trace.trace_for(None, "LazyTaken")
     final = server_env / "cuda_graph_capture-LazyTaken-TP-0.json.gz"
     assert trace.final == final
-    assert as_nobody(lambda: os.mkdir(final, 0o755) or "taken") == "taken"
+
+    def take_the_final_name() -> str:
+        os.mkdir(final, 0o755)
+        return "taken"
+
+    assert as_nobody(take_the_final_name) == "taken"
     with caplog.at_level(logging.WARNING, logger="mixins"):
         for rows in range(1, 6):
             assert trace.admit()
