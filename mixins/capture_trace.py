@@ -15,6 +15,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, overload
 
-from mixins import settings
+from mixins import kineto, settings
 from mixins.export import export_profile, report_failure
 from mixins.patching import Wrapper, find_attribute, wrap_method
 from mixins.sglang_targets import HOOK, PROFILE_FLAG, SHAPE_LABEL_NAMES, SHAPE_METHODS, SHAPE_UNITS
@@ -292,12 +293,36 @@ def _our_profiler_may_start() -> Iterator[bool]:
         _ONE_PROFILER.release()
 
 
-def _stop(prof: Any, runner: object) -> bool:
+class ProfilerTakenError(RuntimeError):
+    """Another profiler started inside the capture ended or took over the one Kineto session ours had."""
+
+
+def _start(prof: Any) -> int:
+    """Start our profiler; the wall-clock time by which its Kineto session had started."""
+    prof.start()
+    return time.time_ns()
+
+
+def _stop(prof: Any, runner: object, started_by: int) -> bool:
+    """Stop our profiler; True when its profile may be exported. Not when the capture ran a profiler of
+    its own in this thread: if that one ended our session, stopping and exporting ours crashed the process
+    inside Kineto (no session to save), so ours is left as it is; if it is still running, our stop ends
+    it and the profile is that one's, not ours. Either way one WARNING and nothing exported
+    (docs/DESIGN.md §1.2)."""
+    name = type(runner).__name__
     try:
+        if not _recording_here():
+            raise ProfilerTakenError(
+                "another profiler started inside the capture ended ours (Kineto records one per process); "
+                "nothing to export")
         prof.stop()
+        if kineto.session_started_after(prof, started_by):
+            raise ProfilerTakenError(
+                "another profiler started inside the capture took over ours (Kineto records one per process); "
+                "its profile is not exported")
         return True
     except Exception as exc:  # never let our profiler fail the capture
-        report_failure(type(runner).__name__, None, exc)
+        report_failure(name, None, exc)
         return False
 
 
@@ -332,14 +357,14 @@ def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draf
                     return call(*args, **kwargs)
                 try:
                     prof = capture_profiler(instance)
-                    prof.start()
+                    started_by = _start(prof)
                 except Exception as exc:  # a debugging aid never stops the capture
                     report_failure(type(instance).__name__, None, exc)
                     return call(*args, **kwargs)
                 try:
                     result = call(*args, **kwargs)
                 finally:
-                    stopped = _stop(prof, instance)
+                    stopped = _stop(prof, instance, started_by)
         if stopped:
             export_from_runner(instance, prof, draft_base=draft_base)
         return result
@@ -454,7 +479,7 @@ def _profile_shape(
         return result
     try:
         prof = capture_profiler(instance, (*args, *kwargs.values()))
-        prof.start()
+        started_by = _start(prof)
         before = _graph_count(instance, graphs)
     except Exception as exc:
         trace.release()
@@ -466,7 +491,7 @@ def _profile_shape(
             result = call(*args, **kwargs)
         kept = before is None or (_graph_count(instance, graphs) or 0) > before
     finally:
-        stopped = _stop(prof, instance)
+        stopped = _stop(prof, instance, started_by)
         if not (kept and stopped):
             trace.release()
     if kept and stopped:

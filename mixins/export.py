@@ -27,12 +27,13 @@ import stat
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
-from mixins.metadata import HEADER_PREFIX, build_metadata, trace_header
+from mixins.metadata import HEADER_PREFIX, build_metadata, trace_header, trace_text
 from mixins.naming import (
     TRACE_SUFFIX,
     capture_numbers,
@@ -50,6 +51,7 @@ _TAIL_KEEP = 64 << 10  # the tail we verify (and whose traceName we fix) stays i
 RAW_NAME = "trace.json"  # Kineto's output inside the staging directory
 GZ_NAME = "trace.json.gz"  # ours, renamed onto the final name
 _ABANDON_WAIT_S = 5.0
+_REMOVE_TRIES = 4
 
 
 class _Abandoned(Exception):
@@ -116,7 +118,7 @@ def rewrite_tail(tail: bytes, kineto_path: str, final: Path) -> bytes:
     tail = tail.rstrip()
     if not kineto.tail_is_complete(tail):
         raise IncompleteTraceError(f"Kineto wrote an incomplete trace (its JSON ends {tail[-40:]!r}; disk full?)")
-    return kineto.rename_trace(tail, kineto_path, json.dumps(str(final)).encode()) + b"\n"
+    return kineto.rename_trace(tail, kineto_path, json.dumps(trace_text(str(final))).encode()) + b"\n"
 
 
 def compress_trace(src: Any, out: Any, metadata: dict[str, Any], level: int, kineto_path: str, final: Path) -> None:
@@ -161,13 +163,25 @@ class _Export:
         self.sweep_fd: int | None = None  # the output directory again, for the sweep after publishing
         self.saved: Path | None = None
         self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
+        # the name beside a taken final name: kept by a caller that re-publishes (a lazy trace), so that
+        # every publish replaces the one copy instead of adding another
+        self.fallback: str | None = None
+        self.report: Callable[[BaseException], None] = self._report
         self._lock = threading.Lock()  # publish, abandon and close never overlap
-        self._abandoned = self._closed = False
+        self._abandoned = self._closed = self._writing = False
         self.finished = threading.Event()  # published or failed: only the sweep may still run
 
     @classmethod
     def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
-        """Trust check, name length, sweep, staging directory, Kineto's write; the blocking part."""
+        """Trust check, name length, staging directory, Kineto's write; the blocking part."""
+        job = cls.prepare(final, metadata, runner_name=runner_name)
+        job.write(prof)
+        return job
+
+    @classmethod
+    def prepare(cls, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
+        """``stage`` up to Kineto's write: a caller that must be able to abandon the write holds the job
+        first (``write``)."""
         out_fd = output_dir.open_trusted(final.parent)
         try:
             limit = output_dir.name_max(out_fd)
@@ -181,13 +195,28 @@ class _Export:
         except BaseException:
             os.close(out_fd)
             raise
-        job = cls(final, metadata, runner_name, out_fd, stage, stage_fd)
+        return cls(final, metadata, runner_name, out_fd, stage, stage_fd)
+
+    def write(self, prof: Any) -> None:
+        """Kineto's JSON of ``prof`` into the staging directory; on failure the job is closed. ``abandon``
+        during the write removes the staging directory (the writer's descriptors stay open until it
+        returns), so a write cut short at exit leaves nothing."""
+        with self._lock:
+            if self._abandoned:
+                raise _Abandoned
+            self._writing = True
         try:
-            kineto.write_json(prof, job.kineto_path)
+            kineto.write_json(prof, self.kineto_path)
+            with self._lock:
+                if self._abandoned:
+                    raise _Abandoned
         except BaseException:
-            job.close()
+            with self._lock:
+                self._writing = False
+            self.close()
             raise
-        return job
+        with self._lock:
+            self._writing = False
 
     def read_kineto(self, limit: int) -> bytes | None:
         """Kineto's staged JSON, read back by descriptor without following links; None when it is longer
@@ -217,7 +246,7 @@ class _Export:
             except _Abandoned:
                 return None
             except Exception as exc:
-                report_failure(self.runner_name, self.final, exc)
+                self.report(exc)
                 return None
             finally:
                 self.close()
@@ -226,6 +255,9 @@ class _Export:
         finally:
             self.finished.set()
             self._sweep()
+
+    def _report(self, exc: BaseException) -> None:
+        report_failure(self.runner_name, self.final, exc)
 
     def _sweep(self) -> None:
         """Remove dead processes' staging directories: after publishing, so planted names never delay
@@ -266,11 +298,33 @@ class _Export:
                 if exc.errno not in _TAKEN:
                     raise
                 self.saved = self._publish_beside(exc)
+            else:
+                self._remove_fallback()
             os.fsync(self.out_fd)  # the rename itself survives a crash
+
+    def _remove_fallback(self) -> None:
+        """The final name took the trace: the copy an earlier publish saved beside it goes (a regular
+        file of ours; in the trusted directory nobody else can have replaced it)."""
+        name, self.fallback = self.fallback, None
+        if name is None:
+            return
+        try:
+            st = os.stat(name, dir_fd=self.out_fd, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                os.unlink(name, dir_fd=self.out_fd)
+        except OSError as exc:
+            logger.debug("could not remove the earlier copy %s: %s", one_line(name), exc)
 
     def _publish_beside(self, refused: OSError) -> Path:
         """The final name holds something we cannot or must not replace (another user's directory, or
         their file when we are not root): save under a fresh name beside it, never replacing anything."""
+        if self.fallback is not None:  # a re-publish: replace our copy, never add one
+            try:
+                os.replace(GZ_NAME, self.fallback, src_dir_fd=self.stage_fd, dst_dir_fd=self.out_fd)
+                return self.final.parent / self.fallback
+            except OSError as exc:
+                if exc.errno not in _TAKEN:
+                    raise
         what = _describe(self.out_fd, self.final.name)
         limit = output_dir.name_max(self.out_fd)
         for _ in range(16):
@@ -281,6 +335,7 @@ class _Export:
                 continue
             except OSError as exc:
                 raise exc from refused
+            self.fallback = name
             saved = self.final.parent / name
             logger.warning(
                 "CUDA graph capture trace of %s saved to %s instead of %s, which holds %s (%s)",
@@ -291,11 +346,17 @@ class _Export:
         raise refused
 
     def abandon(self) -> None:
-        """At exit, past the timeout: remove our staging directory; the thread will not publish."""
+        """At exit, past the timeout: remove our staging directory; the thread will not publish. During
+        Kineto's write the directory is removed under it (a write into a removed directory creates
+        nothing) and the writer's descriptors stay open: a descriptor number closed under a writer that
+        names it by ``/proc/self/fd/N`` could be reused for another directory."""
         if self._lock.acquire(timeout=_ABANDON_WAIT_S):
             try:
                 self._abandoned = True
-                self._close_locked()
+                if self._writing:
+                    self._remove_staging_locked()
+                else:
+                    self._close_locked()
             finally:
                 self._lock.release()
 
@@ -308,9 +369,16 @@ class _Export:
             return
         self._closed = True
         os.close(self.stage_fd)
-        if not output_dir.remove_staging(self.out_fd, self.stage_name):
-            logger.debug("could not remove staging directory %s", one_line(self.stage_name))
+        self._remove_staging_locked()
         os.close(self.out_fd)
+
+    def _remove_staging_locked(self) -> None:
+        # a few tries: a writer may create a file between the listing and the rmdir; once the directory
+        # is gone nothing can be created in it
+        for _ in range(_REMOVE_TRIES):
+            if output_dir.remove_staging(self.out_fd, self.stage_name):
+                return
+        logger.debug("could not remove staging directory %s", one_line(self.stage_name))
 
 
 # rename(2) errors meaning "the final name holds something we may not replace" (EISDIR: a directory;

@@ -11,6 +11,12 @@ Checked by hand on torch 2.7.1, 2.8.0, 2.11.0, 2.13.0 and 2.14.1 (CPU builds; al
 - The JSON is one object; ``traceEvents`` comes before ``traceName``, the last key, whose value is
   ``path`` byte for byte (not JSON-escaped), so the tail tells whether the write finished.
 - A profile can be exported once; the second call raises ``RuntimeError("Trace is already saved.")``.
+- Kineto records one profiler session per process: starting a profiler stops the session running
+  (its ``stop()`` then stops the new one and its profile holds that one's). A profile whose session was
+  ended by another profiler's stop has nothing to save: ``export_chrome_trace`` crashes the process
+  (torch 2.13: SIGSEGV in ``_ProfilerResult.save``). ``_ProfilerResult.trace_start_ns()`` is wall-clock
+  time (``CLOCK_REALTIME``, as ``time.time_ns()``): a session's start always fell inside its ``start()``
+  call, a session started by another profiler after ours at least 0.37 ms after it returned (2.13, 20 runs).
 - Every key after ``traceEvents`` has a scalar value, and timestamps are relative to one base time per
   process (``baseTimeNanoseconds``, the same in every profile of the process), so the events of several
   profiles can be joined into one trace (``split_trace``, used by ``mixins.lazy_trace``).
@@ -70,6 +76,18 @@ def write_json(prof: Any, path: str) -> None:
         raise IncompleteTraceError("Kineto wrote no trace (its write failed and it did not say why; disk full?)")
 
 
+def session_started_after(prof: Any, wall_ns: int) -> bool:
+    """Whether the stopped ``torch.profiler.profile`` holds a session that Kineto started after ``wall_ns``
+    (``time.time_ns()`` taken when our ``start()`` returned): another profiler's, not ours. False when
+    this torch cannot tell."""
+    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    try:
+        start = results.trace_start_ns() if results is not None else None
+    except Exception:  # noqa: BLE001 - no way to tell: exported as before
+        return False
+    return isinstance(start, int) and start > wall_ns
+
+
 def tail_is_complete(tail: bytes) -> bool:
     """Whether the stripped end of Kineto's JSON shows a finished write (``traceName`` then ``}``)."""
     if not tail.endswith(b"}"):
@@ -85,7 +103,7 @@ def tail_is_complete(tail: bytes) -> bool:
 
 def rename_trace(tail: bytes, written_path: str, final_json: bytes) -> bytes:
     """Point ``traceName`` at the final file instead of the path Kineto was given."""
-    old = b'"' + written_path.encode() + b'"'
+    old = b'"' + os.fsencode(written_path) + b'"'  # as Kineto wrote it: the path's bytes
     if old not in tail:
         if TRACE_NAME_KEY in tail:
             log_fallback_once("Kineto's traceName is not the path it was given; left unchanged")

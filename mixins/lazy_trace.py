@@ -21,7 +21,8 @@ import os
 import threading
 import weakref
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ class MergedProfile:
                 out.write(b"\n" if index == 0 else b",\n")
                 out.write(zlib.decompress(segment))
             out.write(b"\n  ")
-            out.write(kineto.rename_trace(self.tail, self.tail_path, b'"' + path.encode() + b'"'))
+            out.write(kineto.rename_trace(self.tail, self.tail_path, b'"' + os.fsencode(path) + b'"'))
 
 
 class _Publisher:
@@ -85,8 +86,13 @@ class LazyTrace:
         self.runner_name, self.ranks, self.final, self.index = runner_name, ranks, final, index
         self._lock = threading.Lock()  # the counters and the queue
         self._publish_lock = threading.Lock()  # one publish at a time, in order
-        self._admitted = 0  # shapes being profiled, queued or kept
+        self._admitted = 0  # shapes being profiled, queued, kept or lost: a slot is freed only by a call
+        # that captured nothing, never by a failure of ours (a refused directory must not let every new
+        # shape start a profiler)
         self._not_profiled = 0
+        self._lost = 0  # profiled, not saved (our failure)
+        self._failing = False  # a failure was reported and nothing was saved since: later ones are DEBUG
+        self._fallback: str | None = None  # the one name beside a taken final name (export._Export.fallback)
         self._full = False
         self._pending: list[Any] = []
         # the runner the metadata is read from, weakly: this trace lives as long as the process, and a
@@ -130,7 +136,8 @@ class LazyTrace:
         return True
 
     def release(self) -> None:
-        """The admitted call captured nothing (it raised, or the shape was known): free its slot."""
+        """The admitted call captured nothing (it raised, or the shape was known): free its slot. Never
+        for a failure of ours: that shape keeps its slot (``_lose``)."""
         with self._lock:
             self._admitted -= 1
 
@@ -179,19 +186,19 @@ class LazyTrace:
                     self._publish(runner)
 
     def _keep(self, prof: Any) -> bool:
-        """Kineto's JSON for one shape, staged under the trust policy, read back and kept (compressed)."""
+        """Kineto's JSON for one shape, staged under the trust policy, read back and kept (compressed).
+        True: the file is to be published again (a shape was kept, or one is now missing)."""
         try:
-            job = StagedExport.stage(prof, self.final, {}, runner_name=self.runner_name)
-            try:
+            with self._staged(prof, {}) as job:
+                if job is None:
+                    return False
                 data = job.read_kineto(MAX_EVENT_BYTES - self._bytes + (1 << 20))
                 kineto_path = job.kineto_path
-            finally:
-                job.close()
             parts = kineto.split_trace(data) if data is not None else None
         except Exception as exc:
-            report_failure(self.runner_name, self.final, exc)
-            self.release()
-            return False
+            if not self._abandoned:
+                self._lose(exc)
+            return True
         if parts is None or self._bytes + len(parts[1]) > MAX_EVENT_BYTES:
             with self._lock:
                 self._full = True
@@ -206,30 +213,66 @@ class LazyTrace:
         self._bytes += len(events)
         return True
 
+    @contextmanager
+    def _staged(self, prof: Any, metadata: dict[str, Any]) -> Iterator[StagedExport | None]:
+        """``prof`` written into a staging directory by Kineto, for the block; the job is ``_current``
+        from before the write until it is closed after the block, so that ``abandon`` at exit removes
+        whatever a step cut short leaves. None: abandoned."""
+        job = StagedExport.prepare(self.final, metadata, runner_name=self.runner_name)
+        with self._lock:
+            if self._abandoned:
+                job.close()
+                yield None
+                return
+            self._current = job
+        try:
+            job.write(prof)
+            yield job
+        finally:
+            with self._lock:
+                self._current = None
+            job.close()
+
+    def _lose(self, exc: BaseException) -> None:
+        """A shape profiled and not saved: counted as missing, its slot kept."""
+        with self._lock:
+            self._lost += 1
+        self._report(exc)
+
+    def _report(self, exc: BaseException) -> None:
+        """One WARNING for a run of failures (a refused directory, a full disk: every shape and publish
+        would fail alike); again only after something was saved. Strict mode raises every time."""
+        with self._lock:
+            first, self._failing = not self._failing, True
+        if first or settings.strict():
+            report_failure(self.runner_name, self.final, exc)
+        else:
+            logger.debug("capture trace of %s still not saved: %s", self.runner_name, exc)
+
     def _publish(self, runner: object) -> None:
         try:
             metadata = build_metadata(self.runner_name, self.ranks, self.index, runner)
             with self._lock:
                 metadata["capture_shapes"] = len(self._segments)
-                metadata["shapes_not_profiled"] = self._not_profiled
+                metadata["shapes_not_profiled"] = self._not_profiled + self._lost
             merged = MergedProfile(self._head or b"", list(self._segments), *self._tail)
-            job = StagedExport.stage(merged, self.final, metadata, runner_name=self.runner_name)
+            with self._staged(merged, metadata) as job:
+                if job is None:
+                    return
+                job.fallback, job.report = self._fallback, self._report
+                saved = job.run()  # reports its own failures, through _report
+                self._fallback = job.fallback
         except Exception as exc:
-            report_failure(self.runner_name, self.final, exc)
+            if not self._abandoned:
+                self._report(exc)
             return
-        with self._lock:
-            if self._abandoned:
-                job.close()
-                return
-            self._current = job
-        try:
-            job.run()  # reports its own failures
-        finally:
+        if saved is not None:
             with self._lock:
-                self._current = None
+                self._failing = False
 
     def abandon(self) -> None:
-        """At exit, past the timeout: stop publishing; the export in progress removes its staging."""
+        """At exit, past the timeout: stop publishing; the step in progress (Kineto's write, or the
+        export) removes its staging."""
         with self._lock:
             self._abandoned = True
             current = self._current

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import Iterable
@@ -108,6 +109,30 @@ def distributed_info(metadata: dict[str, Any]) -> dict[str, Any] | None:
 # How every trace we write begins: our metadata is its first key (readers look for it there).
 HEADER_PREFIX = b'{"capture_trace": '
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def trace_text(text: str) -> str:
+    """``text`` as valid Unicode, for every string we put into a trace: a file name's undecodable byte
+    (Python's surrogate escape, ``\\udcff``) is written ``\\xff``, any other lone surrogate ``\\udXXX``,
+    as text. JSON's escape of a lone surrogate is refused by strict readers, our analyzer among them."""
+    return _SURROGATE.sub(_escaped, text)
+
+
+def _trace_texts(value: Any) -> Any:
+    if isinstance(value, str):
+        return trace_text(value)
+    if isinstance(value, dict):
+        return {_trace_texts(k): _trace_texts(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_trace_texts(v) for v in value]
+    return value
+
 
 def trace_header(metadata: dict[str, Any], kineto_head: bytes) -> bytes:
     """What goes before Kineto's first key: ``{"capture_trace": ..., ["distributedInfo": ...,]``.
@@ -116,7 +141,7 @@ def trace_header(metadata: dict[str, Any], kineto_head: bytes) -> bytes:
     ``distributedInfo`` among them, before ``traceEvents``, so that prefix tells whether it wrote one.
     On one line, so HTA (which finds the rank by a line regex) reads it from the first line.
     """
-    head = HEADER_PREFIX.decode() + json.dumps(metadata) + ", "
+    head = HEADER_PREFIX.decode() + json.dumps(_trace_texts(metadata)) + ", "
     before_events = kineto_head.split(b'"traceEvents"', 1)[0]
     info = None if KINETO_DISTRIBUTED_KEY in before_events else distributed_info(metadata)
     if info is not None:

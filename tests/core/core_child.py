@@ -212,10 +212,12 @@ def no_thread_to_be_had() -> None:
     print(lazy.final, flush=True)
 
 
-def _lazy_runner(hold: int | None = None) -> tuple[Any, Any, Any]:
+def _lazy_runner(hold: int | None = None, *, own_profile: bool = False) -> tuple[Any, Any, Any]:
     """A lazy runner (one graph per new row count, ``graphs``) wrapped as the ViT rows are; capturing
-    ``hold`` rows signals the first event and waits for the second (a handshake)."""
+    ``hold`` rows signals the first event and waits for the second (a handshake). ``own_profile``: each
+    capture runs inside a ``torch.profiler.profile`` of the runner's own."""
     import threading
+    from contextlib import nullcontext
 
     import torch
 
@@ -234,7 +236,9 @@ def _lazy_runner(hold: int | None = None) -> tuple[Any, Any, Any]:
             if x.shape[0] == hold:
                 inside.set()
                 go_on.wait()
-            self.graphs[x.shape[0]] = torch.mm(x, torch.ones(x.shape[1], 4))
+            own = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if own_profile else None
+            with own or nullcontext():
+                self.graphs[x.shape[0]] = torch.mm(x, torch.ones(x.shape[1], 4))
 
     wrap_method(LazyRunner, "create_graph",
                 profile_lazy_capture(lambda r: True, lambda a: (("tokens", a["x"].shape[0]),), "graphs"), tag="t")
@@ -288,6 +292,69 @@ def capture_while_another_thread_profiles(out: str) -> None:
     user.export_chrome_trace(out)
     assert wait_for_exports(120)
     print(*sorted(runner.graphs), flush=True)
+
+
+def lazy_write_held_at_exit() -> None:
+    """A lazy shape's Kineto write still running when the exit timeout (the test sets 0) runs out. Fault
+    injected: once Kineto has written the shape's JSON into our staging directory, the write signals and
+    never returns, so the publisher is inside that step at exit every run. Prints ``held`` first."""
+    import threading
+
+    import torch
+
+    from mixins import kineto
+
+    _log_to_stderr()
+    written = threading.Event()
+    real_write = kineto.write_json
+
+    def held(prof: Any, path: str) -> None:
+        real_write(prof, path)
+        written.set()
+        threading.Event().wait()
+
+    kineto.write_json = held  # type: ignore[assignment]
+    runner, _, _ = _lazy_runner()
+    runner.create_graph(torch.ones(3, 8))
+    written.wait()
+    print("held", flush=True)
+
+
+def capture_runs_its_own_profiler() -> None:
+    """Profile-mode and lazy runners whose capture runs its own ``torch.profiler.profile`` in the same
+    thread (it ends, or takes over, the one Kineto session ours started): the process must live, nothing of
+    ours is exported from a session that is not ours. Prints the paths in the output directory."""
+    import torch
+
+    from mixins import wait_for_exports, with_capture_trace
+
+    _log_to_stderr()
+
+    def own_profile() -> Any:
+        return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+
+    @with_capture_trace(profile="capture")
+    class EndsOurs:
+        def capture(self) -> str:
+            with own_profile():
+                torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+            return "captured"
+
+    @with_capture_trace(profile="capture")
+    class TakesOver:
+        def capture(self) -> str:
+            own_profile().start()  # left running: ours stops it
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+            return "captured"
+
+    assert EndsOurs().capture() == "captured"
+    assert TakesOver().capture() == "captured"
+    runner, _, _ = _lazy_runner(own_profile=True)
+    runner.create_graph(torch.ones(3, 8))
+    assert sorted(runner.graphs) == [3]
+    assert wait_for_exports(120)
+    out = os.environ["SGLANG_TORCH_PROFILER_DIR"] + "/graph_capture_profile"
+    print(*(sorted(os.listdir(out)) if os.path.isdir(out) else []), "alive", flush=True)
 
 
 # -- test_reliability.py -------------------------------------------------------------------------------
@@ -515,7 +582,7 @@ CASES: dict[str, Callable[..., None]] = {
     for case in (
         switched_off_imports, efbig, export_then_exit, concurrent_exports, slow_export_then_exit,
         fork_while_compressing, no_thread_to_be_had, two_threads_capture_at_once,
-        capture_while_another_thread_profiles,
+        capture_while_another_thread_profiles, lazy_write_held_at_exit, capture_runs_its_own_profiler,
         parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
         export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
         kineto_filter,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -293,3 +294,47 @@ def test_a_published_trace_does_not_keep_its_runner_alive(trace_env: Path, wrapp
     del runner
     gc.collect()
     assert gone() is None
+
+
+def test_a_refused_directory_spends_the_shape_limit_and_warns_once(
+    trace_env: Path, wrapped: type, profilers_started: list[Any], monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The output directory cannot be made (its parent is a regular file): a shape that was not saved keeps
+    its slot, so MAX_SHAPES bounds the profilers a client's new shapes start (each failure freed its slot:
+    100 shapes, 100 profilers, 100 WARNINGs); one WARNING for the run of failures. Once the directory is
+    fixed, the next shape is saved and the file says which shapes are missing."""
+    monkeypatch.setattr(lazy_trace, "MAX_SHAPES", 4)
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+    blocker = trace_env.parent / "graph_capture_profile"
+    blocker.write_text("not a directory")
+    runner = wrapped()
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        for n in (1, 2):
+            runner.run(_ones(n))
+        blocker.unlink()
+        runner.run(_ones(3))
+        for n in range(4, 12):
+            runner.run(_ones(n))
+    assert len(profilers_started) == 4 and sorted(runner.graphs) == list(range(1, 12))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "CUDA graph capture trace of LazyRunner not saved" in warnings[0], warnings
+    trace = _trace(trace_env)
+    assert [label.split(",")[0] for label in range_names(trace)] == ["capture::tokens=3", "capture::tokens=4"]
+    assert trace["capture_trace"]["shapes_not_profiled"] == 3  # 1 and 2 lost, 5 the first not profiled
+
+
+def test_staging_of_a_kineto_write_cut_short_at_exit_is_removed(tmp_path: Path) -> None:
+    """Exit timeout 0 while a lazy shape's Kineto write is held (a handshake: the write has happened and
+    never returns): the step was not tracked, so its staging directory (the whole shape's JSON) stayed
+    behind while the WARNING said "not saved". Now nothing is left."""
+    import subprocess
+
+    from core_helpers import child, child_env
+
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0")
+    done = subprocess.run(child("lazy_write_held_at_exit"), env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["held"], done.stderr[-2000:]
+    assert f"still compressing, not saved: {NAME}" in done.stderr
+    assert os.listdir(tmp_path / "graph_capture_profile") == []

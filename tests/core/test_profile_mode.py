@@ -349,3 +349,23 @@ def test_the_flag_is_read_from_the_server_args_the_runner_holds(owner: str, monk
         assert profiling_requested(runner) is flag
     elsewhere = types.SimpleNamespace(server_args=types.SimpleNamespace(enable_profile_cuda_graph=True))
     assert profiling_requested(types.SimpleNamespace(other=elsewhere)) is False  # not an owner sglang has
+
+
+def test_a_capture_that_runs_its_own_profiler_never_takes_the_process_down(tmp_path: Path) -> None:
+    """A capture method that runs its own ``torch.profiler.profile`` in the same thread ends (or takes over)
+    the one Kineto session ours started: exporting ours then crashed the process in Kineto (rc 139). Now
+    the process lives, nothing is exported from a session that is not ours, one WARNING per capture."""
+    import subprocess
+
+    from core_helpers import child, child_env
+
+    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    done = subprocess.run(child("capture_runs_its_own_profiler"), env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    assert done.stdout.split() == ["alive"]
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING ")]
+    assert len(warnings) == 3, done.stderr
+    for runner, warning in zip(("EndsOurs", "TakesOver", "LazyRunner"), warnings, strict=True):
+        assert f"CUDA graph capture trace of {runner} not saved" in warning
+        assert "another profiler started inside the capture" in warning

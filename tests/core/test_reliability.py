@@ -246,6 +246,33 @@ def test_newline_and_nul_in_names_and_paths_stay_on_one_line(
     assert messages[1].startswith("CUDA graph capture trace of x\\n\\x00y not saved")
 
 
+def test_a_profiler_directory_that_is_not_utf8_gives_traces_the_analyzer_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SGLANG_TORCH_PROFILER_DIR with byte 0xff: the trace's traceName held a lone surrogate (``\\udcff``)
+    and every analyzer command refused the file ("invalid utf-16 surrogate pair"). What we write names the
+    byte as ``\\xff``; ``capture-trace summary`` finds and reads both the eager and the lazy trace."""
+    from mixins import lazy_trace
+
+    directory = os.fsdecode(os.fsencode(tmp_path) + b"/dir\xffname")
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", directory)
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+    monkeypatch.delenv("SGLANG_CAPTURE_TRACE_STRICT", raising=False)
+    eager = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Bytes", tp_rank=0)
+    lazy = lazy_trace.trace_for(None, "LazyBytes")
+    assert lazy.admit()
+    lazy.add(profile_of(matmul_work(3)), None)
+    assert eager is not None and eager.parent == lazy.final.parent
+    shown = str(tmp_path) + "/dir\\xffname/graph_capture_profile/"
+    for path in (eager, lazy.final):
+        assert load_trace(path)["traceName"] == shown + path.name
+    done = subprocess.run([PYTHON, "-m", "mixins", "summary", os.fsencode(eager.parent)], env=subprocess_env(),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Bytes" in done.stdout and "LazyBytes" in done.stdout
+
+
 def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
     old = os.umask(0o077)

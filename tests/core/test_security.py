@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
 
-from mixins import export_cuda_graph_capture_trace, wait_for_exports
+from mixins import export_cuda_graph_capture_trace, lazy_trace, wait_for_exports
 from mixins.output_dir import STAGING_PREFIX, Here, UnsafeDirectoryError
 
 NOBODY = 65534
@@ -387,6 +387,45 @@ def test_attacker_directory_at_the_final_name_cannot_lose_the_trace(
     [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert f"saved to {saved} instead of {final}, which holds a directory owned by uid 65534" in message
     assert final.lstat().st_uid == NOBODY and os.listdir(final) == ["inside"]
+    _secret_untouched(secret)
+
+
+def test_lazy_trace_beside_an_attackers_directory_keeps_one_fallback_name(
+    server_env: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another user's directory at a lazy runner's final name: every re-publish made a new fallback copy
+    (20 shapes, 21 entries, 20 WARNINGs). Now one fallback name for the trace's life, replaced on each
+    re-publish, one WARNING; once the final name is free again the trace goes there and the copy goes."""
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+    server_env.mkdir()
+    os.chmod(server_env, 0o1777)
+    trace = lazy_trace.trace_for(None, "LazyTaken")
+    final = server_env / "cuda_graph_capture-LazyTaken-TP-0.json.gz"
+    assert trace.final == final
+
+    def take_the_final_name() -> str:
+        os.mkdir(final, 0o755)
+        return "taken"
+
+    assert as_nobody(take_the_final_name) == "taken"
+    with caplog.at_level(logging.WARNING, logger="mixins"):
+        for rows in range(1, 6):
+            assert trace.admit()
+            trace.add(profile_of(matmul_work(rows)), None)
+    assert wait_for_exports(60)
+    [saved] = [p for p in server_env.iterdir() if p != final]
+    assert re.fullmatch(r"cuda_graph_capture-LazyTaken-TP-0\.[0-9a-f]{8}\.json\.gz", saved.name)
+    assert stat.S_ISREG(saved.lstat().st_mode) and saved.lstat().st_uid == 0
+    assert [shape[0][0] for shape in op_shapes(load_trace(saved))] == [1, 2, 3, 4, 5]
+    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"saved to {saved} instead of {final}, which holds a directory owned by uid 65534" in message
+
+    as_nobody(lambda: os.rmdir(final))
+    assert trace.admit()
+    trace.add(profile_of(matmul_work(6)), None)
+    assert wait_for_exports(60)
+    assert os.listdir(server_env) == [final.name]
+    assert [shape[0][0] for shape in op_shapes(load_trace(final))] == [1, 2, 3, 4, 5, 6]
     _secret_untouched(secret)
 
 
