@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from mixins.analysis.tables import unit_of
+from mixins.analysis.tables import short_runners, unit_of
 from mixins.one_line import one_line
 
 __all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json"]
@@ -130,6 +130,16 @@ def _largest(rows: list[tuple[int, dict[str, Any]]], keep: int) -> list[tuple[in
     return [rows[i] for i in sorted(top)]
 
 
+def _axis_name(trace: dict[str, Any], name: str, short: dict[str, str]) -> str:
+    """A runner group's label under the bars: the runner without the tail every runner shares
+    (``tables.short_runners``), one part a line (``Decode<br>TP 0``), so neighbouring groups never run
+    into one another."""
+    runner = str(trace.get("runner") or "")
+    if runner and name.startswith(runner):
+        name = short.get(runner, runner) + name[len(runner):]
+    return "<br>".join(_label(part) for part in name.split(" · "))
+
+
 def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str, str]:
     """Stacked bars (warm-up / capture / instantiate / other) per runner × shape (the ``MAX_BARS``
     largest), a note of what was left out, and the tables. Each runner and shape name is in the figure
@@ -140,6 +150,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     if not every:
         return None, "", "<p>No capture segment in these traces.</p>"
     rows = _largest(every, MAX_BARS)
+    short = short_runners(str(t["runner"]) for t in traces if t.get("runner"))
     note = "" if len(rows) == len(every) else (
         f"The {len(rows)} largest of {len(every):,} runner × shape bars by wall time; the others are in the "
         "tables below and in the page's data (time --json)."
@@ -178,7 +189,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
         ),
     )
     figure = fig.to_plotly_json()
-    figure["categories"] = [[_label(names[i]) for i in runners], [_label(label) for label in shapes]]
+    figure["categories"] = [[_axis_name(traces[i], names[i], short) for i in runners], [_label(x) for x in shapes]]
     return figure, note, _startup_tables(time_json, names, div, unit)
 
 
