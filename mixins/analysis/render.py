@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from msgspec.structs import replace
 
 from mixins.analysis.serialise import to_json
-from mixins.analysis.tables import Cell, Col, Us, duration_text, print_table, whole_cells
+from mixins.analysis.tables import Cell, Col, Us, duration_text, print_table, shows_whole_cells
 from mixins.one_line import one_line
 
 # rich is imported by the functions that draw (~45 ms), so ``--json`` output and errors never load it.
@@ -274,7 +274,7 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
     from rich.text import Text
 
     out = console()
-    whole = whole_cells(out)
+    whole = shows_whole_cells(out)
     for t in traces:
         out.print(
             f"[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (identity: {t['identity_source']}, "

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table",
-    "wide_tables", "whole_cells",
+    "wide_tables", "shows_whole_cells",
 ]
 
 UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
@@ -108,7 +108,7 @@ def wide_tables(on: bool) -> Iterator[None]:
         _WIDE[0] = was
 
 
-def whole_cells(out: Console) -> bool:
+def shows_whole_cells(out: Console) -> bool:
     """Whether ``out`` shows every cell whole, at any length: piped (natural widths) or ``--wide``."""
     from mixins.analysis.render import UNWRAPPED
 
