@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from msgspec.structs import replace
 
 from mixins.analysis.serialise import to_json
-from mixins.analysis.tables import Cell, Col, Us, duration_text, print_table
+from mixins.analysis.tables import Cell, Col, Us, duration_text, print_table, shows_whole_cells
 from mixins.one_line import one_line
 
 # rich is imported by the functions that draw (~45 ms), so ``--json`` output and errors never load it.
@@ -132,8 +132,8 @@ def _rank(value: int | None) -> str:
 
 
 LS_COLUMNS = (
-    Col("file", "key", fold=24),
-    Col("runner", "key", drop=5, runner=True),  # the file name says it too, for ours
+    Col("file", fold=32),  # never left out: folds at - and . (32: our longest runner name and its -)
+    Col("runner", "key", runner=True),
     Col("TP", "num"),
     Col("PP", "num", drop=4),
     Col("idx", "num", drop=3),
@@ -249,10 +249,13 @@ _TOP_COLUMNS = (
 )
 
 
-def _kernel_text(k: dict[str, Any]) -> str:
+KERNEL_NAME_CUT = 70  # a terminal's table shows this much of a kernel name; piped and --wide: all of it
+
+
+def _kernel_text(k: dict[str, Any], whole: bool) -> str:
     name = k["name"] if k["name"] is not None else "<unknown: captured launch>"
-    if len(name) > 70:
-        name = name[:67] + "..."
+    if not whole and len(name) > KERNEL_NAME_CUT:
+        name = name[: KERNEL_NAME_CUT - 3] + "..."
     bits = [name]
     if k.get("grid"):
         bits.append(f"grid={tuple(k['grid'])}")
@@ -272,6 +275,7 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
 
     out = console()
     runs = len({t.get("run") for t in traces}) > 1
+    whole = shows_whole_cells(out)
     for t in traces:
         run = f"run {safe(t['run'])}  " if runs else ""
         out.print(
@@ -296,7 +300,7 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
                         row["op"],
                         _shown(row["input_dims"]),
                         _shown(row["input_types"]),
-                        cut([_kernel_text(k) for k in row["kernels"]], 4) or "-",
+                        cut([_kernel_text(k, whole) for k in row["kernels"]], 4) or "-",
                     ]
                     for row in s["top"]
                 ],
@@ -420,21 +424,21 @@ def render_check(groups: list[GroupCheck]) -> None:
 # an attribute row's key fields as columns (one definition; the op view shows all but runner)
 _ATTRIBUTE_KEY_COLUMNS = {
     "name": Col("op", "key", fold=24),
-    "module": Col("module", fold=14, drop=4),
-    "input_dims": Col("input dims", fold=16, drop=3),
+    "module": Col("module", fold=14, drop=9),
+    "input_dims": Col("input dims", fold=16, drop=8),
     "input_types": Col("input types", fold=16, drop=1),
     "source": Col("source", drop=2),
     "runner": Col("runner", runner=True),
-    "segment": Col("segment", fold=13, drop=5),
+    "segment": Col("segment", fold=13, drop=7),
 }
 _OP_KEYS = tuple(f for f in _ATTRIBUTE_KEY_COLUMNS if f != "runner")
 # what every attribute table shows after its keys (``_attribute_rows``: the cells)
 _MEASURE_COLUMNS = (
-    Col("kernels", "num"),
-    Col("count", "num"),
+    Col("kernels", "num", drop=5),
+    Col("count", "num", drop=4),
     Col("total", "num", time="total"),
-    Col("mean", "num", time="mean", drop=6),
-    Col("share", "num"),
+    Col("mean", "num", time="mean", drop=3),
+    Col("share", "num", drop=6),
 )
 ATTRIBUTE_COLUMNS = (*(_ATTRIBUTE_KEY_COLUMNS[f] for f in _OP_KEYS), *_MEASURE_COLUMNS)
 # ``--group-by`` views: the fields a view groups by (attribute_views.GROUP_KEYS) are its keys, never left out

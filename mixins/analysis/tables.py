@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 __all__ = [
-    "Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table", "wide_tables"
+    "Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table",
+    "wide_tables", "shows_whole_cells",
 ]
 
 UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
@@ -107,6 +108,13 @@ def wide_tables(on: bool) -> Iterator[None]:
         _WIDE[0] = was
 
 
+def shows_whole_cells(out: Console) -> bool:
+    """Whether ``out`` shows every cell whole, at any length: piped (natural widths) or ``--wide``."""
+    from mixins.analysis.render import UNWRAPPED
+
+    return out.width >= UNWRAPPED or _WIDE[0]
+
+
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+|[^A-Za-z0-9]+")
 
 
@@ -145,16 +153,21 @@ def _width(text: Text) -> int:
     return max((cell_len(line) for line in text.plain.split("\n")), default=0)
 
 
+_AFTER = "-./_:"  # a piece may also end after one of these, but not before a digit (file names fold at - and .)
+
+
 def _fold_points(line: str, width: int) -> list[int]:
-    """Where to break one line into pieces of at most ``width`` cells: after its last space or comma,
-    else anywhere but before a digit (a number is never split, and never stands alone looking like
-    a cell of its own: ``tokens`` / ``=64``)."""
+    """Where to break one line into pieces of at most ``width`` cells: after its last space, comma or
+    ``-./_:`` not followed by a digit (``TP-`` never leaves ``0`` alone), else anywhere but before
+    a digit (a number is never split, and never stands alone looking like a cell of its own: ``tokens``
+    / ``=64``)."""
     cuts, start = [], 0
     while len(line) - start > width:
         end = start + width
-        soft = max(line.rfind(" ", start + 1, end + 1), line.rfind(",", start + 1, end))
+        soft = next((p for p in range(end + 1, start + 1, -1) if line[p - 1] == " " or p <= end and (
+            line[p - 1] == "," or line[p - 1] in _AFTER and not line[p].isdigit())), -1)
         if soft >= 0:
-            end = soft + 1
+            end = soft
         else:
             while end > start + 1 and line[end].isdigit():  # a piece never starts inside or at a number
                 end -= 1
@@ -239,17 +252,54 @@ def _room(width: int, n: int) -> int:
     return width - _EDGE * n - 1
 
 
-def _layout(columns: list[_Column], width: int, wide: bool) -> tuple[list[_Column], list[int], list[str]]:
-    """(columns shown, their widths, headers of the columns left out) for a terminal ``width`` wide."""
+def _constant(column: _Column) -> str | None:
+    """The text of a column that reads the same on every row (two rows or more), else None."""
+    texts = {cell.plain for cell in column.cells}
+    return texts.pop() if len(column.cells) > 1 and len(texts) == 1 else None
+
+
+def _distinct_rows(columns: Sequence[_Column]) -> int:
+    return len(set(zip(*([cell.plain for cell in c.cells] for c in columns), strict=True)))
+
+
+class _Layout(Struct):
+    shown: list[_Column]
+    widths: list[int]
+    dropped: list[str]  # headers of the columns left out (the note line)
+    constant: list[str]  # "header value" of the columns that read the same on every row (the title)
+
+
+def _layout(columns: list[_Column], width: int, wide: bool) -> _Layout:
+    """What a terminal ``width`` wide shows. First the columns that read the same on every row go into
+    the title (nothing is lost); then droppable columns (``Col.drop``, 1 first): numbers before keys
+    fold, text columns only when folded keys do not fit either, and among those first the ones whose
+    loss leaves rows that differed still differing. ``--wide`` keeps every column."""
     shown = list(columns)
     dropped: list[str] = []
+    constant: list[str] = []
 
     def need(fold_keys: bool) -> int:
         return sum(c.least(fold_keys) for c in shown) - _room(width, len(shown))
 
+    if not wide and need(False) > 0:
+        for c in [c for c in shown if c.spec.kind != "key"]:
+            if (text := _constant(c)) is not None:
+                shown.remove(c)
+                constant.append(f"{c.header} {text}")
     droppable = sorted((c for c in shown if c.spec.drop is not None), key=lambda c: c.spec.drop or 0)
+
+    def telling(without: _Column | None = None) -> int:
+        """How many rows the text columns (what names a row, not what it measures) tell apart."""
+        return _distinct_rows([c for c in shown if c.spec.kind != "num" and c is not without])
+
     while not wide and droppable and need(False) > 0:
-        gone = droppable.pop(0)
+        # a number column may go before keys fold; a text column only when folded keys do not fit either
+        candidates = [c for c in droppable if c.spec.kind == "num" or need(True) > 0]
+        if not candidates:
+            break
+        told = telling()
+        gone = next((c for c in candidates if c.spec.kind == "num" or telling(c) == told), candidates[0])
+        droppable.remove(gone)
         shown.remove(gone)
         dropped.append(gone.header)
     fold_keys = need(False) > 0
@@ -265,7 +315,7 @@ def _layout(columns: list[_Column], width: int, wide: bool) -> tuple[list[_Colum
         grow = min(extra, shown[i].natural - widths[i])
         widths[i] += max(0, grow)
         extra -= max(0, grow)
-    return shown, widths, dropped
+    return _Layout(shown, widths, dropped, constant)
 
 
 def print_table(
@@ -289,9 +339,12 @@ def print_table(
         names = short_runners(runners)
         columns = _columns(cols, rows, {k: v for k, v in names.items() if k != v})
     if not terminal or sum(c.natural for c in columns) <= room:
-        shown, widths, dropped = columns, [c.natural for c in columns], list[str]()
+        laid = _Layout(columns, [c.natural for c in columns], [], [])
     else:
-        shown, widths, dropped = _layout(columns, out.width, _WIDE[0])
+        laid = _layout(columns, out.width, _WIDE[0])
+    shown, widths = laid.shown, laid.widths
+    if laid.constant:  # one line: "every row:" then each column's header and text
+        title = " — ".join(filter(None, [one_line(title or ""), "every row: " + " · ".join(laid.constant)]))
     cells = [[_fold(cell, w) for cell in c.cells] for c, w in zip(shown, widths, strict=True)] if terminal else None
     over = sum(widths) > _room(out.width, len(shown))
     table = Table(
@@ -310,8 +363,8 @@ def print_table(
     for r in range(len(rows)):
         table.add_row(*((cells[i][r] if cells else c.cells[r]) for i, c in enumerate(shown)))
     _print(out, table)
-    if dropped:
-        out.print(Text(f"not shown at {out.width} columns: {', '.join(dropped)} (--wide: all)"), soft_wrap=True)
+    if laid.dropped:
+        out.print(Text(f"not shown at {out.width} columns: {', '.join(laid.dropped)} (--wide: all)"), soft_wrap=True)
 
 
 def _print(out: Console, renderable: RenderableType) -> None:

@@ -33,6 +33,7 @@ MORE_WIDTHS = (80, 120, 200)
 _ESC = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _NUMBER = re.compile(r"-?[\d,]+(\.\d+)?( %| \*| \(\d+%\)| [KMG]?i?B)?")
 _NOTE = re.compile(r"not shown at (\d+) columns: (.*) \(--wide: all\)$")
+_EVERY_ROW = "every row: "  # a title's account of the columns that read the same on every row
 
 
 def _demo(d: Path, runner: str) -> Path:
@@ -74,6 +75,12 @@ def tables(text: str) -> list[dict[str, Any]]:
             continue
         head: list[list[str]] = []
         start = i
+        above = []  # the title's lines (rich wraps a long title at spaces)
+        while start - len(above) > 0 and lines[start - len(above) - 1].strip() and not (
+                lines[start - len(above) - 1][:1] in "└┏│┃" or _NOTE.match(lines[start - len(above) - 1])):
+            above.insert(0, lines[start - len(above) - 1].strip())
+        title = " ".join(above)
+        constant = title.split(_EVERY_ROW, 1)[1].split(" · ") if _EVERY_ROW in title else []
         i += 1
         while lines[i].startswith("┃"):
             head.append([c.strip() for c in lines[i].strip("┃").split("┃")])
@@ -97,7 +104,7 @@ def tables(text: str) -> list[dict[str, Any]]:
                 block.append([c.strip() for c in line.strip("│").split("│")])
         note = _NOTE.match(lines[i + 1]) if i + 1 < len(lines) else None
         out.append({"headers": headers, "rows": rows, "width": max(len(x) for x in lines[start:i + 1]),
-                    "dropped": note.group(2).split(", ") if note else []})
+                    "dropped": note.group(2).split(", ") if note else [], "constant": constant})
         i += 1
     return out
 
@@ -177,7 +184,14 @@ def _case(command: str, columns: int, demo_dir: Path, expected: dict[str, Any]) 
     wide_tables = check_output(wide, 0)
     assert len(wide_tables) == len(found)
     for narrow, full in zip(found, wide_tables, strict=True):
-        assert sorted(narrow["dropped"]) == sorted(h for h in full["headers"] if h not in narrow["headers"]), full
+        assert not full["constant"]
+        gone = [h for h in full["headers"] if h not in narrow["headers"]]
+        moved = [h for h in gone if any(c.startswith(h + " ") for c in narrow["constant"])]
+        assert sorted(narrow["dropped"]) == sorted(set(gone) - set(moved)), full
+        assert len(moved) == len(narrow["constant"])
+        for h in moved:  # in the title with the one text every row has
+            (text,) = {cell_text(r[full["headers"].index(h)]) for r in full["rows"]}
+            assert any(_same(c, f"{h} {text}") for c in narrow["constant"]), (h, text, narrow["constant"])
         assert all(h in full["headers"] for h in narrow["headers"])
 
 
@@ -196,3 +210,43 @@ def test_tables_never_cut_a_number_every_width(
     command: str, columns: int, demo_dir: Path, expected: dict[str, Any]
 ) -> None:
     _case(command, columns, demo_dir, expected)
+
+
+def _text_cells(row: list[list[str]]) -> tuple[str, ...]:
+    """A row's cells that name it (every cell but the numbers)."""
+    return tuple(t for t in map(cell_text, row) if not _NUMBER.fullmatch(t))
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_rows_that_differ_still_differ_on_a_terminal(columns: int, demo_dir: Path) -> None:
+    """Before: at 80 and 120 columns ``attribute`` left out ``module`` and ``input dims`` (two rows read
+    ``aten::addmm`` alone, five ``aten::mm`` with --top 40) and ``ls`` left out the runner and cut file
+    names mid-word. Now numbers and columns that tell no row apart go first, a column that reads the same
+    on every row goes into the title, and a file name folds after ``-``, ``.`` or ``_``."""
+    _, text = run_in_pty(CASES["attribute"](demo_dir), columns)
+    (ops,) = [t for t in check_output(text, columns) if "op" in t["headers"]]
+    named = [_text_cells(r) for r in ops["rows"]]
+    assert len(set(named)) == len(named), named
+    _, text = run_in_pty(CASES["ls"](demo_dir), columns)
+    (listing,) = check_output(text, columns)
+    assert "runner" in listing["headers"]
+    assert columns > 80 or "TP 0" in listing["constant"]  # the same on every row: said once, in the title
+    for row in listing["rows"]:
+        pieces = [p for p in row[0] if p]
+        assert all(p[-1] in "-._" for p in pieces[:-1]), pieces
+
+
+def test_kernel_names_are_whole_piped_and_with_wide() -> None:
+    """Before: ``summary`` cut kernel names to 67 characters and ``...``, piped and with ``--wide``."""
+    argv = [sys.executable, "-m", "mixins", "summary", "--top", "20", str(VLLM)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    doc = json.loads(subprocess.run([*argv, "--json"], capture_output=True, text=True, env=env, check=True).stdout)
+    names = {k["name"] for s in doc["traces"][0]["segments"] for r in s["top"] for k in r["kernels"][:4]}
+    assert max(map(len, names)) > 100
+    piped = subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout
+    assert all(n in piped for n in names) and "..." not in piped
+    _, wide = run_in_pty([*argv[3:], "--wide"], 100)
+    shown = "".join(cell_text(c).replace(" ", "") for t in check_output(wide, 0) for r in t["rows"] for c in r)
+    assert all(n.replace(" ", "") in shown for n in names)
+    _, narrow = run_in_pty(argv[3:], 100)
+    assert "..." in narrow  # a terminal's table still cuts them, without --wide

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from mixins.analysis.tables import unit_of
+from mixins.analysis.tables import short_runners, unit_of
 from mixins.one_line import one_line
 
 __all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json"]
@@ -118,19 +118,52 @@ def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """Stacked bars (warm-up / capture / instantiate / other) per runner × shape, and the tables."""
+MAX_BARS = 40  # runner × shape bars drawn; past this the largest, with a note (every one stays in the data)
+MAX_TABLE_ROWS = 200  # rows of each trace's start-up table, and of the op table
+
+
+def _largest(rows: list[tuple[int, dict[str, Any]]], keep: int) -> list[tuple[int, dict[str, Any]]]:
+    """The ``keep`` rows of the largest wall time, in their order (all of them when there are no more)."""
+    if len(rows) <= keep:
+        return rows
+    top = sorted(range(len(rows)), key=lambda i: -(rows[i][1].get("wall_us") or 0.0))[:keep]
+    return [rows[i] for i in sorted(top)]
+
+
+def _axis_name(trace: dict[str, Any], name: str, short: dict[str, str]) -> str:
+    """A runner group's label under the bars: the runner without the tail every runner shares
+    (``tables.short_runners``), one part a line (``Decode<br>TP 0``), so neighbouring groups never run
+    into one another."""
+    runner = str(trace.get("runner") or "")
+    if runner and name.startswith(runner):
+        name = short.get(runner, runner) + name[len(runner):]
+    return "<br>".join(_label(part) for part in name.split(" · "))
+
+
+def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str, str]:
+    """Stacked bars (warm-up / capture / instantiate / other) per runner × shape (the ``MAX_BARS``
+    largest), a note of what was left out, and the tables. Each runner and shape name is in the figure
+    once (``categories``); the bars hold indexes into it, which the page's script resolves."""
     traces = time_json.get("traces") or []
     names = _trace_names(traces)
-    rows = [(name, t, s) for name, t in zip(names, traces, strict=True) for s in t.get("segments") or []]
-    if not rows:
-        return None, "<p>No capture segment in these traces.</p>"
-    div, unit = unit_of((s.get("wall_us") or 0.0) for _, _, s in rows)
-    x = [[_label(n) for n, _, _ in rows], [_label(s.get("label", "?")) for _, _, s in rows]]
+    every = [(i, s) for i, t in enumerate(traces) for s in t.get("segments") or []]
+    if not every:
+        return None, "", "<p>No capture segment in these traces.</p>"
+    rows = _largest(every, MAX_BARS)
+    short = short_runners(str(t["runner"]) for t in traces if t.get("runner"))
+    note = "" if len(rows) == len(every) else (
+        f"The {len(rows)} largest of {len(every):,} runner × shape bars by wall time; the others are in the "
+        "tables below and in the page's data (time --json)."
+    )
+    div, unit = unit_of((s.get("wall_us") or 0.0) for _, s in rows)
+    runners = sorted({i for i, _ in rows})
+    shapes = list(dict.fromkeys(str(s.get("label", "?")) for _, s in rows))
+    at_runner, at_shape = {i: n for n, i in enumerate(runners)}, {label: n for n, label in enumerate(shapes)}
+    x = [[at_runner[i] for i, _ in rows], [at_shape[str(s.get("label", "?"))] for _, s in rows]]
     bars = []
     for phase in PHASES:
-        us = [(s.get("phases") or {}).get(phase) or 0.0 for _, _, s in rows]
-        share = [(s.get("shares") or {}).get(phase) or 0.0 for _, _, s in rows]
+        us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in rows]
+        share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in rows]
         bars.append(
             go.Bar(
                 name=_PHASE_NAMES[phase],
@@ -142,12 +175,11 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
                 "(%{customdata[1]:.1%})<extra></extra>",
             )
         )
-    width = max(900, 40 * len(rows) + 240)
     fig = go.Figure(
         data=bars,
         layout=dict(
             barmode="stack",
-            width=width if len(rows) > 18 else None,
+            width=max(900, 40 * len(rows) + 240) if len(rows) > 18 else None,
             height=520,
             margin=dict(l=70, r=20, t=40, b=140),
             yaxis_title=f"CPU wall time ({unit})",
@@ -156,7 +188,9 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
             template="plotly_white",
         ),
     )
-    return fig.to_plotly_json(), _startup_tables(time_json, names, div, unit)
+    figure = fig.to_plotly_json()
+    figure["categories"] = [[_axis_name(traces[i], names[i], short) for i in runners], [_label(x) for x in shapes]]
+    return figure, note, _startup_tables(time_json, names, div, unit)
 
 
 def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, unit: str) -> str:
@@ -164,7 +198,8 @@ def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, uni
     out = []
     for i, (name, t) in enumerate(zip(names, time_json.get("traces") or [], strict=True)):
         body = []
-        for j, s in enumerate(t.get("segments") or []):
+        segments = t.get("segments") or []
+        for j, s in enumerate(segments[:MAX_TABLE_ROWS]):
             phases = s.get("phases") or {}
             cells = "".join(
                 f'<td class="num" data-phase="{p}" data-us="{_num(phases.get(p))}">{_fmt(phases.get(p), div)}</td>'
@@ -179,7 +214,10 @@ def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, uni
             f'<details><summary>{_h(name)} — {_h(t.get("path", "?"))}</summary><table class="startup">'
             f"<tr><th>segment</th><th>wall ({unit})</th>{head}<th>capture windows</th></tr>"
             + "".join(body)
-            + "</table></details>"
+            + "</table>"
+            + (f"<p>{len(segments) - MAX_TABLE_ROWS:,} more rows in the page's data (time --json).</p>"
+               if len(segments) > MAX_TABLE_ROWS else "")
+            + "</details>"
         )
     return "\n".join(out)
 
@@ -375,6 +413,10 @@ _INIT = """
   var figs = JSON.parse(document.getElementById("capture-trace-figures").textContent);
   var cfg = {displaylogo: false, responsive: true};
   Object.keys(figs).forEach(function (id) {
+    var cats = figs[id].categories;  // names stored once: the bars' x hold indexes into them
+    if (cats) figs[id].data.forEach(function (bar) {
+      bar.x = bar.x.map(function (level, k) { return level.map(function (n) { return cats[k][n]; }); });
+    });
     Plotly.newPlot(id, figs[id].data, figs[id].layout, cfg);
   });
 })();
@@ -392,19 +434,20 @@ def render_report(
     *,
     inputs: Iterable[str] = (),
     version: str | None = None,
-    top: int = 200,
+    top: int = MAX_TABLE_ROWS,
 ) -> str:
     """The report page for the dicts ``time --json`` / ``check --json`` / ``attribute --json`` print (the
     last two optional); ``inputs`` are the command line's paths, shown in the header. Raises
     ``ReportUnavailable`` when plotly is not installed."""
     go, plotly_js = _plotly()
     figures: dict[str, Any] = {}
-    startup, tables = _startup_figure(go, time_json)
+    startup, left_out, tables = _startup_figure(go, time_json)
     if startup is not None:
         figures["startup"] = startup
     sections = [
         "<h2>Start-up time per runner × shape</h2>",
         f'<p class="note">{_h(time_json.get("note", ""))}</p>',
+        f'<p class="note" id="bars-left-out">{_h(left_out)}</p>' if left_out else "",
         '<div class="chart" id="startup"></div>' if startup is not None else "",
         tables,
     ]
