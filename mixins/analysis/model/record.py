@@ -100,6 +100,9 @@ class OpColumns(Struct):
     kernels: dict[int, tuple[Kernel, ...]] = field(default_factory=dict)  # only ops that launched kernels
     attributed: dict[int, tuple[str | None, ...]] = field(default_factory=dict)  # see ``Op.attributed``
     graphs: dict[int, int] = field(default_factory=dict)  # only ops that launched graphs
+    # Per-signature keys, built once on first use: per call they made every segment cost every signature.
+    plain_keys: list[tuple[Any, ...]] | None = None
+    shape_of: list[tuple[str, str, str]] | None = None
 
     def op(self, k: int) -> Op:
         return Op(
@@ -113,7 +116,9 @@ class OpColumns(Struct):
 
     def keys(self, members: array) -> list[tuple[Any, ...]]:
         """``Op.key`` of each op in ``members``; ops that launched nothing share their signature's key."""
-        plain: list[tuple[Any, ...]] = [(s.name, s.dims, s.types, s.concrete, (), 0) for s in self.sigs]
+        if self.plain_keys is None:
+            self.plain_keys = [(s.name, s.dims, s.types, s.concrete, (), 0) for s in self.sigs]
+        plain = self.plain_keys
         out = list(map(plain.__getitem__, map(self.sig.__getitem__, members)))
         kernels, graphs = self.kernels, self.graphs
         if kernels or graphs:
@@ -124,8 +129,9 @@ class OpColumns(Struct):
 
     def shape_keys(self, members: array) -> Iterator[tuple[str, str, str]]:
         """``Signature.shape_key`` of each op in ``members``."""
-        shapes = [s.shape_key for s in self.sigs]
-        return map(shapes.__getitem__, map(self.sig.__getitem__, members))
+        if self.shape_of is None:
+            self.shape_of = [s.shape_key for s in self.sigs]
+        return map(self.shape_of.__getitem__, map(self.sig.__getitem__, members))
 
 
 class Segment(Struct):
