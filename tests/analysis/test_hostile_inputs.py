@@ -72,3 +72,114 @@ def test_every_command_shows_an_undecodable_file_name_escaped(undecodable: dict[
         assert SHOWN in text
     elif name not in ("clean", "attribute --annotate", "check", "attribute"):
         assert SHOWN in out
+
+
+# -- quadratic paths: counted, never timed -----------------------------------------------------------
+
+
+class Counted(float):
+    """A time that counts every comparison made with it (Python asks a float subclass on the right first),
+    so a test can say how many steps a lookup took without timing it."""
+
+    steps = 0
+
+    def _count(self, other: object, op: Any) -> Any:
+        Counted.steps += 1
+        return op(float(self), float(other))  # type: ignore[arg-type]
+
+    def __lt__(self, o: object) -> bool:
+        return bool(self._count(o, float.__lt__))
+
+    def __le__(self, o: object) -> bool:
+        return bool(self._count(o, float.__le__))
+
+    def __gt__(self, o: object) -> bool:
+        return bool(self._count(o, float.__gt__))
+
+    def __ge__(self, o: object) -> bool:
+        return bool(self._count(o, float.__ge__))
+
+    def __eq__(self, o: object) -> bool:
+        return bool(self._count(o, float.__eq__))
+
+    __hash__ = float.__hash__
+
+
+def _brute_innermost(segs: list[Any], ts: float) -> int:
+    """The latest-starting segment containing ``ts`` (the definition, by brute force)."""
+    best, best_start = -1, None
+    for j in sorted(range(len(segs)), key=lambda j: segs[j].start):
+        s = segs[j]
+        if s.start <= ts <= s.end:
+            best, best_start = j, s.start
+    del best_start
+    return best
+
+
+def test_segment_lookup_is_a_bisect_however_segments_nest() -> None:
+    """One long segment, N short ones at its start, ops inside the long one after them: each op walked
+    back over all N short segments (N=E=40k: 235 s in ``check``). Now one bisect: ~log2(2N) comparisons."""
+    from mixins.analysis.model.record import Segment
+    from mixins.analysis.model.segments import assigner
+
+    n = 4000
+    segs = [Segment("long", None, 0.0, 10.0 * n + 10, 1)]
+    segs += [Segment(f"bs={k}", None, 1.0 + k, 1.5 + k, 1) for k in range(n)]
+    find = assigner(segs, {1: 0})
+    Counted.steps = 0
+    queries = [Counted(2.0 * n + k + 0.25) for k in range(n)]
+    got = [find(t, 0) for t in queries]
+    assert got == [0] * n
+    assert Counted.steps <= n * 20, f"{Counted.steps / n:.0f} comparisons a lookup"  # log2(8,001) = 13
+
+
+def test_segment_lookup_agrees_with_the_definition() -> None:
+    """The step function gives what the definition gives: nested, overlapping, equal and touching
+    segments, times at every start and end and between them, two processes and a foreign one."""
+    import random
+
+    from mixins.analysis.model.record import Segment
+    from mixins.analysis.model.segments import assigner
+
+    rng = random.Random(7)
+    for _ in range(200):
+        segs = []
+        for _ in range(rng.randint(0, 8)):
+            a = rng.randint(0, 20)
+            segs.append(Segment("s", None, float(a), float(a + rng.randint(0, 8)), rng.choice([1, 2, 9])))
+        pids = {1: 0, 2: 1}
+        find = assigner(segs, pids)
+        for pid_index, pid in ((0, 1), (1, 2), (5, None)):
+            mine = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid_index]
+            table = [segs[j] for j in mine] if mine else segs
+            for t in [x / 2 for x in range(-2, 62)]:
+                want = _brute_innermost(table, t)
+                want = (mine[want] if mine else want) if want >= 0 else -1
+                assert find(t, pid_index) == want, (segs, t, pid)
+        assert find(float("nan"), 0) == -1
+
+
+def _window_steps(tmp_path: Path, shape: str, n: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[Any]]:
+    """(comparisons made with window times, the windows) of ``load_capture`` on a generated shape."""
+    from hostile_shapes import SHAPES, write_trace
+
+    from mixins.analysis.model import windows
+
+    path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](n))
+    spans = windows._spans
+    monkeypatch.setattr(windows, "_spans", lambda tl: [(th, Counted(b), Counted(e)) for th, b, e in spans(tl)])
+    Counted.steps = 0
+    capture = windows.load_capture(str(path))
+    return Counted.steps, capture.windows
+
+
+@pytest.mark.parametrize("shape", ["nested_windows", "sequential_windows"])
+def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+    """N nested windows were compared each with every window inside it (N=8,000: 89 s, 2.3 GB in
+    ``summary``); N sequential ones each looked through the ends of all before it for its warm-up pass
+    (2,000 → 4,000: 2.7 → 9.4 s). Each window now costs O(log n) comparisons, and owns its own launch."""
+    n = 1500
+    steps, got = _window_steps(tmp_path, shape, n, monkeypatch)
+    assert len(got) == n
+    assert all(len(w.nodes) == 1 for w in got), sorted({len(w.nodes) for w in got})
+    assert steps <= 40 * n, f"{steps / n:.0f} comparisons a window"
