@@ -184,3 +184,32 @@ def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.Monkey
     assert len(got) == n
     assert all(len(w.nodes) == 1 for w in got), sorted({len(w.nodes) for w in got})
     assert steps <= 40 * n, f"{steps / n:.0f} comparisons a window"
+
+
+class CountedLabel(str):
+    """A segment label that counts the comparisons made with it (a list's ``in`` compares with each)."""
+
+    steps = 0
+
+    def __eq__(self, o: object) -> bool:
+        CountedLabel.steps += 1
+        return str.__eq__(self, o)
+
+    __hash__ = str.__hash__
+
+
+def test_diff_matches_segments_by_hash(tmp_path: Path) -> None:
+    """``diff`` of 100k segments against itself took 144 s (each of B's labels looked up in A's list);
+    labels are now matched through a set and a dict: a few comparisons a segment."""
+    from hostile_shapes import many_segments, write_trace
+
+    from mixins.analysis.commands.compare import compact_job, diff_traces
+
+    n = 3000
+    t = compact_job(str(write_trace(tmp_path / "many.json.gz", many_segments(n))))
+    assert len(t.labels) == n
+    t.labels = [CountedLabel(x) for x in t.labels]
+    CountedLabel.steps = 0
+    diffs = diff_traces(t, t)
+    assert [d.status for d in diffs] == ["same"] * n
+    assert CountedLabel.steps <= 4 * n, f"{CountedLabel.steps / n:.0f} comparisons a segment"
