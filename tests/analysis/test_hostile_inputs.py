@@ -7,6 +7,7 @@ the steps a structure takes (or by its structure), the memory shapes by what the
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,59 @@ def test_diff_matches_segments_by_hash(tmp_path: Path) -> None:
     diffs = diff_traces(t, t)
     assert [d.status for d in diffs] == ["same"] * n
     assert CountedLabel.steps <= 4 * n, f"{CountedLabel.steps / n:.0f} comparisons a segment"
+
+
+# -- text without a length bound ----------------------------------------------------------------------
+
+LONG = 200_000  # characters: far past reader.MAX_TEXT, small enough to write fast
+
+
+def _longest_string(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return max([0, *map(_longest_string, value.keys()), *map(_longest_string, value.values())])
+    if isinstance(value, list):
+        return max([0, *map(_longest_string, value)])
+    return 0
+
+
+@pytest.mark.parametrize("shape", ["long_names", "long_labels"])
+def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> None:
+    """30 op names (or segment labels) of 60 MiB cost ~2.0 GB (3.7–3.9 GB for labels) in every command:
+    each was held whole, in the model and in every row. Now each is cut where it is read, to MAX_TEXT
+    characters and a marker, and the command says how many it cut."""
+    from hostile_shapes import SHAPES, write_trace
+
+    from mixins.analysis.model.timeline import load_timeline
+    from mixins.analysis.read.reader import MAX_TEXT
+
+    path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](LONG))
+    tl = load_timeline(str(path))
+    held = [n for n, _, _ in tl.signatures] + [r.name for r in tl.ranges]
+    assert held and max(map(len, held)) <= MAX_TEXT + 40
+    for argv in (["summary", "--json"], ["check", "--json", "-j", "1"], ["time", "--json", "-j", "1"]):
+        rc, out, err = run_analyzer(*argv, path)
+        assert rc == 0, err
+        assert _longest_string(json.loads(out)) <= MAX_TEXT + 200, argv
+        assert "more characters]" in out or argv[0] == "check", argv  # check shows no names when all agree
+        assert f"{path}: 30 texts longer than {MAX_TEXT:,} characters cut" in err, (argv, err)
+
+
+def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
+    """A 4 MiB ``runner`` (7 KiB of gzip) was copied whole into every row and every bar of the report
+    (a 5.06 GB page); it is cut as read, like every other text, wherever it goes."""
+    from hostile_shapes import many_segments, write_trace
+
+    from mixins.analysis.model.identity import identity_of
+    from mixins.analysis.read.reader import MAX_TEXT
+
+    runner = "R" * LONG
+    path = write_trace(tmp_path / "runner.json.gz", many_segments(3), {"runner": runner, "runner_class": runner,
+                                                                      "tp_rank": 0})
+    ident = identity_of(str(path), {"capture_trace": {"runner": runner, "runner_class": runner, "tp_rank": 0}})
+    assert ident.runner is not None and ident.runner_class is not None
+    assert len(ident.runner) <= MAX_TEXT + 40 and len(ident.runner_class) <= MAX_TEXT + 40
+    rc, out, err = run_analyzer("check", "--json", "-j", "1", path)
+    assert rc == 0, err
+    assert _longest_string(json.loads(out)) <= MAX_TEXT + 200
