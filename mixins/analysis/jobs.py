@@ -47,8 +47,8 @@ def add_jobs_option(p: argparse.ArgumentParser) -> None:
 def with_limits(
     cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser, tables: bool = True
 ) -> Callable[..., int]:
-    """Give ``p`` the --max-events / --max-value-mib options (and ``--wide`` where it prints ``tables``);
-    ``cmd`` runs under those limits and that table policy (``tables.wide_tables``)."""
+    """Give ``p`` the --max-events / --max-value-mib / --max-distinct-mib options (and ``--wide`` where it
+    prints ``tables``); ``cmd`` runs under those limits and that table policy (``tables.wide_tables``)."""
     d = Limits()
     if tables:
         p.add_argument(
@@ -70,9 +70,19 @@ def with_limits(
         help=f"refuse a larger key, top-level value or event (default {d.max_value_bytes >> 20})",
     )
 
+    p.add_argument(
+        "--max-distinct-mib",
+        type=int_at_least(1, "--max-distinct-mib"),
+        default=d.max_distinct_bytes >> 20,
+        metavar="MIB",
+        help="refuse a trace whose distinct names, shapes, threads and ranges would take more "
+        f"(default {d.max_distinct_bytes >> 20})",
+    )
+
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
-        with using_limits(Limits(args.max_events, args.max_value_mib << 20)), wide_tables(tables and args.wide):
+        limits = Limits(args.max_events, args.max_value_mib << 20, args.max_distinct_mib << 20)
+        with using_limits(limits), wide_tables(tables and args.wide):
             return cmd(args)
 
     return run

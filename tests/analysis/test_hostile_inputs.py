@@ -270,3 +270,25 @@ def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
     rc, out, err = run_analyzer("check", "--json", "-j", "1", path)
     assert rc == 0, err
     assert _longest_string(json.loads(out)) <= MAX_TEXT + 200
+
+
+# -- distinct things held: a budget in the reader's limits ----------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["summary", "time", "check", "attribute"])
+def test_distinct_names_and_shapes_are_bounded(tmp_path: Path, command: str) -> None:
+    """3M distinct ops and shapes (43 MB of gzip) cost ~2.0 GB in every command, ~650 B an op: the event
+    limit bounded the events, not what each distinct one holds. Past ``--max-distinct-mib`` the trace is
+    one error line naming the limit; a real capture holds far less than 1 MiB of it."""
+    from hostile_shapes import distinct_ops, write_trace
+
+    path = write_trace(tmp_path / "distinct.json.gz", distinct_ops(5000))  # ~3 MB charged
+    argv = [command, *(["-j", "1"] if command != "summary" else []), "--max-distinct-mib", "1"]
+    files = [shutil.copy(path, tmp_path / "replay.json.gz"), path] if command == "attribute" else [path]
+    rc, _, err = run_analyzer(*argv, *files)
+    assert rc == 2
+    assert err.count("\n") == 1 or command == "attribute", err
+    assert f"{path}: more than 1 MiB of distinct names, shapes, threads and ranges (the limit" in err
+    files = [VLLM_REPLAY, VLLM_CAPTURE] if command == "attribute" else [VLLM_CAPTURE]
+    rc, _, err = run_analyzer(*argv, *files)
+    assert rc == 0, err

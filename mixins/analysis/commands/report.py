@@ -115,7 +115,8 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
     if args.replay is not None:
         extra = ["--any-rank"] if args.any_rank else []
         limits = current_limits()
-        common = ["--max-events", str(limits.max_events), "--max-value-mib", str(limits.max_value_bytes >> 20)]
+        common = ["--max-events", str(limits.max_events), "--max-value-mib", str(limits.max_value_bytes >> 20),
+                  "--max-distinct-mib", str(limits.max_distinct_bytes >> 20)]
         jobs = ["--jobs", str(args.jobs)]
         rc, attribute_json = _command_json(["attribute", args.replay, *args.traces, *jobs, *extra, *common])
         if rc != OK or attribute_json is None:

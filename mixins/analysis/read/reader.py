@@ -68,10 +68,14 @@ class Limits(Struct, frozen=True):
     ``max_events``: ``traceEvents`` elements per trace (a 486k-event capture is 200 MB of JSON, so
     the default is ~20x the biggest seen). ``max_value_bytes``: one object key, one top-level value
     or one ``traceEvents`` element, as JSON text (real ones are at most a few KB).
+    ``max_distinct_bytes``: what the model may hold of distinct things (op signatures, names, kernels,
+    threads, processes, kept ranges), each charged its text and a fixed cost (``timeline``): a real
+    capture holds a few MB; 3M distinct ops once cost ~650 B each, 2 GB at 3M events.
     """
 
     max_events: int = 10_000_000
     max_value_bytes: int = 64 << 20
+    max_distinct_bytes: int = 256 << 20
 
     def mib(self) -> str:
         return f"{self.max_value_bytes / (1 << 20):g} MiB"
