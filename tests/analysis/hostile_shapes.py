@@ -42,7 +42,8 @@ def long_labels(n: int, count: int = 30) -> Iterator[dict[str, Any]]:
 def distinct_ops(n: int) -> Iterator[dict[str, Any]]:
     """``n`` cpu_ops, every one a name and input shape of its own (the signature table grows with each)."""
     for k in range(n):
-        yield _x(f"aten::op_{k}", 10.0 + k, 0.5, **{"Input Dims": [[k, k + 1]], "Input type": ["float"]})
+        shapes: dict[str, Any] = {"Input Dims": [[k, k + 1]], "Input type": ["float"]}
+        yield _x(f"aten::op_{k}", 10.0 + k, 0.5, **shapes)
 
 
 def nested_segments(n: int) -> Iterator[dict[str, Any]]:

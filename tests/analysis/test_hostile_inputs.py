@@ -149,7 +149,7 @@ def test_segment_lookup_agrees_with_the_definition() -> None:
         for _ in range(rng.randint(0, 8)):
             a = rng.randint(0, 20)
             segs.append(Segment("s", None, float(a), float(a + rng.randint(0, 8)), rng.choice([1, 2, 9])))
-        pids = {1: 0, 2: 1}
+        pids: dict[Any, int] = {1: 0, 2: 1}
         find = assigner(segs, pids)
         for pid_index, pid in ((0, 1), (1, 2), (5, None)):
             mine = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid_index]

@@ -135,8 +135,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if dicts is None:
             return TROUBLE
         inputs = [*args.traces, *([] if args.replay is None else [f"replay: {args.replay}"])]
-        page = render_report(*dicts, inputs=inputs, version=distribution_version(PACKAGE))
-        page = page.encode(errors="backslashreplace")  # script_json escapes them already; never a traceback
+        text = render_report(*dicts, inputs=inputs, version=distribution_version(PACKAGE))
+        page = text.encode(errors="backslashreplace")  # script_json escapes them already; never a traceback
         with output_file(args.output) as f:
             f.write(page)
     except (ReportUnavailable, TraceError) as exc:
