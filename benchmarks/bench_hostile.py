@@ -12,6 +12,14 @@ another checkout (e.g. the commit before the fix), printed side by side.
 ``--table-segments N`` times ``summary``'s text tables alone (``table_growth``) for N, 2N and 4N segments
 and prints the growth per doubling (goal: at most 2.3x; 10k segments once took 61 s against 2.3 s for
 ``--json``).
+
+``--growth``: each shape that once cost quadratic time or gigabytes (``tests/analysis/hostile_shapes.py``:
+long names and labels, distinct ops, nested segments, nested and sequential capture windows, many
+segments through ``diff``) at 1x, 2x and 4x its size, with the command that once choked on it; prints CPU
+seconds and peak RSS per size and the growth ratio per doubling of (CPU - the floor: the same command on
+an empty trace). Goal: <= 2.3x per doubling for every shape.
+
+    python benchmarks/bench_hostile.py --growth [--shapes nested_windows,...] [--scale 0.5] [--anchor TREE]
 """
 
 from __future__ import annotations
@@ -55,19 +63,23 @@ def generate(path: Path, head: bytes, unit: bytes, total: int, tail: bytes) -> P
 # The CLI, then its own peak RSS (VmHWM) on stderr's last line. Not ru_maxrss from wait4: Linux
 # carries the parent's high-water mark across fork + exec into it.
 CHILD = """
-import sys
+import resource, sys
 from mixins.cli import main
 try:
     rc = main(sys.argv[1:])
 finally:
     with open("/proc/self/status") as status:
         print(next(line for line in status if line.startswith("VmHWM:")).strip(), file=sys.stderr)
+    print("ru_maxrss:", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 sys.exit(rc)
 """
 
 
-def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float, float, float, int, str]:
-    """(wall s, CPU s, peak RSS MiB, exit code, last stderr line) of one CLI run from ``tree``."""
+def run(
+    tree: Path, trace: Path, extra: list[str], as_limit: int, argv: list[str] | None = None
+) -> tuple[float, float, float, int, str]:
+    """(wall s, CPU s, peak RSS MiB, exit code, last stderr line) of one CLI run from ``tree``
+    (``summary TRACE EXTRA`` unless ``argv`` is given)."""
 
     def limit() -> None:
         if as_limit:
@@ -76,7 +88,7 @@ def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "summary", str(trace), *extra],
+        [sys.executable, "-c", CHILD, *(argv if argv is not None else ["summary", str(trace), *extra])],
         cwd=tree,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -90,7 +102,7 @@ def run(tree: Path, trace: Path, extra: list[str], as_limit: int) -> tuple[float
     seconds = time.perf_counter() - t0
     lines = err.strip().splitlines()
     hwm = [int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM:")]
-    lines = [line for line in lines if not line.startswith("VmHWM:")]
+    lines = [line for line in lines if not line.startswith(("VmHWM:", "ru_maxrss:"))]
     last = lines[-1] if lines else ""
     # Without VmHWM (the child died before printing it) fall back to wait4's figure, an upper bound.
     rss = hwm[0] if hwm else usage.ru_maxrss / 1024
@@ -146,6 +158,41 @@ def table_growth(tree: Path, cache: Path, base: int) -> list[float]:
         growth = f"{times[-1] / times[-2]:.2f}x" if len(times) > 1 else "-"
         print(f"| summary tables | {n:,} segments | {tree} | {times[-1]:.2f} s | growth per doubling {growth} |")
     return times
+# shape -> (size at 1x, the command that once choked on it: argv with {trace}), tests/analysis/hostile_shapes.py
+GROWTH: dict[str, tuple[int, list[str]]] = {
+    "long_names": (2 << 20, ["summary", "{trace}"]),
+    "long_labels": (2 << 20, ["summary", "{trace}"]),
+    "distinct_ops": (100_000, ["summary", "--json", "{trace}"]),
+    "nested_segments": (10_000, ["check", "-j", "1", "{trace}"]),
+    "nested_windows": (4_000, ["summary", "--json", "{trace}"]),
+    "sequential_windows": (4_000, ["summary", "--json", "{trace}"]),
+    "many_segments": (20_000, ["diff", "--json", "{trace}", "{trace}"]),
+}
+
+
+def growth(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "analysis"))
+    from hostile_shapes import SHAPES, write_trace
+
+    empty = write_trace(args.cache / "empty.json.gz", iter([]))
+    print("| shape | command | tree | size | CPU s | wall s | peak RSS MiB | exit | CPU - floor, growth per doubling |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in args.shapes.split(","):
+        base, argv = GROWTH[name]
+        for label, tree in trees:
+            floor = run(tree, empty, [], 0, [a.format(trace=empty) for a in argv])[1]
+            last = None
+            for mult in (1, 2, 4):
+                n = max(1, int(base * args.scale * mult))
+                trace = args.cache / f"{name}-{n}.json.gz"
+                if not trace.exists():
+                    write_trace(trace, SHAPES[name](n))
+                cmd = [a.format(trace=trace) for a in argv]
+                wall, cpu, rss, rc, _ = run(tree, trace, [], args.as_limit_mib * MIB, cmd)
+                net = max(cpu - floor, 1e-3)
+                ratio = f"{net:.2f} s, x{net / last:.2f}" if last else f"{net:.2f} s (floor {floor:.2f} s)"
+                last = net
+                print(f"| {name} | {argv[0]} | {label} | {n:,} | {cpu:.2f} | {wall:.2f} | {rss:.0f} | {rc} | {ratio} |")
 
 
 def main() -> None:
@@ -156,9 +203,15 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path("/tmp/capture-trace-hostile"))
     ap.add_argument("--table-segments", type=int, default=0, metavar="N",
                     help="time summary's text tables at N, 2N, 4N segments (0: skip)")
+    ap.add_argument("--growth", action="store_true", help="time each hostile shape at 1x, 2x, 4x its size")
+    ap.add_argument("--shapes", default=",".join(GROWTH), help="--growth: the shapes to run")
+    ap.add_argument("--scale", type=float, default=1.0, help="--growth: multiply every 1x size by this")
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     trees = [("ours", ROOT)] + ([("anchor", args.anchor)] if args.anchor else [])
+    if args.growth:
+        growth(args, trees)
+        return
     print("| case | gzip KB | tree | wall s | CPU s | peak RSS MiB | exit | stderr (last line) |")
     print("|---|---|---|---|---|---|---|---|")
     for name in filter(None, args.cases.split(",")):

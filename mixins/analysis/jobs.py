@@ -22,7 +22,7 @@ import msgspec
 
 from mixins.analysis import render
 from mixins.analysis.model.identity import is_trace_name, names_a_trace
-from mixins.analysis.read.reader import Limits, TraceError, current_limits, using_limits
+from mixins.analysis.read.reader import MAX_TEXT, Limits, TraceError, current_limits, texts_cut, using_limits
 from mixins.analysis.tables import wide_tables
 from mixins.formats import SUBDIR
 from mixins.helptext import int_at_least, non_negative_int
@@ -47,8 +47,8 @@ def add_jobs_option(p: argparse.ArgumentParser) -> None:
 def with_limits(
     cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser, tables: bool = True
 ) -> Callable[..., int]:
-    """Give ``p`` the --max-events / --max-value-mib options (and ``--wide`` where it prints ``tables``);
-    ``cmd`` runs under those limits and that table policy (``tables.wide_tables``)."""
+    """Give ``p`` the --max-events / --max-value-mib / --max-distinct-mib options (and ``--wide`` where it
+    prints ``tables``); ``cmd`` runs under those limits and that table policy (``tables.wide_tables``)."""
     d = Limits()
     if tables:
         p.add_argument(
@@ -70,9 +70,19 @@ def with_limits(
         help=f"refuse a larger key, top-level value or event (default {d.max_value_bytes >> 20})",
     )
 
+    p.add_argument(
+        "--max-distinct-mib",
+        type=int_at_least(1, "--max-distinct-mib"),
+        default=d.max_distinct_bytes >> 20,
+        metavar="MIB",
+        help="refuse a trace whose distinct names, shapes, threads and ranges would take more "
+        f"(default {d.max_distinct_bytes >> 20})",
+    )
+
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
-        with using_limits(Limits(args.max_events, args.max_value_mib << 20)), wide_tables(tables and args.wide):
+        limits = Limits(args.max_events, args.max_value_mib << 20, args.max_distinct_mib << 20)
+        with using_limits(limits), wide_tables(tables and args.wide):
             return cmd(args)
 
     return run
@@ -131,6 +141,7 @@ def expand_paths(paths: list[str]) -> tuple[list[str], set[str], bool]:
 
 def run_one(limits: Limits, job: Callable[..., Any], path: str, *extra: Any) -> Any:
     """``job``'s result, or the TraceError to report: never an exception, so one file cannot stop the rest."""
+    before = texts_cut()
     try:
         with using_limits(limits):  # a worker process does not share the parent's
             return job(path, *extra)
@@ -144,6 +155,16 @@ def run_one(limits: Limits, job: Callable[..., Any], path: str, *extra: Any) -> 
         return TraceError(path, f"invalid JSON: number out of range in an event's args ({exc})")
     except Exception as exc:  # noqa: BLE001 - a bug must still be one line and exit 2, not a traceback
         return TraceError(path, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
+    finally:
+        _note_cut(path, texts_cut() - before)
+
+
+def _note_cut(path: str, n: int) -> None:
+    """One note for a trace whose texts the reader cut (``reader.MAX_TEXT``), so a cut name is never mistaken
+    for the whole one."""
+    if n:
+        said = f"{n:,} text{'s' * (n != 1)} longer than {MAX_TEXT:,} characters cut"
+        render.error(f"{path}: {said} (shown ending in '…[N more characters]')", "note")
 
 
 def map_files(

@@ -197,7 +197,7 @@ def _write_csv(path: str, rows: list[dict[str, Any]], by: str | None) -> None:
     w = csv.DictWriter(buf, fieldnames=csv_columns(by), lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    write_output(path, buf.getvalue().encode())
+    write_output(path, buf.getvalue().encode(errors="backslashreplace"))  # a file-name byte as \udcff
 
 
 def _check_options(args: argparse.Namespace, replays: list[str]) -> None:

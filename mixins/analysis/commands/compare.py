@@ -169,8 +169,9 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
             out.append(SegmentDiff(label, "only_a", len(seq), 0, removed=len(seq)))
         else:
             out.append(_diff_seq(label, seq, other, keys.keys))
+    in_a = set(a.labels)
     for label, seq in zip(b.labels, sb, strict=True):
-        if label not in a.labels and seq:
+        if label not in in_a and seq:
             out.append(SegmentDiff(label, "only_b", 0, len(seq), added=len(seq)))
     return out
 

@@ -118,7 +118,8 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
     if args.replay is not None:
         extra = ["--any-rank"] if args.any_rank else []
         limits = current_limits()
-        common = ["--max-events", str(limits.max_events), "--max-value-mib", str(limits.max_value_bytes >> 20)]
+        common = ["--max-events", str(limits.max_events), "--max-value-mib", str(limits.max_value_bytes >> 20),
+                  "--max-distinct-mib", str(limits.max_distinct_bytes >> 20)]
         jobs = ["--jobs", str(args.jobs)]
         rc, attribute_json = _command_json(["attribute", args.replay, *args.traces, *jobs, *extra, *common])
         if rc != OK or attribute_json is None:
@@ -137,7 +138,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if dicts is None:
             return TROUBLE
         inputs = [*args.traces, *([] if args.replay is None else [f"replay: {args.replay}"])]
-        page = render_report(*dicts, inputs=inputs, version=distribution_version(PACKAGE)).encode()
+        text = render_report(*dicts, inputs=inputs, version=distribution_version(PACKAGE))
+        page = text.encode(errors="backslashreplace")  # script_json escapes them already; never a traceback
         with output_file(args.output) as f:
             f.write(page)
     except (ReportUnavailable, TraceError) as exc:

@@ -8,7 +8,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.read.reader import MAX_TEXT, TraceError, cut_text
 from mixins.formats import TRACE_NAME
 
 __all__ = [
@@ -108,13 +108,12 @@ _FIELD_TYPES = {
     "device": _TEXT, "time_utc": _TEXT, "pid": _INT, "tp_size": _SIZE, "dp_size": _SIZE, "world_size": _SIZE,
     "rank_source": _TEXT, "size_source": _TEXT, "capture_bs": _INT_LIST,
 }
-_MAX_TEXT = 4096
 _MAX_LIST = 4096
 
 
 def _typed(v: Any, kind: str) -> bool:
     if kind == _TEXT:
-        return isinstance(v, str) and len(v) <= _MAX_TEXT
+        return isinstance(v, str) and len(v) <= MAX_TEXT
     if kind == _INT_LIST:
         return isinstance(v, list) and len(v) <= _MAX_LIST and all(_int_or_none(x) is not None for x in v)
     return _int_or_none(v) is not None
@@ -167,11 +166,11 @@ def identity_of(path: str, metadata: dict[str, Any]) -> Identity:
     if isinstance(meta, dict) and (
         meta.get("runner") is not None or _int_or_none(meta.get("tp_rank")) is not None
     ):
-        runner = meta.get("runner")
+        runner, runner_class = meta.get("runner"), meta.get("runner_class")
         idx = _checked(path, "capture_index", _int_or_none(meta.get("capture_index")), 0, _MAX_INDEX)
         return Identity(
-            runner=runner if isinstance(runner, str) else None,
-            runner_class=meta.get("runner_class") if isinstance(meta.get("runner_class"), str) else None,
+            runner=cut_text(runner) if isinstance(runner, str) else None,  # in every bar and row: cut as read
+            runner_class=cut_text(runner_class) if isinstance(runner_class, str) else None,
             tp_rank=_rank(path, "tp_rank", meta.get("tp_rank")),
             pp_rank=_rank(path, "pp_rank", meta.get("pp_rank")) or 0,
             pp_size=_size(path, "pp_size", meta.get("pp_size")),

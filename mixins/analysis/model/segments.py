@@ -12,7 +12,7 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable
-from itertools import accumulate
+from heapq import heappop, heappush
 from typing import Any, NamedTuple
 
 from mixins.analysis.model.events import SIZE, segment_marker
@@ -102,29 +102,47 @@ def segments_of(ranges: Iterable[Range], identity: Identity) -> tuple[list[Segme
     return segs, source
 
 
+def _innermost_table(segs: list[Segment], idx: list[int]) -> tuple[list[float], list[int], list[int]]:
+    """The innermost segment around every time, as a step function: breakpoints (every start and end),
+    the segment at each breakpoint and the one just after it (-1: none). "Innermost" is the latest start
+    among the segments containing the time (``start <= ts <= end``); built in one sweep with a heap of
+    open segments, so a lookup is one bisect however the segments nest."""
+    order = sorted(range(len(idx)), key=lambda k: segs[idx[k]].start)  # stable: equal starts keep their order
+    points = sorted({p for k in order for p in (segs[idx[k]].start, segs[idx[k]].end) if p == p})
+    at: list[int] = []
+    after: list[int] = []
+    heap: list[tuple[int, float]] = []  # (-rank, end) of the segments begun so far
+    nxt = 0
+    for p in points:
+        while nxt < len(order) and segs[idx[order[nxt]]].start <= p:
+            end = segs[idx[order[nxt]]].end
+            if end == end:  # an end that is NaN contains nothing
+                heappush(heap, (-nxt, end))
+            nxt += 1
+        while heap and heap[0][1] < p:
+            heappop(heap)
+        at.append(idx[order[-heap[0][0]]] if heap else -1)
+        while heap and heap[0][1] <= p:
+            heappop(heap)
+        after.append(idx[order[-heap[0][0]]] if heap else -1)
+    return points, at, after
+
+
 def assigner(segs: list[Segment], pids: dict[Any, int]) -> Callable[[float, int], int]:
     """Map (ts, pid index) to the innermost containing segment (same process first), else -1."""
     by_pid: dict[int | None, list[int]] = {}
     for j, s in enumerate(segs):
         by_pid.setdefault(pids.get(s.pid, -1), []).append(j)
-    tables: dict[int | None, tuple[list[float], list[float], list[float], list[int]]] = {}
-    for key, idx in list(by_pid.items()) + [(None, list(range(len(segs))))]:
-        idx.sort(key=lambda j: segs[j].start)
-        starts = [segs[j].start for j in idx]
-        ends = [segs[j].end for j in idx]
-        maxend = list(accumulate(ends, max, initial=float("-inf")))[1:]
-        tables[key] = (starts, ends, maxend, idx)
+    tables = {key: _innermost_table(segs, idx) for key, idx in [*by_pid.items(), (None, list(range(len(segs))))]}
     fallback = tables[None]
 
     def find(ts: float, pid: int) -> int:
         if ts != ts:  # NaN: no timestamp
             return -1
-        starts, ends, maxend, idx = tables.get(pid, fallback)
-        k = bisect_right(starts, ts) - 1
-        while k >= 0 and maxend[k] >= ts:
-            if ends[k] >= ts:
-                return idx[k]
-            k -= 1
-        return -1
+        points, at, after = tables.get(pid, fallback)
+        k = bisect_right(points, ts) - 1
+        if k < 0:
+            return -1
+        return at[k] if points[k] == ts else after[k]
 
     return find

@@ -14,7 +14,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from functools import partial
-from itertools import compress, islice, repeat
+from itertools import chain, compress, islice, repeat
 from operator import add, attrgetter, is_not, le
 from typing import Any, cast
 
@@ -24,7 +24,7 @@ from msgspec.structs import replace
 from mixins.analysis.model import events as E
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.segments import Range
-from mixins.analysis.read.reader import Event, SlimEvent, TraceError, compact_json, open_trace
+from mixins.analysis.read.reader import Event, SlimEvent, TraceError, compact_json, current_limits, open_trace
 
 __all__ = ["Intervals", "Timeline", "Links", "IdIndex", "load_timeline", "innermost"]
 
@@ -35,6 +35,28 @@ _DEVICE = frozenset({E.CAT_KERNEL + E.D_KERNEL, E.CAT_KERNEL + E.D_COPY, E.CAT_K
 _OTHER = frozenset({E.CAT_GPU_OTHER, E.CAT_OTHER})
 _CPU_OP = frozenset({E.CAT_CPU_OP})
 _CALLS = frozenset({E.CAT_RUNTIME, E.CAT_ANNOTATION})
+
+_DISTINCT_COST = 512  # bytes: what one distinct op signature cost in the model, less its text (measured)
+
+
+def _texts(values: list[Any]) -> int:
+    """Characters of text in new interned values: names, (name, raw dims, raw types), kernels, threads."""
+    if not values:
+        return 0
+    first = values[0]
+    if isinstance(first, (str, bytes)):
+        return sum(map(len, values))
+    if isinstance(first, tuple):
+        return sum(map(len, filter(_IS_TEXT, chain.from_iterable(values))))
+    return sum(map(len, filter(_IS_TEXT, map(_NAME, values))))  # Kernel, Range
+
+
+def _IS_TEXT(x: Any) -> bool:  # noqa: N802 - used as a filter predicate
+    return isinstance(x, (str, bytes))
+
+
+_NAME = attrgetter("name")
+
 
 class _Interner:
     """Values -> small ints, and back."""
@@ -283,8 +305,33 @@ class _Builder:
         self.concretes = _Interner()
         self.modules = _Interner()
         self.kernels = _Interner()
+        self.budget = current_limits().max_distinct_bytes
+        self.distinct = 0  # bytes charged so far for distinct things held (Limits.max_distinct_bytes)
+        self.charged: dict[int, int] = {}  # id of each charged list -> how many of its items are charged
         self.categories: dict[str | None, int] = {}
         self.kernel_ids: dict[tuple[Any, ...], int] = {}
+
+    def _charge(self) -> None:
+        """Charge what the last slice added to the distinct things held: each costs its text (held as read
+        and as compact text) and ~_DISTINCT_COST of dict, list and struct. Per slice, in C, only the new
+        items; past the budget the trace is refused, as past ``max_events``, naming the limit."""
+        held: list[list[Any]] = [self.call_names.values, self.threads.values, self.raw_sigs.values,
+                                 self.concretes.values, self.modules.values, self.kernels.values, self.tl.ranges]
+        for values in held:
+            done = self.charged.get(id(values), 0)
+            if len(values) > done:
+                self.distinct += _DISTINCT_COST * (len(values) - done) + 2 * _texts(values[done:])
+                self.charged[id(values)] = len(values)
+        if self.links is not None:
+            pids = len(self.links.pids)
+            self.distinct += _DISTINCT_COST * (pids - self.charged.get(0, 0))
+            self.charged[0] = pids
+        if self.distinct > self.budget:
+            mib = f"{self.budget / (1 << 20):g} MiB"
+            raise TraceError(
+                self.tl.path,
+                f"more than {mib} of distinct names, shapes, threads and ranges (the limit, --max-distinct-mib)",
+            )
 
     def thread(self, ev: SlimEvent | Event) -> int:
         return self.threads((ev.pid, ev.tid))
@@ -330,6 +377,7 @@ class _Builder:
             self._ops(*pick(_CPU_OP))
         if present & _CALLS:
             self._others(*pick(_CALLS))
+        self._charge()
 
     @staticmethod
     def _pick(events: list[Any], kinds: list[int], base: int | None, wanted: frozenset[int]) -> tuple[list[Any], Any]:

@@ -13,6 +13,7 @@ import os
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import NamedTuple
 
 from msgspec import Struct
@@ -117,14 +118,13 @@ def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
     return [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
 
 
-def _nested(spans: list[tuple[int, float, float]]) -> dict[int, list[tuple[float, float]]]:
-    """Per window, the windows nested in it on its thread (their launches belong to them, not to it);
-    windows follow one another in nearly every trace, so this is one pass over each thread's windows."""
+def _nested(spans: list[tuple[int, float, float]], threads: set[int]) -> dict[int, list[tuple[float, float]]]:
+    """Per window of ``threads``, the windows nested in it on its thread (their launches belong to them, not
+    to it): the general rule, for threads whose windows overlap without nesting (else :func:`_owners`)."""
     out: dict[int, list[tuple[float, float]]] = {}
-    by_thread: dict[int, list[int]] = {}
-    for n, (th, _, _) in enumerate(spans):  # spans come in time order
-        by_thread.setdefault(th, []).append(n)
-    for idx in by_thread.values():
+    for th, idx in _by_thread(spans).items():
+        if th not in threads:
+            continue
         for k, n in enumerate(idx):
             _, b, e = spans[n]
             for m in idx[k + 1 :]:
@@ -134,6 +134,60 @@ def _nested(spans: list[tuple[int, float, float]]) -> dict[int, list[tuple[float
                 if e2 <= e:
                     out.setdefault(n, []).append((b2, e2))
     return out
+
+
+def _by_thread(spans: list[tuple[int, float, float]]) -> dict[int, list[int]]:
+    """Window positions per thread, in time order (spans come in time order)."""
+    by_thread: dict[int, list[int]] = {}
+    for n, (th, _, _) in enumerate(spans):
+        by_thread.setdefault(th, []).append(n)
+    return by_thread
+
+
+def _laminar(spans: list[tuple[int, float, float]], idx: list[int]) -> bool:
+    """Whether a thread's windows (in time order) follow one another or nest, never sharing a point
+    otherwise: then each launch belongs to exactly one window, the innermost around it."""
+    stack: list[float] = []  # ends of the open windows, innermost last
+    for n in idx:
+        _, b, e = spans[n]
+        while stack and stack[-1] < b:
+            stack.pop()
+        if stack and e > stack[-1]:
+            return False
+        stack.append(e)
+    return True
+
+
+def _owners(
+    spans: list[tuple[int, float, float]], by_calls: dict[int, tuple[list[float], list[int]]]
+) -> tuple[dict[int, list[int]], set[int]]:
+    """Per window, the calls it owns (those of its thread inside it and in no window nested in it), for
+    threads whose windows are laminar: one sweep with a stack of open windows, O(log n) a call. The
+    second value: threads left to the general rule (:func:`_nested`), where windows overlap."""
+    owned: dict[int, list[int]] = {}
+    general: set[int] = set()
+    for th, idx in _by_thread(spans).items():
+        if not _laminar(spans, idx):
+            general.add(th)
+            continue
+        starts, calls = by_calls.get(th, ([], []))
+        lo = bisect_left(starts, spans[idx[0]][1])
+        stack: list[int] = []
+        w = 0
+        for k in range(lo, len(starts)):
+            t = starts[k]
+            while w < len(idx) and spans[idx[w]][1] <= t:
+                while stack and spans[stack[-1]][2] < spans[idx[w]][1]:
+                    stack.pop()
+                stack.append(idx[w])
+                w += 1
+            while stack and spans[stack[-1]][2] < t:
+                stack.pop()
+            if stack:
+                owned.setdefault(stack[-1], []).append(calls[k])
+            elif w == len(idx):
+                break  # past the last window
+    return owned, general
 
 
 def _calls_by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
@@ -196,13 +250,17 @@ class _Context:
             return 0
         return self.find(ts, self.thread_pidx[thread])
 
-    def nodes(self, th: int, lo: float, hi: float, inner: list[tuple[float, float]]) -> list[Node]:
+    def calls(self, th: int, lo: float, hi: float, inner: list[tuple[float, float]]) -> list[int]:
+        """The launch/copy/set calls on ``th`` in [lo, hi] outside the ``inner`` windows (the general rule)."""
         starts, idx = self.by_thread.get(th, ([], []))
+        c = self.tl.calls
+        got = idx[bisect_left(starts, lo) : bisect_right(starts, hi)]
+        return [i for i in got if not any(b <= c.start[i] <= e for b, e in inner)] if inner else got
+
+    def nodes(self, calls: list[int]) -> list[Node]:
         out = []
         c = self.tl.calls
-        for i in idx[bisect_left(starts, lo) : bisect_right(starts, hi)]:
-            if inner and any(b <= c.start[i] <= e for b, e in inner):
-                continue
+        for i in calls:
             own = self.tl.kernels[c.kernel[i]] if c.kernel[i] >= 0 else None
             site = self.site[i]
             assert site is not None  # every call in by_thread has one
@@ -229,22 +287,30 @@ def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: st
     if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
         return []
     ctx = _Context(tl, segs, source)
-    nested = _nested(spans)
+    owned, general = _owners(spans, ctx.by_thread)
+    nested = _nested(spans, general) if general else {}
     out: list[Window] = []
-    ends: dict[int, list[float]] = {}  # per thread, the ends of the windows seen so far
+    pending: dict[int, list[float]] = {}  # per thread, a heap of the ends of its windows not yet ended
+    ended: dict[int, float] = {}  # per thread, the last end among its windows that have ended
     for order, (th, b, e) in enumerate(spans):
         j = ctx.segment(b, th)
         seg = segs[j] if j >= 0 else None
-        nodes = ctx.nodes(th, b, e, nested.get(order, []))
+        calls = ctx.calls(th, b, e, nested.get(order, [])) if th in general else owned.get(order, [])
+        nodes = ctx.nodes(calls)
         named_by_launch = all(n.kernel is not None for n in nodes if n.kind == D_KERNEL)
         # The warm-up pass: this thread's eager launches since the last of its windows that had ended by
         # this one's begin (an outer window still open does not count: nested captures), in the segment.
+        # Begins come in time order, so an end at or before this begin stays so for every later one.
         start = seg.start if seg is not None else float("-inf")
-        lo = max(max((x for x in ends.get(th, ()) if x <= b), default=start), start)
+        heap = pending.setdefault(th, [])
+        while heap and heap[0] <= b:
+            x = heappop(heap)
+            ended[th] = max(ended.get(th, x), x)
+        lo = max(ended.get(th, start), start)
         nodes, unnamed = _name_by_warmup(nodes, ctx.eager(th, lo, b))
         if unnamed and lo > start:  # piecewise: one eager pass of the whole model before the first piece
             nodes, unnamed = _name_by_warmup(nodes, ctx.eager(th, start, b))
-        ends.setdefault(th, []).append(e)
+        heappush(heap, e)
         naming = "launch" if named_by_launch else "warm-up" if unnamed == 0 else "none"
         label = seg.label if seg is not None else OUTSIDE
         bs = seg.bs if seg is not None else None

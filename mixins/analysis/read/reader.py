@@ -42,7 +42,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 __all__ = [
     "TraceError", "compact_json", "Args", "Event", "SlimArgs", "SlimEvent", "BareEvent", "Limits", "Buffering",
-    "using_buffering", "TraceStream", "open_trace", "current_limits", "using_limits",
+    "using_buffering", "TraceStream", "open_trace", "current_limits", "using_limits", "MAX_TEXT", "cut_text",
+    "texts_cut",
 ]
 
 class Buffering(Struct, frozen=True):
@@ -67,16 +68,40 @@ class Limits(Struct, frozen=True):
     ``max_events``: ``traceEvents`` elements per trace (a 486k-event capture is 200 MB of JSON, so
     the default is ~20x the biggest seen). ``max_value_bytes``: one object key, one top-level value
     or one ``traceEvents`` element, as JSON text (real ones are at most a few KB).
+    ``max_distinct_bytes``: what the model may hold of distinct things (op signatures, names, kernels,
+    threads, processes, kept ranges), each charged its text and a fixed cost (``timeline``): a real
+    capture holds a few MB; 3M distinct ops once cost ~650 B each, 2 GB at 3M events.
     """
 
     max_events: int = 10_000_000
     max_value_bytes: int = 64 << 20
+    max_distinct_bytes: int = 256 << 20
 
     def mib(self) -> str:
         return f"{self.max_value_bytes / (1 << 20):g} MiB"
 
 
 _limits = Limits()
+
+# The one cap on a text read from a trace (a name, a label, a kernel, a process or thread name, a metadata
+# string): each is copied into tables, pages and the model, so one 60 MiB name held 30 times was 2 GB. Longer
+# text is cut here, where it is read, with a visible marker (:func:`cut_text`); real names are < 1 KB.
+MAX_TEXT = 4096
+_texts_cut = 0  # texts cut in this process so far (``texts_cut``: a command's note counts its own)
+
+
+def cut_text(text: str) -> str:
+    """``text`` if at most MAX_TEXT characters, else its first MAX_TEXT and a marker saying how many more."""
+    global _texts_cut
+    if len(text) <= MAX_TEXT:
+        return text
+    _texts_cut += 1
+    return f"{text[:MAX_TEXT]}…[{len(text) - MAX_TEXT:,} more characters]"
+
+
+def texts_cut() -> int:
+    """How many texts :func:`cut_text` has cut in this process (a caller subtracts its start)."""
+    return _texts_cut
 _held: dict[str, int] = {}  # path -> the descriptor a command holds open for it (:func:`holding`)
 
 
@@ -156,6 +181,8 @@ _RAW_EMPTY = msgspec.Raw(b"")
 MAX_TIME_US = 4e15
 _Time = Annotated[float, msgspec.Meta(ge=-MAX_TIME_US, le=MAX_TIME_US)]
 _Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]  # ids go into int64 arrays
+# checked by the typed decoder in C; a longer text sends its slice down the tolerant path, which cuts it
+_Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
 
 
 class Args(
@@ -178,7 +205,7 @@ class Args(
     types: msgspec.Raw = _RAW_EMPTY
     concrete: msgspec.Raw = _RAW_EMPTY
     correlation: _Int64 | None = None
-    kernel: str | None = None
+    kernel: _Text | None = None
     grid: tuple[int, ...] | None = None  # tuples: hashable, so a kernel identity is a plain key
     block: tuple[int, ...] | None = None
     smem: _Int64 | None = None
@@ -189,10 +216,10 @@ class Args(
 class _Common(msgspec.Struct, gc=False):
     """The fields every event shape reads."""
 
-    cat: str | None = None
-    name: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
+    cat: _Text | None = None
+    name: _Text | None = None
+    pid: int | _Text | None = None
+    tid: int | _Text | None = None
     ts: _Time | None = None
     dur: _Time | None = None
 
@@ -215,7 +242,7 @@ class SlimArgs(
     dims: msgspec.Raw = _RAW_EMPTY
     types: msgspec.Raw = _RAW_EMPTY
     correlation: _Int64 | None = None
-    kernel: str | None = None
+    kernel: _Text | None = None
     grid: tuple[int, ...] | None = None
     block: tuple[int, ...] | None = None
     node: _Int64 | None = None
@@ -277,7 +304,7 @@ def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
         v = d.get(key)
         if isinstance(v, bool) or not isinstance(v, types):
             return None
-        return v
+        return cut_text(v) if isinstance(v, str) else v
 
     args = None
     raw_args = obj.get("args")

@@ -1,0 +1,294 @@
+"""Hostile inputs to the analyzer, round 4: a file name that is not UTF-8, text without a length bound,
+shapes that cost quadratic time (docs/DESIGN.md §7.1, §8.1).
+
+Each test fails on the code before its fix; none is timed: the quadratic shapes are checked by counting
+the steps a structure takes (or by its structure), the memory shapes by what the model keeps.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inprocess import run_analyzer
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+VLLM_CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+VLLM_REPLAY = DATA / "vllm_decode_full_graph_replay_rank_0.json.gz"
+SHOWN = "\\udcff"  # how every command shows the byte 0xff of a file name: as Python writes it
+
+
+# -- a file name that is not UTF-8 ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def undecodable(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A folder holding the vLLM capture and replay under names with the byte 0xff (str with surrogates,
+    as Python hands such names to the analyzer)."""
+    folder = tmp_path_factory.mktemp("names")
+    base = str(folder).encode()
+    capture = (base + b"/capture\xff_rank_0.json.gz").decode(errors="surrogateescape")
+    replay = (base + b"/replay\xff.json.gz").decode(errors="surrogateescape")
+    shutil.copyfile(VLLM_CAPTURE, capture)
+    shutil.copyfile(VLLM_REPLAY, replay)
+    out = str(tmp_path_factory.mktemp("out"))
+    return {"dir": str(folder), "capture": capture, "replay": replay, "out": out}
+
+
+_EVERY_COMMAND: dict[str, tuple[list[str], str | None]] = {
+    # id -> (argv with {capture}/{replay}/{dir}/{out} filled in, the output file the name must reach)
+    "ls": (["ls", "{dir}"], None),
+    "ls --long": (["ls", "--long", "{dir}"], None),
+    "summary": (["summary", "{capture}"], None),
+    "summary --json": (["summary", "--json", "{capture}"], None),
+    "diff": (["diff", "{capture}", "{capture}"], None),
+    "diff --json": (["diff", "--json", "{capture}", "{capture}"], None),
+    "check": (["check", "-j", "1", "{capture}"], None),
+    "check --json": (["check", "--json", "-j", "1", "{capture}"], None),
+    "time": (["time", "-j", "1", "{capture}"], None),
+    "time --json": (["time", "--json", "-j", "1", "{capture}"], None),
+    "attribute": (["attribute", "-j", "1", "{replay}", "{capture}"], None),
+    "attribute --json": (["attribute", "--json", "-j", "1", "{replay}", "{capture}"], None),
+    "attribute --csv": (["attribute", "-j", "1", "--csv", "{out}/ops.csv", "{replay}", "{capture}"], "ops.csv"),
+    "attribute --annotate": (["attribute", "-j", "1", "--annotate", "{out}/a.json", "{replay}", "{capture}"], None),
+    "report": (["report", "-j", "1", "-o", "{out}/report.html", "{capture}"], "report.html"),
+    "clean": (["clean", "{dir}"], None),
+}
+
+
+@pytest.mark.parametrize("name", list(_EVERY_COMMAND))
+def test_every_command_shows_an_undecodable_file_name_escaped(undecodable: dict[str, str], name: str) -> None:
+    """``report`` and ``attribute --csv`` died with ``UnicodeEncodeError … '\\udcff'`` (a traceback,
+    exit 1); every command now runs and shows the byte as ``\\udcff``, never the raw surrogate."""
+    argv, written = _EVERY_COMMAND[name]
+    if name == "report":
+        pytest.importorskip("plotly")
+    rc, out, err = run_analyzer(*(a.format(**undecodable) for a in argv))
+    assert rc == 0, err
+    assert "\udcff" not in out + err  # a surrogate would be an encoding error on a real stdout
+    if written is not None:
+        text = (Path(undecodable["out"]) / written).read_bytes().decode()  # strict UTF-8
+        assert SHOWN in text
+    elif name not in ("clean", "attribute --annotate", "check", "attribute"):
+        assert SHOWN in out
+
+
+# -- quadratic paths: counted, never timed -----------------------------------------------------------
+
+
+class Counted(float):
+    """A time that counts every comparison made with it (Python asks a float subclass on the right first),
+    so a test can say how many steps a lookup took without timing it."""
+
+    steps = 0
+
+    def _count(self, other: object, op: Any) -> Any:
+        Counted.steps += 1
+        return op(float(self), float(other))  # type: ignore[arg-type]
+
+    def __lt__(self, o: object) -> bool:
+        return bool(self._count(o, float.__lt__))
+
+    def __le__(self, o: object) -> bool:
+        return bool(self._count(o, float.__le__))
+
+    def __gt__(self, o: object) -> bool:
+        return bool(self._count(o, float.__gt__))
+
+    def __ge__(self, o: object) -> bool:
+        return bool(self._count(o, float.__ge__))
+
+    def __eq__(self, o: object) -> bool:
+        return bool(self._count(o, float.__eq__))
+
+    __hash__ = float.__hash__
+
+
+def _brute_innermost(segs: list[Any], ts: float) -> int:
+    """The latest-starting segment containing ``ts`` (the definition, by brute force)."""
+    best, best_start = -1, None
+    for j in sorted(range(len(segs)), key=lambda j: segs[j].start):
+        s = segs[j]
+        if s.start <= ts <= s.end:
+            best, best_start = j, s.start
+    del best_start
+    return best
+
+
+def test_segment_lookup_is_a_bisect_however_segments_nest() -> None:
+    """One long segment, N short ones at its start, ops inside the long one after them: each op walked
+    back over all N short segments (N=E=40k: 235 s in ``check``). Now one bisect: ~log2(2N) comparisons."""
+    from mixins.analysis.model.record import Segment
+    from mixins.analysis.model.segments import assigner
+
+    n = 4000
+    segs = [Segment("long", None, 0.0, 10.0 * n + 10, 1)]
+    segs += [Segment(f"bs={k}", None, 1.0 + k, 1.5 + k, 1) for k in range(n)]
+    find = assigner(segs, {1: 0})
+    Counted.steps = 0
+    queries = [Counted(2.0 * n + k + 0.25) for k in range(n)]
+    got = [find(t, 0) for t in queries]
+    assert got == [0] * n
+    assert Counted.steps <= n * 20, f"{Counted.steps / n:.0f} comparisons a lookup"  # log2(8,001) = 13
+
+
+def test_segment_lookup_agrees_with_the_definition() -> None:
+    """The step function gives what the definition gives: nested, overlapping, equal and touching
+    segments, times at every start and end and between them, two processes and a foreign one."""
+    import random
+
+    from mixins.analysis.model.record import Segment
+    from mixins.analysis.model.segments import assigner
+
+    rng = random.Random(7)
+    for _ in range(200):
+        segs = []
+        for _ in range(rng.randint(0, 8)):
+            a = rng.randint(0, 20)
+            segs.append(Segment("s", None, float(a), float(a + rng.randint(0, 8)), rng.choice([1, 2, 9])))
+        pids: dict[Any, int] = {1: 0, 2: 1}
+        find = assigner(segs, pids)
+        for pid_index, pid in ((0, 1), (1, 2), (5, None)):
+            mine = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid_index]
+            table = [segs[j] for j in mine] if mine else segs
+            for t in [x / 2 for x in range(-2, 62)]:
+                want = _brute_innermost(table, t)
+                want = (mine[want] if mine else want) if want >= 0 else -1
+                assert find(t, pid_index) == want, (segs, t, pid)
+        assert find(float("nan"), 0) == -1
+
+
+def _window_steps(tmp_path: Path, shape: str, n: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[Any]]:
+    """(comparisons made with window times, the windows) of ``load_capture`` on a generated shape."""
+    from hostile_shapes import SHAPES, write_trace
+
+    from mixins.analysis.model import windows
+
+    path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](n))
+    spans = windows._spans
+    monkeypatch.setattr(windows, "_spans", lambda tl: [(th, Counted(b), Counted(e)) for th, b, e in spans(tl)])
+    Counted.steps = 0
+    capture = windows.load_capture(str(path))
+    return Counted.steps, capture.windows
+
+
+@pytest.mark.parametrize("shape", ["nested_windows", "sequential_windows"])
+def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+    """N nested windows were compared each with every window inside it (N=8,000: 89 s, 2.3 GB in
+    ``summary``); N sequential ones each looked through the ends of all before it for its warm-up pass
+    (2,000 → 4,000: 2.7 → 9.4 s). Each window now costs O(log n) comparisons, and owns its own launch."""
+    n = 1500
+    steps, got = _window_steps(tmp_path, shape, n, monkeypatch)
+    assert len(got) == n
+    assert all(len(w.nodes) == 1 for w in got), sorted({len(w.nodes) for w in got})
+    assert steps <= 40 * n, f"{steps / n:.0f} comparisons a window"
+
+
+class CountedLabel(str):
+    """A segment label that counts the comparisons made with it (a list's ``in`` compares with each)."""
+
+    steps = 0
+
+    def __eq__(self, o: object) -> bool:
+        CountedLabel.steps += 1
+        return str.__eq__(self, o)
+
+    __hash__ = str.__hash__
+
+
+def test_diff_matches_segments_by_hash(tmp_path: Path) -> None:
+    """``diff`` of 100k segments against itself took 144 s (each of B's labels looked up in A's list);
+    labels are now matched through a set and a dict: a few comparisons a segment."""
+    from hostile_shapes import many_segments, write_trace
+
+    from mixins.analysis.commands.compare import compact_job, diff_traces
+
+    n = 3000
+    t = compact_job(str(write_trace(tmp_path / "many.json.gz", many_segments(n))))
+    assert len(t.labels) == n
+    t.labels = [CountedLabel(x) for x in t.labels]
+    CountedLabel.steps = 0
+    diffs = diff_traces(t, t)
+    assert [d.status for d in diffs] == ["same"] * n
+    assert CountedLabel.steps <= 4 * n, f"{CountedLabel.steps / n:.0f} comparisons a segment"
+
+
+# -- text without a length bound ----------------------------------------------------------------------
+
+LONG = 200_000  # characters: far past reader.MAX_TEXT, small enough to write fast
+
+
+def _longest_string(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return max([0, *map(_longest_string, value.keys()), *map(_longest_string, value.values())])
+    if isinstance(value, list):
+        return max([0, *map(_longest_string, value)])
+    return 0
+
+
+@pytest.mark.parametrize("shape", ["long_names", "long_labels"])
+def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> None:
+    """30 op names (or segment labels) of 60 MiB cost ~2.0 GB (3.7–3.9 GB for labels) in every command:
+    each was held whole, in the model and in every row. Now each is cut where it is read, to MAX_TEXT
+    characters and a marker, and the command says how many it cut."""
+    from hostile_shapes import SHAPES, write_trace
+
+    from mixins.analysis.model.timeline import load_timeline
+    from mixins.analysis.read.reader import MAX_TEXT
+
+    path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](LONG))
+    tl = load_timeline(str(path))
+    held = [n for n, _, _ in tl.signatures] + [r.name for r in tl.ranges]
+    assert held and max(map(len, held)) <= MAX_TEXT + 40
+    for argv in (["summary", "--json"], ["check", "--json", "-j", "1"], ["time", "--json", "-j", "1"]):
+        rc, out, err = run_analyzer(*argv, path)
+        assert rc == 0, err
+        assert _longest_string(json.loads(out)) <= MAX_TEXT + 200, argv
+        assert "more characters]" in out or argv[0] == "check", argv  # check shows no names when all agree
+        assert f"{path}: 30 texts longer than {MAX_TEXT:,} characters cut" in err, (argv, err)
+
+
+def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
+    """A 4 MiB ``runner`` (7 KiB of gzip) was copied whole into every row and every bar of the report
+    (a 5.06 GB page); it is cut as read, like every other text, wherever it goes."""
+    from hostile_shapes import many_segments, write_trace
+
+    from mixins.analysis.model.identity import identity_of
+    from mixins.analysis.read.reader import MAX_TEXT
+
+    runner = "R" * LONG
+    path = write_trace(tmp_path / "runner.json.gz", many_segments(3), {"runner": runner, "runner_class": runner,
+                                                                      "tp_rank": 0})
+    ident = identity_of(str(path), {"capture_trace": {"runner": runner, "runner_class": runner, "tp_rank": 0}})
+    assert ident.runner is not None and ident.runner_class is not None
+    assert len(ident.runner) <= MAX_TEXT + 40 and len(ident.runner_class) <= MAX_TEXT + 40
+    rc, out, err = run_analyzer("check", "--json", "-j", "1", path)
+    assert rc == 0, err
+    assert _longest_string(json.loads(out)) <= MAX_TEXT + 200
+
+
+# -- distinct things held: a budget in the reader's limits ----------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["summary", "time", "check", "attribute"])
+def test_distinct_names_and_shapes_are_bounded(tmp_path: Path, command: str) -> None:
+    """3M distinct ops and shapes (43 MB of gzip) cost ~2.0 GB in every command, ~650 B an op: the event
+    limit bounded the events, not what each distinct one holds. Past ``--max-distinct-mib`` the trace is
+    one error line naming the limit; a real capture holds far less than 1 MiB of it."""
+    from hostile_shapes import distinct_ops, write_trace
+
+    path = write_trace(tmp_path / "distinct.json.gz", distinct_ops(5000))  # ~3 MB charged
+    argv = [command, *(["-j", "1"] if command != "summary" else []), "--max-distinct-mib", "1"]
+    files = [shutil.copy(path, tmp_path / "replay.json.gz"), path] if command == "attribute" else [path]
+    rc, _, err = run_analyzer(*argv, *files)
+    assert rc == 2
+    assert err.count("\n") == 1 or command == "attribute", err
+    assert f"{path}: more than 1 MiB of distinct names, shapes, threads and ranges (the limit" in err
+    files = [VLLM_REPLAY, VLLM_CAPTURE] if command == "attribute" else [VLLM_CAPTURE]
+    rc, _, err = run_analyzer(*argv, *files)
+    assert rc == 0, err
