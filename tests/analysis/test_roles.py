@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, load, save, with_rank
+from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, as_ours, load, save, with_rank
 
 from mixins.analysis.model.roles import CAPTURE, PROFILE, REPLAY, identify
 from mixins.analysis.model.timeline import load_timeline
@@ -228,3 +228,19 @@ def test_every_command_refuses_every_wrong_role_in_one_line(run_cli: Run, comman
             {"capture": "capture", "replay": "replay (serving) trace", "profile": "plain profile"}[w] in err
             for w in wrong
         ), (argv, err)
+
+
+def test_ranks_of_one_server_on_two_hosts_are_one_run(run_cli: Run, tmp_path: Path) -> None:
+    """A multi-node server's ranks, collected into one folder, differ in host only: one run, checked
+    together (a run keyed by host made each node a run of its own, with its other ranks 'missing')."""
+    doc = load(VLLM_CAPTURE)
+    for rank, host in ((0, "node-a"), (1, "node-b")):
+        ours = as_ours(doc, "DecodeCudaGraphRunner", rank)
+        ours["capture_trace"] |= {"hostname": host, "tp_size": 2, "world_size": 2}
+        save(ours, tmp_path / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{rank}.json.gz")
+    rc, out, err = run_cli("check", tmp_path, "--json")
+    assert (rc, err) == (0, "")
+    (group,) = json.loads(out)["groups"]
+    assert group["problems"] == []
+    traces = json.loads(run_cli("summary", tmp_path, "--json")[1])["traces"]
+    assert len({t["run"] for t in traces}) == 1

@@ -126,13 +126,14 @@ def role_in(identity: Identity) -> Role:
 # -- runs ---------------------------------------------------------------------------------------------
 
 RunKey = tuple[Any, ...]
-# what our metadata says of the server that wrote a trace: equal for every runner and rank of one start
-_SERVER = ("hostname", "tp_size", "dp_size", "world_size", "sglang_version", "torch_version", "device")
+# what our metadata says of the server that wrote a trace: equal for every runner and rank of one start,
+# on every node of it (the host is not: a multi-node server's ranks, collected into one folder, are one run)
+_SERVER = ("tp_size", "dp_size", "world_size", "sglang_version", "torch_version", "device")
 
 
 def run_key(path: str, identity: Identity) -> RunKey:
     """Which server start a trace came from: the folder it was found in and, for our traces, what the
-    metadata says of the server (host, sizes, versions, device). The folder is part of it: the same
+    metadata says of the server (sizes, versions, device). The folder is part of it: the same
     capture copied into ``before/`` and ``after/`` is two runs (a comparison), and a foreign trace has
     only its folder. Two starts with one configuration writing into one folder stay one run; their
     files were told apart by capture index already."""
