@@ -1,5 +1,5 @@
 """Start-up hook of sglang-capture-trace: ``sglang_capture_trace.pth`` runs :func:`run` in every interpreter
-of the environment (docs/DESIGN.md §4).
+of the environment that has an ``SGLANG_*`` variable set (docs/DESIGN.md §4).
 
 Why a top-level module with a unique name, outside the ``mixins`` package: PyPI has other distributions
 with a top-level ``mixins`` (``mixins``, ``django-mixins``); a ``.pth`` line that imports ``mixins.…``
@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 
 ENABLE = "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE"
 STARTUP_HOOK = "SGLANG_CAPTURE_TRACE_STARTUP_HOOK"
+PROFILER_DIR = "SGLANG_TORCH_PROFILER_DIR"  # sglang's own; ours too (where traces go)
+STRICT = "SGLANG_CAPTURE_TRACE_STRICT"
+GZIP_LEVEL = "SGLANG_CAPTURE_TRACE_GZIP_LEVEL"
+BACKGROUND = "SGLANG_CAPTURE_TRACE_BACKGROUND"
+EXIT_TIMEOUT = "SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT"
+# Every variable we read (mixins.settings reads them by these names): a set name a typo away from one
+# of them is most likely meant as it, and without a word the trace silently does not appear.
+OUR_VARIABLES = (ENABLE, STARTUP_HOOK, PROFILER_DIR, STRICT, GZIP_LEVEL, BACKGROUND, EXIT_TIMEOUT)
+TYPO_DISTANCE = 2
 PLUGINS = "SGLANG_PLUGINS"
 PLUGIN_NAME = "capture_trace"  # our entry point in sglang's "sglang.srt.plugins" group
 DISTRIBUTION = "sglang-capture-trace"
@@ -45,6 +54,75 @@ def warn_once(name: str, value: str, accepted: str, default: object) -> None:
 
     logger = logging.getLogger("mixins")
     logger.warning("Invalid value %r for %s: expected %s; using %r", value, name, accepted, default)
+
+
+def within_distance(a: str, b: str, limit: int = TYPO_DISTANCE) -> bool:
+    """Levenshtein distance of ``a`` and ``b`` at most ``limit``: the DP row kept to the diagonal band
+    of width ``2 * limit + 1`` and abandoned once every cell in it exceeds ``limit`` (~40x40 names: a
+    few microseconds, as the hook runs in every interpreter)."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    big = limit + 1
+    previous = [j if j <= limit else big for j in range(len(b) + 1)]
+    for i in range(1, len(a) + 1):
+        low, high = max(1, i - limit), min(len(b), i + limit)
+        current = [big] * (len(b) + 1)
+        current[0] = i if i <= limit else big
+        for j in range(low, high + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost, big)
+        if min(current[max(0, low - 1):high + 1]) > limit:
+            return False
+        previous = current
+    return previous[len(b)] <= limit
+
+
+def _trigrams(name: str) -> "set[str]":
+    return {name[i:i + 3] for i in range(len(name) - 2)}
+
+
+_our_trigrams: "dict[str, set[str]]" = {}
+
+
+def misspelt_variables(environ: "Mapping[str, str] | None" = None) -> "list[tuple[str, str]]":
+    """(set name, our variable it is probably meant as) for every ``SGLANG_*`` name in the environment
+    within ``TYPO_DISTANCE`` edits of one of ``OUR_VARIABLES`` (names of other programs are never read).
+
+    Cheap enough for every interpreter: most names fail on length; the rest on shared trigrams (each
+    edit destroys at most 3 of a name's trigrams, so a near miss keeps all but ``3 * TYPO_DISTANCE``),
+    and only a real near miss reaches :func:`within_distance`.
+    """
+    found = []
+    for name in os.environ if environ is None else environ:
+        if not name.startswith("SGLANG_") or name in OUR_VARIABLES:
+            continue
+        grams = None
+        for ours in OUR_VARIABLES:
+            if abs(len(name) - len(ours)) > TYPO_DISTANCE:
+                continue
+            theirs = _our_trigrams.get(ours)
+            if theirs is None:
+                theirs = _our_trigrams[ours] = _trigrams(ours)
+            if grams is None:
+                grams = _trigrams(name)
+            if len(grams & theirs) >= len(theirs) - 3 * TYPO_DISTANCE and within_distance(name, ours):
+                found.append((name, ours))
+                break
+    return found
+
+
+def typo_message(name: str, ours: str) -> str:
+    return f"{name} is set; did you mean {ours}?"
+
+
+def warn_misspelt_variables() -> None:
+    """One WARNING on logger ``mixins`` per misspelt name and process (the start-up hook calls it)."""
+    for name, ours in misspelt_variables():
+        token = object()
+        if _warned.setdefault((name, ""), token) is token:
+            import logging
+
+            logging.getLogger("mixins").warning("sglang-capture-trace: %s", typo_message(name, ours))
 
 
 def parse_env_bool(value: "str | None", *, name: str, default: bool) -> bool:
@@ -164,6 +242,7 @@ def run() -> None:
         return
     _ran = True
     try:
+        warn_misspelt_variables()
         if not startup_hook_wanted():
             return
         problem = ownership_problem()

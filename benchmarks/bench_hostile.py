@@ -6,8 +6,8 @@ its own ``VmHWM``), optionally under an address-space limit, for this tree and, 
 another checkout (e.g. the commit before the fix), printed side by side.
 
     python benchmarks/bench_hostile.py [--anchor /path/to/old/tree] [--as-limit-mib 4096]
-                                       [--cases events,string,key] [--cache /tmp/capture-trace-hostile]
-                                       [--table-segments 5000]
+                                       [--cases events,string,key,names] [--cache /tmp/capture-trace-hostile]
+                                       [--names-base 25000] [--table-segments 5000]
 
 ``--table-segments N`` times ``summary``'s text tables alone (``table_growth``) for N, 2N and 4N segments
 and prints the growth per doubling (goal: at most 2.3x; 10k segments once took 61 s against 2.3 s for
@@ -20,6 +20,10 @@ seconds and peak RSS per size and the growth ratio per doubling of (CPU - the fl
 an empty trace). Goal: <= 2.3x per doubling for every shape.
 
     python benchmarks/bench_hostile.py --growth [--shapes nested_windows,...] [--scale 0.5] [--anchor TREE]
+
+Case ``names``: ``ls`` and ``clean`` of a directory holding 1x, 2x and 4x ``--names-base`` staging-like
+names another user planted (uid 65534, a dead pid of this host: each one examined, none removable), with
+the growth ratio per doubling (linear: 2.0; goal <= 2.3); 100k names once cost ``ls`` 96 s.
 """
 
 from __future__ import annotations
@@ -158,6 +162,8 @@ def table_growth(tree: Path, cache: Path, base: int) -> list[float]:
         growth = f"{times[-1] / times[-2]:.2f}x" if len(times) > 1 else "-"
         print(f"| summary tables | {n:,} segments | {tree} | {times[-1]:.2f} s | growth per doubling {growth} |")
     return times
+
+
 # shape -> (size at 1x, the command that once choked on it: argv with {trace}), tests/analysis/hostile_shapes.py
 GROWTH: dict[str, tuple[int, list[str]]] = {
     "long_names": (2 << 20, ["summary", "{trace}"]),
@@ -195,6 +201,48 @@ def growth(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
                 print(f"| {name} | {argv[0]} | {label} | {n:,} | {cpu:.2f} | {wall:.2f} | {rss:.0f} | {rc} | {ratio} |")
 
 
+def plant_names(directory: Path, count: int) -> Path:
+    """``count`` staging-shaped directories of uid 65534 with a dead pid of this host (made once)."""
+    sys.path.insert(0, str(ROOT))
+    from mixins.formats import STAGING_PREFIX
+    from mixins.output_dir import Here
+
+    if (directory / ".complete").exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    here = Here.now()
+    for i in range(count):
+        name = directory / f"{STAGING_PREFIX}4194303.{here.pid_namespace}.{i:08x}.{here.host}"
+        name.mkdir(mode=0o700, exist_ok=True)
+        os.chown(name, 65534, 65534)
+    (directory / ".complete").touch()
+    return directory
+
+
+def time_command(tree: Path, argv: list[str]) -> float:
+    """CPU seconds (user + system) of ``capture-trace ARGV`` run from ``tree``, stdout discarded: CPU
+    time, not wall, so that a shared, loaded machine still gives comparable ratios."""
+    proc = subprocess.Popen([sys.executable, "-m", "mixins", *argv], cwd=tree,
+                            env={**os.environ, "PYTHONPATH": str(tree)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(proc.pid, 0)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_names(trees: list[tuple[str, Path]], cache: Path, base: int) -> None:
+    print("| case | names | tree | ls CPU s | clean CPU s | ls growth | clean growth |")
+    print("|---|---|---|---|---|---|---|")
+    for label, tree in trees:
+        last: tuple[float, float] | None = None
+        for factor in (1, 2, 4):
+            directory = plant_names(cache / f"names-{base * factor}", base * factor)
+            ls_s, clean_s = time_command(tree, ["ls", str(directory)]), time_command(tree, ["clean", str(directory)])
+            growth = ("", "") if last is None else (f"{ls_s / last[0]:.2f}x", f"{clean_s / last[1]:.2f}x")
+            print(f"| names | {base * factor:,} | {label} | {ls_s:.2f} | {clean_s:.2f} | {growth[0]} | {growth[1]} |",
+                  flush=True)
+            last = (ls_s, clean_s)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--anchor", type=Path, help="another checkout to run the same cases with")
@@ -206,6 +254,7 @@ def main() -> None:
     ap.add_argument("--growth", action="store_true", help="time each hostile shape at 1x, 2x, 4x its size")
     ap.add_argument("--shapes", default=",".join(GROWTH), help="--growth: the shapes to run")
     ap.add_argument("--scale", type=float, default=1.0, help="--growth: multiply every 1x size by this")
+    ap.add_argument("--names-base", type=int, default=25000, help="planted names at 1x for the names case")
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     trees = [("ours", ROOT)] + ([("anchor", args.anchor)] if args.anchor else [])
@@ -215,6 +264,9 @@ def main() -> None:
     print("| case | gzip KB | tree | wall s | CPU s | peak RSS MiB | exit | stderr (last line) |")
     print("|---|---|---|---|---|---|---|---|")
     for name in filter(None, args.cases.split(",")):
+        if name == "names":
+            bench_names(trees, args.cache, args.names_base)
+            continue
         head, unit, total, tail, extra = CASES[name]
         trace = generate(args.cache / f"{name}.json.gz", head, unit, total, tail)
         for label, tree in trees:

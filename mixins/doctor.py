@@ -181,9 +181,11 @@ def _switch(problems: list[str]) -> tuple[str, list[str]]:
     refused = refusal_of(where)  # what an export would meet there, nothing created
     if refused is not None:
         problems.append(f"no trace can be written: {one_line(refused)}")
+    typos = [f"warning: {one_line(settings.typo_message(name, ours))}" for name, ours in settings.misspelt_variables()]
     return "switch", [
         f"{settings.ENABLE}={'(unset)' if raw is None else one_line(raw)}: {'on' if on else 'off'}",
         f"traces go to {one_line(where)}" + ("" if refused is None else " (refused: see below)"),
+        *typos,
     ]
 
 

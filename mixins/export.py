@@ -45,11 +45,17 @@ from mixins.naming import (
 from mixins.one_line import one_line
 
 logger = logging.getLogger("mixins")
+# sglang configures logging once per process (``configure_logger`` in sglang/srt/utils): a handler on the
+# root logger at ``--log-level`` (default info), or, with SGLANG_LOGGING_CONFIG_PATH, a dictConfig that
+# routes the ``sglang`` logger and disables loggers outside what it names. It logs its capture progress at
+# INFO on its module loggers (``sglang.srt.model_executor.cuda_graph_runner``). The "saved to" line goes
+# under that tree at that level, so it lands wherever sglang's own capture lines land (docs/DESIGN.md §4).
+saved_logger = logging.getLogger("sglang.capture_trace")
 
 CHUNK = 1 << 20
 _TAIL_KEEP = 64 << 10  # the tail we verify (and whose traceName we fix) stays in memory
-RAW_NAME = "trace.json"  # Kineto's output inside the staging directory
-GZ_NAME = "trace.json.gz"  # ours, renamed onto the final name
+RAW_NAME = output_dir.RAW_NAME  # Kineto's output inside the staging directory
+GZ_NAME = output_dir.GZ_NAME  # ours, renamed onto the final name
 _ABANDON_WAIT_S = 5.0
 _REMOVE_TRIES = 4
 
@@ -250,7 +256,7 @@ class _Export:
                 return None
             finally:
                 self.close()
-            logger.info("CUDA graph capture trace saved to: %s", one_line(self.saved))
+            saved_logger.info("CUDA graph capture trace saved to: %s", one_line(self.saved))
             return self.saved
         finally:
             self.finished.set()

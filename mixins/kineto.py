@@ -34,9 +34,10 @@ import re
 import threading
 from typing import Any
 
+from mixins.output_dir import KINETO_STAGING_SUFFIX as STAGING_SUFFIX  # noqa: F401 - Kineto writes <path>.tmp
+
 logger = logging.getLogger("mixins")
 
-STAGING_SUFFIX = ".tmp"  # Kineto writes <path>.tmp, then renames it onto <path>
 ALREADY_SAVED = "Trace is already saved"
 TRACE_NAME_KEY = b'"traceName"'
 EVENTS_KEY = b'"traceEvents"'

@@ -24,7 +24,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from mixins.formats import STAGING_PREFIX
+from mixins.formats import STAGING_PREFIX, SUBDIR
 
 # Every field bounded: a name another user planted is data, parsed without raising (docs/DESIGN.md §2).
 _STAGING = re.compile(
@@ -34,6 +34,14 @@ _HOST_CHARS = re.compile(r"[^A-Za-z0-9.-]")
 PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: no process has a larger pid, and os.kill takes it
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 DEFAULT_NAME_MAX = 255
+# What an export ever puts in its staging directory: Kineto's JSON, Kineto's own temp name for it (Kineto
+# writes ``<path>.tmp``, then renames it onto ``<path>``), and our gzip. A directory holding anything else
+# is not ours to empty, whatever its name says.
+RAW_NAME = "trace.json"
+KINETO_STAGING_SUFFIX = ".tmp"
+GZ_NAME = "trace.json.gz"
+STAGING_FILES = frozenset({RAW_NAME, RAW_NAME + KINETO_STAGING_SUFFIX, GZ_NAME})
+STAGING_MODE = 0o700
 
 logger = logging.getLogger("mixins")
 _fd_path_fallback_logged = False
@@ -277,17 +285,53 @@ def make_staging(dir_fd: int) -> tuple[str, int]:
     for _ in range(16):
         name = f"{STAGING_PREFIX}{os.getpid()}.{_pid_namespace()}.{secrets.token_hex(4)}.{_host()}"
         try:
-            os.mkdir(name, 0o700, dir_fd=dir_fd)
+            os.mkdir(name, STAGING_MODE, dir_fd=dir_fd)
         except FileExistsError:
             continue
         fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
-        os.fchmod(fd, 0o700)  # mkdir's mode passed through the umask; the directory must stay private
+        os.fchmod(fd, STAGING_MODE)  # mkdir's mode passed through the umask; the directory must stay private
         return name, fd
     raise FileExistsError(f"could not create a unique staging directory {STAGING_PREFIX}* (16 names taken)")
 
 
+def not_our_staging(fd: int) -> str | None:
+    """Why the directory open as ``fd`` is not a staging directory this process may empty, or None.
+
+    The one rule of ``clean``, ``ls`` and the exporter's sweep: a directory (never a link), owned by this
+    user, mode ``STAGING_MODE``, holding only ``STAGING_FILES``. A name alone proves nothing: where another
+    user can rename in the parent, root's real trace folder can be given a staging name.
+    """
+    return _judge(fd)[0]
+
+
+_SIZE_ENTRIES = 16  # a staging directory holds at most 3 files; a planted one may hold millions
+
+
+def _judge(fd: int) -> tuple[str | None, int]:
+    """:func:`not_our_staging`'s answer and the bytes of the first few entries, in one bounded scan."""
+    st = os.fstat(fd)
+    why: str | None = None
+    if st.st_uid != os.geteuid():
+        why = "another user's"
+    elif stat.S_IMODE(st.st_mode) != STAGING_MODE:
+        why = f"mode {stat.S_IMODE(st.st_mode):04o}, not a staging directory's {STAGING_MODE:04o}"
+    total = 0
+    with os.scandir(fd) as entries:
+        for seen, entry in enumerate(entries):
+            if seen >= _SIZE_ENTRIES:
+                break
+            if why is None and (seen >= len(STAGING_FILES) or entry.name not in STAGING_FILES):
+                why = "holds files no export writes"
+            try:
+                total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                pass
+    return why, total
+
+
 def remove_staging(dir_fd: int, name: str) -> bool:
-    """Remove a staging directory of ours and the plain files in it, by descriptor; False if not ours."""
+    """Remove a staging directory of ours and the plain files in it, by descriptor; False if it is not
+    verifiably ours (:func:`not_our_staging`)."""
     try:
         fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -295,7 +339,7 @@ def remove_staging(dir_fd: int, name: str) -> bool:
     except OSError:
         return False
     try:
-        if os.fstat(fd).st_uid != os.geteuid():
+        if not_our_staging(fd) is not None:
             return False
         for entry in os.listdir(fd):
             try:
@@ -317,7 +361,11 @@ def remove_staging(dir_fd: int, name: str) -> bool:
 
 @dataclass(frozen=True)
 class StaleTemp:
-    """A staging directory found in an output directory (for ``capture-trace ls``)."""
+    """A staging directory found in an output directory (for ``capture-trace ls`` and ``clean``).
+
+    ``kept``: why ``clean`` keeps it although its process is gone (None: ``clean`` removes it, or did).
+    ``ls`` and ``clean`` read it from here, so ``ls`` never promises a removal ``clean`` refuses.
+    """
 
     name: str
     pid: int
@@ -325,45 +373,42 @@ class StaleTemp:
     bytes: int
     process_gone: bool
     removed: bool
+    kept: str | None = None
 
 
-_SIZE_ENTRIES = 16  # a staging directory holds at most 3 files; a planted one may hold millions
-
-
-def _size(dir_fd: int, name: str) -> int:
-    """Bytes in the first few plain entries of a staging directory (bounded: it may be anyone's)."""
+def _inspect(dir_fd: int, name: str) -> tuple[int, str | None]:
+    """(bytes in the first few entries, why it is not our staging) of an entry: bounded, since it may
+    be anyone's, and never following a link."""
     try:
         fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError:
-        return 0
-    total = 0
+        try:
+            link = stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        except OSError:
+            link = False
+        return 0, "a symbolic link, not a directory" if link else "not a directory"
     try:
-        with os.scandir(fd) as entries:
-            for seen, entry in enumerate(entries):
-                if seen >= _SIZE_ENTRIES:
-                    break
-                try:
-                    total += entry.stat(follow_symlinks=False).st_size
-                except OSError:
-                    pass
+        why, total = _judge(fd)
     except OSError:
-        pass
+        why, total = "unreadable", 0
     finally:
         os.close(fd)
-    return total
+    return total, why
 
 
 # What one export's sweep may remove; the rest waits for the next export or `capture-trace ls`.
 MAX_REMOVALS = 16
 
 
-def sweep(dir_fd: int, *, remove: bool = True, listing: bool = True) -> list[StaleTemp]:
+def sweep(dir_fd: int, *, remove: bool = True, listing: bool = True, unsafe: str | None = None) -> list[StaleTemp]:
     """Staging directories in ``dir_fd``; those whose process is gone are removed when ``remove``.
 
-    ``listing`` (``capture-trace ls``): every name that parses, with sizes. Without it (the exporter,
-    docs/DESIGN.md §2): only directories we could remove — this host and pid namespace, owned by us,
-    a dead pid — checked cheapest first, at most ``MAX_REMOVALS`` removed (``ls`` removes all). Each
-    entry is handled on its own: a name or a race on one never stops the others.
+    ``listing`` (``capture-trace ls`` and ``clean``): every name that parses, with sizes and, for those
+    whose process is gone, why ``clean`` keeps them (``unsafe``: why nothing may be removed in this
+    directory at all, e.g. another user can rename in it). Without it (the exporter, docs/DESIGN.md §2):
+    only directories we could remove — this host and pid namespace, owned by us, a dead pid — checked
+    cheapest first, at most ``MAX_REMOVALS`` removed. Each entry is handled on its own: a name or a race
+    on one never stops the others. Removal itself re-checks :func:`not_our_staging` on its descriptor.
     """
     here = Here.now()
     ours = (f".{here.pid_namespace}.", f".{here.host}")  # the exporter's first, cheapest filter
@@ -377,7 +422,7 @@ def sweep(dir_fd: int, *, remove: bool = True, listing: bool = True) -> list[Sta
                 continue
             try:
                 capped = not listing and removals >= MAX_REMOVALS
-                temp = _examine(dir_fd, entry, here, remove=remove and not capped, listing=listing)
+                temp = _examine(dir_fd, entry, here, remove=remove and not capped, listing=listing, unsafe=unsafe)
             except Exception as exc:  # noqa: BLE001 - an untrusted entry never stops the sweep
                 logger.debug("staging directory %r skipped: %s", entry.name, exc)
                 continue
@@ -387,7 +432,8 @@ def sweep(dir_fd: int, *, remove: bool = True, listing: bool = True) -> list[Sta
     return found
 
 
-def _examine(dir_fd: int, entry: os.DirEntry[str], here: Here, *, remove: bool, listing: bool) -> StaleTemp | None:
+def _examine(dir_fd: int, entry: os.DirEntry[str], here: Here, *, remove: bool, listing: bool,
+             unsafe: str | None) -> StaleTemp | None:
     staging = StagingName.parse(entry.name)
     if staging is None:
         return None
@@ -399,20 +445,62 @@ def _examine(dir_fd: int, entry: os.DirEntry[str], here: Here, *, remove: bool, 
     gone = staging.process_gone(here)
     if not listing and not gone:
         return None
-    size = _size(dir_fd, entry.name) if listing else 0
-    removed = remove and gone and remove_staging(dir_fd, entry.name)
-    return StaleTemp(entry.name, staging.pid, staging.host, size, gone, removed)
+    size, why = _inspect(dir_fd, entry.name) if listing else (0, None)
+    kept = (unsafe or why) if gone else None
+    removed = remove and gone and kept is None and remove_staging(dir_fd, entry.name)
+    return StaleTemp(entry.name, staging.pid, staging.host, size, gone, removed, kept)
+
+
+def _open_dir(name: str | Path, dir_fd: int | None, shown: Path) -> tuple[int, str | None] | None:
+    """``name`` (in ``dir_fd``) opened as a directory, and why nothing may be removed in it (the trust
+    policy's reason), or None when it is no directory we may look into: a symbolic link is followed
+    only when it is this user's or root's (another user's could point into a private directory of ours)."""
+    link: os.stat_result | None = None
+    try:
+        fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            return None
+        try:
+            link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISLNK(link.st_mode) or link.st_uid not in (os.geteuid(), 0):
+                return None
+            fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            return None
+        try:
+            after: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            after = None
+        if not _same_link(link, after):
+            os.close(fd)
+            return None
+    try:
+        reason = _refusal(shown, os.fstat(fd), link)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, (None if reason is None else f"the directory {reason}")
 
 
 def sweep_path(directory: str, *, remove: bool = True) -> list[StaleTemp]:
-    """``sweep`` by path, for the analyzer (read-only users just get the list)."""
-    try:
-        fd = os.open(directory, _DIR_FLAGS)
-    except OSError:
+    """Staging directories where exports put them, for ``ls`` (``remove`` False) and ``clean``: in
+    ``directory`` and in its ``SUBDIR`` (the profiler directory's trace folder), each opened by
+    descriptor without following another user's link; removals only where no other user can rename."""
+    top = _open_dir(directory, None, Path(directory))
+    if top is None:
         return []
+    found: list[StaleTemp] = []
     try:
-        return sweep(fd, remove=remove)
-    except OSError:  # the listing itself failed; single entries never get here
-        return []
+        sub = _open_dir(SUBDIR, top[0], Path(directory) / SUBDIR)
+        for fd, unsafe in [top] + ([] if sub is None else [sub]):
+            try:
+                found += sweep(fd, remove=remove, unsafe=unsafe)
+            except OSError:  # the listing itself failed; single entries never get here
+                pass
+            finally:
+                if fd != top[0]:
+                    os.close(fd)
     finally:
-        os.close(fd)
+        os.close(top[0])
+    return found

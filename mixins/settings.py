@@ -16,31 +16,34 @@ import re
 from collections.abc import Callable
 
 from _sglang_capture_trace_bootstrap import (
+    BACKGROUND,
     ENABLE,
+    EXIT_TIMEOUT,
+    GZIP_LEVEL,
+    OUR_VARIABLES,
     PLUGIN_NAME,
     PLUGINS,
+    PROFILER_DIR,
     STARTUP_HOOK,
+    STRICT,
     env_bool,
+    misspelt_variables,
     parse_env_bool,
     plugin_allow_list,
     plugin_allowed,
     startup_hook_allowed,
     startup_hook_wanted,
     trace_enabled,
+    typo_message,
     warn_once,
 )
 
 __all__ = [
     "ENABLE", "PLUGINS", "PLUGIN_NAME", "STARTUP_HOOK", "env_bool", "parse_env_bool", "plugin_allow_list",
     "plugin_allowed", "startup_hook_allowed", "startup_hook_wanted", "trace_enabled",
-    "warn_once", "strict", "background", "profiler_dir", "gzip_level", "exit_timeout",
+    "warn_once", "strict", "background", "profiler_dir", "gzip_level", "exit_timeout", "misspelt_variables",
+    "typo_message", "OUR_VARIABLES", "PROFILER_DIR", "STRICT", "GZIP_LEVEL", "BACKGROUND", "EXIT_TIMEOUT",
 ]
-
-PROFILER_DIR = "SGLANG_TORCH_PROFILER_DIR"
-STRICT = "SGLANG_CAPTURE_TRACE_STRICT"
-GZIP_LEVEL = "SGLANG_CAPTURE_TRACE_GZIP_LEVEL"
-BACKGROUND = "SGLANG_CAPTURE_TRACE_BACKGROUND"
-EXIT_TIMEOUT = "SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT"
 
 DEFAULT_PROFILER_DIR = "/tmp"
 # Level 6 is gzip's own default: on a 199 MB trace it compresses in ~1.1 s in 1 MiB chunks (off the

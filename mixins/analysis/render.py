@@ -163,18 +163,29 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
 
 
 def render_temps(temps: list[Any], cleaning: bool = False) -> None:
-    """Staging directories of exports (``mixins.output_dir.StaleTemp``): one line each. ``ls`` lists them
-    (``cleaning`` False: nothing was removed); ``clean`` says what it removed and what it kept."""
+    """Staging directories of exports (``mixins.output_dir.StaleTemp``): one plain line each, written in
+    one go. Not through rich: a directory can hold 100k planted names, and rich costs ~1 ms a line
+    (one console each) or more for one big text; these lines carry no style, and ``one_line`` is the
+    escape a terminal needs. ``ls`` lists them (``cleaning`` False: nothing was removed); ``clean``
+    says what it removed and what it kept. Both read ``kept`` (the one rule of what ``clean`` may
+    remove), so ``ls`` promises only what ``clean`` does."""
+    lines = []
     for t in temps:
         if t.removed:
             state = "its process is gone: removed"
-        elif t.process_gone and cleaning:
-            state = "its process is gone; not removed (another user's)"
+        elif t.process_gone and t.kept is not None:
+            state = f"its process is gone; not removed ({t.kept})" if cleaning else (
+                f"its process is gone: stale; clean keeps it ({t.kept})")
         elif t.process_gone:
-            state = "its process is gone: stale (capture-trace clean removes it)"
+            state = "its process is gone; not removed" if cleaning else (
+                "its process is gone: stale (capture-trace clean removes it)")
         else:
             state = f"pid {t.pid} on {t.host} is running or not on this host: kept"
-        console().print(safe(f"temporary {t.name}: {size_text(t.bytes)}, {state}"), highlight=False)
+        lines.append(one_line(f"temporary {t.name}: {size_text(t.bytes)}, {state}") + "\n")
+    sys.stdout.write("".join(lines))
+    sys.stdout.flush()
+
+
 def _of(rank: Any, size: Any) -> str:
     return f"{'?' if rank is None else rank} of {'?' if size is None else size}"
 

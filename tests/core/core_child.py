@@ -577,6 +577,29 @@ def kineto_filter() -> None:
     profile()
 
 
+# What sglang's ``configure_logger`` does (sgl-project/sglang, python/sglang/srt/utils/common.py, 0.4-0.5):
+# ``logging.basicConfig(level=<--log-level>, format="[%(asctime)s<prefix>] %(message)s", force=True)``, or,
+# when SGLANG_LOGGING_CONFIG_PATH is set, ``logging.config.dictConfig`` of that JSON file instead.
+def sglang_logging_export(mode: str, config: str = "") -> None:
+    """An export in a process whose logging sglang configured (``default``: its basicConfig at INFO;
+    ``dict``: a user's SGLANG_LOGGING_CONFIG_PATH file), after our package was imported (as the start-up
+    hook does), with sglang's own capture-progress line logged as its runner module does."""
+    import json
+    import logging.config
+
+    from mixins import export_cuda_graph_capture_trace
+
+    if mode == "default":
+        logging.basicConfig(level=logging.INFO, format="[%(asctime)s TP0] %(message)s", force=True,
+                            stream=sys.stdout)
+    else:
+        with open(config) as f:
+            logging.config.dictConfig(json.load(f))
+    logging.getLogger("sglang.srt.model_executor.cuda_graph_runner").info("Capture cuda graph begin.")
+    assert export_cuda_graph_capture_trace(_small_profile(), runner_name="Logged", tp_rank=0)
+    sys.stdout.flush()
+
+
 CASES: dict[str, Callable[..., None]] = {
     case.__name__: case
     for case in (
@@ -585,7 +608,7 @@ CASES: dict[str, Callable[..., None]] = {
         capture_while_another_thread_profiles, lazy_write_held_at_exit, capture_runs_its_own_profiler,
         parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
         export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
-        kineto_filter,
+        kineto_filter, sglang_logging_export,
     )
 }
 

@@ -4,6 +4,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def test_import_and_switched_off_call_import_nothing_heavy(tmp_path: Path) -> No
 
 def test_export_writes_complete_gzip_trace_with_metadata(trace_env: Path, caplog: pytest.LogCaptureFixture) -> None:
     prof = profile_of(matmul_work(5))
-    with caplog.at_level(logging.INFO, logger="mixins"):
+    with caplog.at_level(logging.INFO, logger="sglang.capture_trace"):  # the "saved to" line's logger
         path = export_cuda_graph_capture_trace(prof, runner_name="MyRunner", tp_rank=3)
         assert wait_for_exports(60)
     assert path == trace_env / "cuda_graph_capture-MyRunner-TP-3.json.gz"
@@ -255,3 +256,40 @@ def test_wait_for_exports_takes_an_infinite_timeout(trace_env: Path) -> None:
     assert wait_for_exports(float("inf")) and path is not None and load_trace(path)
     with pytest.raises(ValueError, match="got nan"):
         wait_for_exports(float("nan"))
+
+
+SGLANG_PROGRESS = "Capture cuda graph begin."
+SAVED = "CUDA graph capture trace saved to: "
+
+
+def _sglang_logged_export(tmp_path: Path, *args: str) -> str:
+    done = subprocess.run(
+        child("sglang_logging_export", *args), capture_output=True, text=True, timeout=300,
+        env=child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
+                      SGLANG_CAPTURE_TRACE_BACKGROUND="0"),
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_saved_line_shows_in_a_default_sglang_log(tmp_path: Path) -> None:
+    """sglang's own configuration (basicConfig on the root at --log-level info): its capture-progress
+    line and ours both in the server's log."""
+    out = _sglang_logged_export(tmp_path, "default")
+    assert SGLANG_PROGRESS in out and SAVED in out, out
+    assert re.search(r"^\[[0-9-]+ [0-9:,]+ TP0\] " + re.escape(SAVED), out, re.M), out
+
+
+def test_saved_line_follows_sglang_into_a_users_logging_config(tmp_path: Path) -> None:
+    """SGLANG_LOGGING_CONFIG_PATH routing the ``sglang`` logger (as its docs suggest) to a handler of its
+    own: the line goes where sglang's capture lines go. Before, logged on ``mixins``, it was dropped:
+    dictConfig disables the loggers that exist outside the tree it names (ours, imported at start-up)."""
+    config = tmp_path / "logging.json"
+    config.write_text(json.dumps({
+        "version": 1,
+        "formatters": {"plain": {"format": "sglang-log %(message)s"}},
+        "handlers": {"out": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}},
+        "loggers": {"sglang": {"handlers": ["out"], "level": "INFO", "propagate": False}},
+    }))
+    out = _sglang_logged_export(tmp_path, "dict", str(config))
+    assert f"sglang-log {SGLANG_PROGRESS}" in out and f"sglang-log {SAVED}" in out, out

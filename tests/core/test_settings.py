@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +166,80 @@ def test_invalid_startup_switch_warns_once_and_keeps_the_hook_on(caplog: pytest.
         assert settings.startup_hook_wanted(environ) is True
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(messages) == 1 and settings.STARTUP_HOOK in messages[0] and "'off'" in messages[0]
+
+
+# -- names a typo away from ours ------------------------------------------------------------------------
+
+PTH = Path(__file__).resolve().parents[2] / "mixins" / "sglang_capture_trace.pth"
+
+
+def _interpreter_start(**env: str) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter running our .pth line as site.py does (``exec`` of an ``import`` line)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
+    return subprocess.run([sys.executable, "-c", f"exec({PTH.read_text()!r})"], capture_output=True, text=True,
+                          env={**clean, **env}, timeout=120)
+
+
+@pytest.mark.parametrize(("typo", "ours"), [
+    ("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACES", settings.ENABLE),
+    ("SGLANG_TORCH_PROFILE_DIR", settings.PROFILER_DIR),
+    ("SGLANG_CAPTURE_TRACE_GZIP_LEVL", settings.GZIP_LEVEL),
+])
+def test_start_up_hook_warns_once_about_a_name_a_typo_away(typo: str, ours: str) -> None:
+    """Before, a misspelt switch was silent (the .pth ran nothing without the exact name)."""
+    done = _interpreter_start(**{typo: "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == f"sglang-capture-trace: {typo} is set; did you mean {ours}?\n"
+
+
+def test_start_up_hook_is_silent_for_other_sglang_names_and_our_own() -> None:
+    done = _interpreter_start(SGLANG_PORT="30000", SGLANG_USE_MODELSCOPE="1", SGLANG_CAPTURE_TRACE_STRICT="0",
+                              SGLANG_TORCH_PROFILER_DIR="/tmp", SGLANG_LOGGING_CONFIG_PATH="x")
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_doctor_names_the_typo() -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
+    done = subprocess.run([sys.executable, "-m", "mixins.doctor", "--no-import"], capture_output=True, text=True,
+                          env={**clean, "SGLANG_TORCH_PROFILE_DIR": "/x", "PYTHONPATH": str(PTH.parents[1])},
+                          timeout=120)
+    assert (f"  warning: SGLANG_TORCH_PROFILE_DIR is set; did you mean {settings.PROFILER_DIR}?"
+            in done.stdout.splitlines()), done.stdout
+
+
+def _levenshtein(a: str, b: str) -> int:
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        prev, row[0] = row[0], i
+        for j in range(1, len(b) + 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] != b[j - 1]))
+    return row[len(b)]
+
+
+def test_banded_distance_agrees_with_the_full_one() -> None:
+    import random
+
+    from _sglang_capture_trace_bootstrap import within_distance
+
+    rng = random.Random(7)
+    for _ in range(5000):
+        a, b = ("".join(rng.choice("ab_") for _ in range(rng.randint(0, 8))) for _ in range(2))
+        for limit in (0, 1, 2):
+            assert within_distance(a, b, limit) == (_levenshtein(a, b) <= limit), (a, b, limit)
+
+
+def test_every_near_miss_of_ours_is_found() -> None:
+    """The trigram filter never hides a name within two edits (random insertions, deletions, swaps)."""
+    import random
+
+    rng = random.Random(3)
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+    for _ in range(2000):
+        ours = rng.choice(settings.OUR_VARIABLES)
+        name = ours
+        for _ in range(2):
+            i = rng.randrange(len(name) + 1)
+            name = rng.choice([name[:i] + rng.choice(letters) + name[i:], name[:i] + name[i + 1:],
+                               name[:i] + rng.choice(letters) + name[i + 1:]])
+        if name.startswith("SGLANG_") and name not in settings.OUR_VARIABLES:
+            assert settings.misspelt_variables({name: ""}), name

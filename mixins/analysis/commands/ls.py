@@ -67,15 +67,10 @@ def _ls_job(path: str, progress: Callable[[int, int], None] | None = None) -> di
     return summarize(rec, 0) | {"metadata": metadata_json(rec.identity)}
 
 
-def _staging_parents(directory: str) -> list[str]:
-    """Where exports stage, for ``ls`` and ``clean`` alike: DIR, and the profiler dir's SUBDIR."""
-    return [d for d in (directory, os.path.join(directory, SUBDIR)) if os.path.isdir(d)]
-
-
 def cmd_ls(args: argparse.Namespace) -> int:
     from mixins.output_dir import sweep_path
 
-    temps = [t for d in _staging_parents(args.dir) for t in sweep_path(d, remove=False)]  # listed, never removed
+    temps = sweep_path(args.dir, remove=False)  # listed, never removed
     if temps and not args.json:
         render.render_temps(temps)
     try:
@@ -107,7 +102,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.dir):
         render.error(f"{args.dir}: not a directory")
         return TROUBLE
-    temps = [t for d in _staging_parents(args.dir) for t in sweep_path(d, remove=True)]
+    temps = sweep_path(args.dir, remove=True)
     if args.json:
         render.print_json({"dir": args.dir, "temporaries": [dataclasses.asdict(t) for t in temps]})
     else:

@@ -11,7 +11,9 @@ output goes through :func:`output_file`.
 from __future__ import annotations
 
 import errno
+import io
 import os
+import select
 import stat
 import sys
 from collections.abc import Iterator
@@ -104,11 +106,15 @@ def read_small_json(path: str, what: str, limit: int = SMALL_JSON_BYTES) -> Any:
 
 @contextmanager
 def output_file(path: str) -> Iterator[IO[bytes]]:
-    """A binary file to write the output ``path`` (``--csv``, ``--annotate``) into; all or nothing.
+    """A binary file to write the output ``path`` (``--csv``, ``--annotate``, ``report -o``) into; all or nothing.
 
     - ``-``, ``/dev/stdout``, ``/dev/stderr``: this process's descriptor 1 or 2, written directly.
-    - an existing FIFO or character device (``/dev/null``, a terminal, a named pipe): opened for writing
-      without creating, truncating or renaming anything; a FIFO nobody reads is an error, not a hang.
+    - a FIFO or character device owned by this user or root (``/dev/null``, a terminal, a named pipe of
+      ours): opened for writing without creating, truncating or renaming anything, never blocking: a
+      FIFO nobody reads, or a reader that stops reading for ``STALL_S``, is an error, not a hang.
+    - a FIFO, device or symbolic link another user owns: refused (docs/DESIGN.md §7.2). In a shared
+      directory such as ``/tmp`` anyone may plant one at the name the user is about to give; a symbolic
+      link of this user or root is followed to its target, which the same rules judge.
     - anything else that exists and is not a regular file (a directory, a socket, a block device): refused.
     - otherwise (a regular file, or nothing yet): a dot-named temp file beside it, renamed into place at
       the end, so a failure never leaves a half-written file (the temp file is removed).
@@ -119,14 +125,9 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
         with _writing(path, os.dup(fd_no), stdout=True) as f:
             yield f
         return
-    try:
-        st: os.stat_result | None = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise _os_error(path, exc, "cannot write: ") from None
+    target, st = _output_target(path)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with _writing(path, _open_special(path, st)) as f:
+        with _writing(path, _open_special(path, target, st)) as f:
             yield f
         return
     directory = os.path.dirname(os.path.abspath(path))
@@ -140,7 +141,7 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
         os.fchmod(fd, 0o666 & ~mask)  # as an ordinary new file, not mkstemp's 0600
         with os.fdopen(fd, "wb") as f:
             yield f
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # rename never follows a link at ``path``: it replaces the name itself
         tmp = None
     except OSError as exc:
         raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
@@ -150,22 +151,93 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
                 os.unlink(tmp)
 
 
-def _open_special(path: str, st: os.stat_result) -> int:
-    """A write descriptor on the FIFO or character device ``path`` (never created, truncated or replaced)."""
+_TRUSTED_OWNERS_NOTE = "only this user's or root's are written"
+
+
+def _foreign_owner(st: os.stat_result) -> bool:
+    return st.st_uid not in (os.geteuid(), 0)
+
+
+def _owner_text(uid: int) -> str:
+    from mixins.output_dir import who  # the one wording of "uid N (name)"
+
+    return who(uid)
+
+
+def _output_target(path: str) -> tuple[str, os.stat_result | None]:
+    """What ``path`` names, by ``lstat``: (the name to open, its lstat) or (path, None) when nothing is
+    there. A symbolic link another user owns is refused; ours (or root's) is followed once, by its
+    resolved path, and the target judged like any output name (a link there is not followed again)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path, None
+    except OSError as exc:
+        raise _os_error(path, exc, "cannot write: ") from None
+    if not stat.S_ISLNK(st.st_mode):
+        return path, st
+    if _foreign_owner(st):
+        raise TraceError(path, f"cannot write: a symbolic link owned by {_owner_text(st.st_uid)} "
+                               f"(refused: {_TRUSTED_OWNERS_NOTE})")
+    target = os.path.realpath(path)
+    try:
+        got = os.lstat(target)
+    except OSError:
+        return path, None  # dangling: the rename replaces the link itself, as it always did
+    return (path, None) if stat.S_ISREG(got.st_mode) else (target, got)
+
+
+def _open_special(path: str, target: str, st: os.stat_result) -> int:
+    """A non-blocking write descriptor on the FIFO or character device ``target`` (``path`` or where this
+    user's link at ``path`` points): never created, truncated or replaced; another user's refused."""
     if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise TraceError(path, f"cannot write: {file_kind(st.st_mode)}, not a regular file (refused)")
+    if _foreign_owner(st):
+        raise TraceError(path, f"cannot write: {file_kind(st.st_mode)} owned by {_owner_text(st.st_uid)} "
+                               f"(refused: {_TRUSTED_OWNERS_NOTE})")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ENXIO and stat.S_ISFIFO(st.st_mode):
             raise TraceError(path, "cannot write: a FIFO that nobody is reading") from None
         raise _os_error(path, exc, "cannot write: ") from None
-    got = os.fstat(fd).st_mode
-    if not (stat.S_ISFIFO(got) or stat.S_ISCHR(got)):  # swapped since the stat: no direct write into it
+    got = os.fstat(fd)
+    if (got.st_dev, got.st_ino) != (st.st_dev, st.st_ino) or _foreign_owner(got):  # swapped since the lstat
         os.close(fd)
         raise TraceError(path, "cannot write: the file changed while it was opened (refused)")
-    os.set_blocking(fd, True)
     return fd
+
+
+# A FIFO's or device's reader that accepts nothing for this long has stopped: the write fails, never hangs.
+STALL_S = 30.0
+
+
+class _Deadlined(io.RawIOBase):
+    """Writes to a non-blocking descriptor, waiting at most ``STALL_S`` for each bit of progress."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.stalled = False  # once timed out, the flush at close fails at once instead of waiting again
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        while True:
+            try:
+                return os.write(self.fd, view)
+            except BlockingIOError:
+                if self.stalled or not select.select([], [self.fd], [], STALL_S)[1]:
+                    self.stalled = True
+                    raise TimeoutError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_S:g} s") from None
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self.fd)
+            finally:
+                super().close()
 
 
 @contextmanager
@@ -173,11 +245,13 @@ def _writing(path: str, fd: int, stdout: bool = False) -> Iterator[IO[bytes]]:
     """``fd`` as a file; EPIPE on stdout propagates (the command exits 141, ``mixins.cli.main``), on a
     named FIFO it is that output's error line."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
+        with (os.fdopen(fd, "wb") if stdout else io.BufferedWriter(_Deadlined(fd))) as f:
+            yield f  # type: ignore[misc]
     except BrokenPipeError:
         if stdout:
             raise
         raise TraceError(path, "cannot write: its reader closed it (broken pipe)") from None
+    except TimeoutError as exc:
+        raise TraceError(path, f"cannot write: {exc.strerror}") from None
     except OSError as exc:
         raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
