@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from analysis_child import child_env, command
 
+from mixins.analysis.commands.summary import summary_job as _summary_job  # the real one, before a test replaces it
 from mixins.analysis.read import reader
 from mixins.analysis.read.reader import Limits, TraceError, open_trace
 
@@ -82,7 +83,9 @@ def test_big_but_valid_numbers_never_crash(run_cli, tmp_path: Path, field: str, 
         ev = _event(**{field: value})
     else:
         ev = _event(cat='"kernel"', args=json.dumps({field: 0}).replace("0", value))
-    path = _trace(tmp_path, "t.json.gz", '{"traceEvents": [' + ev + ", " + _event() + "]}")
+    # a capture (one capture segment): diff and check read captures only
+    segment = _event(cat='"user_annotation"', name='"capture::bs=1"', ts="0.5", dur="5.0")
+    path = _trace(tmp_path, "t.json.gz", '{"traceEvents": [' + segment + ", " + ev + ", " + _event() + "]}")
     for cmd in (["summary", path, "--top", "3"], ["ls", path], ["diff", path, path], ["check", path]):
         rc, _, err = run_cli(*cmd)
         assert rc in (0, 2), (cmd, err)
@@ -309,11 +312,9 @@ def _killed_on_t1(path: str, progress: object = None) -> object:
 
 
 def _buggy_summary_job(path: str, top: int, progress: object = None) -> object:
-    from mixins.analysis.model.records import load_record, summarize
-
     if path.endswith("bad.json.gz"):
         raise KeyError("oops\nsecond line")
-    return summarize(load_record(path), top)
+    return _summary_job(path, top)
 
 
 def test_an_unexpected_error_is_one_line_and_the_rest_is_reported(  # type: ignore[no-untyped-def]
