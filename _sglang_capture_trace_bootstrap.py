@@ -257,7 +257,7 @@ def run() -> None:
             return
         from mixins import sglang_patch
 
-        sglang_patch.install()
+        sglang_patch.PATCH.install()
     except Exception:
         import logging
 

@@ -1,14 +1,24 @@
-"""Shared fixtures: a per-test trace directory with the switch on, drained of background exports; a spy on
-the profilers created."""
+"""The Hypothesis profile every property test runs under; shared fixtures: a per-test trace directory with
+the switch on, drained of background exports; a spy on the profilers created."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+if importlib.util.find_spec("hypothesis") is not None:  # the CI venvs of .ci/venv_lib.sh have no Hypothesis
+    from hypothesis import HealthCheck, settings
+
+    # Every property test runs under this profile: on a loaded machine (2 cores shared, xdist workers,
+    # CI's parallel steps) an example's time says nothing about the code, so no deadline and no health
+    # check that times generation. HYPOTHESIS_PROFILE=default gives Hypothesis's own back.
+    settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.hookimpl(optionalhook=True)  # the venvs without pytest-xdist (.ci/venv_lib.sh) do not know it

@@ -246,22 +246,22 @@ def _rows(problems: list[str], sglang: Sglang) -> tuple[str, list[str]]:
     from mixins import sglang_patch
 
     lines = []
-    installed_here = sglang_patch.is_installed()
+    installed_here = sglang_patch.PATCH.installed
     lines.append(
         "patch installed in this process at start-up" if installed_here else "patch installed for this report only"
     )
     if sglang.failure is not None:
         lines.append("runner modules not imported: import sglang fails (above)")
     if not installed_here:
-        sglang_patch.install()
+        sglang_patch.PATCH.install()
     failed: dict[str, str] = {}
     try:
         if sglang.imported:
             failed = _import_modules()
-        status = sglang_patch.status()
+        status = sglang_patch.PATCH.status()
     finally:
         if not installed_here:
-            sglang_patch.uninstall()
+            sglang_patch.PATCH.uninstall()
     for row in status:
         module = row.target.module
         if module in failed:

@@ -1,10 +1,10 @@
 """Patch the installed sglang at import time so every CUDA-graph capture profile becomes a trace file.
 
 What is patched, where and why is data (``mixins.sglang_targets.TARGETS``); this module only knows how
-to apply each strategy. ``SglangPatch`` is the patch as one object (as OpenTelemetry's instrumentors
-are): ``install()``, ``uninstall()`` and ``status()``, which says for every row whether it waits for
-its module's import, is applied, was skipped (and why) or deferred to sglang's native export. The
-module-level functions act on the one process-wide instance, ``PATCH``.
+to apply each strategy. ``PATCH`` is the patch, one object shaped like OpenTelemetry's instrumentors:
+``PATCH.install()`` / ``PATCH.uninstall()``, guarded by a flag (a repeat warns and changes nothing), and
+``PATCH.status()``, which says for every row whether it waits for its module's import, is applied, was
+skipped (and why) or deferred to sglang's native export.
 
 Lazy and order-proof: one ``wrapt`` post-import hook per target module, so it works whether sglang is
 imported before or after ``install()``, and it never imports sglang itself. Any error while patching is
@@ -29,7 +29,7 @@ from typing import Any
 import wrapt
 
 from mixins import settings
-from mixins.patching import Wrapper, find_attribute, unwrap_method, wrap_method
+from mixins.patching import Wrapper, find_attribute, wrap_method
 from mixins.sglang_targets import (
     EXEC_CONFIG,
     GLOBAL_SERVER_ARGS,
@@ -87,7 +87,8 @@ class Defer(Exception):
 
 
 class SglangPatch:
-    """The sglang patch: install / uninstall / status over a table of targets."""
+    """The sglang patch: install / uninstall / status over a table of targets (``PATCH`` is the process's
+    one; tests build others over tables of their own)."""
 
     def __init__(self, targets: tuple[Target, ...] = TARGETS, tag: str = TAG) -> None:
         self.targets = targets
@@ -103,10 +104,11 @@ class SglangPatch:
         return self._installed
 
     def install(self) -> list[RowStatus]:
-        """Patch every row now, or when its module is imported; idempotent. Returns ``status()``."""
+        """Patch every row now, or when its module is imported. Returns ``status()``; a repeat warns and
+        changes nothing."""
         with self._lock:
             if self._installed:
-                logger.info("sglang-capture-trace: sglang patches already installed; nothing changed")
+                logger.warning("sglang-capture-trace: sglang patches already installed; nothing changed")
                 return self.status()
             self._installed = True
             for name in dict.fromkeys(t.module for t in self.targets):
@@ -125,7 +127,7 @@ class SglangPatch:
         """Restore every patched class and module exactly (``vars(cls)`` as before install())."""
         with self._lock:
             if not self._installed:
-                logger.debug("sglang-capture-trace: sglang patches not installed; nothing to undo")
+                logger.warning("sglang-capture-trace: sglang patches not installed; nothing to undo")
                 return
             self._installed = False
             for qualname, undo in reversed(list(self._undo.items())):
@@ -182,34 +184,19 @@ class SglangPatch:
 PATCH = SglangPatch()
 
 
-def install() -> list[RowStatus]:
-    return PATCH.install()
-
-
-def uninstall() -> None:
-    PATCH.uninstall()
-
-
-def status() -> list[RowStatus]:
-    return PATCH.status()
-
-
-def is_installed() -> bool:
-    return PATCH.installed
-
-
-def applied() -> list[str]:
-    return PATCH.applied()
-
-
 def register() -> None:
     """The ``sglang.srt.plugins`` entry point: install when the switch is on. Runs in every sglang
-    process, possibly many times; never raises (a plugin error must not stop the server)."""
+    process, possibly many times and after the start-up hook installed: no repeat warning for that;
+    never raises (a plugin error must not stop the server)."""
     try:
         if not settings.trace_enabled():
             logger.debug("sglang-capture-trace: %s is off; sglang not patched", settings.ENABLE)
             return
-        install()
+        with PATCH._lock:
+            if PATCH.installed:
+                logger.debug("sglang-capture-trace: sglang patches already installed (start-up hook or plugin)")
+                return
+            PATCH.install()
     except Exception:
         logger.warning("sglang-capture-trace: could not install the sglang patches", exc_info=True)
 
@@ -263,12 +250,18 @@ def code_names(attribute: Any) -> set[str]:
 
 
 def _wrap(target: Target, cls: type, wrapper: Wrapper, tag: str) -> Undo:
-    if not wrap_method(cls, target.method, wrapper, tag=tag):
+    handle = wrap_method(cls, target.method, wrapper, tag=tag)
+    if handle is None:
         raise Skip("already wrapped")
 
     def undo() -> None:
-        if not unwrap_method(cls, target.method, tag=tag):
-            logger.warning("sglang-capture-trace: %s was re-wrapped by someone else; left as is", target.qualname)
+        # Another wrapt wrapper laid over ours since (another instrumentor) stays; ours is spliced out.
+        try:
+            removed = wrapt.unwrap_object(cls, target.method, handle, missing_ok=True)
+        except wrapt.WrapperNotOutermostError:  # under a plain (non-wrapt) wrapper: cannot reach it
+            removed = None
+        if removed is None:
+            logger.warning("sglang-capture-trace: %s was replaced by someone else; left as is", target.qualname)
 
     return undo
 

@@ -60,6 +60,7 @@ def _peak_rss(argv: list[str]) -> int:
     return int(last.split()[1]) * 1024
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("cmd", "shape"), sorted(CAPS))
 def test_memory_per_event_at_the_event_limit(tmp_path: Path, cmd: str, shape: str) -> None:
     """The costliest event shapes at ``--max-events`` (scaled down to 150,000): peak RSS grows by less
@@ -102,6 +103,7 @@ def _key(replay: list[tuple[int, Kernel]]) -> tuple[int, ...]:
     return tuple(hash((kind, k.name)) for kind, k in replay)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("windows, launches, replays", [
     pytest.param(1000, 300, 100, id="100-replays"),
     pytest.param(1000, 500, 300, id="300-replays", marks=pytest.mark.exhaustive),

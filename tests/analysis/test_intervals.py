@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mixins.analysis.model.interval_sets import clip, subtract, union
@@ -24,3 +24,14 @@ def test_union_subtract_clip_match_point_sets(a: list, b: list, lo: int, hi: int
     diff = subtract(ua, ub)
     assert points(list(diff)) == points(a) - points(b) and diff.length == len(points(list(diff)))
     assert points(clip(ua, lo, hi)) == {t for t in points(a) if lo <= t < hi}
+
+
+def test_property_tests_run_under_the_ci_profile() -> None:
+    """conftest.py's profile: a loaded machine (this test once failed with ``FailedHealthCheck: too_slow``)
+    makes no property test fail; the reader fuzz's own settings keep it."""
+    from test_reader_fuzz import FUZZ
+
+    for chosen in (settings(), FUZZ):  # settings(): the loaded profile, what a bare @given gets
+        assert chosen.deadline is None
+        assert HealthCheck.too_slow in chosen.suppress_health_check
+

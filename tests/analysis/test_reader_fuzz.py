@@ -23,10 +23,9 @@ from mixins.analysis.model.records import load_record
 from mixins.analysis.read import reader
 from mixins.analysis.read.reader import TraceError
 
-FUZZ = settings(
+FUZZ = settings(  # on top of the profile conftest.py loads (no deadline, no timed health check)
     max_examples=int(os.environ.get("CAPTURE_TRACE_FUZZ_EXAMPLES", "150")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[*settings().suppress_health_check, HealthCheck.function_scoped_fixture],
 )
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -82,6 +81,7 @@ def _dump(doc: dict[str, Any], how: Any) -> str:
     return json.dumps(doc, indent=how, ensure_ascii=random.random() < 0.5)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     events=st.lists(event, max_size=25),
@@ -238,6 +238,7 @@ def _check_bare(p: Path, stripped: Path, events: list[dict], how: Any) -> None:
             assert getattr(b, name) == getattr(f, name)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(events=st.lists(slim_event, max_size=25), how=layout)
 def test_slim_events_equal_full_events_on_their_fields(tmp_path: Path, events: list[dict], how: Any) -> None:

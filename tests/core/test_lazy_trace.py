@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import wrapt
 from core_helpers import load_trace, python_calls
 
 from mixins import kineto, lazy_trace, wait_for_exports
 from mixins.capture_trace import profile_lazy_capture
 from mixins.kineto import IncompleteTraceError
-from mixins.patching import unwrap_method, wrap_method
+from mixins.patching import wrap_method
 from tests.trace_files import range_names
 
 
@@ -50,10 +51,11 @@ NAME = "cuda_graph_capture-LazyRunner-TP-0.json.gz"
 
 @pytest.fixture
 def wrapped() -> Any:
-    assert wrap_method(LazyRunner, "create_graph", profile_lazy_capture(lambda runner: True, _vit_shape, "graphs"),
-                       tag="test_lazy")
+    handle = wrap_method(LazyRunner, "create_graph", profile_lazy_capture(lambda runner: True, _vit_shape, "graphs"),
+                         tag="test_lazy")
+    assert handle is not None
     yield LazyRunner
-    unwrap_method(LazyRunner, "create_graph", tag="test_lazy")
+    wrapt.unwrap_object(LazyRunner, "create_graph", handle)
 
 
 def _ones(n: int) -> Any:
@@ -160,12 +162,13 @@ def test_off_is_a_straight_call(trace_env: Path, wrapped: type, monkeypatch: pyt
 
 def test_flag_off_writes_nothing(trace_env: Path, profilers_started: list[Any]) -> None:
     """--enable-profile-cuda-graph off (requested() False): no profiler, no file."""
-    assert wrap_method(LazyRunner, "create_graph", profile_lazy_capture(lambda runner: False, _vit_shape, "graphs"),
-                       tag="test_lazy_off")
+    handle = wrap_method(LazyRunner, "create_graph", profile_lazy_capture(lambda runner: False, _vit_shape, "graphs"),
+                         tag="test_lazy_off")
+    assert handle is not None
     try:
         LazyRunner().run(_ones(2))
     finally:
-        unwrap_method(LazyRunner, "create_graph", tag="test_lazy_off")
+        wrapt.unwrap_object(LazyRunner, "create_graph", handle)
     assert profilers_started == [] and _files(trace_env) == []
 
 

@@ -1,4 +1,5 @@
-"""``mixins.patching`` on its own: wrap a method on one class, recognise our wrappers, restore exactly."""
+"""``mixins.patching`` on its own: wrap a method on one class, recognise our wrappers; wrapt's
+``unwrap_object`` restores ``vars(cls)`` exactly with the handle ``wrap_method`` returns."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import inspect
 from typing import Any
 
 import pytest
+import wrapt
 
-from mixins.patching import find_attribute, is_wrapped, unwrap_method, wrap_method
+from mixins.patching import find_attribute, is_wrapped, wrap_method
 
 
 def tracing(log: list[str], name: str) -> Any:
@@ -55,13 +57,14 @@ def test_own_method_wrapped_then_restored_to_the_same_object() -> None:
     own, _ = fresh_classes()
     original = vars(own)["hook"]
     log: list[str] = []
-    assert wrap_method(own, "hook", tracing(log, "w"), tag="t") is True
+    handle = wrap_method(own, "hook", tracing(log, "w"), tag="t")
+    assert handle is vars(own)["hook"]
     assert is_wrapped(vars(own)["hook"]) and is_wrapped(vars(own)["hook"], "t")
     assert not is_wrapped(vars(own)["hook"], "other")
     assert own().hook(1, flag=True) == "Own.hook(1)"
     assert log == ["w:Own"]
     assert inspect.signature(own.hook) == inspect.signature(original)
-    assert unwrap_method(own, "hook", tag="t") is True
+    assert wrapt.unwrap_object(own, "hook", handle) is handle
     assert vars(own)["hook"] is original
 
 
@@ -69,13 +72,13 @@ def test_inherited_method_gets_an_own_wrapper_that_is_deleted_on_restore() -> No
     _, inheriting = fresh_classes()
     log: list[str] = []
     assert "hook" not in vars(inheriting)
-    assert wrap_method(inheriting, "hook", tracing(log, "w"), tag="t") is True
-    assert is_wrapped(vars(inheriting)["hook"], "t")
+    handle = wrap_method(inheriting, "hook", tracing(log, "w"), tag="t")
+    assert handle is not None and is_wrapped(vars(inheriting)["hook"], "t")
     assert inheriting().hook(2) == "Base.hook(2,False)"
     assert Base().hook(3) == "Base.hook(3,False)"  # the base is untouched
     assert log == ["w:Inheriting"]
-    assert unwrap_method(inheriting, "hook", tag="t") is True
-    assert "hook" not in vars(inheriting)
+    wrapt.unwrap_object(inheriting, "hook", handle)
+    assert "hook" not in vars(inheriting)  # deleted, not a copy of the base's put back
     assert not is_wrapped(vars(Base)["hook"])
 
 
@@ -84,38 +87,54 @@ def test_same_tag_never_wraps_twice_even_through_inheritance() -> None:
     log: list[str] = []
     Sub = type("Sub", (own,), {})
 
-    assert wrap_method(own, "hook", tracing(log, "w"), tag="t") is True
-    assert wrap_method(own, "hook", tracing(log, "again"), tag="t") is False
-    assert wrap_method(Sub, "hook", tracing(log, "sub"), tag="t") is False  # the inherited wrapper runs already
+    assert wrap_method(own, "hook", tracing(log, "w"), tag="t") is not None
+    assert wrap_method(own, "hook", tracing(log, "again"), tag="t") is None
+    assert wrap_method(Sub, "hook", tracing(log, "sub"), tag="t") is None  # the inherited wrapper runs already
     assert "hook" not in vars(Sub)
     Sub().hook(1)
     assert log == ["w:Sub"]
 
 
-def test_other_tags_stack_and_unwrap_in_reverse_order_only() -> None:
+def test_same_tag_never_wraps_twice_under_another_wrapper() -> None:
+    """Someone else's wrapt wrapper laid over ours hides it from a look at the outermost wrapper only."""
+    own, _ = fresh_classes()
+    log: list[str] = []
+    ours = wrap_method(own, "hook", tracing(log, "ours"), tag="t")
+    theirs = wrapt.wrap_function_wrapper(own, "hook", tracing(log, "theirs"))
+    assert is_wrapped(vars(own)["hook"], "t")
+    assert wrap_method(own, "hook", tracing(log, "again"), tag="t") is None
+    own().hook(1)
+    assert log == ["theirs:Own", "ours:Own"]
+    wrapt.unwrap_object(own, "hook", ours)  # spliced out from under theirs, which stays
+    assert vars(own)["hook"] is theirs and not is_wrapped(vars(own)["hook"])
+
+
+def test_other_tags_stack_and_unwrap_in_any_order() -> None:
     own, _ = fresh_classes()
     original = vars(own)["hook"]
     log: list[str] = []
-    assert wrap_method(own, "hook", tracing(log, "inner"), tag="a") is True
-    assert wrap_method(own, "hook", tracing(log, "outer"), tag="b") is True
+    inner = wrap_method(own, "hook", tracing(log, "inner"), tag="a")
+    outer = wrap_method(own, "hook", tracing(log, "outer"), tag="b")
     own().hook(1)
     assert log == ["outer:Own", "inner:Own"]
-    assert unwrap_method(own, "hook", tag="a") is False  # not on top: left as is
-    assert is_wrapped(vars(own)["hook"], "b")
-    assert unwrap_method(own, "hook", tag="b") is True
-    assert unwrap_method(own, "hook", tag="a") is True
+    wrapt.unwrap_object(own, "hook", inner)  # under another wrapper: spliced out
+    assert vars(own)["hook"] is outer and not is_wrapped(vars(own)["hook"], "a")
+    own().hook(2)
+    assert log[2:] == ["outer:Own"]
+    wrapt.unwrap_object(own, "hook", outer)
     assert vars(own)["hook"] is original
-    assert unwrap_method(own, "hook", tag="a") is False  # nothing left to undo
+    assert wrapt.unwrap_object(own, "hook", inner, missing_ok=True) is None  # nothing left to undo
 
 
 def test_static_and_class_methods_keep_their_binding() -> None:
     _, inheriting = fresh_classes()
     log: list[str] = []
-    assert wrap_method(inheriting, "static", tracing(log, "s"), tag="t")
-    assert wrap_method(inheriting, "klass", tracing(log, "c"), tag="t")
+    static = wrap_method(inheriting, "static", tracing(log, "s"), tag="t")
+    klass = wrap_method(inheriting, "klass", tracing(log, "c"), tag="t")
     assert inheriting.static(1) == 2 and inheriting().static(1) == 2
     assert inheriting.klass(5) == "Inheriting:5"
-    assert unwrap_method(inheriting, "static", tag="t") and unwrap_method(inheriting, "klass", tag="t")
+    wrapt.unwrap_object(inheriting, "static", static)
+    wrapt.unwrap_object(inheriting, "klass", klass)
     assert "static" not in vars(inheriting) and "klass" not in vars(inheriting)
 
 

@@ -22,7 +22,7 @@ def trace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def installed() -> Iterator[None]:
     from mixins import sglang_patch
 
-    assert not sglang_patch.is_installed()
-    sglang_patch.install()
+    assert not sglang_patch.PATCH.installed
+    sglang_patch.PATCH.install()
     yield
-    sglang_patch.uninstall()
+    sglang_patch.PATCH.uninstall()

@@ -2,7 +2,8 @@
 
 - torchvision: PyPI's torchvision is built against CUDA torch; with CPU torch its import fails
   (``operator torchvision::nms does not exist``), and sglang imports it unconditionally. Defining the
-  two operators it registers fakes for makes the import work.
+  two operators it registers fakes for makes the import work. With PyPI's CUDA torch (the venv on the
+  torch sglang pins) its operator library loads and defines them itself: no shim there.
 - ``sgl_kernel`` (sglang 0.5.5): GPU-only package imported at module level by the MoE runner; a stub
   module with the names imported at import time is enough for the runner modules.
 - CUDA (and XPU) memory history: the profiling hooks call ``torch.cuda.memory._record_memory_history``
@@ -18,14 +19,31 @@ import importlib.util
 import sys
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 _torchvision_lib: Any = None  # must stay alive: dropping it unregisters the operators
 
 
+def _torchvision_operators_load() -> bool:
+    """Whether torchvision's own operator library loads with this torch (it defines the operators)."""
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    import torch
+
+    for library in Path(next(iter(spec.submodule_search_locations))).glob("_C*.so"):
+        try:
+            torch.ops.load_library(str(library))  # what torchvision's import does; a second load is a no-op
+        except (OSError, RuntimeError):
+            return False
+        return True
+    return False
+
+
 def install_torchvision_shim() -> None:
     global _torchvision_lib
-    if _torchvision_lib is not None:
+    if _torchvision_lib is not None or _torchvision_operators_load():
         return
     import torch
 

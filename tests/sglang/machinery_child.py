@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import wrapt
 from real_sglang import MISSING, describe
 
 from mixins import capture_trace, sglang_patch
@@ -57,7 +58,7 @@ def exercise_era_c() -> dict[str, list[str]]:
 
 
 def states() -> dict[str, str]:
-    return {s.target.qualname: s.state.value for s in sglang_patch.status()}
+    return {s.target.qualname: s.state.value for s in sglang_patch.PATCH.status()}
 
 
 # -- cases ---------------------------------------------------------------------------------------------
@@ -72,22 +73,22 @@ def matrix(*steps: str) -> None:
         if step == "import":
             classes(ERA_C_CLASSES)
         elif step == "install":
-            sglang_patch.install()
+            sglang_patch.PATCH.install()
         elif step == "plugin":
             sglang_patch.register()
         elif step == "uninstall":
-            sglang_patch.uninstall()
+            sglang_patch.PATCH.uninstall()
         else:
             raise SystemExit(f"unknown step {step!r}")
         after_each.append(states())
     end = {cls.__name__: snapshot(cls) for cls in classes(ERA_C_CLASSES)}
-    result = {"after_each": after_each, "end": end, "applied": sglang_patch.applied(), "run": exercise_era_c()}
-    sglang_patch.uninstall()
+    result = {"after_each": after_each, "end": end, "applied": sglang_patch.PATCH.applied(), "run": exercise_era_c()}
+    sglang_patch.PATCH.uninstall()
     out(**result, final={cls.__name__: snapshot(cls) for cls in classes(ERA_C_CLASSES)}, restored=exercise_era_c())
 
 
 def defer() -> None:
-    sglang_patch.install()
+    sglang_patch.PATCH.install()
     out(run=exercise_era_c(), states=states())
 
 
@@ -100,11 +101,11 @@ def adopt() -> None:
     except AttributeError:
         unpatched = "AttributeError"
     before = snapshot(eagle)
-    sglang_patch.install()
+    sglang_patch.PATCH.install()
     eagle().capture()
     base().capture()
     installed = list(exported)
-    sglang_patch.uninstall()
+    sglang_patch.PATCH.uninstall()
     out(unpatched=unpatched, installed=installed, restored=snapshot(eagle) == before, before=before)
 
 
@@ -112,12 +113,12 @@ def inline() -> None:
     module = importlib.import_module(OLD)
     eagle = importlib.import_module(EAGLE).EAGLEDraftCudaGraphRunner
     original = module.profile
-    sglang_patch.install()
+    sglang_patch.PATCH.install()
     during_install = module.profile is original
     prof = eagle().capture()
     module.CudaGraphRunner().capture()
     after_call = module.profile is original
-    sglang_patch.uninstall()
+    sglang_patch.PATCH.uninstall()
     out(
         exported=[e[0] for e in exported],
         kwargs=prof.kwargs,
@@ -128,20 +129,20 @@ def inline() -> None:
 
 
 def idempotent() -> None:
-    first = [str(s) for s in sglang_patch.install()]
-    second = [str(s) for s in sglang_patch.install()]
+    first = [str(s) for s in sglang_patch.PATCH.install()]
+    second = [str(s) for s in sglang_patch.PATCH.install()]
     imported_by_install = "sglang" in sys.modules
     decode = importlib.import_module(DECODE).DecodeCudaGraphRunner
     hook = vars(decode)[HOOK]
-    sglang_patch.uninstall()
-    sglang_patch.uninstall()
+    sglang_patch.PATCH.uninstall()
+    sglang_patch.PATCH.uninstall()
     out(
         first=first,
         second=second,
         imported=imported_by_install,
         depth_one=not is_wrapped(hook.__wrapped__),
         wrapped=is_wrapped(hook),
-        installed=sglang_patch.is_installed(),
+        installed=sglang_patch.PATCH.installed,
     )
 
 
@@ -150,26 +151,49 @@ def failing_patch() -> None:
         raise RuntimeError("patch exploded")
 
     sglang_patch._STRATEGIES[Strategy.TAKE_OVER_NATIVE] = boom
-    sglang_patch.install()
+    sglang_patch.PATCH.install()
     decode = importlib.import_module(DECODE).DecodeCudaGraphRunner
-    out(imported=decode.__name__, applied=sglang_patch.applied(), states=states())
+    out(imported=decode.__name__, applied=sglang_patch.PATCH.applied(), states=states())
 
 
 def missing() -> None:
     importlib.import_module("sglang.srt.speculative.frozen_kv_mtp_cuda_graph_runner")
     importlib.import_module(DECODE)
-    sglang_patch.install()
-    out(states=states(), applied=sglang_patch.applied())
+    sglang_patch.PATCH.install()
+    out(states=states(), applied=sglang_patch.PATCH.applied())
+
+
+def overlaid() -> None:
+    decode = importlib.import_module(DECODE).DecodeCudaGraphRunner
+    original = vars(decode)[HOOK]
+    sglang_patch.PATCH.install()
+
+    def theirs(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return wrapped(*args, **kwargs)
+
+    their_wrapper = wrapt.wrap_function_wrapper(decode, HOOK, theirs)
+    ours_under_theirs = is_wrapped(their_wrapper.__wrapped__, sglang_patch.TAG)
+    shape_method = next(name for name in SHAPE_METHODS if name in vars(decode))
+    replacement = lambda *args, **kwargs: None  # noqa: E731 - someone replaces the method outright
+    setattr(decode, shape_method, replacement)
+    sglang_patch.PATCH.uninstall()
+    out(
+        ours_under_theirs=ours_under_theirs,
+        theirs_kept=vars(decode)[HOOK] is their_wrapper,
+        theirs_wraps_the_original=their_wrapper.__wrapped__ is original,
+        replaced_kept=vars(decode)[shape_method] is replacement,
+    )
 
 
 def register_twice() -> None:
     sglang_patch.register()
     sglang_patch.register()
-    out(installed=sglang_patch.is_installed())
+    out(installed=sglang_patch.PATCH.installed)
 
 
 CASES: dict[str, Callable[..., None]] = {
-    f.__name__: f for f in (matrix, defer, adopt, inline, idempotent, failing_patch, missing, register_twice)
+    f.__name__: f
+    for f in (matrix, defer, adopt, inline, idempotent, failing_patch, missing, overlaid, register_twice)
 }
 
 

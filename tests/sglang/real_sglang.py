@@ -212,19 +212,19 @@ def run_order(*steps: str) -> None:
         if step == "import":
             import_targets()
         elif step == "install":
-            sglang_patch.install()
+            sglang_patch.PATCH.install()
         elif step == "plugin":
             from sglang.srt.plugins import load_plugins
 
             load_plugins()
         elif step == "uninstall":
-            sglang_patch.uninstall()
+            sglang_patch.PATCH.uninstall()
         else:
             raise SystemExit(f"unknown step {step!r}")
-        after_each.append({s.target.qualname: s.state.value for s in sglang_patch.status()})
+        after_each.append({s.target.qualname: s.state.value for s in sglang_patch.PATCH.status()})
     import_targets()
-    result = {"after_each": after_each, "end": fingerprint(), "applied": sglang_patch.applied()}
-    sglang_patch.uninstall()
+    result = {"after_each": after_each, "end": fingerprint(), "applied": sglang_patch.PATCH.applied()}
+    sglang_patch.PATCH.uninstall()
     result["final"] = fingerprint()
     print("MATRIX-RESULT " + json.dumps(result))
 

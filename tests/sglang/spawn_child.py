@@ -24,4 +24,4 @@ def capture_in_child(module: str, cls_name: str, report: str, load_plugins: bool
     from mixins import sglang_patch, wait_for_exports
 
     wait_for_exports()
-    Path(report).write_text(json.dumps({"installed": sglang_patch.is_installed()}))
+    Path(report).write_text(json.dumps({"installed": sglang_patch.PATCH.installed}))

@@ -109,7 +109,7 @@ def test_doctor_on_the_real_sglang(capsys: pytest.CaptureFixture[str], monkeypat
     # the CPU graph runner (every CI release) is profiled by us: sglang never profiles its capture
     cpu = "sglang.srt.model_executor.cpu_graph_runner.CPUGraphRunner.capture"
     assert f"{cpu}: applied (profiled by us: sglang does not profile this capture)" in out
-    assert not sglang_patch.is_installed()  # installed for the report only, and removed again
+    assert not sglang_patch.PATCH.installed  # installed for the report only, and removed again
 
 
 @pytest.mark.parametrize("where", ["world-writable", "under a file"])

@@ -78,11 +78,11 @@ def test_cpu_graph_runner_writes_nothing_when_off(
         monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
     runner = real_sglang.cpu_graph_runner(cls, (1, 2), profile_flag=off != "--enable-profile-cuda-graph off")
     if off != "package not installed":
-        sglang_patch.install()
+        sglang_patch.PATCH.install()
     try:
         capture(runner)
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     assert sorted(runner.graphs) == [1, 2]
     assert profilers_started == []
     assert real_sglang.trace_names(trace_dir) == []
@@ -108,11 +108,11 @@ def test_cpu_graph_runner_defers_to_an_active_profiler(
 def test_profile_rows_report_profiled_by_us() -> None:
     """status() says per row whether we profile it (applied) or sglang does (deferred, with why)."""
     real_sglang.import_targets()
-    status = sglang_patch.install()
+    status = sglang_patch.PATCH.install()
     try:
         rows = {s.target.qualname: s for s in status if s.target.strategy is Strategy.PROFILE_CAPTURE}
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     version = metadata.version("sglang").split(".post")[0]
     for target in TARGETS:
         if target.strategy is not Strategy.PROFILE_CAPTURE:
@@ -167,11 +167,11 @@ def test_token_runner_real_capture(
     flag = case != "--enable-profile-cuda-graph off"
     runner = real_sglang.token_runner(cls, (64, 256), profile_flag=flag)  # ascending, as sglang keeps it
     if case != "package not installed":
-        sglang_patch.install()
+        sglang_patch.PATCH.install()
     try:
         real_sglang.run_token_capture(runner, flag)
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     assert calls and calls[0][0] == 256  # the real loop ran, largest first
     path = _the_one_trace(case, name, trace_dir, profilers_started)
     if path is None:
@@ -216,7 +216,7 @@ def test_runner_without_capture_real_capture(
         monkeypatch.setattr(cls, "_allocate_buffers", cpu_shims.shared_buffers_stand_in)
         worker = real_sglang.one_graph_worker(2, profile_flag=flag)
     if case != "package not installed":
-        sglang_patch.install()
+        sglang_patch.PATCH.install()
     try:
         if name == "BreakableCudaGraphRunner":
             real_sglang.run_breakable_capture(runner)
@@ -225,7 +225,7 @@ def test_runner_without_capture_real_capture(
             runner = real_sglang.run_one_graph_capture(cls, worker, flag)
             assert [r.step for r in runner.runners] == [0, 1]
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     sizes = [call[0] for call in calls]
     assert sizes == ([256, 64] if name == "BreakableCudaGraphRunner" else [2, 1])  # the real loop ran
     path = _the_one_trace(case, name, trace_dir, profilers_started)

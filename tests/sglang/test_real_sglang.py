@@ -107,12 +107,12 @@ def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
 
     native = profile_utils.export_cuda_graph_capture_trace
     assert vars(decode)[NATIVE_EXPORT] is native
-    sglang_patch.install()
+    sglang_patch.PATCH.install()
     try:
         assert vars(decode)[NATIVE_EXPORT] is not native
         assert profile_utils.export_cuda_graph_capture_trace is native  # no global change to sglang
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     assert vars(decode)[NATIVE_EXPORT] is native
 
 
@@ -148,11 +148,11 @@ def test_per_batch_size_mode_untouched(tmp_path: Path, monkeypatch: pytest.Monke
     if not unpatched:
         pytest.skip("this sglang writes no per-batch-size file under SGLANG_GRAPH_BATCH_CAPTURE=1")
     assert len(unpatched) == 1 and re.fullmatch(r"(DecodeCudaGraphRunner_)?bs_1_rank0\.json\.gz", unpatched[0])
-    sglang_patch.install()
+    sglang_patch.PATCH.install()
     try:
         patched = _per_batch_size_files(tmp_path / "patched", monkeypatch)
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     assert patched == unpatched
     assert not any(real_sglang.is_ours(p) for p in real_sglang.traces(tmp_path / "patched"))
 
@@ -166,7 +166,7 @@ def test_uninstall_restores_vars_exactly() -> None:
     modules = {t.module: importlib.import_module(t.module) for t in TARGETS if (t.module, t.cls) in classes}
     before = {key: dict(vars(cls)) for key, cls in classes.items()}
     before_globals = {name: dict(vars(module)) for name, module in modules.items()}
-    sglang_patch.install()
+    sglang_patch.PATCH.install()
     # identity, not ==: a wrapt proxy compares equal to what it wraps
     changed = [
         key
@@ -174,7 +174,7 @@ def test_uninstall_restores_vars_exactly() -> None:
         if vars(cls).keys() != before[key].keys() or any(vars(cls)[n] is not v for n, v in before[key].items())
     ]
     assert changed, "install() patched nothing"
-    sglang_patch.uninstall()
+    sglang_patch.PATCH.uninstall()
     for key, cls in classes.items():
         after = dict(vars(cls))
         assert after.keys() == before[key].keys(), key
@@ -185,10 +185,10 @@ def test_uninstall_restores_vars_exactly() -> None:
 
 def test_applied_rows_are_wrapped_once_and_only_ours() -> None:
     real_sglang.import_targets()
-    handled = sglang_patch.install()
+    handled = sglang_patch.PATCH.install()
     try:
-        assert sglang_patch.install() == handled
-        applied = sglang_patch.applied()
+        assert sglang_patch.PATCH.install() == handled
+        applied = sglang_patch.PATCH.applied()
         assert applied
         for target in TARGETS:
             if target.qualname not in applied or target.strategy.value == "adopt_hook":
@@ -198,7 +198,7 @@ def test_applied_rows_are_wrapped_once_and_only_ours() -> None:
             assert is_wrapped(value, sglang_patch.TAG), target.qualname
             assert not is_wrapped(value.__wrapped__), target.qualname
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
 
 
 #: The orders run on real sglang (each a fresh process of ~30 s, so a named subset of the generated

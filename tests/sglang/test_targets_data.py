@@ -1,6 +1,6 @@
 """The version facts in ``mixins.sglang_targets`` are data, and held to what CI runs.
 
-- every release a row lists in ``verified_in`` has a CI venv (``.ci/run``'s version list, with its
+- every release a row lists in ``verified_in`` has a CI venv (``.ci/Makefile``'s version list, with its
   deps list), and ``verified_in`` is a subset of ``read_in``;
 - inside an sglang venv: the rows that really apply to the installed sglang (real classes, real
   install) are exactly the rows that list it (``verified_in`` for CI versions, ``read_in`` otherwise);
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -21,13 +22,14 @@ import pytest
 from mixins.sglang_targets import RELEASES, TARGETS, span, version_key
 
 REPO = Path(__file__).resolve().parents[2]
-CI_RUN = REPO / ".ci" / "run"
+CI_STEPS = REPO / ".ci" / "Makefile"
 
 
 def ci_versions() -> tuple[str, ...]:
-    """The sglang versions ``.ci/run`` builds a venv for and runs tests/sglang in."""
-    match = re.search(r"^for version in ([0-9. ]+); do$", CI_RUN.read_text(), re.MULTILINE)
-    assert match, f"{CI_RUN}: no 'for version in X Y Z; do' line"
+    """The sglang versions CI (``.ci/run``, its steps in ``.ci/Makefile``) builds a venv for and runs
+    tests/sglang in."""
+    match = re.search(r"^SGLANG_VERSIONS := ([0-9. ]+)$", CI_STEPS.read_text(), re.MULTILINE)
+    assert match, f"{CI_STEPS}: no 'SGLANG_VERSIONS := X Y Z' line"
     return tuple(match.group(1).split())
 
 
@@ -105,3 +107,15 @@ def test_rows_that_apply_to_this_sglang_are_the_rows_that_list_it() -> None:
         f"sglang {version}: rows that apply but lack it in {field}: {sorted(applies - listed)}; "
         f"rows listing it that do not apply: {sorted(listed - applies)}; status: {[str(s) for s in status]}"
     )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here (.ci/run installs it)")
+def test_ci_has_a_step_for_every_suite(tmp_path: Path) -> None:
+    """``.ci/Makefile`` (what ``.ci/run`` runs): one step per suite, none dropped by an edit."""
+    dry_run = subprocess.run(["make", "-f", str(CI_STEPS), "-n", "all", f"CI_LOGS={tmp_path}"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout
+    steps = set(re.findall(r"^bash \.ci/step (\S+) ", dry_run, re.MULTILINE))
+    suites = {"readme", "exhaustive", "slow", "lint", "interop", "server", "core-torch-2.7.1", "core-torch-2.14.1",
+              "sglang-0.5.23-torch-2.14.1", *(f"sglang-{version}" for version in ci_versions())}
+    assert suites <= steps, f"missing: {sorted(suites - steps)}"
+    assert "bash .ci/step readme .venv/bin/python -m pytest -n auto\n" in dry_run  # the README's command

@@ -216,12 +216,12 @@ def test_vit_runner_lazy_captures(
     if case == "switch off":
         monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
     if case != "package not installed":
-        sglang_patch.install()
+        sglang_patch.PATCH.install()
     try:
         with profile_flag(case != "--enable-profile-cuda-graph off"):
             runner = serve(cls)
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     assert wait_for_exports(60)
     assert graph_count(runner) == 2  # the real lazy path captured two shapes
     if case != "on":
@@ -237,11 +237,11 @@ def test_vit_rows_report_profiled_by_us() -> None:
     """status() lists the lazy rows as profiled by us where this sglang has the class (doctor prints it)."""
     for module, _, _, _ in CASES.values():
         real_sglang.import_optional(module)
-    status = sglang_patch.install()
+    status = sglang_patch.PATCH.install()
     try:
         rows = {s.target.cls: s for s in status if s.target.module in {c[0] for c in CASES.values()}}
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     version = metadata.version("sglang").split(".post")[0]
     assert set(rows) == set(CASES)
     for row in rows.values():
