@@ -27,7 +27,8 @@ def _call(name: str, ts: float, corr: int) -> dict[str, Any]:
 
 
 def long_names(n: int, count: int = 30) -> Iterator[dict[str, Any]]:
-    """``count`` cpu_ops, each named by ``n`` characters of its own."""
+    """``count`` cpu_ops, each named by ``n`` characters of its own, in one capture segment."""
+    yield _range("bs=1", 0.0, 10.0 + count)
     for k in range(count):
         yield _x(f"{k:04d}" + "n" * n, 10.0 + k, 1.0)
 

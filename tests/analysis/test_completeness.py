@@ -60,7 +60,11 @@ def test_disagreeing_sizes_and_ranks_beyond_the_size_fail(cpu_traces, run_cli, t
     _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=2)
     _copy_with_meta(cpu_traces["r1"], tmp_path, tp_size=4)
     rc, out, _ = run_cli("check", tmp_path, "--json")
-    assert rc == 1 and "traces disagree on tp_size (2, 4)" in json.loads(out)["groups"][0]["problems"][0]
+    groups = json.loads(out)["groups"]
+    # a rank's size is its server's: ranks that disagree come from two server starts (two runs), each incomplete
+    assert rc == 1 and len({g["run"] for g in groups}) == 2
+    assert all(g["problems"] for g in groups)
+    assert [p for g in groups for p in g["problems"] if "tp_size 2" in p] == ["TP rank 1 missing (tp_size 2)"]
     _copy_with_meta(cpu_traces["r1"], tmp_path, tp_size=1)
     rc, out, _ = run_cli("check", tmp_path, "--json")
     assert rc == 1

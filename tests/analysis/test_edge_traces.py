@@ -49,6 +49,10 @@ def _capture(untimed_op: bool) -> dict:
     return {"traceEvents": events}
 
 
+# one capture segment around every timed op here: diff reads captures
+CAPTURED = _x("user_annotation", "capture::bs=1", 0, 100)
+
+
 def _write(path: Path, doc: dict) -> Path:
     path.write_text(json.dumps(doc))
     return path
@@ -87,8 +91,8 @@ def test_an_untimed_segment_marker_bounds_nothing(tmp_path: Path, run_cli: Run) 
 def test_untimed_ops_come_last_whatever_the_file_order(tmp_path: Path, run_cli: Run) -> None:
     """The same events in two file orders are the same trace: ops by time, those without one last."""
     x, y, untimed = _x("cpu_op", "aten::x", 5, 1), _x("cpu_op", "aten::y", 3, 1), _x("cpu_op", "aten::u", None, None)
-    a = _write(tmp_path / "a.json", {"traceEvents": [x, untimed, y]})
-    b = _write(tmp_path / "b.json", {"traceEvents": [y, x, untimed]})
+    a = _write(tmp_path / "a.json", {"traceEvents": [CAPTURED, x, untimed, y]})
+    b = _write(tmp_path / "b.json", {"traceEvents": [y, x, untimed, CAPTURED]})
     for path in (a, b):
         assert [op.sig.name for s in load_record(str(path)).segments for op in s.ops] == [
             "aten::y",
@@ -104,8 +108,8 @@ def test_ops_starting_together_are_ordered_the_longer_first_whatever_the_file_or
     """A parent and its first child start at one timestamp: file order decided which came first, so one
     trace written in two orders was "changed". The longer comes first now, as ``time`` orders calls."""
     parent, child = _x("cpu_op", "aten::linear", 10, 9), _x("cpu_op", "aten::t", 10, 2)
-    a = _write(tmp_path / "a.json", {"traceEvents": [parent, child]})
-    b = _write(tmp_path / "b.json", {"traceEvents": [child, parent]})
+    a = _write(tmp_path / "a.json", {"traceEvents": [CAPTURED, parent, child]})
+    b = _write(tmp_path / "b.json", {"traceEvents": [child, parent, CAPTURED]})
     for path in (a, b):
         assert [op.sig.name for s in load_record(str(path)).segments for op in s.ops] == ["aten::linear", "aten::t"]
     assert run_cli("diff", a, b)[0] == 0
