@@ -138,7 +138,8 @@ def test_vllm_capture_trace_phases_match_its_events(run_cli: Run) -> None:
 def test_demo_every_batch_size_of_every_runner_is_a_row(
     demo_dir: Path, run_cli: Run
 ) -> None:
-    doc = time_json(run_cli, demo_dir)
+    # every op (--top 100): which ops lead by self time depends on the machine's load
+    doc = time_json(run_cli, demo_dir, "--top", "100")
     assert sorted(t["runner"] for t in doc["traces"]) == sorted((*RUNNERS, PREFILL))
     for t in doc["traces"]:
         assert [(s["label"], s["bs"], s["variant"]) for s in t["segments"]] == (
