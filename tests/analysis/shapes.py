@@ -111,11 +111,23 @@ SHAPES: dict[str, Callable[[int], str]] = {
 }
 
 
-def write_shape(path: Path, shape: str, n: int) -> Path:
-    """A trace of ``n`` events of one shape (gzip level 1: written fast, read as any trace)."""
+# What makes a trace both a replay (a graph launch) and a capture (our header): ``attribute`` reads one
+# file as both (``cli_args``).
+_AS_BOTH_HEADER = '"capture_trace": {"runner": "R", "tp_rank": 0, "pp_rank": 0, "capture_index": 1}, '
+_AS_BOTH_EVENT = (
+    '{"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": 999.0, '
+    '"dur": 1.0, "args": {"correlation": 0}},\n'
+)
+
+
+def write_shape(path: Path, shape: str, n: int, replay_and_capture: bool = False) -> Path:
+    """A trace of ``n`` events of one shape (gzip level 1: written fast, read as any trace); with
+    ``replay_and_capture``, also our header and one graph launch, so that it is read as either role."""
     make = SHAPES[shape]
+    n -= replay_and_capture  # the graph launch is one of the n
     with gzip.open(path, "wt", compresslevel=1) as f:
-        f.write('{"schemaVersion": 1, "traceEvents": [\n')
+        head = _AS_BOTH_HEADER if replay_and_capture else ""
+        f.write("{" + head + '"schemaVersion": 1, "traceEvents": [\n' + (_AS_BOTH_EVENT if replay_and_capture else ""))
         step = 10_000
         for lo in range(0, n, step):
             f.write(",\n".join(make(i) for i in range(lo, min(n, lo + step))))

@@ -71,7 +71,7 @@ def test_memory_per_event_at_the_event_limit(tmp_path: Path, cmd: str, shape: st
     for events in (small, n):
         d = tmp_path / str(events)
         d.mkdir()
-        trace = write_shape(d / "trace.json.gz", shape, events)
+        trace = write_shape(d / "trace.json.gz", shape, events, replay_and_capture=cmd == "attribute")
         rss.append(_peak_rss([*cli_args(cmd, trace), "--max-events", str(n)]))
     per_event = (rss[1] - rss[0]) / (n - small)
     print(f"{cmd} on {shape} events: {per_event:.0f} B per event ({rss[0] / MIB:.0f} -> {rss[1] / MIB:.0f} MiB)")
