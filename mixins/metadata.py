@@ -65,6 +65,7 @@ def build_metadata(
         "tp_rank": ranks.tp_rank,
         "pp_rank": ranks.pp_rank,
         "pp_size": ranks.pp_size,
+        "dp_rank": ranks.dp_rank,
         "tp_size": sizes.tp_size,
         "dp_size": sizes.dp_size,
         "world_size": sizes.world_size,

@@ -71,8 +71,19 @@ PARALLEL_STATE_GETTERS = {
 #: ``CudaGraphRunner.tp_size/pp_size/dp_size`` (0.4.10-0.5.13, from server_args),
 #: ``ModelRunner.tp_rank/tp_size/pp_rank/pp_size/dp_size`` (<= 0.5.13), ``BaseRunner.pp_size`` (0.5.23),
 #: ``ModelRunner.server_args.tp_size/pp_size/dp_size`` (every version). Paths of attributes from the runner.
-RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",))
+#: ``ModelRunner.ps`` (a frozen ``ParallelState``: tp/pp/dp ranks and sizes, attn_dp_size; 0.5.20).
+RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",), ("model_runner", "ps"))
 RUNNER_SIZE_OWNERS: tuple[tuple[str, ...], ...] = RUNNER_OWNERS + (("model_runner", "server_args"),)
+#: Data-parallel replicas (read from the 0.5.5, 0.5.13, 0.5.20, 0.5.23 wheels). The replica's rank:
+#: ``get_parallel().dp_rank`` (0.5.23: ``SpawnRanks.dp_rank`` as published, None without a DP
+#: controller), ``ModelRunner.ps.dp_rank`` (0.5.20), ``ModelRunner.dp_rank`` (0.5.13; 0.5.5 keeps it in
+#: the scheduler only, out of a runner's reach: unknown there). Under DP attention the same launcher
+#: numbers attention groups of one TP group, whose TP ranks already differ (so they are not replicas):
+#: on when ``attn_dp_size`` > 1 (``get_parallel()`` / ``ps``, 0.5.20+) or ``server_args.enable_dp_attention``.
+DP_RANK = "dp_rank"
+DP_SIZE = "dp_size"
+ATTENTION_DP_SIZE = "attn_dp_size"
+ATTENTION_DP_FLAG = "enable_dp_attention"
 
 #: sglang's plugin loader (0.5.13+): its module, the entry-point group, our entry point's name, the allow-list.
 PLUGIN_LOADER = "sglang.srt.plugins"

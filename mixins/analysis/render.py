@@ -122,6 +122,8 @@ def who(t: dict[str, Any]) -> str:
         parts.append(f"TP {t['tp_rank']}")
     if t.get("pp_rank"):
         parts.append(f"PP {t['pp_rank']}")
+    if t.get("dp_rank") is not None:
+        parts.append(f"DP {t['dp_rank']}")
     if t.get("capture_index", 1) != 1:
         parts.append(f"#{t['capture_index']}")
     return " ".join(parts)
@@ -379,7 +381,8 @@ def render_check(groups: list[GroupCheck]) -> None:
     out = console()
     rows: list[list[Cell]] = [
         [
-            g.runner or "?" if g.bs is None else f"{g.runner or '?'} bs={g.bs}",
+            " ".join(x for x in (g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
+                                 f"DP {g.dp_rank}" if g.dp_rank is not None else "") if x),
             _rank(g.pp_rank),
             str(g.capture_index),
             ", ".join("?" if r is None else str(r) for r, _ in g.members),
@@ -391,6 +394,7 @@ def render_check(groups: list[GroupCheck]) -> None:
     print_table(out, CHECK_COLUMNS, rows, runners=[g.runner or "?" for g in groups])
     for g in groups:
         head = safe(" ".join(x for x in (g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
+                                           f"DP {g.dp_rank}" if g.dp_rank is not None else "",
                                            f"PP {g.pp_rank}" if g.pp_rank is not None else "",
                                            f"#{g.capture_index}") if x))
         for p in g.problems:
