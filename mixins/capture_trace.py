@@ -110,12 +110,35 @@ def export_after_hook(draft_base: type | None) -> Wrapper:
     ) -> Any:
         instance, args, call = bind_instance(wrapped, instance, args)
         with _outermost("hook", instance) as outermost:
-            result = call(*args, **kwargs)
+            if outermost and settings.trace_enabled() and getattr(instance, "enable_profile_cuda_graph", True):
+                with _snapshot_redirected(instance, draft_base) as redirect:  # sglang's memory snapshot: ours
+                    result = redirect(call)(*args, **kwargs)
+            else:
+                result = call(*args, **kwargs)
         if outermost:
             export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
         return result
 
     return export_after_hook
+
+
+@contextmanager
+def _snapshot_redirected(runner: object, draft_base: type | None) -> Iterator[Callable[[Callable[..., Any]], Any]]:
+    """The hook's ``_dump_snapshot`` saved beside the runner's trace (``mixins.memory_snapshot``); if setting
+    that up fails, the hook runs as sglang wrote it (a debugging aid never stops the hook)."""
+    try:
+        from mixins import memory_snapshot
+
+        scope = memory_snapshot.redirected(runner, lambda: runner_name_for(runner, draft_base))
+        redirect = scope.__enter__()
+    except Exception as exc:  # noqa: BLE001
+        report_failure(type(runner).__name__, None, exc)
+        yield lambda hook: hook
+        return
+    try:
+        yield redirect
+    finally:
+        scope.__exit__(None, None, None)
 
 
 # -- per-shape segments ------------------------------------------------------------------------------

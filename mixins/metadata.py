@@ -80,7 +80,14 @@ def build_metadata(
         "hostname": socket.gethostname(),
         "device": _device_name(),
         "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "memory_snapshot": _memory_snapshot(runner),
     }
+
+
+def _memory_snapshot(runner: object) -> str | None:
+    """The file name of the memory snapshot saved beside this trace during the runner's hook, if any."""
+    module = sys.modules.get("mixins.memory_snapshot")  # loaded only when a hook saved one
+    return module.saved_for(runner) if module is not None and runner is not None else None
 
 
 # -- the top of the file: our metadata, and distributedInfo when Kineto wrote none ---------------------
