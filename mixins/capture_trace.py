@@ -248,14 +248,22 @@ _DEVICE_ACTIVITIES = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"
 
 
 def _device_type(runner: object, hints: tuple[Any, ...] = ()) -> str:
-    for owner in (runner, getattr(runner, "model_runner", None), *hints):
+    """The runner's (or its model runner's) device, else that of the first hint (or first item of a list or
+    tuple hint: a list of static input tensors) that has one, else CUDA when this process has initialised
+    it (a lazy capture keyed by plain numbers, as DSpark's accept graph), else CPU."""
+    firsts = tuple(h[0] for h in hints if isinstance(h, (list, tuple)) and h)
+    for owner in (runner, getattr(runner, "model_runner", None), *hints, *firsts):
         try:
             device = getattr(owner, "device", None)
         except Exception:  # a property that needs state the runner does not have yet
             device = None
         if device is not None:
             return str(getattr(device, "type", device)).split(":")[0]
-    return "cpu"
+    torch = sys.modules.get("torch")
+    try:
+        return "cuda" if torch is not None and torch.cuda.is_initialized() else "cpu"
+    except Exception:
+        return "cpu"
 
 
 def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
