@@ -4,11 +4,11 @@ sglang's decode hooks (``_post_process_after_profile``, 0.5.6–0.5.23; era A's 
 ``torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")``: a relative path in the
 server's working directory, one name for every runner and TP rank, so the last writer wins. While our
 hook wrapper runs the hook (``redirected``), that one function is replaced (wrapt's
-``transient_function_wrapper``: restored when the hook returns) by ``save``: the allocator's
-``_snapshot()`` pickled as ``_dump_snapshot`` does, written to
-``graph_capture_profile/cuda_graph_memory-{Runner}{rank_tag}[-n].pickle`` through the exporter's trust
-policy (an open, checked output directory; a private staging directory; ``O_EXCL|O_NOFOLLOW``; fsync;
-``rename`` by descriptor; fsync of the directory), and sglang's log line names that file. Nothing is
+``transient_function_wrapper``: restored when the hook returns) by ``save``, which calls torch's own
+``_dump_snapshot`` with another file name — inside a private staging directory of the exporter's trust
+policy — and publishes that file as
+``graph_capture_profile/cuda_graph_memory-{Runner}{rank_tag}[-n].pickle`` (an open, checked output
+directory; fsync; ``rename`` by descriptor; fsync of the directory), and sglang's log line names that file. Nothing is
 written to the working directory. The trace exported after the hook names its snapshot in its metadata
 (``memory_snapshot``, via ``saved_for``). docs/DESIGN.md §1.3.
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import sys
 import threading
 import weakref
@@ -40,7 +39,7 @@ logger = logging.getLogger("mixins")
 UPSTREAM_NAMES = ("cuda_graph_runner_memory_usage.pickle", "xpu_graph_runner_memory_usage.pickle")
 #: torch's memory modules whose ``_dump_snapshot`` sglang's hooks call (``torch.xpu`` for XPUGraphRunner).
 _MEMORY_MODULES = ("torch.cuda.memory", "torch.xpu.memory")
-_STAGED = "snapshot.pickle"
+_STAGED = "snapshot.pickle"  # torch's file inside our 0700 staging directory
 
 # runner -> the file name of its latest snapshot: the trace exported after the hook names it
 _saved: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
@@ -61,18 +60,23 @@ def snapshot_stem(runner_name: str, runner: object) -> str:
     return MEMORY_PREFIX + runner_name + rank_tag(ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.dp_rank)
 
 
-def write_snapshot(data: bytes, final: Path) -> Path:
-    """``data`` published atomically at ``final`` under the exporter's trust policy (docs/DESIGN.md §2)."""
+def write_snapshot(dump: Callable[[str], Any], final: Path) -> Path | None:
+    """``dump(path)`` (torch's own ``_dump_snapshot``) into a private staging directory inside ``final``'s,
+    then published atomically at ``final`` under the exporter's trust policy (docs/DESIGN.md §2); None when
+    ``dump`` wrote nothing."""
     out_fd = output_dir.open_trusted(final.parent)
     try:
         stage, stage_fd = output_dir.make_staging(out_fd)
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(_STAGED, flags, 0o644, dir_fd=stage_fd)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
+            dump(output_dir.fd_path(stage_fd, final.parent / stage) + "/" + _STAGED)
+            try:
+                fd = os.open(_STAGED, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=stage_fd)
+            except FileNotFoundError:
+                return None
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(_STAGED, final.name, src_dir_fd=stage_fd, dst_dir_fd=out_fd)
             os.fsync(out_fd)
         finally:
@@ -83,15 +87,14 @@ def write_snapshot(data: bytes, final: Path) -> Path:
     return final
 
 
-def save(runner: object, runner_name: str, memory_module: Any) -> Path | None:
-    """Take the allocator's snapshot (``memory_module._snapshot()``, as ``_dump_snapshot`` does) and write it
-    beside the runner's trace; None (one WARNING; strict mode raises) when that failed."""
+def save(runner: object, runner_name: str, dump: Callable[[str], Any]) -> Path | None:
+    """Run the hook's ``_dump_snapshot`` (``dump``) into a file beside the runner's trace; None when it wrote
+    nothing (DEBUG) or failed (one WARNING; strict mode raises)."""
     final: Path | None = None
     try:
         final, _ = capture_numbers.reserve(trace_dir(settings.profiler_dir()), snapshot_stem(runner_name, runner))
         final = final.with_name(final.name.removesuffix(TRACE_SUFFIX) + MEMORY_SUFFIX)
-        data = pickle.dumps(memory_module._snapshot())
-        write_snapshot(data, final)
+        saved = write_snapshot(dump, final)
     except Exception as exc:
         if settings.strict():
             raise
@@ -100,13 +103,16 @@ def save(runner: object, runner_name: str, memory_module: Any) -> Path | None:
             one_line(final) if final is not None else "(no path)", type(exc).__name__, one_line(str(exc)),
         )
         return None
+    if saved is None:
+        logger.debug("%s: _dump_snapshot wrote nothing", one_line(runner_name))
+        return None
     try:
         with _saved_lock:
-            _saved[runner] = final.name
+            _saved[runner] = saved.name
     except TypeError:
         pass
-    logger.info("CUDA memory snapshot of %s saved to: %s", one_line(runner_name), one_line(final))
-    return final
+    logger.info("CUDA memory snapshot of %s saved to: %s", one_line(runner_name), one_line(saved))
+    return saved
 
 
 class _NamesTheSnapshot(logging.Filter):
@@ -146,7 +152,7 @@ def redirected(runner: object, runner_name: Callable[[], str]) -> Iterator[Calla
 
     def _replacement(module: str) -> Callable[..., None]:
         def dump_snapshot(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            saved.append(save(runner, runner_name(), sys.modules[module]))
+            saved.append(save(runner, runner_name(), lambda path: wrapped(path)))
 
         return dump_snapshot
 

@@ -100,7 +100,7 @@ def test_a_failed_snapshot_is_one_warning_and_the_trace_still_saved(
 ) -> None:
     import torch
 
-    def no_device() -> Any:
+    def no_device(*args: Any, **kwargs: Any) -> Any:  # as torch calls it: (augment_with_fx_traces=...)
         raise RuntimeError("no CUDA device")
 
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", no_device)
@@ -189,7 +189,7 @@ def test_memory_per_shape_from_the_trace_beside_the_snapshot(
     times: list[float] = []
     sizes = {0: 8 * MiB, 1: 2 * MiB}  # bs=2's capture allocates 8 MiB in the graph pool, bs=1's 2 MiB
 
-    def _snapshot() -> dict[str, Any]:
+    def _snapshot(*args: Any, **kwargs: Any) -> dict[str, Any]:
         mids = [(times[2 * i] + times[2 * i + 1]) / 2 for i in range(2)]
         return stand_in_snapshot(
             [(mids[i], sizes[i], GRAPH_POOL, f"model.py:{10 + i} forward") for i in range(2)]

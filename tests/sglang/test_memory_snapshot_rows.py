@@ -43,6 +43,7 @@ def allocator(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", cpu_shims.real_dump_snapshot(torch.cuda.memory))
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", recording_snapshot())
 
 
