@@ -111,12 +111,35 @@ def export_after_hook(draft_base: type | None) -> Wrapper:
     ) -> Any:
         instance, args, call = bind_instance(wrapped, instance, args)
         with _outermost("hook", instance) as outermost:
-            result = call(*args, **kwargs)
+            if outermost and settings.trace_enabled() and getattr(instance, "enable_profile_cuda_graph", True):
+                with _snapshot_redirected(instance, draft_base) as redirect:  # sglang's memory snapshot: ours
+                    result = redirect(call)(*args, **kwargs)
+            else:
+                result = call(*args, **kwargs)
         if outermost:
             export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
         return result
 
     return export_after_hook
+
+
+@contextmanager
+def _snapshot_redirected(runner: object, draft_base: type | None) -> Iterator[Callable[[Callable[..., Any]], Any]]:
+    """The hook's ``_dump_snapshot`` saved beside the runner's trace (``mixins.memory_snapshot``); if setting
+    that up fails, the hook runs as sglang wrote it (a debugging aid never stops the hook)."""
+    try:
+        from mixins import memory_snapshot
+
+        scope = memory_snapshot.redirected(runner, lambda: runner_name_for(runner, draft_base))
+        redirect = scope.__enter__()
+    except Exception as exc:  # noqa: BLE001
+        report_failure(type(runner).__name__, None, exc)
+        yield lambda hook: hook
+        return
+    try:
+        yield redirect
+    finally:
+        scope.__exit__(None, None, None)
 
 
 # -- per-shape segments ------------------------------------------------------------------------------
@@ -226,14 +249,22 @@ _DEVICE_ACTIVITIES = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"
 
 
 def _device_type(runner: object, hints: tuple[Any, ...] = ()) -> str:
-    for owner in (runner, getattr(runner, "model_runner", None), *hints):
+    """The runner's (or its model runner's) device, else that of the first hint (or first item of a list or
+    tuple hint: a list of static input tensors) that has one, else CUDA when this process has initialised
+    it (a lazy capture keyed by plain numbers, as DSpark's accept graph), else CPU."""
+    firsts = tuple(h[0] for h in hints if isinstance(h, (list, tuple)) and h)
+    for owner in (runner, getattr(runner, "model_runner", None), *hints, *firsts):
         try:
             device = getattr(owner, "device", None)
         except Exception:  # a property that needs state the runner does not have yet
             device = None
         if device is not None:
             return str(getattr(device, "type", device)).split(":")[0]
-    return "cpu"
+    torch = sys.modules.get("torch")
+    try:
+        return "cuda" if torch is not None and torch.cuda.is_initialized() else "cpu"
+    except Exception:
+        return "cpu"
 
 
 def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:

@@ -12,7 +12,7 @@ EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usa
 BROKEN_PIPE = 141
 # The analyzer's sub-commands, in ``--help`` order (``mixins.analysis.cli`` registers them; ``mixins.cli``
 # dispatches on them without importing the analyzer).
-ANALYSIS_COMMANDS = ("ls", "clean", "summary", "diff", "check", "time", "attribute", "report")
+ANALYSIS_COMMANDS = ("ls", "clean", "summary", "diff", "check", "time", "attribute", "report", "memory")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

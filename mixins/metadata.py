@@ -66,6 +66,7 @@ def build_metadata(
         "tp_rank": ranks.tp_rank,
         "pp_rank": ranks.pp_rank,
         "pp_size": ranks.pp_size,
+        "dp_rank": ranks.dp_rank,
         "tp_size": sizes.tp_size,
         "dp_size": sizes.dp_size,
         "world_size": sizes.world_size,
@@ -80,7 +81,14 @@ def build_metadata(
         "hostname": socket.gethostname(),
         "device": _device_name(),
         "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "memory_snapshot": _memory_snapshot(runner),
     }
+
+
+def _memory_snapshot(runner: object) -> str | None:
+    """The file name of the memory snapshot saved beside this trace during the runner's hook, if any."""
+    module = sys.modules.get("mixins.memory_snapshot")  # loaded only when a hook saved one
+    return module.saved_for(runner) if module is not None and runner is not None else None
 
 
 # -- the top of the file: our metadata, and distributedInfo when Kineto wrote none ---------------------

@@ -29,8 +29,12 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
-from mixins.formats import SUBDIR, TRACE_NAME, TRACE_PREFIX, TRACE_SUFFIX  # noqa: F401 - re-exported
+from mixins.formats import SUBDIR, TRACE_NAME, TRACE_PREFIX, TRACE_SUFFIX, rank_tag  # noqa: F401 - re-exported
 from mixins.sglang_targets import (
+    ATTENTION_DP_FLAG,
+    ATTENTION_DP_SIZE,
+    DP_RANK,
+    DP_SIZE,
     PARALLEL_STATE,
     PARALLEL_STATE_GETTERS,
     RUNNER_OWNERS,
@@ -47,6 +51,7 @@ class Ranks:
     pp_rank: int
     pp_size: int
     source: str  # where tp_rank came from: explicit, sglang, runner, torch.distributed, default
+    dp_rank: int | None = None  # the data-parallel replica, None unless one of several (``replica``)
 
 
 def validate_runner_name(runner_name: object) -> str:
@@ -66,10 +71,7 @@ def _as_rank(value: object, what: str, minimum: int) -> int:
 
 
 def trace_stem(runner_name: str, ranks: Ranks) -> str:
-    stem = f"{TRACE_PREFIX}{runner_name}-TP-{ranks.tp_rank}"
-    if ranks.pp_size > 1:
-        stem += f"-PP-{ranks.pp_rank}"
-    return stem
+    return TRACE_PREFIX + runner_name + rank_tag(ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.dp_rank)
 
 
 def trace_dir(profiler_dir: str) -> Path:
@@ -163,7 +165,36 @@ def discover_ranks(
     tp, source = pick("tp_rank", tp_rank, 0, 0)
     pp, _ = pick("pp_rank", pp_rank, 0, 0)
     size, _ = pick("pp_size", pp_size, 1, 1)
-    return Ranks(tp_rank=tp, pp_rank=pp, pp_size=size, source=source)
+    return Ranks(tp_rank=tp, pp_rank=pp, pp_size=size, source=source, dp_rank=replica(runner))
+
+
+def _first(*lookups: Callable[[], int | None]) -> int | None:
+    for lookup in lookups:
+        value = lookup()
+        if value is not None:
+            return value
+    return None
+
+
+def _dp_size(runner: object) -> int | None:
+    return _first(lambda: _sglang_value(DP_SIZE), lambda: _runner_value(runner, DP_SIZE, RUNNER_SIZE_OWNERS)) or None
+
+
+def replica(runner: object) -> int | None:
+    """This process's data-parallel replica (``sglang_targets.DP_RANK``), or None when it is not one of
+    several: dp_size unknown or 1, the rank unknown or outside it, or DP attention on (then the "DP ranks"
+    are attention groups of one TP group, whose TP ranks already tell the files apart)."""
+    size = _dp_size(runner)
+    if size is None or size < 2:
+        return None
+    attention = _first(
+        lambda: _sglang_value(ATTENTION_DP_SIZE), lambda: _runner_value(runner, ATTENTION_DP_SIZE)
+    )
+    flag = _attribute(_attribute(_attribute(runner, "model_runner"), "server_args"), ATTENTION_DP_FLAG)
+    if (attention or 1) > 1 or flag is True:
+        return None
+    rank = _first(lambda: _sglang_value(DP_RANK), lambda: _runner_value(runner, DP_RANK))
+    return rank if rank is not None and rank < size else None
 
 
 @dataclass(frozen=True)
@@ -193,8 +224,7 @@ def discover_sizes(runner: object, ranks: Ranks, *, tp_size: int | None = None) 
             if value is not None and value > ranks.tp_rank:
                 tp, source = value, where
                 break
-    dp = _sglang_value("dp_size") or _runner_value(runner, "dp_size", RUNNER_SIZE_OWNERS)
-    return Sizes(tp_size=tp, dp_size=dp or None, world_size=world or None, source=source)
+    return Sizes(tp_size=tp, dp_size=_dp_size(runner), world_size=world or None, source=source)
 
 
 # -- per-process numbering ---------------------------------------------------------------------------

@@ -71,8 +71,19 @@ PARALLEL_STATE_GETTERS = {
 #: ``CudaGraphRunner.tp_size/pp_size/dp_size`` (0.4.10-0.5.13, from server_args),
 #: ``ModelRunner.tp_rank/tp_size/pp_rank/pp_size/dp_size`` (<= 0.5.13), ``BaseRunner.pp_size`` (0.5.23),
 #: ``ModelRunner.server_args.tp_size/pp_size/dp_size`` (every version). Paths of attributes from the runner.
-RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",))
+#: ``ModelRunner.ps`` (a frozen ``ParallelState``: tp/pp/dp ranks and sizes, attn_dp_size; 0.5.20).
+RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",), ("model_runner", "ps"))
 RUNNER_SIZE_OWNERS: tuple[tuple[str, ...], ...] = RUNNER_OWNERS + (("model_runner", "server_args"),)
+#: Data-parallel replicas (read from the 0.5.5, 0.5.13, 0.5.20, 0.5.23 wheels). The replica's rank:
+#: ``get_parallel().dp_rank`` (0.5.23: ``SpawnRanks.dp_rank`` as published, None without a DP
+#: controller), ``ModelRunner.ps.dp_rank`` (0.5.20), ``ModelRunner.dp_rank`` (0.5.13; 0.5.5 keeps it in
+#: the scheduler only, out of a runner's reach: unknown there). Under DP attention the same launcher
+#: numbers attention groups of one TP group, whose TP ranks already differ (so they are not replicas):
+#: on when ``attn_dp_size`` > 1 (``get_parallel()`` / ``ps``, 0.5.20+) or ``server_args.enable_dp_attention``.
+DP_RANK = "dp_rank"
+DP_SIZE = "dp_size"
+ATTENTION_DP_SIZE = "attn_dp_size"
+ATTENTION_DP_FLAG = "enable_dp_attention"
 
 #: sglang's plugin loader (0.5.13+): its module, the entry-point group, our entry point's name, the allow-list.
 PLUGIN_LOADER = "sglang.srt.plugins"
@@ -208,6 +219,8 @@ _ONE_GRAPH_RELEASES = span("0.5.16", "0.5.23")
 _VIT_RELEASES = span("0.5.7", "0.5.23")
 _INTERN_VIT_RELEASES = span("0.5.8", "0.5.23")
 _KIMI_VIT_RELEASES = span("0.5.17", "0.5.23")
+#: ... and the other lazy captures of the LLM runtime (absent from the 0.5.20-0.5.22 wheels).
+_ROW_BUCKET_RELEASES = ("0.5.23",)
 
 _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) and native export is deferred to"
 
@@ -313,6 +326,11 @@ def _kimi_vit_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     return (("tokens", _rows(args["pixel_values"])), ("images", len(args["grid_thw_list"])))
 
 
+def _row_bucket_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``RowBucketGraphRunner._capture(rows, num_rows, static, ...)``: one graph per row bucket (token rows)."""
+    return (("tokens", int(args["rows"])),)
+
+
 _LAZY_WHY = (
     "sglang never profiles this runner: it has no capture() and captures one CUDA graph lazily per new "
     "input shape while serving (--enable-profile-cuda-graph is never read for it)"
@@ -326,7 +344,7 @@ _LAZY_NOTE = (
 def _lazy_row(
     module: str, cls: str, method: str, read_in: tuple[str, ...], evidence: str, *,
     shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]], path: tuple[str, ...] = (),
-    graphs: str | None = None,
+    graphs: str | None = None, unit: str = "tokens",
 ) -> Target:
     return Target(
         module,
@@ -335,14 +353,14 @@ def _lazy_row(
         Strategy.PROFILE_LAZY_CAPTURE,
         why=_LAZY_WHY,
         drop_when=_PROFILE_DROP,
-        note=_LAZY_NOTE,
+        note=_LAZY_NOTE.replace("tokens=N", f"{unit}=N"),
         read_in=read_in,
         verified_in=_ci(read_in),
         evidence=evidence,
         capture_path=path,
         shape_of=shape_of,
         graphs=graphs,
-        unit="tokens",
+        unit=unit,
     )
 
 
@@ -645,6 +663,19 @@ TARGETS: tuple[Target, ...] = (
         "min_hits times while under capacity (SGLANG_KIMI_K3_VIT_CUDA_GRAPH_*), stores the entry itself, "
         "and falls back to eager when _capture raises; module absent in 0.5.16",
         shape_of=_kimi_vit_shape,
+    ),
+    # -- other lazy captures of the LLM runtime --------------------------------------------------------------
+    _lazy_row(
+        "sglang.srt.model_executor.runner.row_bucket_graph_runner",
+        "RowBucketGraphRunner",
+        "_capture",
+        _ROW_BUCKET_RELEASES,
+        "a plain class (DeepSeek-V4's replay tail builds one); run() captures, on first use of a (rows, key), "
+        "every bucket from max_rows down to it, each through _capture(rows, num_rows, static, forward_batch, "
+        "body, batch_scope, *, global_num_rows=None) -> _record (two eager warm-ups, BreakableCUDAGraphCapture "
+        "into the global graph pool); run() stores the graph _capture returns; no profiler in the module",
+        shape_of=_row_bucket_shape,
+        path=("_record",),
     ),
 )
 

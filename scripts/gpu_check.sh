@@ -3,7 +3,8 @@
 # GPU spends its few device minutes on one call: capture real CUDA graphs with the demo, profile 3
 # replays of each, attribute the replay to the captures, check every graph kernel is attributed and
 # verified, check the decorator's profile mode (the demo's prefill runner) captured real CUDA graphs
-# in its capture::tokens= segments, and bring the traces back as test fixtures with their provenance.
+# in its capture::tokens= segments, check the memory snapshot sglang's hook dumps lands beside the trace
+# and reads back (`memory`, torch's viewer), and bring the traces back as test fixtures with their provenance.
 #
 #   bash scripts/gpu_check.sh --prepare   # here, once: fetch the wheels the device lacks into .whl/
 #   bash scripts/gpu_check.sh             # there (device run, carry .whl), writes into $OUT
@@ -73,6 +74,59 @@ print('profile mode:', [(s['label'], s['capture_windows']) for s in segs])
 assert segs and all(s['label'].startswith('tokens=') for s in segs), segs
 assert '$device' != 'cuda' or all(s['capture_windows'] >= 1 for s in segs), 'no CUDA graph captured in profile mode'
 "
+
+# memory snapshot: a hook shaped like sglang's decode hook dumps the allocator's history of a real CUDA graph
+# capture to the relative name sglang uses; ours must land beside the trace (not in the cwd), read back
+# without unpickling objects (`memory`), show graph-pool memory inside the capture::bs= segments, and open
+# in torch's own viewer
+mem=$(mktemp -d)
+(cd "$mem" && SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1 SGLANG_TORCH_PROFILER_DIR="$mem/out" \
+    SGLANG_CAPTURE_TRACE_BACKGROUND=0 SGLANG_CAPTURE_TRACE_STRICT=1 python3 - "$device" <<'EOF'
+import sys, torch
+from mixins import with_capture_trace
+if sys.argv[1] != "cuda":
+    print("memory snapshot: needs CUDA (dry run: skipped)")
+    raise SystemExit(0)
+
+@with_capture_trace
+class SnapshotRunner:
+    def capture(self):
+        torch.cuda.memory._record_memory_history()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for bs in (4, 1):
+                self.capture_one_batch_size(bs, None)
+        self._post_process_after_profile(prof)
+
+    def capture_one_batch_size(self, bs, forward):
+        x = torch.ones(bs, 1024, device="cuda")
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = (x @ x.T).relu()
+        self.keep = getattr(self, "keep", []) + [(graph, y)]
+
+    def _post_process_after_profile(self, prof_context):
+        torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+SnapshotRunner().capture()
+EOF
+)
+if [ "$device" = "cuda" ]; then
+    test ! -e "$mem/cuda_graph_runner_memory_usage.pickle"
+    snap="$mem/out/graph_capture_profile/cuda_graph_memory-SnapshotRunner-TP-0.pickle"
+    python3 -m mixins memory "$mem/out"
+    python3 -m mixins memory --json "$mem/out" | python3 -c "
+import json, sys
+(s,) = json.load(sys.stdin)['snapshots']
+print('memory snapshot:', s['trace_events'], 'events;', [(x['label'], x['allocs'], x['graph_pool_bytes']) for x in s['shapes']])
+assert s['trace_events'] > 0 and len(s['shapes']) == 2, s
+assert all(x['graph_pool_bytes'] > 0 for x in s['shapes']), 'no graph-pool allocation inside a capture segment'
+"
+    python3 -m torch.cuda._memory_viz trace_plot "$snap" -o "$mem/trace_plot.html"
+    test -s "$mem/trace_plot.html"
+    echo "memory snapshot: ok"
+fi
 
 python3 - "$out/attribute.json" <<'EOF'
 import json, sys

@@ -24,6 +24,7 @@ _REGISTRARS = {
     "time": ("time", "add"),
     "attribute": ("attribute", "add"),
     "report": ("report", "add"),
+    "memory": ("memory", "add"),
 }
 
 

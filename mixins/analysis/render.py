@@ -122,6 +122,8 @@ def who(t: dict[str, Any]) -> str:
         parts.append(f"TP {t['tp_rank']}")
     if t.get("pp_rank"):
         parts.append(f"PP {t['pp_rank']}")
+    if t.get("dp_rank") is not None:
+        parts.append(f"DP {t['dp_rank']}")
     if t.get("capture_index", 1) != 1:
         parts.append(f"#{t['capture_index']}")
     return " ".join(parts)
@@ -398,7 +400,8 @@ def render_check(groups: list[GroupCheck]) -> None:
     rows: list[list[Cell]] = [
         [
             *([g.run or "?"] if runs else []),
-            g.runner or "?" if g.bs is None else f"{g.runner or '?'} bs={g.bs}",
+            " ".join(x for x in (g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
+                                 f"DP {g.dp_rank}" if g.dp_rank is not None else "") if x),
             _rank(g.pp_rank),
             str(g.capture_index),
             ", ".join("?" if r is None else str(r) for r, _ in g.members),
@@ -412,6 +415,7 @@ def render_check(groups: list[GroupCheck]) -> None:
     for g in groups:
         run = f"{g.run}:" if runs and g.run else ""
         head = safe(" ".join(x for x in (run, g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
+                                           f"DP {g.dp_rank}" if g.dp_rank is not None else "",
                                            f"PP {g.pp_rank}" if g.pp_rank is not None else "",
                                            f"#{g.capture_index}") if x))
         for p in g.problems:

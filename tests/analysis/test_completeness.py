@@ -79,3 +79,36 @@ def test_a_whole_missing_pipeline_stage_fails(cpu_traces, run_cli, tmp_path: Pat
         _copy_with_meta(cpu_traces[src], tmp_path, tp_size=2, pp_size=2, pp_rank=1)
     rc, _, _ = run_cli("check", tmp_path)
     assert rc == 0
+
+
+def _replica(src: Path, directory: Path, dp: int, **changes: Any) -> Path:
+    """A real trace as data-parallel replica ``dp`` wrote it: the name and the metadata say so."""
+    path = _copy_with_meta(src, directory, dp_rank=dp, dp_size=2, **changes)
+    return path.rename(path.with_name(path.name.replace(".json.gz", f"-DP-{dp}.json.gz")))
+
+
+def test_two_replicas_are_replicas_not_two_claims_to_one_rank(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before: two replicas' TP 0 failed as "2 traces claim TP rank 0" and TP 1 likewise."""
+    for dp in (0, 1):
+        _replica(cpu_traces["r0"], tmp_path, dp, tp_size=2)
+        _replica(cpu_traces["r1"], tmp_path, dp, tp_size=2)
+    rc, out, _ = run_cli("check", tmp_path, "--json")
+    groups = json.loads(out)["groups"]
+    assert rc == 0, out
+    assert [(g["dp_rank"], g["ranks"], g["complete"], g["problems"]) for g in groups] == [
+        (0, [0, 1], True, []), (1, [0, 1], True, [])
+    ]
+    rc, text, _ = run_cli("check", tmp_path)
+    assert rc == 0 and "claim" not in text and "DP 1" in text
+
+
+def test_a_replica_missing_a_rank_or_missing_whole_fails(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _replica(cpu_traces["r0"], tmp_path, 0, tp_size=2)
+    _replica(cpu_traces["r1"], tmp_path, 0, tp_size=2)
+    _replica(cpu_traces["r0"], tmp_path, 1, tp_size=2)
+    rc, text, _ = run_cli("check", tmp_path)
+    assert rc == 1 and "DP 1" in text and "TP rank 1 missing (tp_size 2)" in text
+    for path in tmp_path.glob("*-DP-1.json.gz"):
+        path.unlink()
+    rc, text, _ = run_cli("check", tmp_path)
+    assert rc == 1 and "DP rank 1 missing (dp_size 2): no trace of any TP rank" in text

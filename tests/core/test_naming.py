@@ -18,6 +18,40 @@ def test_file_stem_without_and_with_pipeline_parallelism() -> None:
     assert trace_stem("R", Ranks(0, 0, 4, "explicit")) == "cuda_graph_capture-R-TP-0-PP-0"
 
 
+def test_a_data_parallel_replica_is_in_the_name_and_parsed_back() -> None:
+    """Before: two replicas' TP 0 both wrote ``…-TP-0.json.gz`` (the last one replaced the other)."""
+    from mixins.analysis.model.identity import identity_from_name
+    from mixins.formats import MEMORY_NAME, TRACE_NAME
+
+    assert trace_stem("R", Ranks(3, 0, 1, "explicit", dp_rank=1)) == "cuda_graph_capture-R-TP-3-DP-1"
+    assert trace_stem("R", Ranks(3, 1, 2, "explicit", dp_rank=0)) == "cuda_graph_capture-R-TP-3-PP-1-DP-0"
+    for name, (tp, pp, dp, n) in {
+        "cuda_graph_capture-R-TP-3-DP-1.json.gz": (3, 0, 1, 1),
+        "cuda_graph_capture-R-TP-3-PP-1-DP-0-2.json.gz": (3, 1, 0, 2),
+        "cuda_graph_capture-R-TP-3.json.gz": (3, 0, None, 1),
+    }.items():
+        ident = identity_from_name(name)
+        assert ident is not None and (ident.runner, ident.tp_rank, ident.pp_rank, ident.dp_rank) == ("R", tp, pp, dp)
+        assert ident.capture_index == n and TRACE_NAME.match(name)
+    assert MEMORY_NAME.match("cuda_graph_memory-R-TP-3-DP-1.pickle")["dp"] == "1"  # one format for both files
+
+
+def test_the_replica_is_read_where_each_release_keeps_it() -> None:
+    """0.5.13 ``model_runner.dp_rank``, 0.5.20 ``model_runner.ps.dp_rank`` (sizes likewise); 1 replica, an
+    unknown rank or DP attention (attention groups of one TP group, not replicas) keep the plain name."""
+    args = _Holder(dp_size=2, enable_dp_attention=False)
+    assert discover_ranks(_Holder(model_runner=_Holder(dp_rank=1, server_args=args))).dp_rank == 1
+    ps = _Holder(dp_rank=1, dp_size=2, attn_dp_size=1, tp_rank=0)
+    assert discover_ranks(_Holder(model_runner=_Holder(ps=ps))).dp_rank == 1
+    ps_attention = _Holder(dp_rank=1, dp_size=2, attn_dp_size=2)
+    assert discover_ranks(_Holder(model_runner=_Holder(ps=ps_attention))).dp_rank is None
+    attention = _Holder(dp_size=2, enable_dp_attention=True)
+    assert discover_ranks(_Holder(model_runner=_Holder(dp_rank=1, server_args=attention))).dp_rank is None
+    assert discover_ranks(_Holder(model_runner=_Holder(dp_rank=0, server_args=_Holder(dp_size=1)))).dp_rank is None
+    assert discover_ranks(_Holder(model_runner=_Holder(server_args=args))).dp_rank is None  # rank unknown
+    assert discover_ranks(_Holder(model_runner=_Holder(dp_rank=2, server_args=args))).dp_rank is None  # outside
+
+
 @pytest.mark.parametrize("bad", ["", "../x", "a/b", ".hidden", "-flag", "sp ace", "new\nline", None, 3, "a\\b"])
 def test_unsafe_runner_names_are_refused(bad: Any) -> None:
     with pytest.raises(ValueError, match="runner_name must be"):

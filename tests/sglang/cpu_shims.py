@@ -76,6 +76,9 @@ def install_sgl_kernel_stub() -> None:
     sys.modules["sgl_kernel"] = stub
 
 
+_REAL_DUMP_SNAPSHOT: dict[str, Any] = {}
+
+
 def disable_cuda_memory_history() -> None:
     """Process-wide no-ops (for spawn children, which have no monkeypatch)."""
     import torch
@@ -83,8 +86,14 @@ def disable_cuda_memory_history() -> None:
     memories: list[Any] = [torch.cuda.memory, getattr(getattr(torch, "xpu", None), "memory", None)]
     for memory in memories:
         if memory is not None:  # XPUGraphRunner's hooks call the torch.xpu twins
+            _REAL_DUMP_SNAPSHOT.setdefault(memory.__name__, memory._dump_snapshot)
             memory._record_memory_history = lambda *a, **k: None
             memory._dump_snapshot = lambda *a, **k: None
+
+
+def real_dump_snapshot(memory: Any) -> Any:
+    """torch's own ``_dump_snapshot`` of ``memory``, even after ``disable_cuda_memory_history`` replaced it."""
+    return _REAL_DUMP_SNAPSHOT.get(memory.__name__, memory._dump_snapshot)
 
 
 def prepare() -> None:

@@ -180,14 +180,16 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
 
 
 def group_key(t: CompactTrace) -> tuple[Any, ...]:
-    """(run, runner, pp_rank, capture index, batch size of an upstream per-batch-size file): ranks are
-    compared within one server start (``roles.run_key``), never across two; a trace without a TP rank is
-    its own group, never merged."""
+    """(run, runner, pp_rank, capture index, batch size of an upstream per-batch-size file, data-parallel
+    replica): ranks are compared within one server start (``roles.run_key``), never across two; a trace
+    without a TP rank is its own group, never merged. Each replica is a TP group of its own: two replicas'
+    TP 0 are two ranks 0, not two claims to one."""
     ident = t.identity
     if ident.tp_rank is None:
         return (ident.run, "?", t.path)
     return (
-        ident.run, ident.runner or "", ident.pp_rank or 0, ident.capture_index, ident.bs if ident.bs is not None else -1
+        ident.run, ident.runner or "", ident.pp_rank or 0, ident.capture_index,
+        ident.bs if ident.bs is not None else -1, ident.dp_rank if ident.dp_rank is not None else -1,
     )
 
 
@@ -214,6 +216,7 @@ class GroupCheck(Struct):
     notes: list[str] = field(default_factory=list)  # informational only
     tp_size: int | None = None  # from the traces' metadata; None: unknown
     complete: bool | None = None  # every TP rank of tp_size present; None: could not be checked
+    dp_rank: int | None = None  # the data-parallel replica these ranks belong to; None: not a replica
 
     @property
     def ok(self) -> bool:
@@ -226,6 +229,7 @@ class GroupCheck(Struct):
             "pp_rank": self.pp_rank,
             "capture_index": self.capture_index,
             "bs": self.bs,
+            "dp_rank": self.dp_rank,
             "ranks": [r for r, _ in self.members],
             "paths": [p for _, p in self.members],
             "ok": self.ok,
@@ -283,7 +287,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         ident = ref.identity
         g = GroupCheck(
             ident.runner, ident.pp_rank, ident.capture_index, [(m.identity.tp_rank, m.path) for m in members],
-            bs=ident.bs, run=runs.get(ident.run),
+            bs=ident.bs, run=runs.get(ident.run), dp_rank=ident.dp_rank,
         )
         out.append(g)
         if ident.tp_rank is None:
@@ -301,6 +305,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
             if d is not None:
                 g.divergences.append(d)
     _check_stages(out, traces)
+    _check_replicas(out, traces)
     return out
 
 
@@ -390,6 +395,32 @@ def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
             first = min(family, key=lambda g: g.pp_rank or 0)
             size = max(found)
             first.problems.append(f"{_ranks_text('PP', missing)} missing (pp_size {size}): no trace of any TP rank")
+            first.complete = False
+
+
+def _check_replicas(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
+    """A data-parallel replica with no trace at all has no group: report it on the runner's first replica,
+    from the dp_size the replicas recorded."""
+    sizes: dict[tuple[Any, ...], set[int]] = {}
+    for t in traces:
+        size = _size_of(t, "dp_size")
+        if t.identity.tp_rank is not None and t.identity.dp_rank is not None and size is not None:
+            sizes.setdefault((t.identity.runner or "", t.identity.capture_index), set()).add(size)
+    for (runner, index), found in sorted(sizes.items(), key=repr):
+        family = [
+            g for g in groups
+            if (g.runner or "", g.capture_index) == (runner, index) and g.dp_rank is not None
+        ]
+        first = min(family, key=lambda g: (g.dp_rank or 0, g.pp_rank or 0))
+        if len(found) > 1:
+            first.problems.append(f"traces disagree on dp_size ({', '.join(map(str, sorted(found)))})")
+            first.complete = False
+            continue
+        missing = _gaps(sorted({g.dp_rank or 0 for g in family}), max(found))
+        if missing:
+            first.problems.append(
+                f"{_ranks_text('DP', missing)} missing (dp_size {max(found)}): no trace of any TP rank"
+            )
             first.complete = False
 
 

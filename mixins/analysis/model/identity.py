@@ -50,6 +50,7 @@ class Identity(Struct):
     tp_rank: int | None = None
     pp_rank: int | None = None
     pp_size: int | None = None
+    dp_rank: int | None = None  # the data-parallel replica; None: not one of several (or not recorded)
     capture_index: int = 1
     source: str = "none"  # "metadata" | "filename" | "distributedInfo" | "none"
     bs: int | None = None  # only from an upstream per-batch-size file name
@@ -66,6 +67,7 @@ class Identity(Struct):
             "runner_class": self.runner_class,
             "tp_rank": self.tp_rank,
             "pp_rank": self.pp_rank,
+            "dp_rank": self.dp_rank,
             "capture_index": self.capture_index,
             "identity_source": self.source,
         }
@@ -138,6 +140,7 @@ def identity_from_name(path: str) -> Identity | None:
             runner=m["runner"],
             tp_rank=_digits(path, "TP rank", m["tp"], MAX_WORLD),
             pp_rank=_digits(path, "PP rank", m["pp"], MAX_WORLD) or 0,
+            dp_rank=_digits(path, "DP rank", m["dp"], MAX_WORLD),
             capture_index=_digits(path, "capture index", m["n"], _MAX_INDEX) or 1,
             source="filename",
         )
@@ -174,6 +177,7 @@ def identity_of(path: str, metadata: dict[str, Any]) -> Identity:
             tp_rank=_rank(path, "tp_rank", meta.get("tp_rank")),
             pp_rank=_rank(path, "pp_rank", meta.get("pp_rank")) or 0,
             pp_size=_size(path, "pp_size", meta.get("pp_size")),
+            dp_rank=_rank(path, "dp_rank", meta.get("dp_rank")),
             capture_index=idx if idx is not None else (from_name.capture_index if from_name else 1),
             source="metadata",
             bs=from_name.bs if from_name else None,

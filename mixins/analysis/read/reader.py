@@ -292,7 +292,9 @@ _MAX_TOP_KEY_CHARS = 256
 _SHOWN_KEYS = 5  # top-level keys named when a file has no traceEvents (what it is instead)
 
 # Top-level keys worth keeping (small); the rest are parsed for validity and dropped.
-KEEP_KEYS = frozenset({"capture_trace", "distributedInfo", "schemaVersion", "traceName", "displayTimeUnit"})
+KEEP_KEYS = frozenset(
+    {"capture_trace", "distributedInfo", "schemaVersion", "traceName", "displayTimeUnit", "baseTimeNanoseconds"}
+)
 
 
 def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:

@@ -1,0 +1,219 @@
+"""``memory``: what a capture did to CUDA memory, from the snapshot saved beside each trace
+(``cuda_graph_memory-{Runner}-TP-{rank}.pickle``, ``mixins.memory_snapshot``): memory allocated during each
+shape's ``capture::`` segment (the snapshot's ``device_traces`` times against the segment's time range in
+the trace beside it), how much of it went to CUDA-graph pools, the peak while recording, and the top
+allocation sites still holding memory. The snapshot is read without unpickling any object
+(``read/snapshot.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from mixins.analysis import render
+from mixins.analysis.jobs import OK, TROUBLE
+from mixins.analysis.read.reader import TraceError
+from mixins.formats import MEMORY_NAME, MEMORY_PREFIX, MEMORY_SUFFIX, TRACE_PREFIX, TRACE_SUFFIX
+from mixins.helptext import add_command, non_negative_int
+
+_DEFAULT_POOL = (0, 0)  # the caching allocator's own pool; a CUDA graph's private pool has another id
+
+
+def add(subparsers: Any) -> None:
+    p = add_command(
+        subparsers,
+        "memory",
+        "CUDA memory per runner and shape, from the snapshots beside the traces",
+        "For each memory snapshot (cuda_graph_memory-*.pickle, or the ones in a directory): memory allocated "
+        "during each shape's capture:: segment of the trace beside it, the part in CUDA-graph pools, "
+        "the peak while recording, and the allocation sites holding the most memory. Snapshots are read "
+        "without unpickling any object: anything but torch's snapshot layout is refused.",
+        ["capture-trace memory /tmp/graph_capture_profile",
+         "capture-trace memory --json cuda_graph_memory-DecodeCudaGraphRunner-TP-0.pickle"],
+    )
+    p.add_argument("paths", metavar="PATH", nargs="+", help="snapshot files (.pickle) or directories")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--top", type=non_negative_int("--top"), default=5, metavar="N", help="top N allocation sites")
+    p.set_defaults(func=cmd_memory)
+
+
+def snapshot_files(path: str) -> list[str]:
+    """``path`` itself, or the snapshots of the directory (or of its ``graph_capture_profile``)."""
+    if not os.path.isdir(path):
+        return [path]
+    from mixins.formats import SUBDIR
+
+    names = sorted(n for n in os.listdir(path) if MEMORY_NAME.match(n))
+    if not names and os.path.isdir(os.path.join(path, SUBDIR)):
+        return snapshot_files(os.path.join(path, SUBDIR))
+    if not names:
+        raise TraceError(path, f"no memory snapshots ({MEMORY_PREFIX}*{MEMORY_SUFFIX}) in this directory")
+    return [os.path.join(path, n) for n in names]
+
+
+def trace_beside(path: str) -> str | None:
+    """The trace written with this snapshot: the same runner, ranks and number, ``cuda_graph_capture-``."""
+    name = os.path.basename(path)
+    if not MEMORY_NAME.match(name):
+        return None
+    stem = name[len(MEMORY_PREFIX): -len(MEMORY_SUFFIX)]
+    trace = os.path.join(os.path.dirname(path), TRACE_PREFIX + stem + TRACE_SUFFIX)
+    return trace if os.path.isfile(trace) else None
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _time(e: dict[str, Any]) -> float | None:
+    t = e.get("time_us")
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+
+def _graph_pool(pool: Any) -> bool:
+    return isinstance(pool, (tuple, list)) and len(pool) == 2 and tuple(pool) != _DEFAULT_POOL
+
+
+def _site(frames: Any) -> str:
+    """Where an allocation was made: the first Python frame outside torch, else the first frame."""
+    frames = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
+    python = [f for f in frames if str(f.get("filename", "")).endswith(".py")]
+    ours = [f for f in python if "/torch/" not in str(f.get("filename", ""))]
+    for f in ours or python or frames:
+        return f"{f.get('filename', '?')}:{_int(f.get('line'))} {f.get('name', '?')}"
+    return "(no stack recorded)"
+
+
+def _segments(trace: str) -> tuple[list[tuple[str, float, float]], str | None]:
+    """(label, start µs, end µs) of the trace's capture:: segments on the snapshot's clock (Unix µs):
+    Kineto's ``ts`` are relative to ``baseTimeNanoseconds`` when it writes one."""
+    from mixins.analysis.model.identity import identity_of
+    from mixins.analysis.model.segments import segments_of
+    from mixins.analysis.model.timeline import load_timeline
+
+    tl = load_timeline(trace, device=False, modules=False, shapes=False)
+    segs, source = segments_of(tl.ranges, identity_of(trace, tl.metadata))
+    if source != "capture::":
+        return [], "the trace beside it has no capture:: segments"
+    base = tl.metadata.get("baseTimeNanoseconds")
+    offset = base / 1000 if isinstance(base, (int, float)) and not isinstance(base, bool) else 0.0
+    return [(s.label, s.start + offset, s.end + offset) for s in segs], None
+
+
+def analyse(snapshot: dict[str, Any], segments: list[tuple[str, float, float]], top: int) -> dict[str, Any]:
+    """The numbers ``memory`` shows for one snapshot (``segments``: from ``_segments``)."""
+    events = sorted(
+        (e for trace in snapshot.get("device_traces", []) for e in trace if isinstance(e, dict)),
+        key=lambda e: _time(e) or 0.0,
+    )
+    live = peak = 0
+    for e in events:
+        if e.get("action") == "alloc":
+            live += _int(e.get("size"))
+            peak = max(peak, live)
+        elif e.get("action") == "free_completed":
+            live -= _int(e.get("size"))
+    shapes = []
+    for label, start, end in segments:
+        inside = [e for e in events if (t := _time(e)) is not None and start <= t <= end]
+        allocs = [e for e in inside if e.get("action") == "alloc"]
+        allocated = sum(_int(e.get("size")) for e in allocs)
+        freed = sum(_int(e.get("size")) for e in inside if e.get("action") == "free_completed")
+        shapes.append({
+            "label": label, "allocs": len(allocs), "allocated_bytes": allocated,
+            "graph_pool_bytes": sum(_int(e.get("size")) for e in allocs if _graph_pool(e.get("pool_id"))),
+            "freed_bytes": freed, "net_bytes": allocated - freed,
+        })
+    segs = [s for s in snapshot["segments"] if isinstance(s, dict)]
+    sites: dict[str, list[int]] = {}
+    for seg in segs:
+        for block in seg.get("blocks", []) if isinstance(seg.get("blocks"), list) else []:
+            if isinstance(block, dict) and block.get("state") == "active_allocated":
+                entry = sites.setdefault(_site(block.get("frames")), [0, 0])
+                entry[0] += _int(block.get("size"))
+                entry[1] += 1
+    ranked = sorted(sites.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
+    return {
+        "reserved_bytes": sum(_int(s.get("total_size")) for s in segs),
+        "allocated_bytes": sum(_int(s.get("allocated_size")) for s in segs),
+        "graph_pool_reserved_bytes": sum(
+            _int(s.get("total_size")) for s in segs if _graph_pool(s.get("segment_pool_id"))
+        ),
+        "peak_recorded_bytes": peak,
+        "trace_events": len(events),
+        "shapes": shapes,
+        "top_sites": [{"site": site, "bytes": b, "blocks": n} for site, (b, n) in ranked],
+    }
+
+
+def memory_job(path: str, top: int) -> dict[str, Any]:
+    from mixins.analysis.read.snapshot import load_snapshot
+
+    snapshot = load_snapshot(path)
+    m = MEMORY_NAME.match(os.path.basename(path))
+    trace = trace_beside(path)
+    segments, note = _segments(trace) if trace is not None else ([], "no trace beside it")
+    doc: dict[str, Any] = {
+        "path": path,
+        "runner": m["runner"] if m else None,
+        "tp_rank": int(m["tp"]) if m else None,
+        "pp_rank": int(m["pp"]) if m and m["pp"] else None,
+        "dp_rank": int(m["dp"]) if m and m["dp"] else None,
+        "trace": trace,
+        "note": note,
+    }
+    doc.update(analyse(snapshot, segments, top))
+    return doc
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    results, bad = [], False
+    for path in args.paths:
+        try:
+            files = snapshot_files(path)
+        except (TraceError, OSError) as exc:
+            render.error(str(exc) if isinstance(exc, TraceError) else f"{path}: {exc.strerror or exc}")
+            bad = True
+            continue
+        for file in files:
+            try:
+                results.append(memory_job(file, args.top))
+            except TraceError as exc:
+                render.error(str(exc))
+                bad = True
+    if args.json:
+        render.print_json({"snapshots": results})
+    else:
+        _render(results)
+    return TROUBLE if bad else OK
+
+
+def _render(results: list[dict[str, Any]]) -> None:
+    from mixins.analysis.tables import Col, print_table
+
+    out = render.console()
+    size = render.size_text
+    for r in results:
+        who = render.who(r)
+        out.print(render.safe(
+            f"{who}: {size(r['allocated_bytes'])} allocated of {size(r['reserved_bytes'])} reserved "
+            f"({size(r['graph_pool_reserved_bytes'])} in graph pools); peak while recording "
+            f"{size(r['peak_recorded_bytes'])} above its start ({r['path']})"
+        ))
+        if r["shapes"]:
+            shape_cols = (Col("shape", "key"), Col("allocs", "num"), Col("allocated", "num"),
+                          Col("graph pool", "num"), Col("freed", "num"), Col("net", "num"))
+            rows = [[s["label"], f"{s['allocs']:,}", size(s["allocated_bytes"]), size(s["graph_pool_bytes"]),
+                     size(s["freed_bytes"]), _signed(size, s["net_bytes"])] for s in r["shapes"]]
+            print_table(out, shape_cols, rows)
+        elif r["note"]:
+            out.print(render.safe(f"  per shape: {r['note']}"))
+        if r["top_sites"]:
+            site_cols = (Col("allocation site", "key", fold=24), Col("held", "num"), Col("blocks", "num"))
+            print_table(out, site_cols, [[s["site"], size(s["bytes"]), f"{s['blocks']:,}"] for s in r["top_sites"]])
+
+
+def _signed(size: Any, n: int) -> str:
+    return str(size(n)) if n >= 0 else "-" + str(size(-n))

@@ -1,0 +1,177 @@
+"""The CUDA memory snapshot of a profiled capture, one file per runner × rank beside its trace.
+
+sglang's decode hooks (``_post_process_after_profile``, 0.5.6–0.5.23; era A's ``capture()``) call
+``torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")``: a relative path in the
+server's working directory, one name for every runner and TP rank, so the last writer wins. While our
+hook wrapper runs the hook (``redirected``), that one function is replaced (wrapt's
+``transient_function_wrapper``: restored when the hook returns) by ``save``, which calls torch's own
+``_dump_snapshot`` with another file name — inside a private staging directory of the exporter's trust
+policy — and publishes that file as
+``graph_capture_profile/cuda_graph_memory-{Runner}{rank_tag}[-n].pickle`` (an open, checked output
+directory; fsync; ``rename`` by descriptor; fsync of the directory), and sglang's log line names that file. Nothing is
+written to the working directory. The trace exported after the hook names its snapshot in its metadata
+(``memory_snapshot``, via ``saved_for``). docs/DESIGN.md §1.3.
+
+Standard library only here (plus wrapt and torch, both already loaded when a hook runs): no numpy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from mixins import output_dir, settings
+from mixins.formats import MEMORY_PREFIX, MEMORY_SUFFIX, TRACE_SUFFIX, rank_tag
+from mixins.naming import capture_numbers, discover_ranks, trace_dir
+from mixins.one_line import one_line
+
+logger = logging.getLogger("mixins")
+
+#: The name sglang gives every runner's snapshot (0.5.5–0.5.23 ``cuda_graph_runner.py`` /
+#: ``decode_cuda_graph_runner.py``; XPU's ``xpu_graph_runner_memory_usage.pickle``), as its log line says it.
+UPSTREAM_NAMES = ("cuda_graph_runner_memory_usage.pickle", "xpu_graph_runner_memory_usage.pickle")
+#: torch's memory modules whose ``_dump_snapshot`` sglang's hooks call (``torch.xpu`` for XPUGraphRunner).
+_MEMORY_MODULES = ("torch.cuda.memory", "torch.xpu.memory")
+_STAGED = "snapshot.pickle"  # torch's file inside our 0700 staging directory
+
+# runner -> the file name of its latest snapshot: the trace exported after the hook names it
+_saved: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_saved_lock = threading.Lock()
+
+
+def saved_for(runner: object) -> str | None:
+    """The file name (in the trace's directory) of the snapshot saved during ``runner``'s hook, if any."""
+    try:
+        with _saved_lock:
+            return _saved.get(runner)
+    except TypeError:  # not weakly referenceable
+        return None
+
+
+def snapshot_stem(runner_name: str, runner: object) -> str:
+    ranks = discover_ranks(runner)
+    return MEMORY_PREFIX + runner_name + rank_tag(ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.dp_rank)
+
+
+def write_snapshot(dump: Callable[[str], Any], final: Path) -> Path | None:
+    """``dump(path)`` (torch's own ``_dump_snapshot``) into a private staging directory inside ``final``'s,
+    then published atomically at ``final`` under the exporter's trust policy (docs/DESIGN.md §2); None when
+    ``dump`` wrote nothing."""
+    out_fd = output_dir.open_trusted(final.parent)
+    try:
+        stage, stage_fd = output_dir.make_staging(out_fd)
+        try:
+            dump(output_dir.fd_path(stage_fd, final.parent / stage) + "/" + _STAGED)
+            try:
+                fd = os.open(_STAGED, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=stage_fd)
+            except FileNotFoundError:
+                return None
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(_STAGED, final.name, src_dir_fd=stage_fd, dst_dir_fd=out_fd)
+            os.fsync(out_fd)
+        finally:
+            os.close(stage_fd)
+            output_dir.remove_staging(out_fd, stage)
+    finally:
+        os.close(out_fd)
+    return final
+
+
+def save(runner: object, runner_name: str, dump: Callable[[str], Any]) -> Path | None:
+    """Run the hook's ``_dump_snapshot`` (``dump``) into a file beside the runner's trace; None when it wrote
+    nothing (DEBUG) or failed (one WARNING; strict mode raises)."""
+    final: Path | None = None
+    try:
+        final, _ = capture_numbers.reserve(trace_dir(settings.profiler_dir()), snapshot_stem(runner_name, runner))
+        final = final.with_name(final.name.removesuffix(TRACE_SUFFIX) + MEMORY_SUFFIX)
+        saved = write_snapshot(dump, final)
+    except Exception as exc:
+        if settings.strict():
+            raise
+        logger.warning(
+            "CUDA memory snapshot of %s not saved to %s: %s: %s", one_line(runner_name),
+            one_line(final) if final is not None else "(no path)", type(exc).__name__, one_line(str(exc)),
+        )
+        return None
+    if saved is None:
+        logger.debug("%s: _dump_snapshot wrote nothing", one_line(runner_name))
+        return None
+    try:
+        with _saved_lock:
+            _saved[runner] = saved.name
+    except TypeError:
+        pass
+    logger.info("CUDA memory snapshot of %s saved to: %s", one_line(runner_name), one_line(saved))
+    return saved
+
+
+class _NamesTheSnapshot(logging.Filter):
+    """sglang's log line says ``Memory Usage is saved to cuda_graph_runner_memory_usage.pickle``: make it
+    name the file really written (or say none was)."""
+
+    def __init__(self, saved: list[Path | None]) -> None:
+        super().__init__()
+        self.saved = saved
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and any(name in record.msg for name in UPSTREAM_NAMES):
+            where = str(self.saved[-1]) if self.saved and self.saved[-1] is not None else "no file (not saved)"
+            for name in UPSTREAM_NAMES:
+                record.msg = record.msg.replace(name, where)
+        return True
+
+
+@contextmanager
+def redirected(runner: object, runner_name: Callable[[], str]) -> Iterator[Callable[[Callable[..., Any]], Any]]:
+    """Within the block, ``wrap(hook)`` runs ``hook`` with every torch memory module's ``_dump_snapshot``
+    saving through ``save`` instead, and the hook module's log line corrected."""
+    import wrapt
+
+    saved: list[Path | None] = []
+    try:
+        with _saved_lock:
+            _saved.pop(runner, None)  # a trace names only the snapshot of its own hook call
+    except TypeError:
+        pass
+
+    def wrap(hook: Callable[..., Any]) -> Any:
+        for name in _MEMORY_MODULES:
+            if name in sys.modules:
+                hook = wrapt.transient_function_wrapper(name, "_dump_snapshot")(_replacement(name))(hook)
+        return hook
+
+    def _replacement(module: str) -> Callable[..., None]:
+        def dump_snapshot(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            saved.append(save(runner, runner_name(), lambda path: wrapped(path)))
+
+        return dump_snapshot
+
+    hook_logger = _module_logger(runner)
+    log_filter = _NamesTheSnapshot(saved)
+    if hook_logger is not None:
+        hook_logger.addFilter(log_filter)
+    try:
+        yield wrap
+    finally:
+        if hook_logger is not None:
+            hook_logger.removeFilter(log_filter)
+
+
+def _module_logger(runner: object) -> logging.Logger | None:
+    """The ``logger`` of the module that defines the runner's hook (where sglang logs the snapshot's name)."""
+    for cls in type(runner).__mro__:
+        module = sys.modules.get(cls.__module__)
+        candidate = getattr(module, "logger", None)
+        if isinstance(candidate, logging.Logger) and "_post_process_after_profile" in vars(cls):
+            return candidate
+    return None

@@ -1,0 +1,119 @@
+"""The LLM runtime's other lazy captures (PROFILE_LAZY_CAPTURE rows, sglang 0.5.23): ``RowBucketGraphRunner``
+(one graph per row bucket, DeepSeek-V4's replay tail), against the real installed class.
+
+The runner's real serving path runs (``run()``: a new shape, the real ``_capture`` / ``_record``, replay).
+STOOD IN, for the duration of a test, only what needs a GPU: the module-level CUDA-graph helpers the module
+imports (``BreakableCUDAGraph``/``BreakableCUDAGraphCapture``, ``graph_capture``, the graph pool and capture
+stream) and ``torch.cuda``'s graph, stream, pool and memory calls: the captured bodies run eagerly on CPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if importlib.util.find_spec("sglang") is None:
+    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
+
+import cpu_shims  # noqa: E402
+import real_sglang  # noqa: E402
+import torch  # noqa: E402
+
+from mixins import sglang_patch, wait_for_exports  # noqa: E402
+from tests.trace_files import load_trace, range_names  # noqa: E402
+
+cpu_shims.prepare()
+
+ROW_BUCKET = "sglang.srt.model_executor.runner.row_bucket_graph_runner"
+
+
+class FakeGraph:
+    """STANDS IN for torch.cuda.CUDAGraph / sglang's BreakableCUDAGraph: nothing recorded, replay does nothing."""
+
+    _segments: list[Any] = []
+
+    def replay(self) -> None:
+        pass
+
+
+@contextmanager
+def fake_scope(*args: Any, **kwargs: Any) -> Iterator[Any]:
+    """STANDS IN for torch.cuda.graph, BreakableCUDAGraphCapture, graph_capture and the pool scopes."""
+    yield types.SimpleNamespace(stream=None)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", fake_scope)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a, **k: (0, 0))
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: ("fake graph pool",))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a, **k: types.SimpleNamespace(wait_stream=lambda s: None))
+    row = importlib.import_module(ROW_BUCKET)
+    for name in ("graph_capture", "graph_pool_capture_scope", "graph_pool_replay_scope", "BreakableCUDAGraphCapture"):
+        monkeypatch.setattr(row, name, fake_scope)
+    monkeypatch.setattr(row, "BreakableCUDAGraph", FakeGraph)
+    monkeypatch.setattr(row, "get_or_create_global_graph_memory_pool", lambda *a: "fake pool")
+    monkeypatch.setattr(row, "set_graph_pool_id", lambda *a: None)
+    monkeypatch.setattr(row, "get_or_create_global_graph_capture_stream", lambda *a: None)
+    monkeypatch.setattr(row, "get_attn_backend", lambda: types.SimpleNamespace(forward_metadata=None))
+
+
+def serve_row_bucket(cls: type) -> tuple[Any, int]:
+    """Two steps of 3 rows with buckets of 4 up to 8: the first captures buckets 8 and 4 (largest first, as
+    run() does), the second replays bucket 4. Returns the runner and its graph count."""
+    runner = cls(row_step=4, max_rows=8, label="test replay tail")
+    batch = types.SimpleNamespace(num_token_non_padded=None, attn_tp_sequence_sharded=False)
+    weight = torch.ones(2, 2)
+    for _ in range(2):
+        out = runner.run(key=("layer", 0), live=[torch.ones(3, 2)], forward_batch=batch,
+                         body=lambda inputs, b: [inputs[0] @ weight], context=lambda b: nullcontext())
+        assert out[0].shape == (3, 2)
+    return runner, len(runner._graphs)
+
+
+CASES = {
+    "RowBucketGraphRunner": (ROW_BUCKET, serve_row_bucket, ["capture::tokens=8", "capture::tokens=4"]),
+}
+
+
+@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_lazy_llm_runner_captures(name: str, case: str, trace_dir: Path, fake_gpu: None,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """On: two new shapes while serving (then a known one, replayed) -> one file named after the runner, one
+    segment per shape in capture order. Either switch off, or the package not installed (the control:
+    sglang writes nothing): the same captures, no file."""
+    module, serve, labels = CASES[name]
+    cls = real_sglang.load_class(module, name)
+    if cls is None:
+        pytest.skip(f"{name} does not exist in this sglang")
+    if case == "switch off":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    if case != "package not installed":
+        sglang_patch.install()
+    try:
+        with real_sglang.sglang_config(enable_profile_cuda_graph=case != "--enable-profile-cuda-graph off"):
+            from sglang.srt.runtime_context import get_parallel
+
+            with get_parallel().override(tp_group=cpu_shims.TpGroup()):
+                _, graphs = serve(cls)
+    finally:
+        sglang_patch.uninstall()
+    assert wait_for_exports(60)
+    assert graphs == 2  # the real lazy path captured two shapes
+    if case != "on":
+        assert real_sglang.trace_names(trace_dir) == []
+        return
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
+    path = real_sglang.traces(trace_dir)[0]
+    assert real_sglang.is_ours(path)
+    assert range_names(load_trace(path)) == labels
