@@ -75,7 +75,7 @@ def tables(text: str) -> list[dict[str, Any]]:
             continue
         head: list[list[str]] = []
         start = i
-        above = []  # the title's lines (rich wraps a long title at spaces)
+        above: list[str] = []  # the title's lines (rich wraps a long title at spaces)
         while start - len(above) > 0 and lines[start - len(above) - 1].strip() and not (
                 lines[start - len(above) - 1][:1] in "└┏│┃" or _NOTE.match(lines[start - len(above) - 1])):
             above.insert(0, lines[start - len(above) - 1].strip())

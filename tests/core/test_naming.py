@@ -33,7 +33,8 @@ def test_a_data_parallel_replica_is_in_the_name_and_parsed_back() -> None:
         ident = identity_from_name(name)
         assert ident is not None and (ident.runner, ident.tp_rank, ident.pp_rank, ident.dp_rank) == ("R", tp, pp, dp)
         assert ident.capture_index == n and TRACE_NAME.match(name)
-    assert MEMORY_NAME.match("cuda_graph_memory-R-TP-3-DP-1.pickle")["dp"] == "1"  # one format for both files
+    memory = MEMORY_NAME.match("cuda_graph_memory-R-TP-3-DP-1.pickle")
+    assert memory is not None and memory["dp"] == "1"  # one format for both files
 
 
 def test_the_replica_is_read_where_each_release_keeps_it() -> None:

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from core_helpers import (
@@ -147,7 +148,7 @@ def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatc
     seen: list[bool] = []
     real_sweep = output_dir.sweep
 
-    def sweep(dir_fd: int, **kwargs: bool) -> list[output_dir.StaleTemp]:
+    def sweep(dir_fd: int, **kwargs: Any) -> list[output_dir.StaleTemp]:
         seen.append(final.exists())
         return real_sweep(dir_fd, **kwargs)
 

@@ -99,7 +99,7 @@ def test_lazy_llm_runner_captures(name: str, case: str, trace_dir: Path, fake_gp
     if case == "switch off":
         monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
     if case != "package not installed":
-        sglang_patch.install()
+        sglang_patch.PATCH.install()
     try:
         with real_sglang.sglang_config(enable_profile_cuda_graph=case != "--enable-profile-cuda-graph off"):
             from sglang.srt.runtime_context import get_parallel
@@ -107,7 +107,7 @@ def test_lazy_llm_runner_captures(name: str, case: str, trace_dir: Path, fake_gp
             with get_parallel().override(tp_group=cpu_shims.TpGroup()):
                 _, graphs = serve(cls)
     finally:
-        sglang_patch.uninstall()
+        sglang_patch.PATCH.uninstall()
     assert wait_for_exports(60)
     assert graphs == 2  # the real lazy path captured two shapes
     if case != "on":
