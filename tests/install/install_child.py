@@ -19,7 +19,7 @@ def probe() -> None:
 
     modules = sorted(sys.modules)
     patch = sys.modules.get("mixins.sglang_patch")
-    installed = bool(patch and patch.is_installed())
+    installed = bool(patch and patch.PATCH.installed)
     print(json.dumps({"modules": modules, "installed": installed}))
 
 
