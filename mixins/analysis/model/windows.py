@@ -244,6 +244,20 @@ class _Context:
         # correlation -> the kernel that ran for it (``first``: eager launches have one); sorted columns,
         # not a dict: a capture's warm-up may be most of it
         self.ran = IdIndex.where(tl.device.corr, tl.device.kernel, tl.device.kind, D_KERNEL)
+        # per thread, its launches whose kernel really ran (start, (site, kernel)), in time order: built once,
+        # so that each window's warm-up pass is a bisect, not a walk over every launch since the segment began
+        # (nested windows each walked all the launches of the windows around them)
+        self.ran_by_thread: dict[int, tuple[list[float], list[tuple[Site, Kernel]]]] = {}
+        c = tl.calls
+        for th, (starts, idx) in self.by_thread.items():
+            ran_starts, ran = [], []
+            for t, i in zip(starts, idx, strict=True):
+                k = self.ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
+                at = self.site[i]
+                if k is not None and at is not None:
+                    ran_starts.append(t)
+                    ran.append((at, tl.kernels[k]))
+            self.ran_by_thread[th] = (ran_starts, ran)
 
     def segment(self, ts: float, thread: int) -> int:
         if self.source in ("filename", "all"):
@@ -269,15 +283,8 @@ class _Context:
 
     def eager(self, th: int, lo: float, hi: float) -> list[tuple[Site, Kernel]]:
         """Launches on ``th`` in (lo, hi) whose kernel really ran: the warm-up pass."""
-        starts, idx = self.by_thread.get(th, ([], []))
-        c = self.tl.calls
-        out = []
-        for i in idx[bisect_right(starts, lo) : bisect_left(starts, hi)]:
-            k = self.ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
-            site = self.site[i]
-            if k is not None and site is not None:
-                out.append((site, self.tl.kernels[k]))
-        return out
+        starts, ran = self.ran_by_thread.get(th, ([], []))
+        return ran[bisect_right(starts, lo) : bisect_left(starts, hi)]
 
 
 def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
