@@ -146,7 +146,8 @@ def redirected(runner: object, runner_name: Callable[[], str]) -> Iterator[Calla
 
     def wrap(hook: Callable[..., Any]) -> Any:
         for name in _MEMORY_MODULES:
-            if name in sys.modules:
+            # only where torch has one (torch 2.7's torch.xpu.memory has none: wrapt would raise at the call)
+            if callable(getattr(sys.modules.get(name), "_dump_snapshot", None)):
                 hook = wrapt.transient_function_wrapper(name, "_dump_snapshot")(_replacement(name))(hook)
         return hook
 
