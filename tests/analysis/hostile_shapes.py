@@ -80,6 +80,19 @@ def sequential_windows(n: int) -> Iterator[dict[str, Any]]:
         yield _call("cudaStreamEndCapture", t + 4, 4 * k + 3)
 
 
+def overlapping_windows(n: int) -> Iterator[dict[str, Any]]:
+    """``n`` capture windows begun on one thread and ended on another (an end closes its process's oldest
+    open capture): a staircase, each window overlapping the ``n - 1`` others without nesting."""
+    yield _range("bs=1", 0.0, 3.0 * n + 10)
+    for k in range(n):
+        yield _call("cudaStreamBeginCapture", 1.0 + k, 3 * k)
+        yield _call("cudaLaunchKernel", 1.5 + k, 3 * k + 1)
+    for k in range(n):
+        end = _call("cudaStreamEndCapture", 2.0 * n + k, 3 * k + 2)
+        end["tid"] = 2
+        yield end
+
+
 def many_segments(n: int) -> Iterator[dict[str, Any]]:
     """``n`` segments one after another, one op in each (``diff`` of the trace against itself)."""
     for k in range(n):
@@ -95,6 +108,7 @@ SHAPES: dict[str, Callable[[int], Iterator[dict[str, Any]]]] = {
     "nested_windows": nested_windows,
     "sequential_windows": sequential_windows,
     "many_segments": many_segments,
+    "overlapping_windows": overlapping_windows,
 }
 
 

@@ -211,6 +211,25 @@ def test_nested_windows_look_up_each_launch_once(tmp_path: Path, monkeypatch: py
     assert lookups <= 2 * n, f"{lookups / n:.0f} lookups a window"
 
 
+def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows begun on one thread and ended on another overlap without nesting: the general rule compares
+    each with those it overlaps (a staircase of N windows: N²/2 pairs, hours at the event limit). Past
+    ``MAX_OVERLAPPING_PAIRS`` the trace is refused in one line; below it each window still holds the launches
+    in its span (none nests in another: window k holds launches k..n-1)."""
+    from hostile_shapes import SHAPES, write_trace
+
+    from mixins.analysis.model import windows
+
+    monkeypatch.setattr(windows, "MAX_OVERLAPPING_PAIRS", 1000)
+    small = write_trace(tmp_path / "small.json.gz", SHAPES["overlapping_windows"](40))  # 780 pairs
+    got = windows.load_capture(str(small)).windows
+    assert [len(w.nodes) for w in got] == list(range(40, 0, -1))
+    big = write_trace(tmp_path / "big.json.gz", SHAPES["overlapping_windows"](60))  # 1,770 pairs
+    rc, out, err = run_analyzer("summary", "--json", big)
+    assert (rc, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert "overlap without nesting in more than 1,000 pairs" in err
+
+
 class CountedLabel(str):
     """A segment label that counts the comparisons made with it (a list's ``in`` compares with each)."""
 

@@ -118,22 +118,54 @@ def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
     return [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
 
 
-def _nested(spans: list[tuple[int, float, float]], threads: set[int]) -> dict[int, list[tuple[float, float]]]:
+# Window pairs the general rule may compare on threads whose windows overlap without nesting: real captures
+# nest or follow one another (the stack sweep of :func:`_owners`); a trace past this is refused, not walked
+# for hours (a staircase of N overlapping windows is N²/2 pairs).
+MAX_OVERLAPPING_PAIRS = 2_000_000
+
+
+def _nested(
+    path: str, spans: list[tuple[int, float, float]], threads: set[int]
+) -> dict[int, list[tuple[float, float]]]:
     """Per window of ``threads``, the windows nested in it on its thread (their launches belong to them, not
     to it): the general rule, for threads whose windows overlap without nesting (else :func:`_owners`)."""
     out: dict[int, list[tuple[float, float]]] = {}
+    pairs = 0
     for th, idx in _by_thread(spans).items():
         if th not in threads:
             continue
         for k, n in enumerate(idx):
             _, b, e = spans[n]
-            for m in idx[k + 1 :]:
-                _, b2, e2 = spans[m]
+            for j in range(k + 1, len(idx)):
+                _, b2, e2 = spans[idx[j]]
                 if b2 > e:
                     break
+                pairs += 1
+                if pairs > MAX_OVERLAPPING_PAIRS:
+                    raise TraceError(path, f"capture windows overlap without nesting in more than "
+                                           f"{MAX_OVERLAPPING_PAIRS:,} pairs on one thread (CUDA captures nest or "
+                                           f"follow one another): not read")
                 if e2 <= e:
                     out.setdefault(n, []).append((b2, e2))
     return out
+
+
+def _outside(inner: list[tuple[float, float]]) -> Callable[[float], bool]:
+    """Whether a time lies in none of the closed intervals ``inner``: one bisect over their union."""
+    begins: list[float] = []
+    ends: list[float] = []
+    for b, e in sorted(inner):
+        if ends and b <= ends[-1]:
+            ends[-1] = max(ends[-1], e)
+        else:
+            begins.append(b)
+            ends.append(e)
+
+    def outside(t: float) -> bool:
+        j = bisect_right(begins, t) - 1
+        return j < 0 or t > ends[j]
+
+    return outside
 
 
 def _by_thread(spans: list[tuple[int, float, float]]) -> dict[int, list[int]]:
@@ -269,7 +301,10 @@ class _Context:
         starts, idx = self.by_thread.get(th, ([], []))
         c = self.tl.calls
         got = idx[bisect_left(starts, lo) : bisect_right(starts, hi)]
-        return [i for i in got if not any(b <= c.start[i] <= e for b, e in inner)] if inner else got
+        if not inner:
+            return got
+        outside = _outside(inner)
+        return [i for i in got if outside(c.start[i])]
 
     def nodes(self, calls: list[int]) -> list[Node]:
         out = []
@@ -295,7 +330,7 @@ def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: st
         return []
     ctx = _Context(tl, segs, source)
     owned, general = _owners(spans, ctx.by_thread)
-    nested = _nested(spans, general) if general else {}
+    nested = _nested(tl.path, spans, general) if general else {}
     out: list[Window] = []
     pending: dict[int, list[float]] = {}  # per thread, a heap of the ends of its windows not yet ended
     ended: dict[int, float] = {}  # per thread, the last end among its windows that have ended
