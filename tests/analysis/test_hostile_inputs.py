@@ -230,6 +230,29 @@ def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeyp
     assert "overlap without nesting in more than 1,000 pairs" in err
 
 
+def test_a_long_element_is_scanned_about_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An element longer than the buffer (a 16 MiB name) made the reader re-scan the whole buffer at each
+    doubling, twice the element's bytes in all; now a doubling that read no separator skips the scan."""
+    from hostile_shapes import SHAPES, write_trace
+
+    from mixins.analysis.read import reader
+
+    size = 16 << 20
+    path = write_trace(tmp_path / "long.json.gz", SHAPES["long_names"](size, count=1))
+    scanned = 0
+    cut = reader.TraceStream._cut
+
+    def counted(self: reader.TraceStream, buf: bytes, start: int, limit: int, exact: bool) -> object:
+        nonlocal scanned
+        scanned += limit - start
+        return cut(self, buf, start, limit, exact)
+
+    monkeypatch.setattr(reader.TraceStream, "_cut", counted)
+    for _ in reader.open_trace(str(path)).events():
+        pass
+    assert scanned < 1.3 * size, f"{scanned / size:.2f} x the element scanned"
+
+
 class CountedLabel(str):
     """A segment label that counts the comparisons made with it (a list's ``in`` compares with each)."""
 

@@ -156,6 +156,11 @@ class _OutOfRange(Exception):
     """A number msgspec or float() cannot hold (more than ~308 digits, or 4,300 for an integer)."""
 
 
+def _has_separator(buf: bytes, lo: int, hi: int) -> bool:
+    """Whether ``buf[lo:hi]`` holds a ``,`` or ``]``: what must follow a traceEvents element that ends there."""
+    return buf.find(b",", lo, hi) >= 0 or buf.find(b"]", lo, hi) >= 0
+
+
 class TraceError(Exception):
     """Bad input, already phrased for ``capture-trace: error: <path>: <what>``."""
 
@@ -676,12 +681,20 @@ class TraceStream:
             self._pos += 1
             return
         want = min(self.buffering.slice, self.buffering.min_slice)  # the first slice measures element sizes
+        # (absolute start, absolute limit) of the last scan that found no complete element: while the first
+        # element grows past the buffer, only bytes read since can complete it, and only with a separator
+        # among them (a scan of the whole buffer per doubling made a 60 MiB name cost n log n)
+        fruitless = (-1, -1)
         while True:
             self._fill(want)
             buf, start = self._buf, self._pos
             limit = min(len(buf), start + want)
-            cut = self._cut(buf, start, limit, exact=False)
+            if fruitless[0] == self._base + start and not _has_separator(buf, fruitless[1] - self._base - 1, limit):
+                cut = None
+            else:
+                cut = self._cut(buf, start, limit, exact=False)
             if cut is None:
+                fruitless = (self._base + start, self._base + limit)
                 if self._eof and limit == len(buf):
                     yield from self._exact_split()
                     return
