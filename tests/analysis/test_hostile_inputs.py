@@ -253,6 +253,35 @@ def test_a_long_element_is_scanned_about_once(tmp_path: Path, monkeypatch: pytes
     assert scanned < 1.3 * size, f"{scanned / size:.2f} x the element scanned"
 
 
+def test_elements_larger_than_a_slice_are_read_without_regrowing_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an element larger than a read slice (4 MiB), each next one started again at a slice and grew by
+    doublings, the buffer re-copied each time: 5.3x the bytes of three 16 MiB names. The next buffer now
+    has room for an element of the size just seen."""
+    from hostile_shapes import SHAPES, write_trace
+
+    from mixins.analysis.read import reader
+
+    size, count = 16 << 20, 3
+    path = write_trace(tmp_path / "long.json.gz", SHAPES["long_names"](size, count=count))
+    copied = 0
+    fill = reader.TraceStream._fill
+
+    def counted(self: reader.TraceStream, need: int) -> bool:
+        nonlocal copied
+        before = len(self._buf) - self._pos
+        got = fill(self, need)
+        if len(self._buf) > before:  # the buffer was joined anew
+            copied += len(self._buf)
+        return got
+
+    monkeypatch.setattr(reader.TraceStream, "_fill", counted)
+    for _ in reader.open_trace(str(path)).events():
+        pass
+    assert copied < 2.5 * size * count, f"{copied / (size * count):.2f} x the elements copied"
+
+
 class CountedLabel(str):
     """A segment label that counts the comparisons made with it (a list's ``in`` compares with each)."""
 

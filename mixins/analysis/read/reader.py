@@ -712,6 +712,8 @@ class TraceStream:
             per_event = (cut.resume - start) / max(cut.elements, 1)
             b = self.buffering
             want = min(b.slice, max(b.min_slice, int(per_event * b.slice_events)))
+            if per_event > b.slice:  # elements larger than a slice: room for the next one at once, not by doublings
+                want = min(2 * int(per_event), self.limits.max_value_bytes + b.block)
 
     def _find_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
         """Fast path: try the last few candidate boundaries; fall back to an exact walk."""
