@@ -25,7 +25,7 @@ from mixins.analysis.model.record import OUTSIDE, Kernel, Segment
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import assigner, segments_of
 from mixins.analysis.model.timeline import IdIndex, Timeline, innermost, load_timeline
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.read.reader import MAX_OVERLAPPING_PAIRS, TraceError
 from mixins.analysis.read.safe_io import read_small_json
 
 __all__ = [
@@ -116,12 +116,6 @@ def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
     time order, on the thread that began it; a window never closed runs to the end."""
     c = tl.calls
     return [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
-
-
-# Window pairs the general rule may compare on threads whose windows overlap without nesting: real captures
-# nest or follow one another (the stack sweep of :func:`_owners`); a trace past this is refused, not walked
-# for hours (a staircase of N overlapping windows is N²/2 pairs).
-MAX_OVERLAPPING_PAIRS = 2_000_000
 
 
 def _nested(

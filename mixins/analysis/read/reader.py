@@ -87,6 +87,11 @@ _limits = Limits()
 # string): each is copied into tables, pages and the model, so one 60 MiB name held 30 times was 2 GB. Longer
 # text is cut here, where it is read, with a visible marker (:func:`cut_text`); real names are < 1 KB.
 MAX_TEXT = 4096
+# Window pairs the general rule (``windows._nested``) may compare on threads whose capture windows overlap
+# without nesting: real captures nest or follow one another (the stack sweep); a trace past this is refused,
+# not walked for hours (a staircase of N overlapping windows is N²/2 pairs).
+MAX_OVERLAPPING_PAIRS = 2_000_000
+
 _texts_cut = 0  # texts cut in this process so far (``texts_cut``: a command's note counts its own)
 
 
