@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mixins.helptext import ANALYSIS_COMMANDS, BROKEN_PIPE
+from mixins.helptext import ANALYSIS_COMMANDS, BROKEN_PIPE, INTERRUPTED
 
 
 class _Version(argparse.Action):
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BROKEN_PIPE
     except KeyboardInterrupt:
         print("capture-trace: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,8 +21,8 @@ from importlib import metadata
 from importlib.machinery import all_suffixes
 from typing import Any
 
-from _sglang_capture_trace_bootstrap import OWN_PTH as PTH_NAME  # noqa: E402
 from _sglang_capture_trace_bootstrap import ownership_problem  # noqa: E402
+from _sglang_capture_trace_switches import OWN_PTH as PTH_NAME  # noqa: E402
 from mixins import helptext, naming, settings
 from mixins.metadata import PACKAGE, distribution_version
 from mixins.one_line import one_line
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"problem: {problem}")
     if not problems:
         print("no problem found: a capture with --enable-profile-cuda-graph writes a trace")
-    return 1 if problems else 0
+    return helptext.DIFFERENT if problems else helptext.OK
 
 
 def _isolated(name: str, probe: Probe, problems: list[str]) -> tuple[str, list[str]]:

@@ -7,7 +7,11 @@ import argparse
 import textwrap
 from typing import Any
 
+# Every command's exit codes, as GNU diff's: trouble (2) wins over a difference (1), so a CI gate never
+# passes on an unreadable rank; each command's ``--help`` says what 0 and 1 mean for it.
+OK, DIFFERENT, TROUBLE = 0, 1, 2
 EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usage (wins over 1)")
+INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C
 # 128 + SIGPIPE, what a shell shows for a writer killed by SIGPIPE: never 0 or 1, which mean "same"/"different".
 BROKEN_PIPE = 141
 # The analyzer's sub-commands, in ``--help`` order (``mixins.analysis.cli`` registers them; ``mixins.cli``

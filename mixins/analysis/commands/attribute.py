@@ -36,11 +36,11 @@ from mixins.analysis.model.roles import CAPTURE, READS, refusal, replay_ok, role
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
 from mixins.analysis.read.reader import TraceError, current_limits, holding
 from mixins.analysis.read.safe_io import STDOUT_NAMES
-from mixins.helptext import add_command, non_negative_int
+from mixins.helptext import DIFFERENT, OK, TROUBLE, add_command, non_negative_int
 
 __all__ = ["add", "cmd_attribute", "csv_rows", "CSV_COLUMNS"]
 
-OK, LOW_COVERAGE, TROUBLE = 0, 1, 2
+LOW_COVERAGE = DIFFERENT  # exit 1: coverage below --min-coverage
 Progress = Callable[[int, int], None]  # the reader's (bytes read, file size) callback: a bar on a terminal
 Details = dict[str, tuple[int, str | None]]  # TraceLens execution details: file name -> (batch size, mode)
 _DETAILS = "execution_details.json"
