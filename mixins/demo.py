@@ -239,7 +239,6 @@ def add_command(commands: Any) -> None:
     parser = add_documented(
         commands,
         "demo",
-        "capture four demo runners and write their traces",
         "Capture a tiny model with four runners named like sglang's EAGLE3 set-up (decode, draft, "
         "draft-extend: they profile their own capture) and a prefill runner (no profiler of its own: "
         "the decorator's profile mode) under torch.profiler, one labelled segment per batch size or "

@@ -45,7 +45,6 @@ def add_command(commands: Any) -> None:
     parser = helptext.add_command(
         commands,
         "doctor",
-        "why a trace does or does not appear here: versions, switch, activation routes, patch rows",
         DESCRIPTION,
         ["capture-trace doctor", "capture-trace doctor --no-import"],
         exit_codes=("a trace can appear", "something named in the report stops it", "usage error"),

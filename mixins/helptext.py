@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: ``capture-trace --help`` imports this module and not typing
+if TYPE_CHECKING:
+    from typing import Any
 
 # Every command's exit codes, as GNU diff's: trouble (2) wins over a difference (1), so a CI gate never
 # passes on an unreadable rank; each command's ``--help`` says what 0 and 1 mean for it.
@@ -14,9 +17,24 @@ EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usa
 INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C
 # 128 + SIGPIPE, what a shell shows for a writer killed by SIGPIPE: never 0 or 1, which mean "same"/"different".
 BROKEN_PIPE = 141
-# The analyzer's sub-commands, in ``--help`` order (``mixins.analysis.cli`` registers them; ``mixins.cli``
-# dispatches on them without importing the analyzer).
-ANALYSIS_COMMANDS = ("ls", "clean", "summary", "diff", "check", "time", "attribute", "report", "memory")
+# Every sub-command and its one-line summary, in ``--help`` order: ``mixins.cli`` dispatches on the names
+# and answers ``capture-trace --help`` from this table alone, without importing any command's module;
+# each module's ``add`` registers its own sub-parser under the same summary (:func:`add_command`).
+COMMANDS = {
+    "demo": "capture four demo runners and write their traces",
+    "doctor": "why a trace does or does not appear here: versions, switch, activation routes, patch rows",
+    "ls": "one row per trace in a directory: identity, size, events, segments",
+    "clean": "remove the staging directories of exports whose process is gone",
+    "summary": "per trace and segment: ops, signatures, launches, kernels",
+    "diff": "compare two traces' op-signature sequences per segment",
+    "check": "verify every TP rank of each runner is present and captured the same sequences",
+    "time": "where capture time goes: warmup / capture / instantiate / other",
+    "attribute": "put each replayed CUDA-graph kernel on the capture op, module and shapes that launched it",
+    "report": "one self-contained HTML page: start-up time, rank check, replay attribution",
+    "memory": "CUDA memory per runner and shape, from the snapshots beside the traces",
+}
+# The analyzer's (``mixins.analysis.cli`` registers them).
+ANALYSIS_COMMANDS = tuple(name for name in COMMANDS if name not in ("demo", "doctor"))
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -44,7 +62,6 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 def add_command(
     subparsers: Any,
     name: str,
-    summary: str,
     description: str,
     examples: list[str],
     exit_codes: tuple[str, ...] = EXIT_CODES,
@@ -56,7 +73,7 @@ def add_command(
         + [f"  {BROKEN_PIPE}  the reader of the output went away (`... | head`)"]
     )
     return subparsers.add_parser(  # type: ignore[no-any-return]
-        name, help=summary, description=description, epilog=epilog, formatter_class=HelpFormatter
+        name, help=COMMANDS[name], description=description, epilog=epilog, formatter_class=HelpFormatter
     )
 
 

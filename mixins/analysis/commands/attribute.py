@@ -55,7 +55,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "attribute",
-        "put each replayed CUDA-graph kernel on the capture op, module and shapes that launched it",
         "Join a profile of serving (REPLAY: graph-replayed kernels have names and times but no op and no "
         "shapes) to the capture traces taken at start-up: each graph launch is matched to one capture "
         "window and verified by its kernel sequence, then every replayed kernel's GPU time goes to the "

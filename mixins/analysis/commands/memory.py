@@ -25,7 +25,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "memory",
-        "CUDA memory per runner and shape, from the snapshots beside the traces",
         "For each memory snapshot (cuda_graph_memory-*.pickle, or the ones in a directory): memory allocated "
         "during each shape's capture:: segment of the trace beside it, the part in CUDA-graph pools, "
         "the peak while recording, and the allocation sites holding the most memory. Snapshots are read "

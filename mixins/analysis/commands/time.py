@@ -463,7 +463,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "time",
-        "where capture time goes: warmup / capture / instantiate / other",
         "Split each segment (batch size, variant) of each runner's capture into warm-up passes, the "
         "capture window, graph instantiation and the rest; bars per segment, top CPU ops by self time per "
         "phase, runners side by side. Profiling inflates CPU time: compare shares, runners and batch sizes.",
