@@ -25,8 +25,8 @@ from typing import Any
 
 from mixins import settings
 from mixins.formats import BS, TOKENS, label_text
-from mixins.helptext import DIFFERENT, OK, TROUBLE
 from mixins.naming import SUBDIR, TRACE_PREFIX, TRACE_SUFFIX, trace_dir
+from mixins.usage import DIFFERENT, OK, TROUBLE
 
 DEFAULT_OUT = "capture-trace-demo"
 TORCH_HINT = "the demo needs torch, which is not installed: pip install torch (the extra [torch])"

@@ -27,6 +27,7 @@ from mixins import helptext, naming, settings
 from mixins.metadata import PACKAGE, distribution_version
 from mixins.one_line import one_line
 from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_LOADER, PLUGIN_NAME, TARGETS, modules
+from mixins.usage import DIFFERENT, OK
 
 STARTUP_SWITCH = settings.STARTUP_HOOK
 # Plain text: argparse shows it as written (wrapped), so no reST markup.
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"problem: {problem}")
     if not problems:
         print("no problem found: a capture with --enable-profile-cuda-graph writes a trace")
-    return helptext.DIFFERENT if problems else helptext.OK
+    return DIFFERENT if problems else OK
 
 
 def _isolated(name: str, probe: Probe, problems: list[str]) -> tuple[str, list[str]]:

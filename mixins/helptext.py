@@ -1,40 +1,37 @@
 """One look for every ``capture-trace`` sub-command's ``--help``: description, example, exit codes,
-and each option's default, wrapped to the terminal (``COLUMNS`` included, as argparse reads it)."""
+and each option's default, wrapped to the terminal (``COLUMNS`` included, as argparse reads it); the
+parser class and ``--version`` action every parser uses. What is listed comes from ``mixins.usage``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
+
+from mixins.usage import BROKEN_PIPE, COMMANDS, EXIT_CODES, version_line
 
 TYPE_CHECKING = False  # not typing's: ``capture-trace --help`` imports this module and not typing
 if TYPE_CHECKING:
     from typing import Any
 
-# Every command's exit codes, as GNU diff's: trouble (2) wins over a difference (1), so a CI gate never
-# passes on an unreadable rank; each command's ``--help`` says what 0 and 1 mean for it.
-OK, DIFFERENT, TROUBLE = 0, 1, 2
-EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usage (wins over 1)")
-INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C
-# 128 + SIGPIPE, what a shell shows for a writer killed by SIGPIPE: never 0 or 1, which mean "same"/"different".
-BROKEN_PIPE = 141
-# Every sub-command and its one-line summary, in ``--help`` order: ``mixins.cli`` dispatches on the names
-# and answers ``capture-trace --help`` from this table alone, without importing any command's module;
-# each module's ``add`` registers its own sub-parser under the same summary (:func:`add_command`).
-COMMANDS = {
-    "demo": "capture four demo runners and write their traces",
-    "doctor": "why a trace does or does not appear here: versions, switch, activation routes, patch rows",
-    "ls": "one row per trace in a directory: identity, size, events, segments",
-    "clean": "remove the staging directories of exports whose process is gone",
-    "summary": "per trace and segment: ops, signatures, launches, kernels",
-    "diff": "compare two traces' op-signature sequences per segment",
-    "check": "verify every TP rank of each runner is present and captured the same sequences",
-    "time": "where capture time goes: warmup / capture / instantiate / other",
-    "attribute": "put each replayed CUDA-graph kernel on the capture op, module and shapes that launched it",
-    "report": "one self-contained HTML page: start-up time, rank check, replay attribution",
-    "memory": "CUDA memory per runner and shape, from the snapshots beside the traces",
-}
-# The analyzer's (``mixins.analysis.cli`` registers them).
-ANALYSIS_COMMANDS = tuple(name for name in COMMANDS if name not in ("demo", "doctor"))
+
+class VersionAction(argparse.Action):
+    """``--version``, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(version_line())  # stdout, as argparse's own
+        parser.exit()
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, except that ``--help`` lets a closed stdout be seen (argparse's own printing
+    swallows ``OSError``), so that it exits 141 like every command's output; sub-commands inherit it."""
+
+    def print_help(self, file: Any = None) -> None:
+        (file or sys.stdout).write(self.format_help())
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -1,7 +1,7 @@
 """Files in, results out, for every analyzer command: which files a path names, each read in a worker
 process (one per core) under the reader's limits, and one line per file that failed.
 
-Exit codes (``mixins.helptext``, as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or
+Exit codes (``mixins.usage``, as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or
 usage; trouble (2) wins over a difference (1), so a CI gate never passes on an unreadable rank. 141 (128 +
 SIGPIPE, ``BROKEN_PIPE``): the reader of stdout went away (``… | head``), quietly.
 Each worker returns a small summary or compact sequences, never raw events. Whatever goes wrong with
@@ -25,7 +25,8 @@ from mixins.analysis.model.identity import is_trace_name, names_a_trace
 from mixins.analysis.read.reader import MAX_TEXT, Limits, TraceError, current_limits, texts_cut, using_limits
 from mixins.analysis.tables import wide_tables
 from mixins.formats import SUBDIR
-from mixins.helptext import DIFFERENT, OK, TROUBLE, int_at_least, non_negative_int
+from mixins.helptext import int_at_least, non_negative_int
+from mixins.usage import DIFFERENT, OK, TROUBLE
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

@@ -82,13 +82,14 @@ def _commands_and_heavy(loaded: set[str]) -> list[str]:
 
 
 def test_version_and_help_import_no_command_module() -> None:
-    """``--version`` and ``--help`` are answered from ``mixins.cli`` and ``mixins.helptext`` alone: no
-    command's module, no ``importlib.metadata`` (the version is read from our dist-info), no numpy."""
+    """``--version`` is answered from ``mixins.cli`` and ``mixins.usage`` alone (not even argparse),
+    ``--help`` with ``mixins.helptext`` too: no command's module, no ``importlib.metadata`` (the version is
+    read from our dist-info), no numpy."""
     from importlib.metadata import version
 
     loaded, out = _cli_imports("--version")
     assert out == f"capture-trace {version('sglang-capture-trace')}\n"
-    assert _commands_and_heavy(loaded) == []
+    assert _commands_and_heavy(loaded) == [] and "argparse" not in loaded
     loaded, out = _cli_imports("--help")
     assert "summary " in out and "attribute" in out
     assert _commands_and_heavy(loaded) == []

@@ -12,7 +12,7 @@ defined in a second module:
   docstrings are not read;
 - ``time``'s phases, home ``mixins/formats.py``: a name ``PHASES`` bound, or the four phase names
   written as a tuple or list;
-- exit codes, home ``mixins/helptext.py``: ``OK``, ``DIFFERENT``, ``TROUBLE``, ``INTERRUPTED``,
+- exit codes, home ``mixins/usage.py``: ``OK``, ``DIFFERENT``, ``TROUBLE``, ``INTERRUPTED``,
   ``BROKEN_PIPE`` or an ``EXIT_*`` name bound to a number, ``EXIT_CODES`` bound; a command function (one
   taking an ``argparse.Namespace``) or ``main`` returning a number literal; ``sys.exit`` / ``SystemExit``
   given one.
@@ -27,7 +27,7 @@ from pathlib import Path
 from tests.core.test_import_graph import module_files
 
 REPO = Path(__file__).resolve().parents[2]
-FORMATS, HELPTEXT = "mixins.formats", "mixins.helptext"
+FORMATS, USAGE = "mixins.formats", "mixins.usage"
 PREFIX = "capture::"
 FIELDS = ("bs=", "tokens=", "variant=")
 # what may precede a field or the prefix in a pattern: anchors, separators, groups of them
@@ -104,14 +104,14 @@ def second_homes(module: str, source: str) -> list[str]:
         names = [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
         if module != FORMATS and any(n.id == "PHASES" for n in names):
             found.append(f"{where}: PHASES")
-        if module != HELPTEXT and isinstance(node, (ast.Assign, ast.AnnAssign)):
+        if module != USAGE and isinstance(node, (ast.Assign, ast.AnnAssign)):
             numbers = [v for v in ast.walk(node.value) if _number(v)] if node.value is not None else []
             for name in names:
                 if name.id == "EXIT_CODES" or (
                     numbers and (name.id in EXIT_NAMES or name.id.startswith("EXIT_"))
                 ):
                     found.append(f"{where}: exit code {name.id}")
-        if module != HELPTEXT and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if module != USAGE and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if _is_namespace_function(node):
                 for inner in ast.walk(node):
                     if isinstance(inner, ast.Return) and _number(inner.value):
@@ -132,7 +132,7 @@ def _inside_fstring(tree: ast.AST, constant: ast.Constant) -> bool:
 
 def test_each_grammar_and_constant_is_defined_once() -> None:
     files = module_files(REPO)
-    assert FORMATS in files and HELPTEXT in files
+    assert FORMATS in files and USAGE in files
     found = [hit for name, path in files.items() for hit in second_homes(name, path.read_text())]
     assert found == []
 
@@ -143,9 +143,9 @@ def test_the_homes_hold_them() -> None:
     formats = second_homes("elsewhere", files[FORMATS].read_text())
     assert any("prefix" in hit for hit in formats) and any("size bound" in hit for hit in formats)
     assert any("PHASES" in hit for hit in formats)
-    helptext = second_homes("elsewhere", files[HELPTEXT].read_text())
+    usage = second_homes("elsewhere", files[USAGE].read_text())
     assert {"exit code OK", "exit code TROUBLE", "exit code BROKEN_PIPE", "exit code EXIT_CODES"} <= {
-        hit.split(": ", 1)[1] for hit in helptext
+        hit.split(": ", 1)[1] for hit in usage
     }
 
 
@@ -175,6 +175,6 @@ def test_planted_second_definitions_are_found() -> None:
     prose = (
         'def f():\n    """Parse ``capture::bs=8`` (``\\\\d{1,18}``)."""\n'
         'WHY = "label each batch size\'s capture as a capture::bs=N range"\n'
-        "code = 0\nreturn_value = helptext.OK\n"
+        "code = 0\nreturn_value = usage.OK\n"
     )
     assert second_homes("mixins.somewhere", prose) == []

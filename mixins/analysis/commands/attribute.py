@@ -36,7 +36,8 @@ from mixins.analysis.model.roles import CAPTURE, READS, refusal, replay_ok, role
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
 from mixins.analysis.read.reader import TraceError, current_limits, holding
 from mixins.analysis.read.safe_io import STDOUT_NAMES
-from mixins.helptext import DIFFERENT, OK, TROUBLE, add_command, non_negative_int
+from mixins.helptext import add_command, non_negative_int
+from mixins.usage import DIFFERENT, OK, TROUBLE
 
 __all__ = ["add", "cmd_attribute", "csv_rows", "CSV_COLUMNS"]
 
