@@ -96,7 +96,7 @@ def second_homes(module: str, source: str) -> list[str]:
                 values = [e.value for e in node.elts if isinstance(e, ast.Constant)]
                 if tuple(values) == PHASE_NAMES:
                     found.append(f"{where}: the phases")
-        targets: list[ast.AST] = []
+        targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets
         elif isinstance(node, ast.AnnAssign):
