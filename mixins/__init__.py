@@ -8,9 +8,11 @@ the start-up hook can import ``mixins.settings`` cheaply (docs/DESIGN.md §4).
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not typing's: every ``capture-trace`` run imports this package, most never typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from mixins.capture_trace import CaptureTraceMixin, with_capture_trace
     from mixins.export import export_cuda_graph_capture_trace, wait_for_exports
 

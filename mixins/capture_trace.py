@@ -25,8 +25,9 @@ from typing import Any, ClassVar, TypeVar, overload
 
 from mixins import kineto, settings
 from mixins.export import export_profile, report_failure
+from mixins.formats import BS, SHAPE_UNITS, UNKNOWN_SHAPE, segment_name
 from mixins.patching import Wrapper, find_attribute, wrap_method
-from mixins.sglang_targets import HOOK, PROFILE_FLAG, SHAPE_LABEL_NAMES, SHAPE_METHODS, SHAPE_UNITS
+from mixins.sglang_targets import HOOK, PROFILE_FLAG, SHAPE_LABEL_NAMES, SHAPE_METHODS
 
 logger = logging.getLogger("mixins")
 DECORATOR_TAG = "with_capture_trace"
@@ -158,11 +159,11 @@ def shape_label(
     instance: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    unit: str = "bs",
+    unit: str = BS,
 ) -> str | None:
     """``capture::{unit}={size}[,variant=..][,stream=..][,attention=..][,name=value..]`` from the call's own
     arguments (never from counting calls, so repeated and multi-variant captures of one size stay right).
-    ``unit`` is what the size counts (``sglang_targets.SHAPE_UNITS``: ``bs``, or ``tokens`` for the
+    ``unit`` is what the size counts (``formats.SHAPE_UNITS``: ``bs``, or ``tokens`` for the
     prefill / piecewise runners, ``capture::tokens=8192``).
 
     After the size, every scalar argument (str, int, float, bool) whose value is not its default is
@@ -183,14 +184,14 @@ def shape_label(
     params = list(signature.parameters.values())[1:]  # after self
     if not params or params[0].name not in bound.arguments:
         return None
-    parts = [f"{unit}={bound.arguments[params[0].name]}"]
+    parts: list[tuple[str, object]] = [(unit, bound.arguments[params[0].name])]
     known = [p for name in SHAPE_LABEL_NAMES for p in params[1:] if p.name == name]
     others = [p for p in params[1:] if p.name not in SHAPE_LABEL_NAMES]
     for param in known + others:
         value = bound.arguments.get(param.name, param.default)
         if _distinguishes(value, param.default):
-            parts.append(f"{SHAPE_LABEL_NAMES.get(param.name, param.name)}={value}")
-    return "capture::" + ",".join(parts)
+            parts.append((SHAPE_LABEL_NAMES.get(param.name, param.name), value))
+    return segment_name(parts)
 
 
 def _distinguishes(value: object, default: object) -> bool:
@@ -240,7 +241,7 @@ def _make_label_shape(unit: str) -> Wrapper:
 
 _LABEL_WRAPPERS: dict[str, Wrapper] = {unit: _make_label_shape(unit) for unit in SHAPE_UNITS}
 #: Batch-size labels (the decode runners' and the default for user runners).
-label_shape = _LABEL_WRAPPERS["bs"]
+label_shape = _LABEL_WRAPPERS[BS]
 
 
 # -- profile mode: our own profiler around the capture ---------------------------------------------------
@@ -406,7 +407,7 @@ def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draf
 # -- lazy captures: one graph per new shape while serving (docs/DESIGN.md §5.1) --------------------------
 
 ShapeOf = Callable[[Mapping[str, Any]], "tuple[tuple[str, int], ...]"]
-LAZY_UNKNOWN_SHAPE = "capture::graph"
+LAZY_UNKNOWN_SHAPE = UNKNOWN_SHAPE
 
 
 def lazy_label(shape_of: ShapeOf | None, function: Callable[..., Any], instance: Any, args: tuple[Any, ...],
@@ -420,7 +421,7 @@ def lazy_label(shape_of: ShapeOf | None, function: Callable[..., Any], instance:
         if shape_of is None or signature is None:
             return LAZY_UNKNOWN_SHAPE
         parts = shape_of(signature.bind(instance, *args, **kwargs).arguments)
-        return "capture::" + ",".join(f"{name}={int(value)}" for name, value in parts)
+        return segment_name((name, int(value)) for name, value in parts)
     except Exception as exc:  # a future signature: still one segment, unlabelled
         logger.debug("%s: cannot read the captured shape (%s); labelled %s", type(instance).__name__, exc,
                      LAZY_UNKNOWN_SHAPE)
@@ -542,7 +543,7 @@ class _Options:
     shape_method: str | None = AUTO
     draft_base: type | None = None
     profile: str | None = None
-    shape_unit: str = "bs"
+    shape_unit: str = BS
 
 
 def _has_method(cls: type, name: str) -> bool:
@@ -614,7 +615,7 @@ def with_capture_trace(
     shape_method: str | None = AUTO,
     draft_base: bool | type = False,
     profile: str | None = None,
-    shape_unit: str = "bs",
+    shape_unit: str = BS,
 ) -> Callable[[C], C]: ...
 def with_capture_trace(
     cls: Any = None,
@@ -624,7 +625,7 @@ def with_capture_trace(
     shape_method: str | None = AUTO,
     draft_base: bool | type = False,
     profile: str | None = None,
-    shape_unit: str = "bs",
+    shape_unit: str = BS,
 ) -> Any:
     """Class decorator; returns the same class.
 
@@ -665,7 +666,7 @@ class CaptureTraceMixin:
     capture_trace_hook: ClassVar[str] = HOOK
     capture_trace_shape_method: ClassVar[str | None] = AUTO
     capture_trace_profile: ClassVar[str | None] = None
-    capture_trace_shape_unit: ClassVar[str] = "bs"
+    capture_trace_shape_unit: ClassVar[str] = BS
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

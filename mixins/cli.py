@@ -1,67 +1,58 @@
 """The ``capture-trace`` console script: ``demo`` plus the analyzer commands.
 
 Each command module adds its own sub-parser and sets ``func`` (returns the exit code), so this file
-stays a dispatcher. Exit codes: 0 ok, 1 difference/inconsistency found, 2 bad input or usage,
-141 (``helptext.BROKEN_PIPE``) the reader of stdout went away, for every command.
+stays a dispatcher. Exit codes (``mixins.usage``): 0 ok, 1 difference/inconsistency found, 2 bad input
+or usage, 141 (``BROKEN_PIPE``) the reader of stdout went away, for every command.
+
+Start-up: ``--version`` is answered from this module and ``mixins.usage`` alone (no argparse; the version
+is read from our ``*.dist-info``), ``--help`` from those and ``mixins.helptext`` (the command list is a
+table in ``usage``): neither imports a command's module, ``importlib.metadata`` or numpy. Naming a command
+imports that command's modules only.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
 
-from mixins.helptext import ANALYSIS_COMMANDS, BROKEN_PIPE
+from mixins.usage import BROKEN_PIPE, INTERRUPTED, OK, PROG, version_line
+from mixins.usage import COMMANDS as SUMMARIES
 
+TYPE_CHECKING = False  # not typing's: importing it is ~10% of ``--version``
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
-class _Version(argparse.Action):
-    """``--version``, looked up only when asked (package metadata costs ~25 ms to import)."""
-
-    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        from mixins.metadata import PACKAGE, distribution_version
-
-        print(f"{parser.prog} {distribution_version(PACKAGE) or 'unknown'}")  # stdout, as argparse's own
-        parser.exit()
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse's parser, except that ``--help`` lets a closed stdout be seen (argparse's own printing
-    swallows ``OSError``), so that it exits 141 like every command's output; sub-commands inherit it."""
-
-    def print_help(self, file: Any = None) -> None:
-        (file or sys.stdout).write(self.format_help())
-
-
-COMMANDS = ("demo", "doctor", *ANALYSIS_COMMANDS)
+COMMANDS = tuple(SUMMARIES)  # every sub-command, in --help order
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The whole CLI; or, given ``command``, a parser with only that sub-command, so that running one
-    command imports only its own modules (``attribute --json`` starts in about half the time)."""
-    from mixins.helptext import HelpFormatter
+    """Given ``command``, a parser with only that sub-command, so that running one command imports only its
+    own modules (``attribute --json`` starts in about half the time). Without one, the top level: every
+    command listed by name and summary (``usage.COMMANDS``), none of their modules imported; enough for
+    ``--help``, ``--version`` and argparse's message for a missing or mistyped command."""
+    from mixins.helptext import HelpFormatter, Parser, VersionAction
 
-    parser = _Parser(
-        prog="capture-trace",
+    parser = Parser(
+        prog=PROG,
         description="Record and inspect SGLang CUDA-graph capture traces.",
         epilog="Run 'capture-trace COMMAND --help' for its options, examples and exit codes.",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--version", action=_Version, help="show the installed version and exit")
+    parser.add_argument("--version", action=VersionAction, help="show the installed version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    if command in (None, "demo"):
+    if command is None:
+        for name, summary in SUMMARIES.items():
+            commands.add_parser(name, help=summary, add_help=False)
+    elif command == "demo":
         from mixins import demo
 
         demo.add_command(commands)
-    if command in (None, "doctor"):
+    elif command == "doctor":
         from mixins import doctor
 
         doctor.add_command(commands)
-    if command is None or command not in ("demo", "doctor"):
+    else:
         from mixins.analysis import cli as analysis_cli
 
         analysis_cli.add_commands(commands, only=command)
@@ -81,12 +72,18 @@ def _drop_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # The first word names the command (top-level options such as --help come first): build just it.
-    # Anything else (a typo, no command) gets the whole parser and so argparse's usual message.
-    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     try:
+        if argv == ["--version"]:  # no parser at all: argparse's help formatter alone imports shutil
+            print(version_line())
+            sys.stdout.flush()
+            return OK
+        # The first word names the command (top-level options such as --help come first): build just it.
+        # Anything else (a typo, no command) gets the top level and so argparse's usual message.
+        parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
         try:
             args = parser.parse_args(argv)
+            if not hasattr(args, "func"):  # a command named after top-level words (``-- summary x``): its parser
+                args = build_parser(args.command).parse_args(argv)
         finally:  # --help / --version print and exit inside parse_args: their closed pipe shows here too
             sys.stdout.flush()
         rc = int(args.func(args))
@@ -97,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BROKEN_PIPE
     except KeyboardInterrupt:
         print("capture-trace: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from mixins import settings
+from mixins.formats import BS, TOKENS, label_text
 from mixins.naming import SUBDIR, TRACE_PREFIX, TRACE_SUFFIX, trace_dir
+from mixins.usage import DIFFERENT, OK, TROUBLE
 
 DEFAULT_OUT = "capture-trace-demo"
 TORCH_HINT = "the demo needs torch, which is not installed: pip install torch (the extra [torch])"
@@ -124,8 +126,9 @@ def _profile_replays(runners: list[Any], replays: int, path: Path) -> Path:
     with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
         for runner in runners:
             for bs, graph in sorted(runner.graphs.items()):
-                unit = "bs" if hasattr(runner, "capture_bs") else "tokens"  # the prefill runner's graphs
-                with torch.profiler.record_function(f"replay::runner={type(runner).__name__},{unit}={bs}"):
+                unit = BS if hasattr(runner, "capture_bs") else TOKENS  # the prefill runner's graphs
+                hint = label_text([("runner", type(runner).__name__), (unit, bs)])
+                with torch.profiler.record_function(f"replay::{hint}"):
                     for _ in range(replays):
                         graph.replay()
         torch.cuda.synchronize()
@@ -201,7 +204,7 @@ def _command(args: argparse.Namespace) -> int:
     blocked = not_a_directory(out)
     if blocked is not None:  # found now, not after minutes of capturing
         print(f"capture-trace: error: --out {args.out}: {blocked} is not a directory", file=sys.stderr)
-        return 2
+        return TROUBLE
     print(f"capture-trace demo: setting {settings.ENABLE}=1 and {settings.PROFILER_DIR}={out} for this process")
     try:
         device = _resolve_device(args.device)
@@ -212,14 +215,14 @@ def _command(args: argparse.Namespace) -> int:
         if exc.name != "torch":
             raise
         print(f"capture-trace: error: {TORCH_HINT}", file=sys.stderr)
-        return 2
+        return TROUBLE
     except RuntimeError as exc:
         print(f"capture-trace: error: {exc}", file=sys.stderr)
-        return 2
+        return TROUBLE
     expected = len(RUNNERS) + (1 if args.replay else 0)
     if len(paths) != expected:
         print(f"capture-trace: error: expected {expected} traces, found {len(paths)}", file=sys.stderr)
-        return 1
+        return DIFFERENT
     for path in paths:
         total, by_cat = _count_events(path)
         counts = ", ".join(f"{cat} {n:,}" for cat, n in sorted(by_cat.items()))
@@ -227,7 +230,7 @@ def _command(args: argparse.Namespace) -> int:
     print(f"Open them in https://ui.perfetto.dev or chrome://tracing, or run: capture-trace ls --long {out}")
     if args.replay:
         print(f"Attribute the replays: capture-trace attribute {paths[-1]} {paths[-1].parent}")
-    return 0
+    return OK
 
 
 def add_command(commands: Any) -> None:
@@ -236,7 +239,6 @@ def add_command(commands: Any) -> None:
     parser = add_documented(
         commands,
         "demo",
-        "capture four demo runners and write their traces",
         "Capture a tiny model with four runners named like sglang's EAGLE3 set-up (decode, draft, "
         "draft-extend: they profile their own capture) and a prefill runner (no profiler of its own: "
         "the decorator's profile mode) under torch.profiler, one labelled segment per batch size or "

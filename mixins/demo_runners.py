@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mixins.capture_trace import CaptureTraceMixin, with_capture_trace
+from mixins.formats import TOKENS
 
 
 def import_torch() -> Any:
@@ -104,7 +105,7 @@ class EAGLEDraftExtendCudaGraphRunner(CaptureTraceMixin, _DemoRunner):
         pass
 
 
-@with_capture_trace(profile="capture", shape_method="capture_one_shape", shape_unit="tokens")
+@with_capture_trace(profile="capture", shape_method="capture_one_shape", shape_unit=TOKENS)
 class PrefillCudaGraphRunner(_DemoRunner):
     """A prefill runner: one graph per token count, and no profiler of its own — profile mode runs
     ``capture()`` inside ours and exports it (``capture::tokens=N`` segments)."""

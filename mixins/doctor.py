@@ -21,12 +21,13 @@ from importlib import metadata
 from importlib.machinery import all_suffixes
 from typing import Any
 
-from _sglang_capture_trace_bootstrap import OWN_PTH as PTH_NAME  # noqa: E402
 from _sglang_capture_trace_bootstrap import ownership_problem  # noqa: E402
+from _sglang_capture_trace_switches import OWN_PTH as PTH_NAME  # noqa: E402
 from mixins import helptext, naming, settings
 from mixins.metadata import PACKAGE, distribution_version
 from mixins.one_line import one_line
 from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_LOADER, PLUGIN_NAME, TARGETS, modules
+from mixins.usage import DIFFERENT, OK
 
 STARTUP_SWITCH = settings.STARTUP_HOOK
 # Plain text: argparse shows it as written (wrapped), so no reST markup.
@@ -45,7 +46,6 @@ def add_command(commands: Any) -> None:
     parser = helptext.add_command(
         commands,
         "doctor",
-        "why a trace does or does not appear here: versions, switch, activation routes, patch rows",
         DESCRIPTION,
         ["capture-trace doctor", "capture-trace doctor --no-import"],
         exit_codes=("a trace can appear", "something named in the report stops it", "usage error"),
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"problem: {problem}")
     if not problems:
         print("no problem found: a capture with --enable-profile-cuda-graph writes a trace")
-    return 1 if problems else 0
+    return DIFFERENT if problems else OK
 
 
 def _isolated(name: str, probe: Probe, problems: list[str]) -> tuple[str, list[str]]:

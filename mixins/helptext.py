@@ -1,18 +1,37 @@
 """One look for every ``capture-trace`` sub-command's ``--help``: description, example, exit codes,
-and each option's default, wrapped to the terminal (``COLUMNS`` included, as argparse reads it)."""
+and each option's default, wrapped to the terminal (``COLUMNS`` included, as argparse reads it); the
+parser class and ``--version`` action every parser uses. What is listed comes from ``mixins.usage``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
-from typing import Any
 
-EXIT_CODES = ("ok", "a difference or inconsistency was found", "bad input or usage (wins over 1)")
-# 128 + SIGPIPE, what a shell shows for a writer killed by SIGPIPE: never 0 or 1, which mean "same"/"different".
-BROKEN_PIPE = 141
-# The analyzer's sub-commands, in ``--help`` order (``mixins.analysis.cli`` registers them; ``mixins.cli``
-# dispatches on them without importing the analyzer).
-ANALYSIS_COMMANDS = ("ls", "clean", "summary", "diff", "check", "time", "attribute", "report", "memory")
+from mixins.usage import BROKEN_PIPE, COMMANDS, EXIT_CODES, version_line
+
+TYPE_CHECKING = False  # not typing's: ``capture-trace --help`` imports this module and not typing
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class VersionAction(argparse.Action):
+    """``--version``, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(version_line())  # stdout, as argparse's own
+        parser.exit()
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, except that ``--help`` lets a closed stdout be seen (argparse's own printing
+    swallows ``OSError``), so that it exits 141 like every command's output; sub-commands inherit it."""
+
+    def print_help(self, file: Any = None) -> None:
+        (file or sys.stdout).write(self.format_help())
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -40,7 +59,6 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 def add_command(
     subparsers: Any,
     name: str,
-    summary: str,
     description: str,
     examples: list[str],
     exit_codes: tuple[str, ...] = EXIT_CODES,
@@ -52,7 +70,7 @@ def add_command(
         + [f"  {BROKEN_PIPE}  the reader of the output went away (`... | head`)"]
     )
     return subparsers.add_parser(  # type: ignore[no-any-return]
-        name, help=summary, description=description, epilog=epilog, formatter_class=HelpFormatter
+        name, help=COMMANDS[name], description=description, epilog=epilog, formatter_class=HelpFormatter
     )
 
 

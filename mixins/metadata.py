@@ -14,9 +14,8 @@ from functools import cache
 from numbers import Integral
 from typing import Any
 
+from _sglang_capture_trace_switches import DISTRIBUTION as PACKAGE
 from mixins.naming import Ranks, discover_sizes
-
-PACKAGE = "sglang-capture-trace"
 
 
 @cache

@@ -4,8 +4,9 @@ between captures and tests can flip them per case. Standard library only.
 Boolean variables follow sglang's ``EnvBool`` exactly: ``true/1/yes/y`` and ``false/0/no/n``,
 case-insensitive, no stripping; anything else logs one warning naming the variable and the accepted
 values, and the default is used. That grammar and the decision "enabled" (:func:`trace_enabled`) live
-in the start-up bootstrap module, which must work before ``mixins`` may be imported; this module
-re-exports them so the ``.pth`` hook and the package share one definition (docs/DESIGN.md §4).
+in the standard-library-only module ``_sglang_capture_trace_switches``, which the start-up bootstrap reads
+before ``mixins`` may be imported; this module re-exports them so the ``.pth`` hook and the package share
+one definition (docs/DESIGN.md §4).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import re
 from collections.abc import Callable
 
-from _sglang_capture_trace_bootstrap import (
+from _sglang_capture_trace_switches import (
     BACKGROUND,
     ENABLE,
     EXIT_TIMEOUT,

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from mixins.formats import BS, SEGMENT_PREFIX, TOKENS, VARIANT
+
 # -- names sglang defines that we rely on -----------------------------------------------------------------
 
 #: The runner's post-profile hook, ``_post_process_after_profile(prof_context)`` (0.5.6+).
@@ -35,11 +37,10 @@ SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
 #: Short label names for per-shape arguments that distinguish captures of one size (read from the
 #: wheels: ``stream_idx`` and ``variant_label`` from 0.5.14, ``attention_variant`` from 0.5.20).
 #: Any other scalar argument with a non-default value is labelled under its own name.
-SHAPE_LABEL_NAMES = {"variant_label": "variant", "stream_idx": "stream", "attention_variant": "attention"}
+SHAPE_LABEL_NAMES = {"variant_label": VARIANT, "stream_idx": "stream", "attention_variant": "attention"}
 #: The unit a per-shape method's size argument counts: decode runners capture per batch size
 #: (``capture::bs=8``), the prefill / piecewise runners per token count (``capture::tokens=8192``).
 #: Defined in ``mixins.formats`` (shared with the analyzer, which must not import this table).
-from mixins.formats import SHAPE_UNITS as SHAPE_UNITS  # noqa: E402
 
 #: sglang's ``--enable-profile-cuda-graph``, read as each release reads it (docs/DESIGN.md §5.1): the
 #: runner's own copy (decode and CPU runners store it in ``__init__``), else the published config
@@ -89,9 +90,9 @@ ATTENTION_DP_FLAG = "enable_dp_attention"
 PLUGIN_LOADER = "sglang.srt.plugins"
 PLUGIN_GROUP = "sglang.srt.plugins"
 # Our entry point's name and sglang's allow-list variable are defined once, in the standard-library-only
-# start-up bootstrap (it must stand alone before `mixins` may be imported: docs/DESIGN.md §4).
-from _sglang_capture_trace_bootstrap import PLUGIN_NAME as PLUGIN_NAME  # noqa: E402
-from _sglang_capture_trace_bootstrap import PLUGINS as PLUGINS_ALLOW_LIST  # noqa: E402, F401
+# module the start-up bootstrap reads before `mixins` may be imported (docs/DESIGN.md §4).
+from _sglang_capture_trace_switches import PLUGIN_NAME as PLUGIN_NAME  # noqa: E402
+from _sglang_capture_trace_switches import PLUGINS as PLUGINS_ALLOW_LIST  # noqa: E402, F401
 
 # -- versions ------------------------------------------------------------------------------------------------
 
@@ -173,7 +174,7 @@ class Target:
     base: str | None = None
     base_requires: tuple[str, ...] = ()
     draft_base: bool = False
-    unit: str = "bs"
+    unit: str = BS
     capture_path: tuple[str, ...] = ()
     shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]] | None = None
     graphs: str | None = None
@@ -311,24 +312,24 @@ def _rows(tensor: Any) -> int:
 
 def _vit_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """``ViTCudaGraphRunner.create_graph(x_3d [S, 1, H], cu_seqlens [images + 1], ...)``."""
-    return (("tokens", _rows(args["x_3d"])), ("images", _rows(args["cu_seqlens"]) - 1))
+    return ((TOKENS, _rows(args["x_3d"])), ("images", _rows(args["cu_seqlens"]) - 1))
 
 
 def _intern_vit_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """``InternViTCudaGraphRunner.create_graph(x [tiles, S, H])``: graphs are keyed by (tiles, S)."""
     tiles, seq = (int(n) for n in args["x"].shape[:2])
-    return (("tokens", tiles * seq), ("tiles", tiles))
+    return ((TOKENS, tiles * seq), ("tiles", tiles))
 
 
 def _kimi_vit_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """``KimiK3ViTCudaGraphRunner._capture(key, pixel_values [patches, ...], grid_thws, grid_thw_list, ...)``:
     graphs are keyed by the images' (t, h, w) grids."""
-    return (("tokens", _rows(args["pixel_values"])), ("images", len(args["grid_thw_list"])))
+    return ((TOKENS, _rows(args["pixel_values"])), ("images", len(args["grid_thw_list"])))
 
 
 def _row_bucket_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """``RowBucketGraphRunner._capture(rows, num_rows, static, ...)``: one graph per row bucket (token rows)."""
-    return (("tokens", int(args["rows"])),)
+    return ((TOKENS, int(args["rows"])),)
 
 
 _LAZY_WHY = (
@@ -344,7 +345,7 @@ _LAZY_NOTE = (
 def _lazy_row(
     module: str, cls: str, method: str, read_in: tuple[str, ...], evidence: str, *,
     shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]], path: tuple[str, ...] = (),
-    graphs: str | None = None, unit: str = "tokens",
+    graphs: str | None = None, unit: str = TOKENS,
 ) -> Target:
     return Target(
         module,
@@ -353,7 +354,7 @@ def _lazy_row(
         Strategy.PROFILE_LAZY_CAPTURE,
         why=_LAZY_WHY,
         drop_when=_PROFILE_DROP,
-        note=_LAZY_NOTE.replace("tokens=N", f"{unit}=N"),
+        note=_LAZY_NOTE.replace(f"{TOKENS}=N", f"{unit}=N"),
         read_in=read_in,
         verified_in=_ci(read_in),
         evidence=evidence,
@@ -370,7 +371,7 @@ def _shape_rows(
     why: str,
     drop_when: str,
     rows: tuple[tuple[str, str, tuple[str, ...], str], ...],
-    unit: str = "bs",
+    unit: str = BS,
 ) -> list[Target]:
     """Per-shape methods (one strategy, one reason) for several classes: (module, class, read_in, evidence)."""
     return [
@@ -381,7 +382,7 @@ def _shape_rows(
             Strategy.LABEL_SHAPES,
             why,
             drop_when,
-            note=f"`{method}` labelled per call (`capture::{unit}=N`)",
+            note=f"`{method}` labelled per call (`{SEGMENT_PREFIX}{unit}=N`)",
             read_in=read_in,
             verified_in=_ci(read_in),
             evidence=evidence,
@@ -566,14 +567,14 @@ TARGETS: tuple[Target, ...] = (
         why="label each token count's capture as a capture::tokens=N range inside our profile",
         drop_when=_PROFILE_DROP,
         rows=((_PIECEWISE, "PiecewiseCudaGraphRunner", _PIECEWISE_RELEASES, "(num_tokens)"),),
-        unit="tokens",
+        unit=TOKENS,
     ),
     *_shape_rows(
         "capture_one_shape",
         why="label each token count's capture as a capture::tokens=N[,prefix_num_chunks=K] range",
         drop_when=_PROFILE_DROP,
         rows=((_PREFILL, "PrefillCudaGraphRunner", _PREFILL_RELEASES, "(size, *, prefix_num_chunks=0)"),),
-        unit="tokens",
+        unit=TOKENS,
     ),
     # -- runners sglang never profiles, without a capture(): our profiler around the method that captures --
     _profile_row(
@@ -594,7 +595,7 @@ TARGETS: tuple[Target, ...] = (
         why="label each token count's capture as a capture::tokens=N range inside our profile",
         drop_when=_PROFILE_DROP,
         rows=((_BREAKABLE, "BreakableCudaGraphRunner", _BREAKABLE_RELEASES, "(num_tokens, pool, stream)"),),
-        unit="tokens",
+        unit=TOKENS,
     ),
     _profile_row(
         _MULTI_LAYER,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.read.errors import TraceError
 
 if TYPE_CHECKING:
     from mixins.analysis.model.records import TraceRecord, load_record

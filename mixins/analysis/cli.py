@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from mixins.helptext import ANALYSIS_COMMANDS
+from mixins.usage import ANALYSIS_COMMANDS
 
 __all__ = ["COMMANDS", "add_commands"]
 

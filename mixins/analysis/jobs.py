@@ -1,9 +1,9 @@
 """Files in, results out, for every analyzer command: which files a path names, each read in a worker
 process (one per core) under the reader's limits, and one line per file that failed.
 
-Exit codes (as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or usage; trouble
-(2) wins over a difference (1), so a CI gate never passes on an unreadable rank. 141 (128 + SIGPIPE,
-``mixins.helptext.BROKEN_PIPE``): the reader of stdout went away (``… | head``), quietly.
+Exit codes (``mixins.usage``, as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or
+usage; trouble (2) wins over a difference (1), so a CI gate never passes on an unreadable rank. 141 (128 +
+SIGPIPE, ``BROKEN_PIPE``): the reader of stdout went away (``… | head``), quietly.
 Each worker returns a small summary or compact sequences, never raw events. Whatever goes wrong with
 one file (bad input, a limit, a bug, a dead worker) is that file's one-line error: the other files are
 still reported.
@@ -26,6 +26,7 @@ from mixins.analysis.read.reader import MAX_TEXT, Limits, TraceError, current_li
 from mixins.analysis.tables import wide_tables
 from mixins.formats import SUBDIR
 from mixins.helptext import int_at_least, non_negative_int
+from mixins.usage import DIFFERENT, OK, TROUBLE
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -35,7 +36,6 @@ __all__ = [
     "run_one", "map_files", "gather", "collect_results", "listed_in", "result_identity",
 ]
 
-OK, DIFFERENT, TROUBLE = 0, 1, 2
 
 
 def add_jobs_option(p: argparse.ArgumentParser) -> None:

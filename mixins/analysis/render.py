@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 from msgspec.structs import replace
 
 from mixins.analysis.serialise import to_json
-from mixins.analysis.tables import Cell, Col, Us, duration_text, print_table, shows_whole_cells
+from mixins.analysis.tables import UNWRAPPED, Cell, Col, Us, duration_text, print_table, shows_whole_cells
+from mixins.formats import BS, label_text
 from mixins.one_line import one_line
 
 # rich is imported by the functions that draw (~45 ms), so ``--json`` output and errors never load it.
@@ -37,9 +38,6 @@ def big_file(path: str) -> bool:
         return os.path.isfile(path) and os.path.getsize(path) >= PROGRESS_MIN_BYTES
     except OSError:
         return False
-
-
-UNWRAPPED = 1 << 20  # "no width": piped tables take their natural width, lines are never broken
 
 
 def console() -> Console:
@@ -400,7 +398,7 @@ def render_check(groups: list[GroupCheck]) -> None:
     rows: list[list[Cell]] = [
         [
             *([g.run or "?"] if runs else []),
-            " ".join(x for x in (g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
+            " ".join(x for x in (g.runner or "?", label_text([(BS, g.bs)]) if g.bs is not None else "",
                                  f"DP {g.dp_rank}" if g.dp_rank is not None else "") if x),
             _rank(g.pp_rank),
             str(g.capture_index),
@@ -414,7 +412,7 @@ def render_check(groups: list[GroupCheck]) -> None:
     print_table(out, columns, rows, runners=[g.runner or "?" for g in groups])
     for g in groups:
         run = f"{g.run}:" if runs and g.run else ""
-        head = safe(" ".join(x for x in (run, g.runner or "?", f"bs={g.bs}" if g.bs is not None else "",
+        head = safe(" ".join(x for x in (run, g.runner or "?", label_text([(BS, g.bs)]) if g.bs is not None else "",
                                            f"DP {g.dp_rank}" if g.dp_rank is not None else "",
                                            f"PP {g.pp_rank}" if g.pp_rank is not None else "",
                                            f"#{g.capture_index}") if x))

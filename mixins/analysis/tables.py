@@ -95,6 +95,7 @@ class Col(Struct, frozen=True):
         return self.justify == "right" or (self.justify is None and self.kind == "num")
 
 
+UNWRAPPED = 1 << 20  # "no width": piped tables take their natural width, lines are never broken
 _WIDE = [False]
 
 
@@ -110,8 +111,6 @@ def wide_tables(on: bool) -> Iterator[None]:
 
 def shows_whole_cells(out: Console) -> bool:
     """Whether ``out`` shows every cell whole, at any length: piped (natural widths) or ``--wide``."""
-    from mixins.analysis.render import UNWRAPPED
-
     return out.width >= UNWRAPPED or _WIDE[0]
 
 
@@ -329,8 +328,6 @@ def print_table(
     ``title`` is plain (untrusted) text; ``runners`` are the runner names its cells and headers may hold."""
     from rich.table import Table
     from rich.text import Text
-
-    from mixins.analysis.render import UNWRAPPED
 
     terminal = out.width < UNWRAPPED
     columns = _columns(cols, rows, {})

@@ -59,3 +59,45 @@ def test_attribute_json_cli_imports_no_file_writing_or_csv() -> None:
     )
     assert "mixins.analysis.commands.attribute_match" in loaded
     assert sorted(m for m in (*NOT_NEEDED, "tempfile", "csv") if m in loaded) == []
+
+
+def _cli_imports(*argv: str) -> tuple[set[str], str]:
+    """The modules loaded by ``capture-trace ARGV`` (what the console script runs), and what it printed."""
+    code = (
+        "import sys\nfrom mixins.cli import main\n"
+        f"sys.argv[1:] = {list(argv)!r}\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write('\\n'.join(sys.modules))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(done.stderr.split()), done.stdout
+
+
+def _commands_and_heavy(loaded: set[str]) -> list[str]:
+    command = ("mixins.demo", "mixins.doctor", "mixins.metadata", "mixins.analysis")
+    heavy = ("importlib.metadata", "numpy", "msgspec", "rich", "typing")
+    return sorted(m for m in loaded if m.startswith(command) or m in heavy)
+
+
+def test_version_and_help_import_no_command_module() -> None:
+    """``--version`` is answered from ``mixins.cli`` and ``mixins.usage`` alone (not even argparse),
+    ``--help`` with ``mixins.helptext`` too: no command's module, no ``importlib.metadata`` (the version is
+    read from our dist-info), no numpy."""
+    from importlib.metadata import version
+
+    loaded, out = _cli_imports("--version")
+    assert out == f"capture-trace {version('sglang-capture-trace')}\n"
+    assert _commands_and_heavy(loaded) == [] and "argparse" not in loaded
+    loaded, out = _cli_imports("--help")
+    assert "summary " in out and "attribute" in out
+    assert _commands_and_heavy(loaded) == []
+
+
+def test_one_command_s_help_imports_no_other_command() -> None:
+    loaded, out = _cli_imports("summary", "--help")
+    assert "usage: capture-trace summary" in out
+    assert "mixins.analysis.commands.summary" in loaded
+    others = {f"mixins.analysis.commands.{name}" for name in ("attribute", "time", "report", "memory", "diff", "ls")}
+    assert sorted(loaded & (others | {"mixins.demo", "mixins.doctor"})) == []

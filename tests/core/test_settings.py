@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import _sglang_capture_trace_bootstrap as bootstrap
+import _sglang_capture_trace_switches as switches
 from mixins import settings
 
 
@@ -30,7 +30,7 @@ def test_switch_accepts_sglang_envbool_values(monkeypatch: pytest.MonkeyPatch, r
 def test_invalid_switch_value_warns_once_naming_variable_and_counts_as_off(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str
 ) -> None:
-    bootstrap._warned.clear()
+    switches._warned.clear()
     monkeypatch.setenv(settings.ENABLE, raw)
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert settings.trace_enabled() is False
@@ -64,7 +64,7 @@ def _read_twice(
 ) -> tuple[list[Any], list[str]]:
     """``read()`` twice with ``name`` set to ``raw`` (None: unset) and the warn-once memory cleared: both
     values, and the warnings logged meanwhile (a bad value warns once, not at every read)."""
-    bootstrap._warned.clear()
+    switches._warned.clear()
     if raw is None:
         monkeypatch.delenv(name, raising=False)
     else:
@@ -115,9 +115,12 @@ def test_strict_and_background_switches(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_package_and_start_up_hook_share_one_switch_definition() -> None:
     """The .pth bootstrap and the package decide "enabled" with the same function and grammar."""
-    assert settings.trace_enabled is bootstrap.trace_enabled
-    assert settings.parse_env_bool is bootstrap.parse_env_bool
-    assert settings.ENABLE == bootstrap.ENABLE == "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE"
+    assert settings.trace_enabled is switches.trace_enabled
+    assert settings.parse_env_bool is switches.parse_env_bool
+    assert settings.ENABLE == switches.ENABLE == "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE"
+    import _sglang_capture_trace_bootstrap as bootstrap
+
+    assert bootstrap.startup_hook_wanted is switches.startup_hook_wanted
 
 
 ON = {settings.ENABLE: "1"}
@@ -159,7 +162,7 @@ def test_plugin_allow_list_as_sglang_reads_it(value: str | None, allow_list: set
 
 
 def test_invalid_startup_switch_warns_once_and_keeps_the_hook_on(caplog: pytest.LogCaptureFixture) -> None:
-    bootstrap._warned.clear()
+    switches._warned.clear()
     environ = {**ON, settings.STARTUP_HOOK: "off"}
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert settings.startup_hook_wanted(environ) is True
@@ -219,7 +222,7 @@ def _levenshtein(a: str, b: str) -> int:
 def test_banded_distance_agrees_with_the_full_one() -> None:
     import random
 
-    from _sglang_capture_trace_bootstrap import within_distance
+    from _sglang_capture_trace_switches import within_distance
 
     rng = random.Random(7)
     for _ in range(5000):

@@ -15,6 +15,8 @@ ENABLE = "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE"
 HOOK = "SGLANG_CAPTURE_TRACE_STARTUP_HOOK"
 PLUGINS = "SGLANG_PLUGINS"
 TRACE = REPO / "tests" / "data" / "h100_qwen1.5-0.5b_inference.json.gz"
+# What the .pth line imports when the switch is set: the bootstrap, then the switches it reads (stdlib only)
+STARTUP_MODULES = ("_sglang_capture_trace_bootstrap", "_sglang_capture_trace_switches")
 
 def probe(venv: Venv, cwd: Path, **env: str) -> tuple[dict, str]:
     """What a fresh interpreter holds right after start-up (the .pth has run), and whether sglang is patched."""
@@ -30,11 +32,11 @@ def venv(request: pytest.FixtureRequest) -> Venv:
 
 
 def test_pth_and_bootstrap_are_installed_beside_each_other(venv: Venv) -> None:
-    """Editable installs get the hook too (hatchling copies both files into site-packages)."""
+    """Editable installs get the hook too (hatchling copies the files into site-packages)."""
     site = venv.site_packages
     assert (site / "sglang_capture_trace.pth").read_text() == (REPO / "mixins" / "sglang_capture_trace.pth").read_text()
-    bootstrap = REPO / "_sglang_capture_trace_bootstrap.py"
-    assert (site / bootstrap.name).read_text() == bootstrap.read_text()
+    for module in STARTUP_MODULES:
+        assert (site / f"{module}.py").read_text() == (REPO / f"{module}.py").read_text()
 
 
 def test_switch_on_patches_sglang_at_start_up_without_importing_it(venv: Venv, tmp_path: Path) -> None:
@@ -54,13 +56,13 @@ def test_switch_on_patches_sglang_at_start_up_without_importing_it(venv: Venv, t
     ids=["switch-off", "hook-off", "plugins-without-us"],
 )
 def test_hook_off_imports_nothing(wheel_venv: Venv, tmp_path: Path, env: dict[str, str]) -> None:
-    """The modules of an interpreter without any of our variables plus the bootstrap itself: no mixins,
-    no wrapt, no importlib.metadata."""
+    """The modules of an interpreter without any of our variables plus the bootstrap and the switches it
+    reads: no mixins, no wrapt, no importlib.metadata."""
     baseline, _ = probe(wheel_venv, tmp_path)  # no variable: the .pth line does not import the bootstrap
     result, stderr = probe(wheel_venv, tmp_path, **env)
     # the switch is set, so the bootstrap is imported to decide (the import system's zipimport with it)
-    assert set(result["modules"]) - set(baseline["modules"]) <= {"_sglang_capture_trace_bootstrap", "zipimport"}
-    assert "_sglang_capture_trace_bootstrap" in result["modules"]
+    assert set(result["modules"]) - set(baseline["modules"]) <= {*STARTUP_MODULES, "zipimport"}
+    assert set(STARTUP_MODULES) <= set(result["modules"])
     assert set(baseline["modules"]) <= set(result["modules"])
     assert "mixins" not in baseline["modules"] and "wrapt" not in baseline["modules"]
     assert stderr == ""
@@ -69,17 +71,30 @@ def test_hook_off_imports_nothing(wheel_venv: Venv, tmp_path: Path, env: dict[st
 @pytest.mark.parametrize("env", [{}, {ENABLE: "1", HOOK: "0"}], ids=["unset", "hook-off"])
 def test_bootstrap_itself_imports_nothing_when_off(wheel_venv: Venv, tmp_path: Path, env: dict[str, str]) -> None:
     """``-X importtime``: with the switch unset the .pth line does not even import the bootstrap (an
-    environment lookup, as in the first release); set but off, the bootstrap has no child imports (its self
-    time is its cumulative time)."""
+    environment lookup, as in the first release); set but off, the bootstrap's one child import is the
+    switches module, which has none."""
     done = wheel_venv.run("nothing", tmp_path, "-X", "importtime", **env)
     rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")]
     timings = {name.strip(): (int(own.split(":")[1]), int(total)) for own, total, name in rows[1:]}
     assert not {"mixins", "wrapt", "importlib.metadata", "logging"} & set(timings)
     if ENABLE not in env:
-        assert "_sglang_capture_trace_bootstrap" not in timings
+        assert not set(STARTUP_MODULES) & set(timings)
         return
-    own, total = timings["_sglang_capture_trace_bootstrap"]
-    assert own == total
+    assert _imported_under(rows, STARTUP_MODULES[0]) == [STARTUP_MODULES[1]]
+    assert _imported_under(rows, STARTUP_MODULES[1]) == []
+
+
+def _imported_under(rows: list[list[str]], module: str) -> list[str]:
+    """The modules ``module``'s import imported (``-X importtime`` lists them just before it, indented deeper)."""
+    names = [row[2] for row in rows]
+    at = next(i for i, name in enumerate(names) if name.strip() == module)
+    depth = len(names[at]) - len(names[at].lstrip())
+    under = []
+    for name in reversed(names[:at]):
+        if len(name) - len(name.lstrip()) <= depth:
+            break
+        under.append(name.strip())
+    return under
 
 
 def test_plugins_list_naming_us_keeps_the_hook(wheel_venv: Venv, tmp_path: Path) -> None:

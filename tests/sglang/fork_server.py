@@ -36,8 +36,8 @@ import cpu_shims
 
 #: top-level names whose import order the tests are about, or that are the tests' own
 NOT_PRELOADED = frozenset({
-    "sglang", "mixins", "_sglang_capture_trace_bootstrap", "real_sglang", "cpu_shims", "orders", "fork_server",
-    "__main__", "__mp_main__",
+    "sglang", "mixins", "_sglang_capture_trace_bootstrap", "_sglang_capture_trace_switches", "real_sglang",
+    "cpu_shims", "orders", "fork_server", "__main__", "__mp_main__",
 })
 
 

@@ -37,10 +37,11 @@ from mixins.analysis.model.windows import Capture, Window, load_capture, read_ex
 from mixins.analysis.read.reader import TraceError, current_limits, holding
 from mixins.analysis.read.safe_io import STDOUT_NAMES
 from mixins.helptext import add_command, non_negative_int
+from mixins.usage import DIFFERENT, OK, TROUBLE
 
 __all__ = ["add", "cmd_attribute", "csv_rows", "CSV_COLUMNS"]
 
-OK, LOW_COVERAGE, TROUBLE = 0, 1, 2
+LOW_COVERAGE = DIFFERENT  # exit 1: coverage below --min-coverage
 Progress = Callable[[int, int], None]  # the reader's (bytes read, file size) callback: a bar on a terminal
 Details = dict[str, tuple[int, str | None]]  # TraceLens execution details: file name -> (batch size, mode)
 _DETAILS = "execution_details.json"
@@ -55,7 +56,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "attribute",
-        "put each replayed CUDA-graph kernel on the capture op, module and shapes that launched it",
         "Join a profile of serving (REPLAY: graph-replayed kernels have names and times but no op and no "
         "shapes) to the capture traces taken at start-up: each graph launch is matched to one capture "
         "window and verified by its kernel sequence, then every replayed kernel's GPU time goes to the "

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from msgspec import Struct, field
 
-from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, ID_LIMIT, NODE_KIND_OF_CALL, SIZE
+from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, ID_LIMIT, NODE_KIND_OF_CALL
 from mixins.analysis.model.identity import Identity, rank_from_name
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.roles import identify
@@ -31,6 +31,7 @@ from mixins.analysis.model.segments import segment_size
 from mixins.analysis.model.timeline import IdIndex, Timeline, load_timeline
 from mixins.analysis.model.windows import Node, Site, Window, sites_of_calls
 from mixins.analysis.serialise import json_value
+from mixins.formats import BS, SIZE, TOKENS, size_hint
 
 __all__ = [
     "Row", "Unattributed", "Attribution", "ReplayIndex", "index_replay", "attribute_index", "attribute_replay",
@@ -38,10 +39,10 @@ __all__ = [
 ]
 
 # A range without "bs=", "tokens=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
-_BS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])bs=(" + SIZE + ")"),)
+_BS_HINT = (size_hint(BS),)
 # prefill / piecewise runners count tokens, not requests (segments.segment_size); so does vLLM, whose
 # ``execute_N_…`` ranges and graphs are keyed by the number of tokens
-_TOKENS_HINT = (re.compile(r"(?:^|[^A-Za-z0-9])tokens=(" + SIZE + ")"), re.compile(r"^execute_(" + SIZE + ")_"))
+_TOKENS_HINT = (size_hint(TOKENS), re.compile(r"^execute_(" + SIZE + ")_"))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy", D_SET: "memset"}  # a nameless node's name
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id

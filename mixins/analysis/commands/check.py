@@ -32,7 +32,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "check",
-        "verify every TP rank of each runner is present and captured the same sequences",
         "Group a capture's traces by runner, pipeline stage and capture number; fail when a TP or PP "
         "rank is missing (from the group sizes the traces recorded) or when a rank captured a "
         "different op sequence than the lowest rank, naming the first divergent op. Files are read in "

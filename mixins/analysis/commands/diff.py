@@ -21,7 +21,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "diff",
-        "compare two traces' op-signature sequences per segment",
         "Compare two captures segment by segment (matched by label): ops added, removed and changed "
         "(shapes, types, scalar inputs, kernels), and the first op where they differ. Timestamps, ids "
         "and durations never count. Given two folders (two runs), each capture of A is compared with the "

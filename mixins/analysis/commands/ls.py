@@ -22,7 +22,6 @@ def add_ls(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "ls",
-        "one row per trace in a directory: identity, size, events, segments",
         "List the traces of a directory (or one trace file): who wrote each (runner, TP/PP rank, capture "
         "number and where that came from), its size, event count and per-batch-size segments. --long "
         "prints each trace's recorded metadata instead: runner, ranks and group sizes, versions, host, "
@@ -39,7 +38,6 @@ def add_clean(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "clean",
-        "remove the staging directories of exports whose process is gone",
         f"Remove what interrupted exports left in a trace directory (and in its {SUBDIR}/, as `ls` shows "
         f"them): staging directories ({STAGING_PREFIX}*) whose process is gone, on this host and in this pid "
         "namespace, owned by you. Others (another user's, a running process, another host) are listed and "

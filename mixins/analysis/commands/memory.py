@@ -15,7 +15,7 @@ from typing import Any
 from mixins.analysis import render
 from mixins.analysis.jobs import OK, TROUBLE
 from mixins.analysis.read.reader import TraceError
-from mixins.formats import MEMORY_NAME, MEMORY_PREFIX, MEMORY_SUFFIX, TRACE_PREFIX, TRACE_SUFFIX
+from mixins.formats import MEMORY_NAME, MEMORY_PREFIX, MEMORY_SUFFIX, SEGMENT_PREFIX, TRACE_PREFIX, TRACE_SUFFIX
 from mixins.helptext import add_command, non_negative_int
 
 _DEFAULT_POOL = (0, 0)  # the caching allocator's own pool; a CUDA graph's private pool has another id
@@ -25,7 +25,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "memory",
-        "CUDA memory per runner and shape, from the snapshots beside the traces",
         "For each memory snapshot (cuda_graph_memory-*.pickle, or the ones in a directory): memory allocated "
         "during each shape's capture:: segment of the trace beside it, the part in CUDA-graph pools, "
         "the peak while recording, and the allocation sites holding the most memory. Snapshots are read "
@@ -95,7 +94,7 @@ def _segments(trace: str) -> tuple[list[tuple[str, float, float]], str | None]:
 
     tl = load_timeline(trace, device=False, modules=False, shapes=False)
     segs, source = segments_of(tl.ranges, identity_of(trace, tl.metadata))
-    if source != "capture::":
+    if source != SEGMENT_PREFIX:
         return [], "the trace beside it has no capture:: segments"
     base = tl.metadata.get("baseTimeNanoseconds")
     offset = base / 1000 if isinstance(base, (int, float)) and not isinstance(base, bool) else 0.0

@@ -38,7 +38,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "report",
-        "one self-contained HTML page: start-up time, rank check, replay attribution",
         "Write one HTML file that works offline (the charting library is embedded): the start-up time of "
         "each runner and shape as stacked bars (warm-up / capture / instantiate / other, from 'time'), "
         "the cross-rank check ('check'), and, given --replay, where the replay's GPU time went as a "

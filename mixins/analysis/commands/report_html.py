@@ -23,12 +23,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from mixins.analysis.tables import short_runners, unit_of
+from mixins.formats import PHASES  # time --json's phase keys, stacked bottom to top
 from mixins.one_line import one_line
 
 __all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json"]
 
 EXTRA = "report"  # pyproject.toml [project.optional-dependencies]
-PHASES = ("warmup", "capture", "instantiate", "other")  # time --json's phase keys, stacked bottom to top
 DATA_ID = "capture-trace-data"  # the <script type="application/json"> holding the three dicts as given
 _COLORS = {"warmup": "#f2a541", "capture": "#3b7dd8", "instantiate": "#8e5bd0", "other": "#a0a4ab"}
 _PHASE_NAMES = {"warmup": "warm-up", "capture": "capture", "instantiate": "instantiate", "other": "other"}

@@ -17,7 +17,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "summary",
-        "per trace and segment: ops, signatures, launches, kernels",
         "Summarise traces per segment (one per captured batch size): events, CPU ops, distinct op "
         "signatures, kernel launches, graph launches, kernels and how they link, and the signatures "
         "that launch the most device work (then the most calls), with their kernels.",

@@ -41,11 +41,11 @@ from mixins.analysis.model.record import Segment
 from mixins.analysis.model.roles import identify, run_labels
 from mixins.analysis.model.segments import assigner, segments_of, size_json
 from mixins.analysis.model.timeline import Timeline, load_timeline
+from mixins.formats import PHASES
 from mixins.helptext import add_command, non_negative_int
 
 __all__ = ["PHASES", "NOTE", "TopOp", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
 
-PHASES = ("warmup", "capture", "instantiate", "other")
 NOTE = (
     "profiling inflates CPU time (every op and runtime call is recorded while the trace is taken): "
     "read shares and compare runners and batch sizes; absolute times are upper bounds"
@@ -463,7 +463,6 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "time",
-        "where capture time goes: warmup / capture / instantiate / other",
         "Split each segment (batch size, variant) of each runner's capture into warm-up passes, the "
         "capture window, graph instantiation and the rest; bars per segment, top CPU ops by self time per "
         "phase, runners side by side. Profiling inflates CPU time: compare shares, runners and batch sizes.",
@@ -534,5 +533,5 @@ def cmd_time(args: argparse.Namespace) -> int:
     elif results:
         from mixins.analysis.commands.time_render import render_time
 
-        render_time(doc["traces"], doc.get("comparison"), doc.get("runs"))
+        render_time(doc)
     return TROUBLE if bad or bad_files else OK

@@ -10,10 +10,10 @@ from typing import Any
 
 from rich.text import Text
 
-from mixins.analysis.commands.time import NOTE, PHASES
 from mixins.analysis.model.segments import by_size
 from mixins.analysis.render import console, safe, who
 from mixins.analysis.tables import Cell, Col, Us, print_table, shown, unit_of
+from mixins.formats import PHASES
 
 __all__ = ["render_time", "bar", "slowest_cells"]
 
@@ -104,13 +104,14 @@ def _run_rows(comparison: list[dict[str, Any]], runs: list[str]) -> tuple[list[C
     return cols, rows
 
 
-def render_time(
-    traces: list[dict[str, Any]], comparison: list[dict[str, Any]] | None = None, runs: list[str] | None = None
-) -> None:
-    """Print ``time``'s result (the ``--json`` objects) for a terminal or a pipe; given several runs, the
+def render_time(doc: dict[str, Any]) -> None:
+    """Print ``time``'s result (its ``--json`` document) for a terminal or a pipe; given several runs, the
     runs side by side per runner and shape."""
+    traces: list[dict[str, Any]] = doc["traces"]
+    comparison: list[dict[str, Any]] | None = doc.get("comparison")
+    runs: list[str] | None = doc.get("runs")
     out = console()
-    out.print(f"note: {NOTE}")
+    out.print(f"note: {doc['note']}")
     legend = Text("bars: ")
     for p in PHASES:
         glyph, style = _GLYPH[p]

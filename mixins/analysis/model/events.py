@@ -12,6 +12,8 @@ import re
 from typing import Any, TypeVar
 
 from mixins.analysis.read.reader import Event, SlimEvent
+from mixins.formats import BS, SIZE, TOKENS, VARIANT, label_size, label_text, mentions_size, segment_label
+from mixins.formats import label_variant as segment_variant
 
 _E = TypeVar("_E", Event, SlimEvent)
 
@@ -57,14 +59,8 @@ _CALLS = (
     ("GraphUpload", C_INSTANTIATE),  # the upload that may follow instantiation
 )
 
-OUR_SEGMENT = re.compile(r"^capture::(?P<label>.+)$")
-# A batch size or token count read from a label: at most this many digits (fits 64 bits; int() of a
-# 4,301-digit string raises). Every size pattern uses it; a longer one stays plain text.
-SIZE = r"\d{1,18}(?!\d)"
 # vLLM's ``capture_<bs>[_<mode>]``; modes have underscores (FULL_DECODE_ONLY, FULL_AND_PIECEWISE)
 FOREIGN_SEGMENT = re.compile(r"^capture_(?P<bs>" + SIZE + r")(?:_(?P<variant>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*))?$")
-_BS = re.compile(r"(?:^|,)bs=(" + SIZE + r")(?:,|$)")
-_VARIANT = re.compile(r"(?:^|,)variant=([^,#]+)")
 _MODULE_SUFFIX = re.compile(r"_\d+$")
 _MODULE_PREFIX = "nn.Module: "
 
@@ -96,11 +92,10 @@ def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
     whose size is a number of tokens (vLLM V1 keys every CUDA graph by num_tokens): ``tokens=32,variant=FULL``,
     no batch size.
     """
-    m = OUR_SEGMENT.match(name)
-    if m:
-        label = m["label"]
-        bs = _BS.search(label)
-        return label, int(bs.group(1)) if bs else None, True
+    label = segment_label(name)  # ours: the grammar is mixins.formats'
+    if label is not None:
+        size = label_size(label)
+        return label, size[1] if size is not None and size[0] == BS else None, True
     m = FOREIGN_SEGMENT.match(name)
     if m:
         return vllm_label(int(m["bs"]), m["variant"]), None, False
@@ -110,7 +105,7 @@ def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
 def vllm_label(tokens: int, variant: str | None) -> str:
     """The segment label of a vLLM capture size (its ``capture_N_MODE`` range, or TraceLens's index of it):
     a token count."""
-    return f"tokens={tokens}" + (f",variant={variant}" if variant else "")
+    return label_text([(TOKENS, tokens), *([(VARIANT, variant)] if variant else [])])
 
 
 def may_be_segment_marker(name: str) -> bool:
@@ -122,13 +117,7 @@ def may_be_segment_marker(name: str) -> bool:
 def may_be_hint(name: str) -> bool:
     """False for ranges ``attribute`` can never read a replay hint from (``…bs=N…``, ``…tokens=N…``,
     ``runner=…``, vLLM's ``execute_N_…``: the patterns of ``attribute_match._Hints`` all need one of these)."""
-    return "bs=" in name or "tokens=" in name or "runner=" in name or name.startswith("execute_")
-
-
-def segment_variant(label: str) -> str | None:
-    """The ``variant=`` of a segment label (``bs=8,variant=FULL`` -> ``FULL``), None when it has none."""
-    m = _VARIANT.search(label)
-    return m.group(1) if m else None
+    return mentions_size(name) or "runner=" in name or name.startswith("execute_")
 
 
 def category(cat: str) -> int:

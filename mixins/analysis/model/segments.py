@@ -8,28 +8,19 @@ A segment's size is in its label in the unit its runner captures by: ``bs=8`` (d
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable
 from heapq import heappop, heappush
 from typing import Any, NamedTuple
 
-from mixins.analysis.model.events import SIZE, segment_marker
+from mixins.analysis.model.events import segment_marker
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import ALL, Segment
-from mixins.formats import SHAPE_UNITS
+from mixins.formats import BS, SEGMENT_PREFIX, SHAPE_UNITS, label_text
+from mixins.formats import label_size as segment_size
 
 __all__ = ["Range", "segments_of", "assigner", "segment_size", "size_json", "by_size"]
-
-_SIZE = re.compile(r"(?:^|,)(?P<unit>" + "|".join(SHAPE_UNITS) + r")=(?P<n>" + SIZE + r")(?=,|#|$)")
-
-
-def segment_size(label: str) -> tuple[str, int] | None:
-    """``("bs", 8)`` for ``bs=8,variant=x``, ``("tokens", 8192)`` for ``tokens=8192,prefix_num_chunks=2``."""
-    m = _SIZE.search(label)
-    return (m["unit"], int(m["n"])) if m else None
-
 
 def size_json(label: str) -> dict[str, Any]:
     """``{"unit", "size"}`` of a segment for ``--json``: what its label's size counts (``bs``, ``tokens``)
@@ -90,9 +81,9 @@ def segments_of(ranges: Iterable[Range], identity: Identity) -> tuple[list[Segme
             label, bs, is_ours = got
             (ours if is_ours else foreign).append(Segment(label, bs, r.ts, r.ts + r.dur, r.pid))
     if ours:
-        segs, source = ours, "capture::"
+        segs, source = ours, SEGMENT_PREFIX
     elif identity.bs is not None:
-        return [Segment(f"bs={identity.bs}", identity.bs)], "filename"
+        return [Segment(label_text([(BS, identity.bs)]), identity.bs)], "filename"
     elif foreign:
         segs, source = foreign, "foreign"
     else:

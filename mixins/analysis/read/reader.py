@@ -35,6 +35,8 @@ from typing import IO, Annotated, Any, ClassVar, NamedTuple
 import msgspec
 from msgspec import Struct
 
+from mixins.analysis.read.errors import TraceError
+
 try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 MB); not required
     from isal import igzip as _fast_gzip  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover - depends on the environment
@@ -146,7 +148,7 @@ def holding(path: str) -> Iterator[None]:
     """Open ``path`` once (:func:`safe_io.open_input`) for the duration; every stream over ``path``
     in this process reads that descriptor from its start. Why: ``attribute --annotate`` reads the
     replay twice (attribution, then the copy) and a file swapped in between must not be annotated."""
-    from mixins.analysis.read.safe_io import open_input  # imports this module
+    from mixins.analysis.read.safe_io import open_input
 
     fd, _ = open_input(path)
     _held[path] = fd
@@ -164,23 +166,6 @@ class _OutOfRange(Exception):
 def _has_separator(buf: bytes, lo: int, hi: int) -> bool:
     """Whether ``buf[lo:hi]`` holds a ``,`` or ``]``: what must follow a traceEvents element that ends there."""
     return buf.find(b",", lo, hi) >= 0 or buf.find(b"]", lo, hi) >= 0
-
-
-class TraceError(Exception):
-    """Bad input, already phrased for ``capture-trace: error: <path>: <what>``."""
-
-    def __init__(self, path: str, message: str, not_a_trace: bool = False, wrong_role: str | None = None) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
-        self.message = message
-        # valid JSON that is not a trace (execution_details.json, a config): a directory listing skips
-        # such a file unless its name says it is a trace (``jobs.collect_results``)
-        self.not_a_trace = not_a_trace
-        # a trace of a role the command does not read (``model.roles``): skipped too, when listed
-        self.wrong_role = wrong_role
-
-    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str, bool, str | None]]:  # survive process pools
-        return (TraceError, (self.path, self.message, self.not_a_trace, self.wrong_role))
 
 
 _RAW_EMPTY = msgspec.Raw(b"")
@@ -485,7 +470,7 @@ class TraceStream:
     def _open(self) -> None:
         """Open the file once (or take the descriptor the command holds for it, :func:`holding`), by
         descriptor from then on: a name flipped to a FIFO or a link after a check changes nothing."""
-        from mixins.analysis.read.safe_io import open_input  # imports this module
+        from mixins.analysis.read.safe_io import open_input
 
         held = _held.get(self.path)
         if held is not None:

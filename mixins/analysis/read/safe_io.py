@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import msgspec
 
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.read.errors import TraceError
 
 __all__ = ["open_input", "read_small_json", "output_file", "STDOUT_NAMES", "file_kind", "SMALL_JSON_BYTES"]
 
