@@ -90,6 +90,20 @@ def test_demo_command_writes_one_labelled_trace_per_runner(
     assert [48, 64] in linear_inputs and [16, 64] in linear_inputs
 
 
+def test_the_committed_demo_traces_are_what_the_demo_writes(demo: tuple[Path, subprocess.CompletedProcess[str]]
+) -> None:
+    """tests/data/demo, which the analyzer's tests read without torch, has the runners, metadata keys and
+    ops of a fresh run (other batch sizes): when this fails, remake it (tests/data/PROVENANCE.md)."""
+    fresh = demo[0] / "graph_capture_profile"
+    committed = Path(__file__).resolve().parents[1] / "data" / "demo"
+    assert sorted(p.name for p in committed.iterdir()) == sorted(p.name for p in fresh.iterdir())
+    for path in fresh.iterdir():
+        new, old = load_trace(path), load_trace(committed / path.name)
+        assert new["capture_trace"].keys() == old["capture_trace"].keys(), path.name
+        ops = [{e["name"] for e in t["traceEvents"] if e.get("cat") == "cpu_op"} for t in (new, old)]
+        assert ops[0] == ops[1], path.name
+
+
 def test_demo_rejects_bad_batch_sizes_and_missing_cuda(tmp_path: Path) -> None:
     bad = subprocess.run([PYTHON, "-m", "mixins", "demo", "--batch-sizes", "1,x"], env=subprocess_env(),
                          capture_output=True, text=True)
