@@ -132,8 +132,9 @@ def profile_tiny_model(path: Path, sizes: tuple[int, ...], diverge_bs: int | Non
 def make_data(data: Path) -> None:
     """tests/data/cpu_traces (TP 0 and 1 of one runner, a TP 1 with one more op at bs=4, a trace without
     metadata) and tests/data/demo (``capture-trace demo --device cpu --batch-sizes 1,2,4``)."""
-    fields = {"runner": "DecodeCudaGraphRunner", "runner_class": "sglang.srt.model_executor.runner.DecodeCudaGraphRunner",
-              "tp_rank": 0, "pp_rank": 0, "pp_size": 1, "capture_index": 1, "capture_bs": [1, 4],
+    runner = "DecodeCudaGraphRunner"
+    fields = {"runner": runner, "runner_class": f"sglang.srt.model_executor.runner.{runner}", "tp_rank": 0,
+              "pp_rank": 0, "pp_size": 1, "capture_index": 1, "capture_bs": [1, 4],
               "sglang_version": None, "torch_version": "2.13.0", "package_version": "0.1.0", "pid": 1,
               "hostname": "test", "device": "cpu", "time_utc": "2026-01-01T00:00:00Z"}
     cpu = data / "cpu_traces"

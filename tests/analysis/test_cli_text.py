@@ -120,7 +120,7 @@ def many_segments(tmp_path_factory: pytest.TempPathFactory) -> Path:
     profiler_dir = tmp_path_factory.mktemp("profiler_dir")
     (profiler_dir / "graph_capture_profile").mkdir()
     events = [span(f"capture::bs={bs}", 100 * bs, 50) for bs in range(1, 12)]
-    events += [op("aten::mm", 100 * bs + k, **{"Input Dims": [[bs, k]]}) for bs in range(1, 12) for k in range(40)]
+    events += [op("aten::mm", 100 * bs + k, 1, **{"Input Dims": [[bs, k]]}) for bs in range(1, 12) for k in range(40)]
     write_trace(profiler_dir / "graph_capture_profile" / "cuda_graph_capture-R-TP-0.json.gz",
                 [*events, op("aten::zeros", 2000)], meta(runner="R", size=1))  # and one op outside the ranges
     return profiler_dir

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # The script runs the demo, which profiles with torch: the one file of tests/analysis that needs it.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the GPU check runs the demo: no torch")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch: the check runs the demo")
 
 
 def _run(out: Path, **env_extra: str) -> subprocess.CompletedProcess[str]:

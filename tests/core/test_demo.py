@@ -117,6 +117,16 @@ def test_demo_rejects_bad_batch_sizes_and_missing_cuda(tmp_path: Path) -> None:
         assert done.stderr.strip().splitlines()[-1].startswith("capture-trace: error: --device cuda requested")
 
 
+def test_demo_replay_on_cpu_says_it_needs_cuda_graphs(tmp_path: Path) -> None:
+    """No GPU here: ``demo --replay`` must refuse clearly, before capturing anything."""
+    out = tmp_path / "demo"
+    done = subprocess.run([PYTHON, "-m", "mixins", "demo", "--device", "cpu", "--replay", "2", "--out", str(out)],
+                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and not out.exists()
+    assert done.stderr == ("capture-trace: error: --replay needs CUDA graphs: run with --device cuda on a machine "
+                           "with a GPU\n")
+
+
 def test_demo_refuses_an_out_under_a_file_before_capturing(tmp_path: Path) -> None:
     """It captured for minutes, then said "expected 4 traces, found 0" (exit 1): now one line, exit 2, and
     nothing profiled (the device line comes after the check)."""
