@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "analysis"))
+sys.path[:0] = [str(ROOT / "tests" / "analysis"), str(ROOT)]  # shapes.py imports tests.trace_files
 
 from shapes import COMMANDS, REPLAY_MODES, SHAPES, adversarial_pair, cli_args, write_shape  # noqa: E402
 

@@ -177,8 +177,10 @@ GROWTH: dict[str, tuple[int, list[str]]] = {
 
 
 def growth(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
-    sys.path.insert(0, str(ROOT / "tests" / "analysis"))
-    from hostile_shapes import SHAPES, write_trace
+    sys.path[:0] = [str(ROOT / "tests" / "analysis"), str(ROOT)]
+    from hostile_shapes import SHAPES
+
+    from tests.trace_files import write_trace
 
     empty = write_trace(args.cache / "empty.json.gz", iter([]))
     print("| shape | command | tree | size | CPU s | wall s | peak RSS MiB | exit | CPU - floor, growth per doubling |")

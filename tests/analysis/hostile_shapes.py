@@ -7,44 +7,35 @@ share the one definition. ``n`` is the shape's size: the benchmark doubles it.
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-
-def _x(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: int = 1, **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+from tests.trace_files import call, event, op, span
 
 
 def _range(label: str, ts: float, dur: float) -> dict[str, Any]:
-    return _x(f"capture::{label}", ts, dur, "user_annotation")
-
-
-def _call(name: str, ts: float, corr: int) -> dict[str, Any]:
-    return _x(name, ts, 0.1, "cuda_runtime", correlation=corr)
+    return span(f"capture::{label}", ts, dur)
 
 
 def long_names(n: int, count: int = 30) -> Iterator[dict[str, Any]]:
     """``count`` cpu_ops, each named by ``n`` characters of its own, in one capture segment."""
     yield _range("bs=1", 0.0, 10.0 + count)
     for k in range(count):
-        yield _x(f"{k:04d}" + "n" * n, 10.0 + k, 1.0)
+        yield op(f"{k:04d}" + "n" * n, 10.0 + k, 1.0)
 
 
 def long_labels(n: int, count: int = 30) -> Iterator[dict[str, Any]]:
     """``count`` segments, each labelled by ``n`` characters of its own, one op in each."""
     for k in range(count):
         yield _range(f"bs={k + 1},variant={k:04d}" + "v" * n, 100.0 * k, 50.0)
-        yield _x("aten::mm", 100.0 * k + 1, 1.0)
+        yield op("aten::mm", 100.0 * k + 1, 1.0)
 
 
 def distinct_ops(n: int) -> Iterator[dict[str, Any]]:
     """``n`` cpu_ops, every one a name and input shape of its own (the signature table grows with each)."""
     for k in range(n):
         shapes: dict[str, Any] = {"Input Dims": [[k, k + 1]], "Input type": ["float"]}
-        yield _x(f"aten::op_{k}", 10.0 + k, 0.5, **shapes)
+        yield op(f"aten::op_{k}", 10.0 + k, 0.5, **shapes)
 
 
 def nested_segments(n: int) -> Iterator[dict[str, Any]]:
@@ -54,17 +45,17 @@ def nested_segments(n: int) -> Iterator[dict[str, Any]]:
     for k in range(n):
         yield _range(f"bs={k + 2}", 1.0 + k, 0.5)
     for k in range(n):
-        yield _x("aten::mm", 2.0 * n + k + 0.25, 0.5)
+        yield op("aten::mm", 2.0 * n + k + 0.25, 0.5)
 
 
 def nested_windows(n: int) -> Iterator[dict[str, Any]]:
     """``n`` capture windows on one thread, each inside the one before, one launch in each."""
     yield _range("bs=1", 0.0, 8.0 * n + 10)
     for k in range(n):
-        yield _x("aten::mm", 1.0 + k, 8.0 * n - 2 * k)
-        yield _call("cudaStreamBeginCapture", 1.1 + k, 3 * k)
-        yield _call("cudaLaunchKernel", 1.5 + k, 3 * k + 1)
-        yield _call("cudaStreamEndCapture", 8.0 * n - k, 3 * k + 2)
+        yield op("aten::mm", 1.0 + k, 8.0 * n - 2 * k)
+        yield call("cudaStreamBeginCapture", 1.1 + k, 0.1, correlation=3 * k)
+        yield call("cudaLaunchKernel", 1.5 + k, 0.1, correlation=3 * k + 1)
+        yield call("cudaStreamEndCapture", 8.0 * n - k, 0.1, correlation=3 * k + 2)
 
 
 def sequential_windows(n: int) -> Iterator[dict[str, Any]]:
@@ -72,12 +63,12 @@ def sequential_windows(n: int) -> Iterator[dict[str, Any]]:
     yield _range("bs=1", 0.0, 10.0 * n + 10)
     for k in range(n):
         t = 10.0 * k + 1
-        yield _x("aten::mm", t, 8.0)
-        yield _call("cudaLaunchKernel", t + 0.5, 4 * k)
-        yield _x("kernel_a", t + 0.7, 0.2, "kernel", correlation=4 * k)
-        yield _call("cudaStreamBeginCapture", t + 2, 4 * k + 1)
-        yield _call("cudaLaunchKernel", t + 3, 4 * k + 2)
-        yield _call("cudaStreamEndCapture", t + 4, 4 * k + 3)
+        yield op("aten::mm", t, 8.0)
+        yield call("cudaLaunchKernel", t + 0.5, 0.1, correlation=4 * k)
+        yield event("kernel", "kernel_a", t + 0.7, 0.2, correlation=4 * k)
+        yield call("cudaStreamBeginCapture", t + 2, 0.1, correlation=4 * k + 1)
+        yield call("cudaLaunchKernel", t + 3, 0.1, correlation=4 * k + 2)
+        yield call("cudaStreamEndCapture", t + 4, 0.1, correlation=4 * k + 3)
 
 
 def overlapping_windows(n: int) -> Iterator[dict[str, Any]]:
@@ -85,19 +76,17 @@ def overlapping_windows(n: int) -> Iterator[dict[str, Any]]:
     open capture): a staircase, each window overlapping the ``n - 1`` others without nesting."""
     yield _range("bs=1", 0.0, 3.0 * n + 10)
     for k in range(n):
-        yield _call("cudaStreamBeginCapture", 1.0 + k, 3 * k)
-        yield _call("cudaLaunchKernel", 1.5 + k, 3 * k + 1)
+        yield call("cudaStreamBeginCapture", 1.0 + k, 0.1, correlation=3 * k)
+        yield call("cudaLaunchKernel", 1.5 + k, 0.1, correlation=3 * k + 1)
     for k in range(n):
-        end = _call("cudaStreamEndCapture", 2.0 * n + k, 3 * k + 2)
-        end["tid"] = 2
-        yield end
+        yield call("cudaStreamEndCapture", 2.0 * n + k, 0.1, tid=2, correlation=3 * k + 2)
 
 
 def many_segments(n: int) -> Iterator[dict[str, Any]]:
     """``n`` segments one after another, one op in each (``diff`` of the trace against itself)."""
     for k in range(n):
         yield _range(f"bs={k + 1}", 10.0 * k, 5.0)
-        yield _x("aten::mm", 10.0 * k + 1, 1.0)
+        yield op("aten::mm", 10.0 * k + 1, 1.0)
 
 
 SHAPES: dict[str, Callable[[int], Iterator[dict[str, Any]]]] = {
@@ -110,15 +99,3 @@ SHAPES: dict[str, Callable[[int], Iterator[dict[str, Any]]]] = {
     "many_segments": many_segments,
     "overlapping_windows": overlapping_windows,
 }
-
-
-def write_trace(path: Path, events: Iterator[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
-    """A gzip trace (level 1) of ``events``, with ``capture_trace`` metadata when given."""
-    with gzip.open(path, "wt", compresslevel=1) as f:
-        f.write("{" + (f'"capture_trace": {json.dumps(meta)}, ' if meta else "") + '"traceEvents": [\n')
-        first = True
-        for e in events:
-            f.write(("" if first else ",\n") + json.dumps(e))
-            first = False
-        f.write("\n]}\n")
-    return path

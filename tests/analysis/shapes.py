@@ -9,11 +9,13 @@ shapes, grids from small pools), so interning is measured as it would work on a 
 
 from __future__ import annotations
 
-import gzip
+import itertools
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.trace_files import write_trace
 
 KERNEL_NAMES = [
     f"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
@@ -113,10 +115,10 @@ SHAPES: dict[str, Callable[[int], str]] = {
 
 # What makes a trace both a replay (a graph launch) and a capture (our header): ``attribute`` reads one
 # file as both (``cli_args``).
-_AS_BOTH_HEADER = '"capture_trace": {"runner": "R", "tp_rank": 0, "pp_rank": 0, "capture_index": 1}, '
+_AS_BOTH_HEADER = {"runner": "R", "tp_rank": 0, "pp_rank": 0, "capture_index": 1}
 _AS_BOTH_EVENT = (
     '{"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": 999.0, '
-    '"dur": 1.0, "args": {"correlation": 0}},\n'
+    '"dur": 1.0, "args": {"correlation": 0}}'
 )
 
 
@@ -124,16 +126,10 @@ def write_shape(path: Path, shape: str, n: int, replay_and_capture: bool = False
     """A trace of ``n`` events of one shape (gzip level 1: written fast, read as any trace); with
     ``replay_and_capture``, also our header and one graph launch, so that it is read as either role."""
     make = SHAPES[shape]
-    n -= replay_and_capture  # the graph launch is one of the n
-    with gzip.open(path, "wt", compresslevel=1) as f:
-        head = _AS_BOTH_HEADER if replay_and_capture else ""
-        f.write("{" + head + '"schemaVersion": 1, "traceEvents": [\n' + (_AS_BOTH_EVENT if replay_and_capture else ""))
-        step = 10_000
-        for lo in range(0, n, step):
-            f.write(",\n".join(make(i) for i in range(lo, min(n, lo + step))))
-            f.write(",\n" if lo + step < n else "\n")
-        f.write("]}\n")
-    return path
+    events = (make(i) for i in range(n - replay_and_capture))  # the graph launch is one of the n
+    if replay_and_capture:
+        return write_trace(path, itertools.chain([_AS_BOTH_EVENT], events), _AS_BOTH_HEADER, schemaVersion=1)
+    return write_trace(path, events, schemaVersion=1)
 
 
 COMMANDS = ("summary", "diff", "check", "time", "attribute")
@@ -209,9 +205,7 @@ def adversarial_pair(dest: Path, windows: int, launches: int, replays: int, mode
                 f'"kernel": "{name}", "grid": [4, 1, 1], "block": [64, 1, 1], "correlation": {corr}',
             )
         call("hipStreamEndCapture")
-    capture = dest / "adversarial_capture.json.gz"
-    with gzip.open(capture, "wt", compresslevel=1) as f:
-        f.write('{"traceEvents": [' + ",\n".join(ev) + "]}")
+    capture = write_trace(dest / "adversarial_capture.json.gz", ev)
     ev, ts = [], 0.0
     for r, names in enumerate(replay_sequences(windows, launches, replays, mode)):
         call("hipGraphLaunch", f'"correlation": {r + 1}')
@@ -221,7 +215,4 @@ def adversarial_pair(dest: Path, windows: int, launches: int, replays: int, mode
                 f'{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": {ts}, "dur": 0.5, '
                 f'"args": {{"correlation": {r + 1}, "grid": [4, 1, 1], "block": [64, 1, 1]}}}}'
             )
-    replay = dest / "adversarial_replay.json.gz"
-    with gzip.open(replay, "wt", compresslevel=1) as f:
-        f.write('{"traceEvents": [' + ",\n".join(ev) + "]}")
-    return capture, replay
+    return capture, write_trace(dest / "adversarial_replay.json.gz", ev)

@@ -6,11 +6,12 @@ together. Each test fails on the code before its fix."""
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from tests.trace_files import event, write_trace
 
 Run = Callable[..., tuple[int, str, str]]
 Kernel = tuple[str, int, float]  # name, grid x, duration
@@ -27,9 +28,8 @@ class Trace:
 
     def _x(self, cat: str, name: str, ts: float, dur: float, args: dict[str, Any], pid: int = 100,
            tid: int = 1) -> dict[str, Any]:
-        event = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
-        self.events.append(event)
-        return event
+        self.events.append(done := event(cat, name, ts, dur, pid=pid, tid=tid, **args))
+        return done
 
     @contextlib.contextmanager
     def span(self, cat: str, name: str, args: dict[str, Any] | None = None) -> Iterator[None]:
@@ -74,9 +74,8 @@ class Trace:
         return out
 
     def save(self, path: Path) -> Path:
-        with gzip.open(path, "wt") as f:
-            json.dump({"traceEvents": sorted(self.events, key=lambda e: e["ts"])}, f)
-        return path
+        events = sorted(self.events, key=lambda e: e["ts"])
+        return write_trace(path, events)
 
 
 def _forward(t: Trace, bs: int, ran: bool, grid: int = 1) -> None:

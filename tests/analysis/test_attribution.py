@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mixins.analysis.model.records import load_record, summarize
+from tests.trace_files import call, span
 
 H100 = Path(__file__).resolve().parent.parent / "data" / "h100_qwen1.5-0.5b_inference.json.gz"
 SHIFT_IDS = 10_000_000
@@ -44,20 +45,8 @@ def _with_capture_pass(dst: Path, perturb_op: str | None = None) -> dict[str, An
     events.extend(replay)
     first, last = min(e["ts"] for e in replay), max(e["ts"] + e.get("dur", 0) for e in replay)
     for name, ts in (("cudaStreamBeginCapture", first - 0.5), ("cudaStreamEndCapture", last + 0.5)):
-        where = {"pid": cpu[0]["pid"], "tid": cpu[0]["tid"]}
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": name, **where, "ts": ts, "dur": 0.1, "args": {}})
-    events.append(
-        {
-            "ph": "X",
-            "cat": "user_annotation",
-            "name": "capture::bs=16",
-            "pid": cpu[0]["pid"],
-            "tid": cpu[0]["tid"],
-            "ts": start - 1.0,
-            "dur": 2 * shift + 10.0,
-            "args": {},
-        }
-    )
+        events.append(call(name, ts, 0.1, pid=cpu[0]["pid"], tid=cpu[0]["tid"]))
+    events.append(span("capture::bs=16", start - 1.0, 2 * shift + 10.0, pid=cpu[0]["pid"], tid=cpu[0]["tid"]))
     dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
     launches_of_perturbed = sum(
         1 for e in replay if "LaunchKernel" in e["name"] and e["args"].get("External id") == perturbed

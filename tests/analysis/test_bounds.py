@@ -8,7 +8,6 @@ Inputs are GENERATED (``shapes.py``).
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import subprocess
@@ -24,6 +23,7 @@ from mixins.analysis.model.events import D_COPY, D_KERNEL
 from mixins.analysis.model.interval_sets import IntervalSet, subtract, union
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.windows import Node, Site, Window
+from tests.trace_files import call, kernel, op, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -197,22 +197,14 @@ def test_pool_makes_every_adversarial_window_distinct() -> None:
 
 def _flow_trace(tmp: Path) -> Path:
     """A launch and its kernel without correlation ids, paired only by an ac2g flow (older Kineto)."""
-    events = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 20,
-         "args": {"External id": 5, "Input Dims": [[8, 8], [8, 8]], "Input type": ["float", "float"]}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2,
-         "args": {"External id": 5}},
+    mm = {"External id": 5, "Input Dims": [[8, 8], [8, 8]], "Input type": ["float", "float"]}
+    return write_trace(tmp / "flows.json.gz", [
+        op("aten::mm", 5, 20, **mm), call("cudaLaunchKernel", 10, 2, **{"External id": 5}),
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 1, "tid": 1, "ts": 10},
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30, "dur": 3,
-         "args": {"grid": [1, 1, 1], "block": [32, 1, 1]}},
+        kernel("gemm", 30, 3, grid=[1, 1, 1], block=[32, 1, 1]),
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 30, "bp": "e"},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 40, "dur": 2,
-         "args": {"External id": 9, "correlation": 3}},
-        {"ph": "X", "cat": "kernel", "name": "orphan", "pid": 0, "tid": 7, "ts": 50, "dur": 3, "args": {}},
-    ]
-    path = tmp / "flows.json.gz"
-    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
-    return path
+        call("cudaLaunchKernel", 40, 2, correlation=3, **{"External id": 9}), kernel("orphan", 50, 3),
+    ])
 
 
 def test_launch_and_kernel_paired_by_a_flow_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import json
 import os
@@ -17,7 +16,8 @@ import pytest
 from on_a_terminal import run_on_a_terminal
 
 from mixins.cli import COMMANDS, build_parser
-from tests.analysis.conftest import VLLM, make_trace
+from tests.analysis.conftest import VLLM
+from tests.trace_files import load_trace, meta, op, span, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -116,14 +116,13 @@ def test_nonsense_numbers_are_refused_with_exit_2(argv: tuple[str, ...], tmp_pat
 
 @pytest.fixture(scope="module")
 def many_segments(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real trace with eleven batch sizes, in a profiler dir: only graph_capture_profile/ inside."""
+    """A trace with eleven batch sizes, in a profiler dir: only graph_capture_profile/ inside."""
     profiler_dir = tmp_path_factory.mktemp("profiler_dir")
     (profiler_dir / "graph_capture_profile").mkdir()
-    make_trace(
-        profiler_dir / "graph_capture_profile" / "cuda_graph_capture-R-TP-0.json.gz",
-        tuple(range(1, 12)),
-        meta={"runner": "R", "tp_rank": 0, "pp_rank": 0, "pp_size": 1, "tp_size": 1, "capture_index": 1},
-    )
+    events = [span(f"capture::bs={bs}", 100 * bs, 50) for bs in range(1, 12)]
+    events += [op("aten::mm", 100 * bs + k, 1, **{"Input Dims": [[bs, k]]}) for bs in range(1, 12) for k in range(40)]
+    write_trace(profiler_dir / "graph_capture_profile" / "cuda_graph_capture-R-TP-0.json.gz",
+                [*events, op("aten::zeros", 2000)], meta(runner="R", size=1))  # and one op outside the ranges
     return profiler_dir
 
 
@@ -194,7 +193,7 @@ def test_ls_long_shows_the_recorded_metadata(cpu_traces, run_cli, tmp_path: Path
 
 
 def test_no_pp_none_for_traces_without_ranks(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    doc = json.loads(gzip.open(cpu_traces["nometa"]).read())
+    doc = load_trace(cpu_traces["nometa"])
     (tmp_path / "a.json").write_text(json.dumps({k: v for k, v in doc.items() if k != "capture_trace"}))
     rc, text, _ = run_cli("check", tmp_path)
     assert rc == 0 and "None" not in text

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any
+
+from tests.trace_files import load_trace, with_meta
 
 NAME = "cuda_graph_capture-DecodeCudaGraphRunner-TP-{tp}{pp}.json.gz"
 
 
 def _copy_with_meta(src: Path, directory: Path, **changes: Any) -> Path:
-    """A real trace of the fixture with its ``capture_trace`` metadata changed (None removes a key)."""
-    doc = json.load(gzip.open(src))
-    meta = {k: v for k, v in {**doc["capture_trace"], **changes}.items() if v is not None}
-    pp = f"-PP-{meta['pp_rank']}" if meta.get("pp_size", 1) > 1 else ""
-    dst = directory / NAME.format(tp=meta["tp_rank"], pp=pp)
-    with gzip.open(dst, "wt") as handle:
-        json.dump({**doc, "capture_trace": meta}, handle)
-    return dst
+    """A real trace of the fixture with its ``capture_trace`` metadata changed (None removes a key), named
+    as its ranks say."""
+    fields = {**load_trace(src)["capture_trace"], **changes}
+    pp = f"-PP-{fields['pp_rank']}" if (fields.get("pp_size") or 1) > 1 else ""
+    return with_meta(src, directory / NAME.format(tp=fields["tp_rank"], pp=pp), **changes)
 
 
 def test_missing_highest_rank_fails_naming_runner_and_rank(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

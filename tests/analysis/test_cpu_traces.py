@@ -1,8 +1,7 @@
-"""summary / diff / check / ls on real torch.profiler traces made on CPU (see conftest)."""
+"""summary / diff / check / ls on real torch.profiler traces made on CPU (tests/data/cpu_traces: see conftest)."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 from collections import Counter
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mixins.analysis.model.records import Segment, TraceRecord, load_record, summarize
+from tests.trace_files import load_trace
 
 
 def _seg(rec: TraceRecord, label: str) -> Segment:
@@ -30,7 +30,7 @@ def test_segments_identity_and_counts(cpu_traces, run_cli) -> None:  # type: ign
     assert t["identity_source"] == "metadata"
     assert [s["label"] for s in t["segments"]] == ["bs=1", "bs=4", "(outside)"]
     assert [s["bs"] for s in t["segments"]] == [1, 4, None]
-    raw = json.load(__import__("gzip").open(cpu_traces["r0"]))
+    raw = load_trace(cpu_traces["r0"])
     events = raw["traceEvents"]
     assert next(iter(raw)) == "capture_trace"
     assert t["events"] == len(events)
@@ -64,7 +64,7 @@ def test_identity_from_file_name(cpu_traces) -> None:  # type: ignore[no-untyped
 
 
 def _without_capture_ranges(src: Path, dst: Path) -> None:
-    doc = json.load(gzip.open(src))
+    doc = load_trace(src)
     for e in doc["traceEvents"]:
         if e.get("cat") == "user_annotation":
             e["name"] = "forward"
@@ -135,7 +135,7 @@ def test_diff_finds_the_extra_op(cpu_traces, run_cli) -> None:  # type: ignore[n
 
 def _range_ops(path: Path, name: str) -> list[dict]:
     """cpu_ops inside the record_function range ``name``, straight from the JSON."""
-    ev = json.load(gzip.open(path))["traceEvents"]
+    ev = load_trace(path)["traceEvents"]
     (r,) = [e for e in ev if e.get("name") == name]
     return [e for e in ev if e.get("cat") == "cpu_op" and r["ts"] <= e["ts"] <= r["ts"] + r["dur"]]
 

@@ -8,61 +8,46 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mixins.analysis.model.events import C_LAUNCH, call_kind
 from mixins.analysis.model.records import load_record
 from mixins.analysis.read.reader import Buffering, open_trace
+from tests.trace_files import call, kernel, op, span, write_trace
 
 Run = Callable[..., tuple[int, str, str]]
 
 
-def _x(cat: str, name: str, ts: float | None, dur: float | None, pid: int = 1, tid: int = 1, **args: Any) -> dict:
-    event: dict[str, Any] = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid}
-    if ts is not None:
-        event["ts"], event["dur"] = ts, dur
-    if args:
-        event["args"] = {k.replace("_", " "): v for k, v in args.items()}
-    return event
-
-
 def _mm(ts: float, ext: int) -> dict:
-    return _x("cpu_op", "aten::mm", ts, 10, External_id=ext, Input_Dims=[[2, 2]], Input_type=["float"])
+    return op("aten::mm", ts, 10, **{"External id": ext, "Input Dims": [[2, 2]], "Input type": ["float"]})
 
 
-def _capture(untimed_op: bool) -> dict:
+def _capture(untimed_op: bool) -> list[dict]:
     """A warm-up ``mm`` that ran its kernel, then a capture of the same ``mm`` whose launch names no kernel
     (the namer names it by the warm-up pass); optionally one op without a timestamp in between."""
-    events = [
-        _x("user_annotation", "capture::bs=1", 0, 1000),
+    return [
+        span("capture::bs=1", 0, 1000),
         _mm(10, 1),
-        _x("cuda_runtime", "cudaLaunchKernel", 12, 2, correlation=100, External_id=1),
-        _x("kernel", "gemm_kernel", 50, 5, pid=0, tid=7, correlation=100, External_id=1),
-        *([_x("cpu_op", "aten::zeros", None, None, External_id=9)] if untimed_op else []),
-        _x("cuda_runtime", "cudaStreamBeginCapture", 100, 1),
+        call("cudaLaunchKernel", 12, 2, correlation=100, **{"External id": 1}),
+        kernel("gemm_kernel", 50, 5, correlation=100, **{"External id": 1}),
+        *([op("aten::zeros", None, **{"External id": 9})] if untimed_op else []),
+        call("cudaStreamBeginCapture", 100, 1),
         _mm(110, 2),
-        _x("cuda_runtime", "cudaLaunchKernel", 112, 2, correlation=101, External_id=2),
-        _x("cuda_runtime", "cudaStreamEndCapture", 200, 1),
+        call("cudaLaunchKernel", 112, 2, correlation=101, **{"External id": 2}),
+        call("cudaStreamEndCapture", 200, 1),
     ]
-    return {"traceEvents": events}
 
 
 # one capture segment around every timed op here: diff reads captures
-CAPTURED = _x("user_annotation", "capture::bs=1", 0, 100)
-
-
-def _write(path: Path, doc: dict) -> Path:
-    path.write_text(json.dumps(doc))
-    return path
+CAPTURED = span("capture::bs=1", 0, 100)
 
 
 def test_an_untimed_op_does_not_unname_captured_launches(tmp_path: Path, run_cli: Run) -> None:
     """A NaN start in the namer's interval sweep stopped it: the captured launch lost its warm-up name."""
     totals = []
     for untimed in (False, True):
-        rc, out, err = run_cli("summary", "--json", _write(tmp_path / f"c{untimed}.json", _capture(untimed)))
+        rc, out, err = run_cli("summary", "--json", write_trace(tmp_path / f"c{untimed}.json", _capture(untimed)))
         assert rc == 0, err
         totals.append(json.loads(out)["traces"][0]["totals"])
     assert [t["attributed_launches"] for t in totals] == [1, 1]
@@ -74,13 +59,13 @@ def test_an_untimed_segment_marker_bounds_nothing(tmp_path: Path, run_cli: Run) 
     events = []
     for n, bs in enumerate((1, 2, 8)):
         events += [
-            _x("user_annotation", f"capture::bs={bs}", n * 100, 50),
-            _x("cpu_op", f"op_in_bs={bs}", n * 100 + 5, 5),
+            span(f"capture::bs={bs}", n * 100, 50),
+            op(f"op_in_bs={bs}", n * 100 + 5, 5),
         ]
     tops = []
-    for extra in ([], [_x("user_annotation", "capture::bs=4", None, None)]):
+    for extra in ([], [span("capture::bs=4", None, None)]):
         rc, out, err = run_cli(
-            "summary", "--json", _write(tmp_path / f"s{len(extra)}.json", {"traceEvents": events + extra})
+            "summary", "--json", write_trace(tmp_path / f"s{len(extra)}.json", events + extra)
         )
         assert rc == 0, err
         segments = json.loads(out)["traces"][0]["segments"]
@@ -90,9 +75,9 @@ def test_an_untimed_segment_marker_bounds_nothing(tmp_path: Path, run_cli: Run) 
 
 def test_untimed_ops_come_last_whatever_the_file_order(tmp_path: Path, run_cli: Run) -> None:
     """The same events in two file orders are the same trace: ops by time, those without one last."""
-    x, y, untimed = _x("cpu_op", "aten::x", 5, 1), _x("cpu_op", "aten::y", 3, 1), _x("cpu_op", "aten::u", None, None)
-    a = _write(tmp_path / "a.json", {"traceEvents": [CAPTURED, x, untimed, y]})
-    b = _write(tmp_path / "b.json", {"traceEvents": [y, x, untimed, CAPTURED]})
+    x, y, untimed = op("aten::x", 5, 1), op("aten::y", 3, 1), op("aten::u", None, None)
+    a = write_trace(tmp_path / "a.json", [CAPTURED, x, untimed, y])
+    b = write_trace(tmp_path / "b.json", [y, x, untimed, CAPTURED])
     for path in (a, b):
         assert [op.sig.name for s in load_record(str(path)).segments for op in s.ops] == [
             "aten::y",
@@ -107,9 +92,9 @@ def test_ops_starting_together_are_ordered_the_longer_first_whatever_the_file_or
 ) -> None:
     """A parent and its first child start at one timestamp: file order decided which came first, so one
     trace written in two orders was "changed". The longer comes first now, as ``time`` orders calls."""
-    parent, child = _x("cpu_op", "aten::linear", 10, 9), _x("cpu_op", "aten::t", 10, 2)
-    a = _write(tmp_path / "a.json", {"traceEvents": [CAPTURED, parent, child]})
-    b = _write(tmp_path / "b.json", {"traceEvents": [child, parent, CAPTURED]})
+    parent, child = op("aten::linear", 10, 9), op("aten::t", 10, 2)
+    a = write_trace(tmp_path / "a.json", [CAPTURED, parent, child])
+    b = write_trace(tmp_path / "b.json", [child, parent, CAPTURED])
     for path in (a, b):
         assert [op.sig.name for s in load_record(str(path)).segments for op in s.ops] == ["aten::linear", "aten::t"]
     assert run_cli("diff", a, b)[0] == 0
@@ -118,8 +103,8 @@ def test_ops_starting_together_are_ordered_the_longer_first_whatever_the_file_or
 def test_duplicate_labels_never_take_a_label_the_trace_has(tmp_path: Path, run_cli: Run) -> None:
     events = []
     for n, name in enumerate(["capture::bs=8", "capture::bs=8", "capture::bs=8#2"]):
-        events += [_x("user_annotation", name, n * 100, 50), _x("cpu_op", f"op{n}", n * 100 + 10, 5)]
-    trace = _write(tmp_path / "labels.json", {"traceEvents": events})
+        events += [span(name, n * 100, 50), op(f"op{n}", n * 100 + 10, 5)]
+    trace = write_trace(tmp_path / "labels.json", events)
     rc, out, err = run_cli("summary", "--json", trace)
     assert rc == 0, err
     assert [s["label"] for s in json.loads(out)["traces"][0]["segments"]] == ["bs=8", "bs=8#3", "bs=8#2"]
@@ -143,7 +128,7 @@ def test_a_top_level_number_cut_at_the_window_end_is_read(tmp_path: Path, run_cl
     """A top-level value is parsed from a 512-byte window first: a number cut there after ``e`` waits for more."""
     number = "1" + "0" * 510 + "e-500"  # the window ends right after the "e"
     path = tmp_path / "top.json"
-    path.write_text('{"padding": ' + number + ', "traceEvents": [' + json.dumps(_x("cpu_op", "aten::mm", 1, 1)) + "]}")
+    path.write_text('{"padding": ' + number + ', "traceEvents": [' + json.dumps(op("aten::mm", 1, 1)) + "]}")
     rc, out, err = run_cli("summary", "--json", path)
     assert rc == 0, err
     assert json.loads(out)["traces"][0]["totals"]["cpu_ops"] == 1
@@ -168,7 +153,7 @@ def test_an_unread_number_out_of_range_does_not_depend_on_its_neighbours(tmp_pat
     odd = {"ph": "X", "cat": "cpu_op", "name": "odd", "ts": "x", "pid": 1, "tid": 1}
     for n, neighbours in enumerate(([], [odd])):
         path = tmp_path / f"t{n}.json"
-        events = [json.dumps(_x("cpu_op", "aten::mm", 1, 1))[:-1] + ', "zz": 1e999}', *map(json.dumps, neighbours)]
+        events = [json.dumps(op("aten::mm", 1, 1))[:-1] + ', "zz": 1e999}', *map(json.dumps, neighbours)]
         path.write_text('{"traceEvents": [' + ", ".join(events) + "]}")
         rc, out, err = run_cli("summary", "--json", path)
         assert (rc, err) == (0, "")

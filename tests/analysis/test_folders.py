@@ -15,6 +15,7 @@ import pytest
 
 from mixins.naming import SUBDIR
 from mixins.output_dir import STAGING_PREFIX, Here
+from tests.trace_files import meta, op, write_trace
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -162,9 +163,8 @@ def test_clean_removes_what_ls_says_it_removes(tmp_path: Path, run_cli: Run) -> 
 
 def _upstream_file(path: Path, bs: int, ops: list[str]) -> None:
     """An upstream per-batch-size file (``Decode_bs_{bs}_rank{rank}.json.gz``): the ops, no metadata."""
-    events = [{"ph": "X", "cat": "cpu_op", "name": name, "ts": 10 * n, "dur": 5, "pid": 1, "tid": 1,
-               "args": {"Input Dims": [[bs, 4]], "Input type": ["float"]}} for n, name in enumerate(ops)]
-    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    write_trace(path, [op(name, 10 * n, 5, **{"Input Dims": [[bs, 4]], "Input type": ["float"]})
+                       for n, name in enumerate(ops)])
 
 
 def test_check_compares_upstream_per_batch_size_files_size_by_size(tmp_path: Path, run_cli: Run) -> None:
@@ -183,11 +183,8 @@ def test_check_compares_upstream_per_batch_size_files_size_by_size(tmp_path: Pat
 def test_check_fails_when_ranks_disagree_on_pp_size(tmp_path: Path, run_cli: Run) -> None:
     """Stage 0's two TP ranks say pp_size 2 and 3: either way a stage is missing, and it said ok."""
     for tp, pp_size in ((0, 2), (1, 3)):
-        meta = {"runner": "Decode", "tp_rank": tp, "pp_rank": 0, "pp_size": pp_size, "tp_size": 2, "capture_index": 1}
-        events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]
-        doc = {"capture_trace": meta, "traceEvents": events}
-        path = tmp_path / f"cuda_graph_capture-Decode-TP-{tp}-PP-0.json.gz"
-        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+        write_trace(tmp_path / f"cuda_graph_capture-Decode-TP-{tp}-PP-0.json.gz", [op("aten::mm", 1)],
+                    meta(tp, 2, runner="Decode", pp_size=pp_size))
     rc, out, _ = run_cli("check", tmp_path, "--json")
     (group,) = json.loads(out)["groups"]
     assert rc == 1 and group["ok"] is False

@@ -23,6 +23,8 @@ import pytest
 from analysis_child import child_env, command
 from on_a_terminal import run_on_a_terminal
 
+from tests.trace_files import meta, op, span, write_trace
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 VLLM_CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -49,25 +51,6 @@ def one_error(proc: subprocess.CompletedProcess[str], path: Any, what: str) -> N
     assert proc.stderr == f"capture-trace: error: {path}: {what}\n" or (
         proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"capture-trace: error: {path}: {what}")
     ), proc.stderr
-
-
-def trace(path: Path, events: list[dict[str, Any]], meta: dict[str, Any] | None = None, **top: Any) -> Path:
-    doc: dict[str, Any] = {} if meta is None else {"capture_trace": meta}
-    doc.update(top)
-    doc["traceEvents"] = events
-    data = json.dumps(doc).encode()
-    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
-    return path
-
-
-def op(name: str, ts: float, dur: float = 1.0, tid: int = 1, cat: str = "cpu_op") -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid,
-            "args": {"Input Dims": [[2, 2]], "Input type": ["float"]}}
-
-
-def meta(rank: Any, size: Any = 2, runner: str = "DecodeCudaGraphRunner", **extra: Any) -> dict[str, Any]:
-    return {"runner": runner, "tp_rank": rank, "pp_rank": 0, "pp_size": 1, "tp_size": size,
-            "capture_index": 1, **extra}
 
 
 # -- item 2: output targets -----------------------------------------------------------------------------
@@ -208,16 +191,16 @@ def test_check_with_huge_ranks_and_sizes_is_one_line_per_file_and_bounded(tmp_pa
     e = [op("aten::mm", 1.0)]
     name = "cuda_graph_capture-DecodeCudaGraphRunner-TP-{}.json.gz"
     bad = {
-        trace(tmp_path / name.format(999999999), e): "TP rank in the file name 999999999 out of range (0..65535)",
-        trace(tmp_path / name.format("9" * 200), e): "TP rank in the file name has 200 digits (at most 65535)",
-        trace(tmp_path / "a.json.gz", e, meta(0, 10**9)): "tp_size 1000000000 out of range (1..65536)",
-        trace(tmp_path / "b.json.gz", e, meta(10**9)): "tp_rank 1000000000 out of range (0..65535)",
-        trace(tmp_path / "c.json.gz", e, meta(10**4000)): "tp_rank a 4001-digit number out of range (0..65535)",
-        trace(tmp_path / "d.json.gz", e, None, distributedInfo={"rank": 0, "world_size": 10**9}):
+        write_trace(tmp_path / name.format(999999999), e): "TP rank in the file name 999999999 out of range (0..65535)",
+        write_trace(tmp_path / name.format("9" * 200), e): "TP rank in the file name has 200 digits (at most 65535)",
+        write_trace(tmp_path / "a.json.gz", e, meta(0, 10**9)): "tp_size 1000000000 out of range (1..65536)",
+        write_trace(tmp_path / "b.json.gz", e, meta(10**9)): "tp_rank 1000000000 out of range (0..65535)",
+        write_trace(tmp_path / "c.json.gz", e, meta(10**4000)): "tp_rank a 4001-digit number out of range (0..65535)",
+        write_trace(tmp_path / "d.json.gz", e, None, distributedInfo={"rank": 0, "world_size": 10**9}):
             "distributedInfo.world_size 1000000000 out of range (1..65536)",
     }
-    trace(tmp_path / name.format(0), e, meta(0, 3))
-    trace(tmp_path / name.format(2), e, meta(2, 3))
+    write_trace(tmp_path / name.format(0), e, meta(0, 3))
+    write_trace(tmp_path / name.format(2), e, meta(2, 3))
     proc, peak = _bounded(1 << 30, "check", tmp_path, "-j", "1")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
@@ -232,7 +215,7 @@ def test_missing_ranks_are_listed_as_runs(tmp_path: Path) -> None:
     """tp_size at the bound (65,536) with two ranks present: runs, not 65,534 numbers."""
     e = [op("aten::mm", 1.0)]
     for r in (0, 5):
-        trace(tmp_path / f"cuda_graph_capture-R-TP-{r}.json.gz", e, meta(r, 1 << 16, runner="R"))
+        write_trace(tmp_path / f"cuda_graph_capture-R-TP-{r}.json.gz", e, meta(r, 1 << 16, runner="R"))
     proc = cli("check", tmp_path, "-j", "1")
     assert proc.returncode == 1, proc.stderr
     assert "TP ranks 1-4, 6-65535 missing (tp_size 65536)" in proc.stdout
@@ -241,7 +224,7 @@ def test_missing_ranks_are_listed_as_runs(tmp_path: Path) -> None:
 def test_ls_long_with_mistyped_metadata(tmp_path: Path) -> None:
     """``capture_bs: 5`` (not a list), a pid string, a version number: shown as unknown, no TypeError."""
     m = meta(0, 1, capture_bs=5, pid="x", torch_version=2, hostname=["h"], time_utc={"a": 1})
-    trace(tmp_path / "cuda_graph_capture-R-TP-0.json.gz", [op("aten::mm", 1.0)], m)
+    write_trace(tmp_path / "cuda_graph_capture-R-TP-0.json.gz", [op("aten::mm", 1.0)], m)
     proc = cli("ls", "--long", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "capture   #1\n" in proc.stdout and "torch not installed" in proc.stdout
@@ -289,7 +272,7 @@ def test_annotate_reads_the_file_attributed_even_if_swapped(
 
     replay = tmp_path / "replay-TP-0.json.gz"
     shutil.copy(VLLM_REPLAY, replay)
-    decoy = trace(tmp_path / "decoy.json.gz", [op("decoy", 1.0)])
+    decoy = write_trace(tmp_path / "decoy.json.gz", [op("decoy", 1.0)])
     real = attribute_cmd.write_annotated
 
     def swap_then_annotate(*a: Any) -> Any:  # attribution is done; the annotated copy is next
@@ -365,24 +348,24 @@ def test_huge_batch_sizes_in_labels_are_plain_text(tmp_path: Path) -> None:
     a replay's ``bs=`` / ``tokens=`` hint: never int() of them (past 4,300 digits it raises); the label is kept
     as text."""
     big = "9" * 5000
-    events = [op(f"capture::bs={big}", 0.0, 10.0, cat="user_annotation"), op("aten::mm", 1.0),
-              op(f"capture_{big}", 20.0, 10.0, cat="user_annotation"), op("aten::mm", 21.0),
-              op(f"capture::tokens={big}", 40.0, 10.0, cat="user_annotation"), op("aten::mm", 41.0)]
-    p = trace(tmp_path / "cuda_graph_capture-R-TP-0.json", events, meta(0, 1, runner="R"))
+    events = [span(f"capture::bs={big}", 0.0, 10.0), op("aten::mm", 1.0),
+              span(f"capture_{big}", 20.0, 10.0), op("aten::mm", 21.0),
+              span(f"capture::tokens={big}", 40.0, 10.0), op("aten::mm", 41.0)]
+    p = write_trace(tmp_path / "cuda_graph_capture-R-TP-0.json", events, meta(0, 1, runner="R"))
     for argv in (["summary", "--json", p], ["time", "--json", p]):
         proc = cli(*argv)
         assert proc.returncode == 0, proc.stderr
         # kept as text, cut where read like every text past reader.MAX_TEXT (4,096) characters
         assert f"bs={big[:4000]}" in proc.stdout and f"tokens={big[:4000]}" in proc.stdout
     # two runners: ``time`` sorts the rows of its side-by-side table by size (``segments.by_size``)
-    trace(tmp_path / "cuda_graph_capture-S-TP-0.json",
-          [op("capture::tokens=8", 0.0, 10.0, cat="user_annotation"), op("aten::mm", 1.0)], meta(0, 1, runner="S"))
+    write_trace(tmp_path / "cuda_graph_capture-S-TP-0.json",
+          [span("capture::tokens=8", 0.0, 10.0), op("aten::mm", 1.0)], meta(0, 1, runner="S"))
     proc = cli("time", tmp_path)
     assert proc.returncode == 0, proc.stderr
     hinted = tmp_path / "replay.json.gz"
     doc = json.loads(gzip.decompress(VLLM_REPLAY.read_bytes()))
-    doc["traceEvents"].append(op(f"replay::bs={big}", 0.0, 1e12, cat="user_annotation"))
-    doc["traceEvents"].append(op(f"replay::tokens={big}", 0.0, 1e12, cat="user_annotation"))
+    doc["traceEvents"].append(span(f"replay::bs={big}", 0.0, 1e12))
+    doc["traceEvents"].append(span(f"replay::tokens={big}", 0.0, 1e12))
     hinted.write_bytes(gzip.compress(json.dumps(doc).encode()))
     proc = cli("attribute", "--json", hinted, VLLM_CAPTURE, "-j", "1")
     assert proc.returncode == 0, proc.stderr
@@ -408,11 +391,11 @@ def hostile_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("hostile")
     for rank in (0, 1):
         events = [
-            op(f"capture::bs=1{PAYLOAD}", 0.0, 100.0, cat="user_annotation"),
+            span(f"capture::bs=1{PAYLOAD}", 0.0, 100.0),
             op(f"aten::mm{PAYLOAD}", 1.0), op("aten::add" if rank else f"aten::relu{PAYLOAD}", 3.0),
         ]
         m = meta(rank, 3, runner=f"R{PAYLOAD}", hostname=PAYLOAD, device=PAYLOAD, sglang_version=PAYLOAD)
-        trace(d / f"cuda_graph_capture-R{PAYLOAD}-TP-{rank}.json.gz", events, m)
+        write_trace(d / f"cuda_graph_capture-R{PAYLOAD}-TP-{rank}.json.gz", events, m)
     return d
 
 
@@ -469,7 +452,7 @@ def test_escapes_never_reach_a_terminal(hostile_dir: Path, argv: list[str]) -> N
 @pytest.mark.parametrize("argv", [["ls"], ["summary"], ["check", "-j", "1"], ["time", "-j", "1"]], ids=" ".join)
 def test_fifo_or_link_at_a_trace_name_is_one_line_not_a_hang(tmp_path: Path, argv: list[str]) -> None:
     good = tmp_path / "cuda_graph_capture-R-TP-0.json.gz"
-    trace(good, [op("aten::mm", 1.0)], meta(0, 1, runner="R"))
+    write_trace(good, [op("aten::mm", 1.0)], meta(0, 1, runner="R"))
     fifo = tmp_path / "cuda_graph_capture-R-TP-1.json.gz"
     os.mkfifo(fifo)
     link = tmp_path / "cuda_graph_capture-R-TP-2.json.gz"
@@ -487,7 +470,8 @@ def test_fifo_or_link_at_a_trace_name_is_one_line_not_a_hang(tmp_path: Path, arg
 def test_trace_flipped_to_a_fifo_after_listing_is_one_line_not_a_hang(tmp_path: Path, name: str) -> None:
     """The race of the issue, with its timing forced: listed as a regular file, a FIFO when read."""
     for rank in (0, 1):
-        trace(tmp_path / f"cuda_graph_capture-R-TP-{rank}.json.gz", [op("aten::mm", 1.0)], meta(rank, 2, runner="R"))
+        write_trace(tmp_path / f"cuda_graph_capture-R-TP-{rank}.json.gz", [op("aten::mm", 1.0)],
+                    meta(rank, 2, runner="R"))
     victim = tmp_path / "cuda_graph_capture-R-TP-1.json.gz"
     argv = [name, tmp_path, *(["-j", "1"] if name == "check" else [])]
     proc = subprocess.run(

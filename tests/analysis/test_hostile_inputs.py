@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from inprocess import run_analyzer
 
+from tests.trace_files import write_trace
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 VLLM_CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
 VLLM_REPLAY = DATA / "vllm_decode_full_graph_replay_rank_0.json.gz"
@@ -163,7 +165,7 @@ def test_segment_lookup_agrees_with_the_definition() -> None:
 
 def _window_steps(tmp_path: Path, shape: str, n: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[Any]]:
     """(comparisons made with window times, the windows) of ``load_capture`` on a generated shape."""
-    from hostile_shapes import SHAPES, write_trace
+    from hostile_shapes import SHAPES
 
     from mixins.analysis.model import windows
 
@@ -191,7 +193,7 @@ def test_nested_windows_look_up_each_launch_once(tmp_path: Path, monkeypatch: py
     """Each nested window's warm-up pass walked every launch since its segment began, looking each up in
     the kernels that ran (N=4,000: 8M lookups, 1.5 s of a 1.6 s ``summary``): now every launch is looked
     up once per capture and each window's warm-up pass is a bisect."""
-    from hostile_shapes import SHAPES, write_trace
+    from hostile_shapes import SHAPES
 
     from mixins.analysis.model import windows
     from mixins.analysis.model.timeline import IdIndex
@@ -216,7 +218,7 @@ def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeyp
     each with those it overlaps (a staircase of N windows: N²/2 pairs, hours at the event limit). Past
     ``MAX_OVERLAPPING_PAIRS`` the trace is refused in one line; below it each window still holds the launches
     in its span (none nests in another: window k holds launches k..n-1)."""
-    from hostile_shapes import SHAPES, write_trace
+    from hostile_shapes import SHAPES
 
     from mixins.analysis.model import windows
 
@@ -233,7 +235,7 @@ def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeyp
 def test_a_long_element_is_scanned_about_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An element longer than the buffer (a 16 MiB name) made the reader re-scan the whole buffer at each
     doubling, twice the element's bytes in all; now a doubling that read no separator skips the scan."""
-    from hostile_shapes import SHAPES, write_trace
+    from hostile_shapes import SHAPES
 
     from mixins.analysis.read import reader
 
@@ -259,7 +261,7 @@ def test_elements_larger_than_a_slice_are_read_without_regrowing_each(
     """After an element larger than a read slice (4 MiB), each next one started again at a slice and grew by
     doublings, the buffer re-copied each time: 5.3x the bytes of three 16 MiB names. The next buffer now
     has room for an element of the size just seen."""
-    from hostile_shapes import SHAPES, write_trace
+    from hostile_shapes import SHAPES
 
     from mixins.analysis.read import reader
 
@@ -297,7 +299,7 @@ class CountedLabel(str):
 def test_diff_matches_segments_by_hash(tmp_path: Path) -> None:
     """``diff`` of 100k segments against itself took 144 s (each of B's labels looked up in A's list);
     labels are now matched through a set and a dict: a few comparisons a segment."""
-    from hostile_shapes import many_segments, write_trace
+    from hostile_shapes import many_segments
 
     from mixins.analysis.commands.compare import compact_job, diff_traces
 
@@ -331,7 +333,7 @@ def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> No
     """30 op names (or segment labels) of 60 MiB cost ~2.0 GB (3.7–3.9 GB for labels) in every command:
     each was held whole, in the model and in every row. Now each is cut where it is read, to MAX_TEXT
     characters and a marker, and the command says how many it cut."""
-    from hostile_shapes import SHAPES, write_trace
+    from hostile_shapes import SHAPES
 
     from mixins.analysis.model.timeline import load_timeline
     from mixins.analysis.read.reader import MAX_TEXT
@@ -351,7 +353,7 @@ def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> No
 def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
     """A 4 MiB ``runner`` (7 KiB of gzip) was copied whole into every row and every bar of the report
     (a 5.06 GB page); it is cut as read, like every other text, wherever it goes."""
-    from hostile_shapes import many_segments, write_trace
+    from hostile_shapes import many_segments
 
     from mixins.analysis.model.identity import identity_of
     from mixins.analysis.read.reader import MAX_TEXT
@@ -375,7 +377,7 @@ def test_distinct_names_and_shapes_are_bounded(tmp_path: Path, command: str) -> 
     """3M distinct ops and shapes (43 MB of gzip) cost ~2.0 GB in every command, ~650 B an op: the event
     limit bounded the events, not what each distinct one holds. Past ``--max-distinct-mib`` the trace is
     one error line naming the limit; a real capture holds far less than 1 MiB of it."""
-    from hostile_shapes import distinct_ops, write_trace
+    from hostile_shapes import distinct_ops
 
     path = write_trace(tmp_path / "distinct.json.gz", distinct_ops(5000))  # ~3 MB charged
     argv = [command, *(["-j", "1"] if command != "summary" else []), "--max-distinct-mib", "1"]

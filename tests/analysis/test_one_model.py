@@ -9,7 +9,6 @@ ended on another, and an op that starts in the warm-up pass and runs on through 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import random
@@ -23,29 +22,25 @@ import pytest
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.segments import assigner
 from mixins.analysis.model.windows import load_capture
+from tests.trace_files import call, kernel, op, span, write_trace
 
 Run = Callable[..., tuple[int, str, str]]
-PID = 7
-
-
-def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
 def _op(name: str, ts: float, dur: float, ext: int, tid: int = 1) -> dict[str, Any]:
-    return _x("cpu_op", name, ts, dur, tid, **{"External id": ext, "Input Dims": [[4, 4]], "Input type": ["float"]})
+    return op(name, ts, dur, tid=tid, **{"External id": ext, "Input Dims": [[4, 4]], "Input type": ["float"]})
 
 
 def _launch(ts: float, corr: int, ext: int, tid: int = 1) -> dict[str, Any]:
-    return _x("cuda_runtime", "cudaLaunchKernel", ts, 2, tid, correlation=corr, **{"External id": ext})
+    return call("cudaLaunchKernel", ts, 2, tid=tid, correlation=corr, **{"External id": ext})
 
 
 def _kernel(name: str, ts: float, corr: int, ext: int) -> dict[str, Any]:
-    return {**_x("kernel", name, ts, 3, 0, correlation=corr, **{"External id": ext}), "tid": 99}
+    return kernel(name, ts, 3, tid=99, correlation=corr, **{"External id": ext})
 
 
 EVENTS = [
-    _x("user_annotation", "capture::bs=1", 0, 1000),
+    span("capture::bs=1", 0, 1000),
     # warm-up pass: the kernels really ran (their names are known)
     _op("aten::mm", 10, 10, 1), _launch(12, 1, 1), _kernel("gemm_kernel", 13, 1, 1),
     _op("aten::relu", 22, 10, 2), _launch(24, 2, 2), _kernel("relu_kernel", 25, 2, 2),
@@ -53,25 +48,23 @@ EVENTS = [
     # an op from the warm-up pass on through the first capture window (80 .. 300)
     _op("aten::long_op", 80, 220, 4),
     # outer window on thread 1: mm, [inner window: relu], add
-    _x("cuda_runtime", "cudaStreamBeginCapture", 100, 5, correlation=10),
+    call("cudaStreamBeginCapture", 100, 5, correlation=10),
     _op("aten::mm", 110, 10, 5), _launch(112, 11, 5),
-    _x("cuda_runtime", "cudaStreamBeginCapture", 140, 5, correlation=12),
+    call("cudaStreamBeginCapture", 140, 5, correlation=12),
     _op("aten::relu", 150, 10, 6), _launch(152, 13, 6),
-    _x("cuda_runtime", "cudaStreamEndCapture", 180, 5, correlation=14),
+    call("cudaStreamEndCapture", 180, 5, correlation=14),
     _op("aten::add", 190, 10, 7), _launch(192, 15, 7),
-    _x("cuda_runtime", "cudaStreamEndCapture", 220, 5, correlation=16),
+    call("cudaStreamEndCapture", 220, 5, correlation=16),
     # a window begun on thread 1 and ended on thread 2
-    _x("cuda_runtime", "cudaStreamBeginCapture", 400, 5, correlation=20),
+    call("cudaStreamBeginCapture", 400, 5, correlation=20),
     _op("aten::mm", 410, 10, 8), _launch(412, 21, 8),
-    _x("cuda_runtime", "cudaStreamEndCapture", 450, 5, 2, correlation=22),
-    _x("cuda_runtime", "cudaGraphInstantiate", 460, 40, 2, correlation=23),
+    call("cudaStreamEndCapture", 450, 5, tid=2, correlation=22),
+    call("cudaGraphInstantiate", 460, 40, tid=2, correlation=23),
 ]
 
 
 def _write(path: Path) -> Path:
-    with gzip.open(path, "wt") as f:
-        json.dump({"traceEvents": EVENTS}, f)
-    return path
+    return write_trace(path, EVENTS)
 
 
 def test_time_and_attribute_read_the_same_windows(tmp_path: Path, run_cli: Run) -> None:
@@ -180,11 +173,7 @@ def test_one_definition_each() -> None:
 
 # What a damaged trace may hold: an op, a launch and a segment range without a timestamp. The record
 # counts them (in "(outside)"); nothing that places events in time can use them.
-UNTIMED = [
-    {"ph": "X", "cat": "cpu_op", "name": "aten::untimed", "pid": PID, "tid": 1, "dur": 5, "args": {}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": 1, "args": {}},
-    {"ph": "X", "cat": "user_annotation", "name": "capture::bs=9", "pid": PID, "tid": 1, "dur": 5},
-]
+UNTIMED = [op("aten::untimed", None), call("cudaLaunchKernel", None), span("capture::bs=9", None)]
 
 
 def test_report_reads_each_trace_once_for_time_and_check(
@@ -195,8 +184,7 @@ def test_report_reads_each_trace_once_for_time_and_check(
     folder = tmp_path / "graph_capture_profile"
     folder.mkdir()
     for rank in (0, 1):
-        with gzip.open(folder / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{rank}.json.gz", "wt") as f:
-            json.dump({"traceEvents": EVENTS + UNTIMED}, f)
+        write_trace(folder / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{rank}.json.gz", EVENTS + UNTIMED)
     rc, out, err = run_cli("summary", "--json", folder / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz")
     assert rc == 0, err
     outside = json.loads(out)["traces"][0]["segments"][-1]

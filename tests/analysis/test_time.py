@@ -8,7 +8,6 @@ fakes: no GPU here) with several windows, instantiate/upload calls, vLLM/HIP nam
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import shutil
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from mixins.analysis.commands.time import PHASES
+from tests.trace_files import call, event, load_trace, op, span, write_trace
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -68,9 +68,7 @@ def _sweep(s0: float, s1: float, sets: dict[str, list[tuple[float, float]]]) -> 
 
 def reference(path: Path) -> dict[str, dict[str, Any]]:
     """label -> {wall, phases, windows} by the issue's definitions, from the raw JSON."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and "ts" in e]
+    events = [e for e in load_trace(path)["traceEvents"] if e.get("ph") == "X" and "ts" in e]
     calls = [e for e in events if e.get("cat") == "cpu_op" or re.search("runtime|driver", e.get("cat", ""))]
     annotations = [e for e in events if e.get("cat") == "user_annotation"]
     out = {}
@@ -211,42 +209,32 @@ def test_equal_looking_values_mark_no_slowest() -> None:
 # -- hand-written CUDA capture traces (named fakes: no GPU here) ---------------------------------------
 
 
-def _x(cat: str, name: str, ts: float, dur: float, pid: int = 1, tid: int = 1) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": {}}
-
-
-def _write(path: Path, events: list[dict[str, Any]]) -> Path:
-    with gzip.open(path, "wt") as f:
-        json.dump({"schemaVersion": 1, "traceEvents": events}, f)
-    return path
-
-
 FAKE_TWO_WINDOWS = [
-    _x("user_annotation", "capture::bs=8,variant=decode", 0, 1000),
-    _x("cpu_op", "warm_forward", 10, 100),  # warm-up pass: 10..110, with a child op and a launch
-    _x("cpu_op", "aten::mm", 20, 20),
-    _x("cuda_runtime", "cudaLaunchKernel", 50, 5),
-    _x("cuda_runtime", "cudaDeviceSynchronize", 120, 30),  # other
-    _x("cuda_runtime", "cudaStreamBeginCapture", 200, 5),  # window 1: 205..410
-    _x("cpu_op", "captured_forward", 210, 190),
-    _x("cuda_runtime", "cudaStreamEndCapture", 400, 10),
-    _x("cuda_runtime", "cudaGraphInstantiateWithFlags", 420, 100),  # instantiate 420..540
-    _x("cuda_runtime", "cudaGraphUpload", 520, 20),
-    _x("cuda_runtime", "cudaStreamBeginCapture", 600, 2),  # window 2: 602..703
-    _x("cpu_op", "captured_forward", 605, 95),
-    _x("cuda_runtime", "cudaStreamEndCapture", 700, 3),
-    _x("cuda_driver", "cuGraphInstantiate", 710, 50),
-    _x("cpu_op", "aten::copy_", 800, 50),  # after the windows: other
-    _x("user_annotation", "capture::bs=4", 2000, 500),
-    _x("cpu_op", "warm_forward", 2010, 90),
-    _x("cuda_runtime", "cudaStreamBeginCapture", 2390, 11),  # window runs past the segment's end
-    _x("cuda_runtime", "cudaStreamEndCapture", 2600, 5),
+    span("capture::bs=8,variant=decode", 0, 1000),
+    op("warm_forward", 10, 100),  # warm-up pass: 10..110, with a child op and a launch
+    op("aten::mm", 20, 20),
+    call("cudaLaunchKernel", 50, 5),
+    call("cudaDeviceSynchronize", 120, 30),  # other
+    call("cudaStreamBeginCapture", 200, 5),  # window 1: 205..410
+    op("captured_forward", 210, 190),
+    call("cudaStreamEndCapture", 400, 10),
+    call("cudaGraphInstantiateWithFlags", 420, 100),  # instantiate 420..540
+    call("cudaGraphUpload", 520, 20),
+    call("cudaStreamBeginCapture", 600, 2),  # window 2: 602..703
+    op("captured_forward", 605, 95),
+    call("cudaStreamEndCapture", 700, 3),
+    event("cuda_driver", "cuGraphInstantiate", 710, 50),
+    op("aten::copy_", 800, 50),  # after the windows: other
+    span("capture::bs=4", 2000, 500),
+    op("warm_forward", 2010, 90),
+    call("cudaStreamBeginCapture", 2390, 11),  # window runs past the segment's end
+    call("cudaStreamEndCapture", 2600, 5),
     {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 30, "dur": 500, "pid": 0, "tid": 7},  # device: ignored
 ]
 
 
 def test_several_windows_instantiate_and_upload(tmp_path: Path, run_cli: Run) -> None:
-    path = _write(tmp_path / "fake_cuda_capture.json.gz", FAKE_TWO_WINDOWS)
+    path = write_trace(tmp_path / "fake_cuda_capture.json.gz", FAKE_TWO_WINDOWS)
     (t,) = time_json(run_cli, path)["traces"]
     assert_matches_reference(t, path)
     bs8, bs4 = t["segments"]
@@ -266,17 +254,17 @@ def test_several_windows_instantiate_and_upload(tmp_path: Path, run_cli: Run) ->
 
 def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
     piecewise = [
-        _x("user_annotation", "capture_16_PIECEWISE", 0, 300),
-        _x("cpu_op", "aten::fill_", 5, 10),
-        _x("cuda_runtime", "hipStreamBeginCapture", 20, 1),
-        _x("cuda_runtime", "hipStreamEndCapture", 60, 1),
-        _x("cuda_runtime", "hipGraphInstantiate", 62, 8),
-        _x("cpu_op", "vllm::unified_attention", 75, 20),  # eager between the pieces: other
-        _x("cuda_runtime", "hipStreamBeginCapture", 100, 1),
-        _x("cuda_runtime", "hipStreamEndCapture", 150, 1),
-        _x("cuda_runtime", "hipGraphInstantiate", 152, 8),
+        span("capture_16_PIECEWISE", 0, 300),
+        op("aten::fill_", 5, 10),
+        call("hipStreamBeginCapture", 20, 1),
+        call("hipStreamEndCapture", 60, 1),
+        call("hipGraphInstantiate", 62, 8),
+        op("vllm::unified_attention", 75, 20),  # eager between the pieces: other
+        call("hipStreamBeginCapture", 100, 1),
+        call("hipStreamEndCapture", 150, 1),
+        call("hipGraphInstantiate", 152, 8),
     ]
-    path = _write(tmp_path / "piecewise.json.gz", piecewise)
+    path = write_trace(tmp_path / "piecewise.json.gz", piecewise)
     (t,) = time_json(run_cli, path)["traces"]
     assert_matches_reference(t, path)
     (seg,) = t["segments"]
@@ -284,7 +272,7 @@ def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
     assert (seg["label"], seg["bs"], seg["variant"], seg["capture_windows"]) == want
     assert seg["phases"] == {"warmup": 10.0, "capture": 90.0, "instantiate": 16.0, "other": 184.0}
 
-    no_segment = _write(tmp_path / "plain.json.gz", [e for e in FAKE_TWO_WINDOWS if e["cat"] != "user_annotation"])
+    no_segment = write_trace(tmp_path / "plain.json.gz", [e for e in FAKE_TWO_WINDOWS if e["cat"] != "user_annotation"])
     (t,) = time_json(run_cli, no_segment)["traces"]
     assert_matches_reference(t, no_segment)
     (seg,) = t["segments"]
@@ -293,16 +281,16 @@ def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
 
 def test_nested_windows_and_an_end_on_another_thread(tmp_path: Path, run_cli: Run) -> None:
     events = [
-        _x("user_annotation", "capture::bs=2,stream=1", 0, 400),
-        _x("cuda_runtime", "cudaStreamBeginCapture", 10, 1),  # outer: 11..201
-        _x("cuda_runtime", "cudaStreamBeginCapture", 50, 2),  # inner, another stream: 52..103
-        _x("cuda_runtime", "cudaStreamEndCapture", 100, 3),
-        _x("cuda_runtime", "cudaStreamEndCapture", 200, 1),
-        _x("cuda_runtime", "cudaStreamBeginCapture", 250, 1),  # closed from thread 2: 251..305
-        _x("cuda_runtime", "cudaStreamEndCapture", 300, 5, tid=2),
-        _x("cuda_runtime", "cudaGraphInstantiate", 310, 20, tid=2),
+        span("capture::bs=2,stream=1", 0, 400),
+        call("cudaStreamBeginCapture", 10, 1),  # outer: 11..201
+        call("cudaStreamBeginCapture", 50, 2),  # inner, another stream: 52..103
+        call("cudaStreamEndCapture", 100, 3),
+        call("cudaStreamEndCapture", 200, 1),
+        call("cudaStreamBeginCapture", 250, 1),  # closed from thread 2: 251..305
+        call("cudaStreamEndCapture", 300, 5, tid=2),
+        call("cudaGraphInstantiate", 310, 20, tid=2),
     ]
-    path = _write(tmp_path / "nested.json.gz", events)
+    path = write_trace(tmp_path / "nested.json.gz", events)
     (t,) = time_json(run_cli, path)["traces"]
     assert_matches_reference(t, path)
     (seg,) = t["segments"]
@@ -314,15 +302,15 @@ def test_a_window_never_closed_ends_with_its_own_segment(tmp_path: Path, run_cli
     """An aborted capture (a begin, no end) in bs=8 ran on through every later segment of the process:
     bs=16 read all capture. It ends with bs=8 now, as the design says."""
     events = [
-        _x("user_annotation", "capture::bs=8", 0, 1000),
-        _x("cpu_op", "A", 10, 100),
-        _x("cuda_runtime", "cudaStreamBeginCapture", 200, 10),  # never closed: capture 210..1000
-        _x("user_annotation", "capture::bs=16", 2000, 1000),
-        _x("cpu_op", "A", 2010, 100),
-        _x("cuda_runtime", "cudaStreamBeginCapture", 2200, 10),  # 2210..2520
-        _x("cuda_runtime", "cudaStreamEndCapture", 2500, 20),
+        span("capture::bs=8", 0, 1000),
+        op("A", 10, 100),
+        call("cudaStreamBeginCapture", 200, 10),  # never closed: capture 210..1000
+        span("capture::bs=16", 2000, 1000),
+        op("A", 2010, 100),
+        call("cudaStreamBeginCapture", 2200, 10),  # 2210..2520
+        call("cudaStreamEndCapture", 2500, 20),
     ]
-    (t,) = time_json(run_cli, _write(tmp_path / "aborted.json.gz", events))["traces"]
+    (t,) = time_json(run_cli, write_trace(tmp_path / "aborted.json.gz", events))["traces"]
     bs8, bs16 = t["segments"]
     assert (bs8["capture_windows"], bs8["phases"]) == (1, {"warmup": 100.0, "capture": 790.0, "instantiate": 0.0,
                                                            "other": 110.0})
@@ -336,16 +324,16 @@ def test_overlapping_segments_of_one_process_count_each_call_once(tmp_path: Path
     booked as bs=16's capture too. Each call is now in one segment, where summary puts it, and each
     window in its begin's."""
     events = [
-        _x("user_annotation", "capture::bs=8", 0, 1000),
-        _x("cpu_op", "A", 10, 400),
-        _x("cuda_runtime", "cudaStreamBeginCapture", 500, 10),  # 510..910
-        _x("cuda_runtime", "cudaStreamEndCapture", 900, 10),
-        _x("user_annotation", "capture::bs=16", 600, 1000, tid=2),
-        _x("cpu_op", "B", 610, 300, tid=2),
-        _x("cuda_runtime", "cudaStreamBeginCapture", 1000, 10, tid=2),  # 1010..1510
-        _x("cuda_runtime", "cudaStreamEndCapture", 1500, 10, tid=2),
+        span("capture::bs=8", 0, 1000),
+        op("A", 10, 400),
+        call("cudaStreamBeginCapture", 500, 10),  # 510..910
+        call("cudaStreamEndCapture", 900, 10),
+        span("capture::bs=16", 600, 1000, tid=2),
+        op("B", 610, 300, tid=2),
+        call("cudaStreamBeginCapture", 1000, 10, tid=2),  # 1010..1510
+        call("cudaStreamEndCapture", 1500, 10, tid=2),
     ]
-    path = _write(tmp_path / "two_threads.json.gz", events)
+    path = write_trace(tmp_path / "two_threads.json.gz", events)
     (t,) = time_json(run_cli, path)["traces"]
     bs8, bs16 = t["segments"]
     assert (bs8["capture_windows"], bs8["phases"]["warmup"], bs8["phases"]["capture"]) == (1, 400.0, 400.0)
@@ -357,7 +345,7 @@ def test_overlapping_segments_of_one_process_count_each_call_once(tmp_path: Path
 
 
 def test_upstream_per_batch_size_file_is_one_segment(tmp_path: Path, run_cli: Run) -> None:
-    path = _write(tmp_path / "DecodeCudaGraphRunner_bs_8_rank1.json.gz", FAKE_TWO_WINDOWS[1:15])
+    path = write_trace(tmp_path / "DecodeCudaGraphRunner_bs_8_rank1.json.gz", FAKE_TWO_WINDOWS[1:15])
     (t,) = time_json(run_cli, path)["traces"]
     assert (t["runner"], t["tp_rank"], t["segment_source"]) == ("DecodeCudaGraphRunner", 1, "filename")
     (seg,) = t["segments"]
@@ -391,7 +379,7 @@ def test_phases_sum_to_the_wall_time_whatever_the_split() -> None:
 def test_bad_input_is_one_line_and_exit_2_while_good_files_are_still_timed(
     tmp_path: Path, run_cli: Run, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = _write(tmp_path / "a.json.gz", FAKE_TWO_WINDOWS)
+    good = write_trace(tmp_path / "a.json.gz", FAKE_TWO_WINDOWS)
     truncated = tmp_path / "b.json.gz"
     truncated.write_bytes(good.read_bytes()[:-20])
     rc, out, err = run_cli("time", tmp_path, "--json")
@@ -416,7 +404,7 @@ def test_bad_input_is_one_line_and_exit_2_while_good_files_are_still_timed(
 
 
 def test_top_zero_lists_no_ops(tmp_path: Path, run_cli: Run) -> None:
-    path = _write(tmp_path / "a.json.gz", FAKE_TWO_WINDOWS)
+    path = write_trace(tmp_path / "a.json.gz", FAKE_TWO_WINDOWS)
     (t,) = time_json(run_cli, path, "--top", "0")["traces"]
     assert all(s["top"] == [] for s in t["segments"]) and t["totals"]["top"] == []
     assert t["segments"][0]["phases"]["capture"] == 306.0
@@ -428,8 +416,8 @@ def test_a_parent_comes_before_its_children_at_the_ends_of_time(tmp_path: Path, 
     at the largest and smallest times the reader accepts (integer ns near ±2**62), still nest, so the
     parent's self time is its duration less the child's. A one-integer sort key that overflowed its
     start step would put the child first and give the parent all 10 µs."""
-    events = [_x("cpu_op", "child", start, 4.0), _x("cpu_op", "parent", start, 10.0)]  # the child first in file
-    (t,) = time_json(run_cli, _write(tmp_path / "edge.json.gz", events))["traces"]
+    events = [op("child", start, 4.0), op("parent", start, 10.0)]  # the child first in file
+    (t,) = time_json(run_cli, write_trace(tmp_path / "edge.json.gz", events))["traces"]
     top = {r["op"]: r["self_us"] for r in t["totals"]["top"]}
     # near 4e18 ns a double's step is 512 ns: the µs → ns conversion is exact to that step only
     assert (top["parent"], top["child"]) == (pytest.approx(6.0, abs=0.5), pytest.approx(4.0, abs=0.5))
@@ -440,7 +428,7 @@ def test_a_call_is_never_nested_in_one_that_starts_after_it(tmp_path: Path, run_
     reader accepts): the second is walked after the first, so neither is the other's child and each
     keeps its whole duration. A one-integer sort key whose start step were smaller than the ends'
     difference would walk the long one first and take the short one's time from it."""
-    events = [_x("cpu_op", "short", 0.0, 1.0), _x("cpu_op", "long", 1.0, 4e15)]
-    (t,) = time_json(run_cli, _write(tmp_path / "long.json.gz", events))["traces"]
+    events = [op("short", 0.0, 1.0), op("long", 1.0, 4e15)]
+    (t,) = time_json(run_cli, write_trace(tmp_path / "long.json.gz", events))["traces"]
     top = {r["op"]: r["self_us"] for r in t["totals"]["top"]}
     assert (top["short"], top["long"]) == (1.0, 4e15)

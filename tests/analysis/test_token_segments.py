@@ -1,61 +1,37 @@
 """``capture::tokens=`` segments (prefill / piecewise runners) are read like ``capture::bs=`` ones by
 summary, time, check and diff; ``time`` puts a prefill and a decode runner side by side.
 
-The traces are real: the decorator's profile mode around CPU work (a real ``torch.profiler``)."""
+The traces are built (tests/trace_files.py) with the labels the decorator's profile mode writes (tests/core
+checks that it writes them; the demo's real prefill trace, tests/data/demo, is read by test_time.py)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mixins.analysis.model.segments import by_size, segment_size
+from tests.trace_files import meta, op, span, write_trace
 
 Run = Callable[..., tuple[int, str, str]]
 
 
 def _write_traces(directory: Path, *, prefill_sizes: tuple[int, ...] = (512, 64, 1024)) -> Path:
-    import os
-
-    import torch
-
-    from mixins import wait_for_exports, with_capture_trace
-
-    @with_capture_trace(profile="capture", shape_unit="tokens")
-    class PrefillRunner:
-        def capture(self) -> None:
-            for n in prefill_sizes:
-                self.capture_one_shape(n)
-            self.capture_one_shape(64, prefix_num_chunks=2)
-
-        def capture_one_shape(self, size: int, *, prefix_num_chunks: int = 0) -> Any:
-            return torch.mm(torch.ones(size, 8), torch.ones(8, 4 + prefix_num_chunks))
-
-    @with_capture_trace(profile="capture")
-    class DecodeRunner:
-        def capture(self) -> None:
-            for n in (8, 1, 16):
-                self.capture_one_shape(n)
-
-        def capture_one_shape(self, size: int) -> Any:
-            return torch.mm(torch.ones(size, 8), torch.ones(8, 4))
-
-    old = {k: os.environ.get(k) for k in ("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "SGLANG_TORCH_PROFILER_DIR")}
-    os.environ.update(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(directory))
-    try:
-        PrefillRunner().capture()
-        DecodeRunner().capture()
-        assert wait_for_exports(60)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return directory / "graph_capture_profile"
+    """A prefill runner's capture (token counts, then 64 tokens with two prefix chunks) and a decode
+    runner's (batch sizes 8, 1, 16): one ``aten::mm`` of that size in each segment."""
+    out = directory / "graph_capture_profile"
+    out.mkdir()
+    for runner, shapes in (("PrefillRunner", [*((n, 0) for n in prefill_sizes), (64, 2)]),
+                           ("DecodeRunner", [(8, 0), (1, 0), (16, 0)])):
+        events = []
+        for k, (size, chunks) in enumerate(shapes):
+            label = f"tokens={size}" + (f",prefix_num_chunks={chunks}" if chunks else "")
+            events += [span(f"capture::{label if runner == 'PrefillRunner' else f'bs={size}'}", 100 * k, 50),
+                       op("aten::mm", 100 * k + 10, 20, **{"Input Dims": [[size, 8], [8, 4 + chunks]]})]
+        write_trace(out / f"cuda_graph_capture-{runner}-TP-0.json.gz", events, meta(runner=runner))
+    return out
 
 
 @pytest.fixture(scope="module")

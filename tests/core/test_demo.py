@@ -90,6 +90,20 @@ def test_demo_command_writes_one_labelled_trace_per_runner(
     assert [48, 64] in linear_inputs and [16, 64] in linear_inputs
 
 
+def test_the_committed_demo_traces_are_what_the_demo_writes(demo: tuple[Path, subprocess.CompletedProcess[str]]
+) -> None:
+    """tests/data/demo, which the analyzer's tests read without torch, has the runners, metadata keys and
+    ops of a fresh run (other batch sizes): when this fails, remake it (tests/data/PROVENANCE.md)."""
+    fresh = demo[0] / "graph_capture_profile"
+    committed = Path(__file__).resolve().parents[1] / "data" / "demo"
+    assert sorted(p.name for p in committed.iterdir()) == sorted(p.name for p in fresh.iterdir())
+    for path in fresh.iterdir():
+        new, old = load_trace(path), load_trace(committed / path.name)
+        assert new["capture_trace"].keys() == old["capture_trace"].keys(), path.name
+        ops = [{e["name"] for e in t["traceEvents"] if e.get("cat") == "cpu_op"} for t in (new, old)]
+        assert ops[0] == ops[1], path.name
+
+
 def test_demo_rejects_bad_batch_sizes_and_missing_cuda(tmp_path: Path) -> None:
     bad = subprocess.run([PYTHON, "-m", "mixins", "demo", "--batch-sizes", "1,x"], env=subprocess_env(),
                          capture_output=True, text=True)
@@ -101,6 +115,16 @@ def test_demo_rejects_bad_batch_sizes_and_missing_cuda(tmp_path: Path) -> None:
                               env=subprocess_env(), capture_output=True, text=True)
         assert done.returncode == 2
         assert done.stderr.strip().splitlines()[-1].startswith("capture-trace: error: --device cuda requested")
+
+
+def test_demo_replay_on_cpu_says_it_needs_cuda_graphs(tmp_path: Path) -> None:
+    """No GPU here: ``demo --replay`` must refuse clearly, before capturing anything."""
+    out = tmp_path / "demo"
+    done = subprocess.run([PYTHON, "-m", "mixins", "demo", "--device", "cpu", "--replay", "2", "--out", str(out)],
+                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and not out.exists()
+    assert done.stderr == ("capture-trace: error: --replay needs CUDA graphs: run with --device cuda on a machine "
+                           "with a GPU\n")
 
 
 def test_demo_refuses_an_out_under_a_file_before_capturing(tmp_path: Path) -> None:

@@ -116,6 +116,7 @@ def test_ci_has_a_step_for_every_suite(tmp_path: Path) -> None:
                              capture_output=True, text=True, check=True).stdout
     steps = set(re.findall(r"^bash \.ci/step (\S+) ", dry_run, re.MULTILINE))
     suites = {"exhaustive", "slow", "lint", "interop", "server", "core-torch-2.7.1", "core-torch-2.14.1",
+              "analysis-without-torch",
               "sglang-0.5.23-torch-2.14.1", *(f"sglang-{version}" for version in ci_versions())}
     assert suites <= steps, f"missing: {sorted(suites - steps)}"
     # the README's test command, word for word, is a line of .ci/run itself
