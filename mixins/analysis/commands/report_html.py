@@ -516,7 +516,8 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:
 vertical-align:top}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status{font-weight:bold;padding:6px 10px;display:inline-block;border-radius:4px}
 .ok{background:#e5f5e8}.bad{background:#fbe3e3}.note{color:#555}
-td,th,code,summary,p{overflow-wrap:anywhere}
+td,code,summary,p{overflow-wrap:anywhere}th,td.num{white-space:nowrap}
+table.comparison th{white-space:normal;overflow-wrap:anywhere}
 """
 
 _INIT = """
