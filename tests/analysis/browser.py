@@ -10,6 +10,7 @@ pure-Python PNG decoder below reads it in a fraction of a second.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ import zlib
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 _CONSOLE = re.compile(r':CONSOLE[^\]]*\] "(.*)", source: ', re.DOTALL)
 SCALE = 0.5  # Chromium clamps smaller factors to 0.5
@@ -161,3 +163,77 @@ class Elements(HTMLParser):
     def text(self, element_id: str) -> str:
         """The text content of the element with that id."""
         return next("".join(txt) for _, a, _, txt in self.found if a.get("id") == element_id)
+
+
+# Measures the page as laid out once its charts are drawn. It runs right after the page's own scripts:
+# Plotly.newPlot draws these charts before it returns, and asking for a box lays the page out. What it
+# measures: the page's width against the window's, any element that scrolls sideways, the box of every
+# axis tick label of each chart, and the size every text of a chart is drawn at on screen (font size
+# times the scale of the transforms around it). Hidden texts (no box) are left out. The result is
+# written into the DOM as JSON, which --dump-dom returns.
+_PROBE = """
+(function () {
+  function box(el) { var r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }
+  function drawn(el) {
+    var r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return r.width > 0 && r.height > 0 && s.display !== "none" && s.visibility !== "hidden"
+      && parseFloat(s.opacity || "1") > 0 && el.textContent.trim() !== "";
+  }
+  function measure() {
+    var out = {inner_width: window.innerWidth, scroll_width: document.documentElement.scrollWidth, charts: {},
+               scrollers: []};  // elements that scroll sideways on their own
+    document.querySelectorAll("body *").forEach(function (el) {
+      var x = getComputedStyle(el).overflowX;
+      if ((x === "auto" || x === "scroll") && el.scrollWidth > el.clientWidth)
+        out.scrollers.push(el.tagName.toLowerCase() + (el.id ? "#" + el.id : ""));
+    });
+    document.querySelectorAll(".js-plotly-plot").forEach(function (gd) {
+      var ticks = gd.querySelectorAll("g.xtick text, g.ytick text, g.xtick2 text, g.ytick2 text");
+      var texts = gd.querySelectorAll("text");
+      out.charts[gd.id] = {
+        ticks: Array.from(ticks).filter(drawn).map(function (t) { return [t.textContent, box(t)]; }),
+        texts: Array.from(texts).filter(drawn).map(function (t) {
+          var m = t.getScreenCTM(), scale = Math.sqrt(m.a * m.a + m.b * m.b);
+          return [t.textContent, parseFloat(getComputedStyle(t).fontSize) * scale,
+                  (t.getAttribute("class") || "")];
+        }),
+      };
+    });
+    var pre = document.createElement("pre");
+    pre.id = "measured";
+    pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+  }
+  measure();
+})();
+"""
+
+
+def measure_page(path: Path, width: int, height: int = 2000) -> tuple[Page, dict[str, Any]]:
+    """The page at ``path`` opened at ``width`` CSS px with ``_PROBE`` added (a copy, its hash added to
+    the page's Content-Security-Policy so that it may run), and what the probe measured."""
+    import base64
+    import hashlib
+
+    page_text = path.read_text()
+    digest = "'sha256-" + base64.b64encode(hashlib.sha256(_PROBE.encode()).digest()).decode() + "'"
+    assert page_text.count("script-src ") == 1
+    probed = page_text.replace("script-src ", f"script-src {digest} ", 1).replace(
+        "</body>", f"<script>{_PROBE}</script></body>", 1
+    )
+    with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_text(probed)
+        page = open_page(copy, window=(width, height))
+    measured: dict[str, Any] = json.loads(Elements(page.dom).text("measured"))
+    return page, measured
+
+
+def overlapping(boxes: list[tuple[str, list[float]]], slack: float = 0.5) -> list[tuple[str, str]]:
+    """Pairs of labels whose boxes (left, top, right, bottom) share more than ``slack`` px each way."""
+    pairs = []
+    for i, (a, (l1, t1, r1, b1)) in enumerate(boxes):
+        for b, (l2, t2, r2, b2) in boxes[i + 1 :]:
+            if min(r1, r2) - max(l1, l2) > slack and min(b1, b2) - max(t1, t2) > slack:
+                pairs.append((a, b))
+    return pairs

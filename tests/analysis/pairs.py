@@ -259,3 +259,20 @@ def with_replay_range(replay: Doc, name: str) -> Doc:
     out["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name, "pid": g["pid"], "tid": g["tid"],
                                "ts": g["ts"] - 1.0, "dur": g["dur"] + 2.0, "args": {}})
     return out
+
+
+def our_rank(doc: Doc, rank: int, size: int) -> Doc:
+    """DERIVED: one of our captures as TP rank ``rank`` of a ``size``-rank server (``capture_trace``'s
+    ``tp_rank`` and ``tp_size``); the events are shared, never changed."""
+    return {**doc, "capture_trace": {**doc["capture_trace"], "tp_rank": rank, "tp_size": size}}
+
+
+def slower(doc: Doc, factor: float) -> Doc:
+    """DERIVED: the same trace ``factor`` times slower (every event's ``ts`` and ``dur`` scaled), as the
+    run after a change that slowed the whole capture down."""
+    out = clone(doc)
+    for e in out["traceEvents"]:
+        for k in ("ts", "dur"):
+            if isinstance(e.get(k), (int, float)):
+                e[k] = round(e[k] * factor, 3)
+    return out

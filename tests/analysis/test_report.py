@@ -1,10 +1,13 @@
 """``capture-trace report``: the page opened in a real headless Chromium (tests/analysis/browser.py).
 
-Reports of the real vLLM capture/replay pair and of the demo's real CPU traces, each loaded once: no
-console message at all, the charts drawn (one SVG bar per runner × shape × phase, one sunburst sector per
-module / op / shape node, counted from the JSON here, not from the report's code; the screenshot shows
-the phase and op colours), and the numbers in the page equal what ``time``, ``check`` and ``attribute``
-print with ``--json``. A page of hostile names runs no script and shows the names as written.
+Reports of the real vLLM capture/replay pair, of the demo's real CPU traces and of two runs derived from
+them, each loaded once: no console message at all, the charts drawn (one SVG bar per runner × shape ×
+phase, or per runner × shape × run; one treemap box per module / op / shape node; counted from the JSON
+here, not from the report's code; the screenshot shows the phase and op colours), and the numbers in the
+page equal what ``time``, ``check`` and ``attribute`` print with ``--json``. Measured in the laid-out page
+(``browser.measure_page``) at 900 and 1,600 px: no two axis labels overlap, nothing scrolls sideways, and
+no label of the attribution view is drawn under 10 px. A page of hostile names runs no script and shows
+the names as written.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import SCALE, Elements, Page, chromium, hex_rgb, open_page, pixels
+from browser import SCALE, Elements, Page, chromium, hex_rgb, measure_page, open_page, overlapping, pixels
 from inprocess import run_analyzer
-from pairs import VLLM_CAPTURE, VLLM_REPLAY
+from pairs import VLLM_CAPTURE, VLLM_REPLAY, load, our_rank, save, slower
 
-from mixins.analysis.commands.report_html import DATA_ID, PHASES, render_report
+from mixins.analysis.commands.report_html import DATA_ID, MIN_LABEL_PX, PHASES, render_report
 from tests.built_once import built_once
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,27 +87,31 @@ def _bars(els: Elements) -> int:
 
 
 def _built_report(tmp_path_factory: pytest.TempPathFactory, name: str, commands: Mapping[str, tuple[object, ...]],
-                  *argv: object) -> dict[str, Any]:
-    """A report of ``argv``, opened once per run (every xdist worker reads the same: tests/built_once.py),
-    and each of ``commands``' ``--json``."""
+                  *argv: object, widths: tuple[int, ...] = (1280,)) -> dict[str, Any]:
+    """A report of ``argv``, opened once per run and window width (every xdist worker reads the same:
+    tests/built_once.py) and measured there (``measure_page``), and each of ``commands``' ``--json``.
+    ``page`` is the page at the first width; ``measured`` maps each width to what was measured."""
 
     def build(target: Path) -> dict[str, Any]:
         out = _report(target, *argv)
-        page = open_page(out) if chromium() else None
-        if page is not None:
-            (target / "page.rgb").write_bytes(page.rgb)
+        pages, measured = {}, {}
+        for width in widths if chromium() else ():
+            page, measured[width] = measure_page(out, width)
+            (target / f"page-{width}.rgb").write_bytes(page.rgb)
+            pages[width] = {"dom": page.dom, "console": page.console, "width": page.width, "height": page.height}
         return {
             "html": str(out),
-            "page": None if page is None else {"dom": page.dom, "console": page.console, "width": page.width,
-                                               "height": page.height},
+            "pages": pages,
+            "measured": measured,
             "json": {key: _json(*args) for key, args in commands.items()},
             "size": out.stat().st_size,
         }
 
     built = built_once(tmp_path_factory, name, build)
     html = Path(built["html"])
-    page = built["page"] and Page(**built["page"], rgb=(html.parent / "page.rgb").read_bytes())
-    return {"html": html.read_text(), "page": page, "size": built["size"], **built["json"]}
+    pages = {int(w): Page(**p, rgb=(html.parent / f"page-{w}.rgb").read_bytes()) for w, p in built["pages"].items()}
+    return {"html": html.read_text(), "page": pages.get(widths[0]), "pages": pages,
+            "measured": {int(w): m for w, m in built["measured"].items()}, "size": built["size"], **built["json"]}
 
 
 @pytest.fixture(scope="session")
@@ -111,13 +119,44 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The real vLLM pair's report (capture + replay), opened once, and the three commands' --json."""
     commands = {"time": ("time", VLLM_CAPTURE), "check": ("check", VLLM_CAPTURE),
                 "attribute": ("attribute", VLLM_REPLAY, VLLM_CAPTURE)}
-    return _built_report(tmp_path_factory, "report_vllm", commands, "--replay", VLLM_REPLAY, VLLM_CAPTURE)
+    return _built_report(tmp_path_factory, "report_vllm", commands, "--replay", VLLM_REPLAY, VLLM_CAPTURE,
+                         widths=(900,))
 
 
 @pytest.fixture(scope="session")
 def demo(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     commands = {"time": ("time", demo_dir), "check": ("check", demo_dir)}
-    return _built_report(tmp_path_factory, "report_demo", commands, demo_dir)
+    return _built_report(tmp_path_factory, "report_demo", commands, demo_dir, widths=(1600,))
+
+
+RANKS = 3  # the demo's four runners × three shapes at TP 0, 1, 2: 36 runner × shape rows
+SLOWER = {"DecodeCudaGraphRunner": 1.3, "PrefillCudaGraphRunner": 0.8}  # the second run's changes
+
+
+def derive_runs(demo_dir: Path, out: Path) -> tuple[Path, Path]:
+    """Two runs of a ``RANKS``-rank server made of the demo's real traces (``pairs.our_rank``): ``before/``
+    as captured, ``after/`` with the decode runner 30 % slower and the prefill runner 20 % faster
+    (``pairs.slower``), the others unchanged."""
+    runs = out / "before", out / "after"
+    for run in runs:
+        run.mkdir()
+    for trace in sorted(demo_dir.glob("cuda_graph_capture-*-TP-0.json.gz")):
+        doc = load(trace)
+        changed = slower(doc, SLOWER.get(doc["capture_trace"]["runner"], 1.0))
+        for rank in range(RANKS):
+            name = trace.name.replace("-TP-0.", f"-TP-{rank}.")
+            save(our_rank(doc, rank, RANKS), runs[0] / name)
+            save(our_rank(changed, rank, RANKS), runs[1] / name)
+    return runs
+
+
+@pytest.fixture(scope="session")
+def two_runs(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The report of two runs (``derive_runs``), opened at 900 and 1,600 px, and its commands' --json."""
+    made = built_once(tmp_path_factory, "two_runs", lambda out: {"runs": [str(r) for r in derive_runs(demo_dir, out)]})
+    before, after = (Path(r) for r in made["runs"])
+    commands = {"time": ("time", before, after), "check": ("check", before, after)}
+    return _built_report(tmp_path_factory, "report_two_runs", commands, before, after, widths=(900, 1600))
 
 
 def test_page_holds_exactly_what_the_commands_print(vllm: dict[str, Any], demo: dict[str, Any]) -> None:
@@ -151,11 +190,26 @@ def test_vllm_pair_renders_in_chromium_with_the_json_numbers(vllm: dict[str, Any
     assert shown == sorted((o["gpu_time_us"] for o in att["ops"]), reverse=True)
     assert "vllm::moe_forward" in els.text("attribution-0")  # the largest op's label is drawn
     _screenshot_shows_the_charts(page)
+    _readable(vllm["measured"])
+    (ops,) = [a for t, a, _, txt in els.found if t == "details" and "".join(txt).startswith("ops by GPU time")]
+    assert "open" in ops  # the op table is shown, not folded
+
+
+def _readable(measured: dict[int, dict[str, Any]]) -> None:
+    """At each width measured: the page no wider than the window and nothing in it scrolling sideways, no
+    two axis labels of a chart overlapping, and no text of a chart drawn under ``MIN_LABEL_PX``."""
+    assert measured
+    for width, m in measured.items():
+        assert m["inner_width"] == width and m["scroll_width"] <= width, (width, m["scroll_width"])
+        assert m["scrollers"] == [], (width, m["scrollers"])
+        for chart, got in m["charts"].items():
+            assert overlapping(got["ticks"]) == [], (width, chart)
+            assert [(text, px) for text, px, _ in got["texts"] if px < MIN_LABEL_PX] == [], (width, chart)
 
 
 def _screenshot_shows_the_charts(page: Page) -> None:
     px = pixels(page)
-    assert (page.width, page.height) == (1280 * SCALE, 2000 * SCALE)
+    assert (page.width, page.height) == (900 * SCALE, 2000 * SCALE)
     assert len(set(px)) > 200  # not blank: text, bars, sectors, anti-aliasing
     mean = sum(sum(p) for p in px) / (3 * len(px))
     assert 0 < sum((sum(p) / 3 - mean) ** 2 for p in px) / len(px)
@@ -175,9 +229,52 @@ def test_demo_traces_render_in_chromium(demo: dict[str, Any]) -> None:
     _startup_numbers(els, demo["time"])
     _check_json_dom(page, demo["check"]["ok"])
     assert not els.select("div", within="attribution-0")  # no replay given: no attribution
-    names = els.text("startup")  # runner groups named without the tail they share, a part a line
-    assert all(r in names for r in ("Decode", "EAGLEDraft", "EAGLEDraftExtend", "Prefill"))
+    names = els.text("startup")  # runner groups named without the tail they share
+    assert all(f"{r} · TP 0" in names for r in ("Decode", "EAGLEDraft", "EAGLEDraftExtend", "Prefill"))
     assert len(set(pixels(page))) > 200
+    _readable(demo["measured"])
+    ticks = [text for text, _ in demo["measured"][1600]["charts"]["startup"]["ticks"]]
+    assert sorted(t for t in ticks if "=" in t) == sorted(s["label"] for t in demo["time"]["traces"]
+                                                          for s in t["segments"])  # every shape's label is measured
+
+
+@needs_chromium
+def test_two_runs_are_paired_bars_with_the_change_readable_at_900_and_1600_px(two_runs: dict[str, Any]) -> None:
+    """Two runs of 36 runner × shape rows each: one bar per run in every row (one plotly trace per run),
+    the change against the first run in each bar's hover and in the open comparison table, equal to
+    ``time --json``'s; at 900 and 1,600 px no tick label overlaps another (the x axis once drew runner +
+    path labels over each other into a smear) and the page does not scroll sideways (it once did)."""
+    time_json = two_runs["time"]
+    assert _data(two_runs["html"]) == {"time": time_json, "check": two_runs["check"], "attribute": None}
+    runs, rows = time_json["runs"], time_json["comparison"]
+    assert len(runs) == 2 and len(rows) == 4 * 3 * RANKS
+    assert {r["runner"]: r["change"] for r in rows} == {
+        r: [0.0, round(SLOWER.get(r, 1.0) - 1.0, 4)]
+        for r in ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner",
+                  "PrefillCudaGraphRunner")
+    }
+    assert two_runs["check"]["ok"] is True and {g["run"] for g in two_runs["check"]["groups"]} == set(runs)
+    figures = json.loads(Elements(two_runs["html"]).text("capture-trace-figures"))
+    bars = figures["startup"]["data"]
+    assert [b["name"] for b in bars] == runs and [b["orientation"] for b in bars] == ["h", "h"]
+    assert figures["startup"]["layout"]["barmode"] == "group"
+    hovered = {(us, float(m[1]) / 100 if (m := re.search(r"first run: ([-+][0-9.]+)%", h)) else None)
+               for us, h in zip(bars[1]["customdata"], bars[1]["hovertext"], strict=True)}
+    assert hovered == {(r["wall_us"][1], r["change"][1]) for r in rows}
+    assert len(bars[0]["customdata"]) == len(bars[1]["customdata"]) == len(rows)
+    for width, page in two_runs["pages"].items():
+        assert page.console == [], width
+        els = Elements(page.dom)
+        assert _bars(els) == len(runs) * len(rows)
+        table = [a for a in els.select("td") if a.get("data-us")][: 2 * len(rows)]
+        assert [json.loads(a["data-us"] or "") for a in table] == [w for r in rows for w in r["wall_us"]]
+    (comparison,) = [a for a in Elements(two_runs["html"]).select("details") if a.get("id") == "comparison"]
+    assert "open" in comparison  # the table of the changes is shown, not folded
+    _readable(two_runs["measured"])
+    for m in two_runs["measured"].values():
+        ticks = [text for text, _ in m["charts"]["startup"]["ticks"]]
+        assert sum("=" in t for t in ticks) == len(rows)  # every shape label, each measured
+        assert sum(" · TP " in t for t in ticks) == 4 * RANKS  # every runner group's label
 
 
 def test_check_of_files_given_one_by_one_is_the_check_of_their_folder(
@@ -298,16 +395,19 @@ def test_the_harness_sees_console_errors_and_blank_pages(tmp_path: Path) -> None
 
 def test_traces_sharing_a_name_each_get_their_own_bars(cpu_traces: dict[str, Path], tmp_path: Path) -> None:
     """Three runs of one runner and rank (one file name in three folders): the second and third were both
-    renamed "(file name)" and their bars stacked into one column. Each now has a category of its own."""
+    renamed "(file name)" and their bars stacked into one column. Each run now has its own bar in the
+    runner's row."""
     trace = cpu_traces["r0"]
     runs = []
     for n in range(3):
         (tmp_path / f"run{n}").mkdir()
         runs.append(shutil.copy(trace, tmp_path / f"run{n}" / trace.name))
     figures = json.loads(Elements(_report(tmp_path, *runs).read_text()).text("capture-trace-figures"))
-    runners = figures["startup"]["categories"][0]
-    names = {runners[n] for bar in figures["startup"]["data"] for n in bar["x"][0]}
-    assert names == {f"DecodeCudaGraphRunner<br>TP 0 ({run})" for run in runs}
+    assert figures["startup"]["categories"][0] == ["DecodeCudaGraphRunner · TP 0"]
+    bars = figures["startup"]["data"]
+    assert [b["name"] for b in bars] == [os.path.dirname(r) for r in runs]
+    shapes = [sorted(figures["startup"]["categories"][1][n] for n in b["y"][1]) for b in bars]
+    assert shapes == [["bs=1", "bs=4"]] * 3
 
 
 def _many_segments(path: Path, segments: int, runner: str) -> Path:
@@ -333,8 +433,8 @@ def test_many_bars_show_the_largest_with_a_note_and_names_once(tmp_path: Path) -
         html = _report(tmp_path / str(n), _many_segments(tmp_path / f"t{n}.json", n, runner)).read_text()
         figures = json.loads(Elements(html).text("capture-trace-figures"))
         bars = figures["startup"]["data"]
-        assert len(bars) == len(PHASES) and all(len(b["y"]) == 40 for b in bars)
-        assert figures["startup"]["categories"][0] == [f"{runner}<br>TP 0"]
+        assert len(bars) == len(PHASES) and all(len(b["x"]) == 40 for b in bars)
+        assert figures["startup"]["categories"][0] == [f"{runner} · TP 0"]
         walls = sorted((s["wall_us"] for s in _data(html)["time"]["traces"][0]["segments"]), reverse=True)
         drawn = sorted((sum(b["customdata"][k][0] for b in bars) for k in range(40)), reverse=True)
         assert drawn == pytest.approx(walls[:40])  # the largest

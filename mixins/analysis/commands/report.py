@@ -39,9 +39,10 @@ def add(subparsers: Any) -> None:
         subparsers,
         "report",
         "Write one HTML file that works offline (the charting library is embedded): the start-up time of "
-        "each runner and shape as stacked bars (warm-up / capture / instantiate / other, from 'time'), "
-        "the cross-rank check ('check'), and, given --replay, where the replay's GPU time went as a "
-        "module, op and shape sunburst ('attribute'). Needs plotly: pip install "
+        "each runner and shape as stacked bars (warm-up / capture / instantiate / other, from 'time'; "
+        "given several runs, a bar per run and the change), the cross-rank check ('check'), and, given "
+        "--replay, where the replay's GPU time went as a module, op and shape treemap with the op table "
+        "('attribute'). Needs plotly: pip install "
         "'sglang-capture-trace[report]'.",
         [
             "capture-trace report /tmp/graph_capture_profile -o report.html",

@@ -125,78 +125,170 @@ def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
 
 
 MAX_BARS = 40  # runner × shape bars drawn; past this the largest, with a note (every one stays in the data)
-MAX_TABLE_ROWS = 200  # rows of each trace's start-up table, and of the op table
+MAX_TABLE_ROWS = 200  # rows of each trace's start-up table, of the comparison table and of the op table
+ROW_PX = 22  # height of one runner × shape row of the start-up chart, per bar in it (two runs: two bars)
+_RUN_COLORS = ("#a0a4ab", "#3b7dd8", "#e4572e", "#29a36a", "#8e5bd0", "#f2a541")  # first run grey: the baseline
+
+Cell = tuple[str, str]  # (runner name within its run, shape label): one row of the start-up chart
 
 
-def _largest(rows: list[tuple[int, dict[str, Any]]], keep: int) -> list[tuple[int, dict[str, Any]]]:
-    """The ``keep`` rows of the largest wall time, in their order (all of them when there are no more)."""
-    if len(rows) <= keep:
-        return rows
-    top = sorted(range(len(rows)), key=lambda i: -(rows[i][1].get("wall_us") or 0.0))[:keep]
-    return [rows[i] for i in sorted(top)]
+def _run_names(traces: list[dict[str, Any]], runs: list[str]) -> list[str]:
+    """Each trace's runner name (``_trace_names``) told apart within its run only: the same runner in two
+    runs is one row of the chart, with a bar per run."""
+    names = [""] * len(traces)
+    for run in runs:
+        at = [i for i, t in enumerate(traces) if t.get("run", runs[0]) == run]
+        for i, name in zip(at, _trace_names([traces[i] for i in at]), strict=True):
+            names[i] = name
+    return names
 
 
-def _axis_name(trace: dict[str, Any], name: str, short: dict[str, str]) -> str:
-    """A runner group's label under the bars: the runner without the tail every runner shares
-    (``tables.short_runners``), one part a line (``Decode<br>TP 0``), so neighbouring groups never run
-    into one another."""
+def _largest(cells: dict[Cell, float], keep: int) -> list[Cell]:
+    """The ``keep`` rows of the largest wall time (in any run), in their order (all when there are no more)."""
+    if len(cells) <= keep:
+        return list(cells)
+    top = set(sorted(cells, key=lambda c: -cells[c])[:keep])
+    return [c for c in cells if c in top]
+
+
+def _axis_runner(trace: dict[str, Any], name: str, short: dict[str, str]) -> str:
+    """A runner group's label beside its rows: the runner without the tail every runner shares
+    (``tables.short_runners``), then its ranks (``Decode · TP 0``), on one line."""
     runner = str(trace.get("runner") or "")
     if runner and name.startswith(runner):
         name = short.get(runner, runner) + name[len(runner):]
-    return "<br>".join(_label(part) for part in name.split(" · "))
+    return _label(name)
+
+
+def _change_of(time_json: dict[str, Any]) -> dict[tuple[Any, ...], list[float | None]]:
+    """``comparison``'s change against the first run, per runner, ranks and shape (``time.compare_runs``)."""
+    return {
+        (r.get("runner"), r.get("tp_rank"), r.get("pp_rank"), r.get("capture_index"), r.get("label")): r["change"]
+        for r in time_json.get("comparison") or []
+    }
+
+
+def _hover(phases: dict[str, Any], div: float, unit: str, change: float | None) -> str:
+    parts = [f"{_PHASE_NAMES[p]} {_fmt(phases.get(p), div)}" for p in PHASES]
+    moved = "" if change is None else f"<br>change against the first run: {change:+.1%}"
+    return f"{' · '.join(parts)} ({unit}){moved}"
 
 
 def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str, str]:
-    """Stacked bars (warm-up / capture / instantiate / other) per runner × shape (the ``MAX_BARS``
-    largest), a note of what was left out, and the tables. Each runner and shape name is in the figure
-    once (``categories``); the bars hold indexes into it, which the page's script resolves."""
+    """Horizontal bars, one row per runner × shape grouped by runner (the ``MAX_BARS`` largest): one run
+    as stacked phases (warm-up / capture / instantiate / other), several runs as one bar per run side by
+    side, the change against the first run in the hover and the comparison table. Rows are a fixed
+    height and labels sit beside them, so no width makes labels overlap. Each runner and shape name is
+    in the figure once (``categories``); the bars hold indexes into it, which the page's script resolves."""
     traces = time_json.get("traces") or []
-    names = _trace_names(traces)
+    runs = [str(r) for r in time_json.get("runs") or []] or [str(traces[0].get("run", "")) if traces else ""]
+    names = _run_names(traces, runs)
+    short = short_runners(str(t["runner"]) for t in traces if t.get("runner"))
     every = [(i, s) for i, t in enumerate(traces) for s in t.get("segments") or []]
     if not every:
         return None, "", "<p>No capture segment in these traces.</p>"
-    rows = _largest(every, MAX_BARS)
-    short = short_runners(str(t["runner"]) for t in traces if t.get("runner"))
-    note = "" if len(rows) == len(every) else (
-        f"The {len(rows)} largest of {len(every):,} runner × shape bars by wall time; the others are in the "
+    runner_of: dict[str, str] = {}
+    walls: dict[Cell, float] = {}
+    for i, s in every:
+        label = _axis_runner(traces[i], names[i], short)
+        runner_of.setdefault(names[i], label)
+        cell = (names[i], str(s.get("label", "?")))
+        walls[cell] = max(walls.get(cell, 0.0), s.get("wall_us") or 0.0)
+    # grouped by runner (in order of first appearance), shapes in their order within it
+    first = {n: k for k, n in enumerate(dict.fromkeys(c[0] for c in walls))}
+    cells = sorted(walls, key=lambda c: first[c[0]])
+    kept = _largest({c: walls[c] for c in cells}, MAX_BARS)
+    note = "" if len(kept) == len(cells) else (
+        f"The {len(kept)} largest of {len(cells):,} runner × shape bars by wall time; the others are in the "
         "tables below and in the page's data (time --json)."
     )
-    div, unit = unit_of((s.get("wall_us") or 0.0) for _, s in rows)
-    runners = sorted({i for i, _ in rows})
-    shapes = list(dict.fromkeys(str(s.get("label", "?")) for _, s in rows))
-    at_runner, at_shape = {i: n for n, i in enumerate(runners)}, {label: n for n, label in enumerate(shapes)}
-    x = [[at_runner[i] for i, _ in rows], [at_shape[str(s.get("label", "?"))] for _, s in rows]]
+    div, unit = unit_of(walls[c] for c in kept)
+    runners = list(dict.fromkeys(c[0] for c in kept))
+    shapes = list(dict.fromkeys(c[1] for c in kept))
+    at_runner, at_shape = {n: k for k, n in enumerate(runners)}, {label: k for k, label in enumerate(shapes)}
+    row = {c: k for k, c in enumerate(kept)}
+    several = len(runs) > 1
+    changes = _change_of(time_json) if several else {}
     bars = []
-    for phase in PHASES:
-        us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in rows]
-        share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in rows]
-        bars.append(
-            go.Bar(
-                name=_PHASE_NAMES[phase],
-                x=x,
-                y=[v / div for v in us],
-                customdata=[[v, sh] for v, sh in zip(us, share, strict=True)],
-                marker_color=_COLORS[phase],
-                hovertemplate=f"%{{x}}<br>{_PHASE_NAMES[phase]}: %{{customdata[0]:,.3f}} µs "
-                "(%{customdata[1]:.1%})<extra></extra>",
-            )
-        )
+    if not several:
+        drawn = sorted(((i, s) for i, s in every if (names[i], str(s.get("label", "?"))) in row),
+                       key=lambda p: row[names[p[0]], str(p[1].get("label", "?"))])
+        y = [[at_runner[names[i]] for i, _ in drawn], [at_shape[str(s.get("label", "?"))] for _, s in drawn]]
+        for phase in PHASES:
+            us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in drawn]
+            share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in drawn]
+            bars.append(go.Bar(
+                name=_PHASE_NAMES[phase], orientation="h", y=y, x=[v / div for v in us],
+                customdata=[[v, sh] for v, sh in zip(us, share, strict=True)], marker_color=_COLORS[phase],
+                hovertemplate=f"{_PHASE_NAMES[phase]}: %{{customdata[0]:,.3f}} µs (%{{customdata[1]:.1%}})"
+                "<extra></extra>",
+            ))
+    else:
+        for k, run in enumerate(runs):
+            drawn = sorted(((i, s) for i, s in every if traces[i].get("run") == run
+                            and (names[i], str(s.get("label", "?"))) in row),
+                           key=lambda p: row[names[p[0]], str(p[1].get("label", "?"))])
+            hover = []
+            for i, s in drawn:
+                t = traces[i]
+                key = (t.get("runner") or "?", t.get("tp_rank"), t.get("pp_rank") or 0, t.get("capture_index", 1),
+                       s.get("label"))
+                change = changes.get(key, [None] * len(runs))[k] if k else None
+                hover.append(_hover(s.get("phases") or {}, div, unit, change))
+            bars.append(go.Bar(
+                name=_label(run), orientation="h",
+                y=[[at_runner[names[i]] for i, _ in drawn], [at_shape[str(s.get("label", "?"))] for _, s in drawn]],
+                x=[(s.get("wall_us") or 0.0) / div for _, s in drawn],
+                customdata=[s.get("wall_us") or 0.0 for _, s in drawn], hovertext=hover,
+                marker_color=_RUN_COLORS[k % len(_RUN_COLORS)],
+                hovertemplate="%{fullData.name}: %{customdata:,.3f} µs<br>%{hovertext}<extra></extra>",
+            ))
+    per_row = ROW_PX * (len(runs) if several else 1)
     fig = go.Figure(
         data=bars,
         layout=dict(
-            barmode="stack",
-            width=max(900, 40 * len(rows) + 240) if len(rows) > 18 else None,
-            height=520,
-            margin=dict(l=70, r=20, t=40, b=140),
-            yaxis_title=f"CPU wall time ({unit})",
-            legend=dict(orientation="h", y=1.08, traceorder="normal"),
-            xaxis=dict(tickangle=0),
+            barmode="group" if several else "stack",
+            bargap=0.25,
+            height=len(kept) * per_row + 150,
+            margin=dict(l=10, r=20, t=70, b=60),
+            xaxis=dict(title=dict(text=f"CPU wall time ({unit})"), automargin=True),
+            yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=12)),
+            legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom", traceorder="normal"),
             template="plotly_white",
         ),
     )
     figure = fig.to_plotly_json()
-    figure["categories"] = [[_axis_name(traces[i], names[i], short) for i in runners], [_label(x) for x in shapes]]
-    return figure, note, _startup_tables(time_json, names, div, unit)
+    figure["categories"] = [[runner_of[n] for n in runners], [_label(x) for x in shapes]]
+    tables = _startup_tables(time_json, names, div, unit)
+    if several:
+        tables = _comparison_table(time_json, runs, div, unit) + tables
+    return figure, note, tables
+
+
+def _comparison_table(time_json: dict[str, Any], runs: list[str], div: float, unit: str) -> str:
+    """``comparison`` as a table: per runner, ranks and shape, the wall time in each run and its change
+    against the first run."""
+    rows = time_json.get("comparison") or []
+    if not rows:
+        return ""
+    head = "".join(f"<th>{_h(r)} ({unit})</th>" for r in runs) + "".join(f"<th>{_h(r)} vs {_h(runs[0])}</th>"
+                                                                       for r in runs[1:])
+    body = []
+    for r in rows[:MAX_TABLE_ROWS]:
+        walls = "".join(f'<td class="num" data-us="{_num(w)}">{_fmt(w, div)}</td>' for w in r.get("wall_us") or [])
+        moved = "".join(f'<td class="num">{"–" if c is None else f"{c:+.1%}"}</td>'
+                        for c in (r.get("change") or [])[1:])
+        ranks = f"TP {_opt(r.get('tp_rank'))}" + (f" · PP {r['pp_rank']}" if r.get("pp_rank") else "") + (
+            f" · #{r['capture_index']}" if (r.get("capture_index") or 1) > 1 else "")
+        body.append(f'<tr><td>{_h(r.get("runner"))}</td><td>{_h(ranks)}</td><td>{_h(r.get("label"))}</td>'
+                    f"{walls}{moved}</tr>")
+    more = (f"<p>{len(rows) - MAX_TABLE_ROWS:,} more rows in the page's data (time --json).</p>"
+            if len(rows) > MAX_TABLE_ROWS else "")
+    return (
+        '<details open id="comparison"><summary>runs side by side: wall time per runner × shape</summary>'
+        f'<table class="comparison"><tr><th>runner</th><th>ranks</th><th>shape</th>{head}</tr>'
+        + "".join(body) + "</table>" + more + "</details>\n"
+    )
 
 
 def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, unit: str) -> str:
@@ -239,13 +331,16 @@ def _check_section(check_json: dict[str, Any]) -> str:
     if bad:
         parts.append("<p>Files that could not be read:</p><ul>" + "".join(f"<li>{_h(f)}</li>" for f in bad) + "</ul>")
     rows = []
-    for g in check_json.get("groups") or []:
+    groups = check_json.get("groups") or []
+    several = len({g.get("run") for g in groups}) > 1  # ranks are checked within a run: say which
+    for g in groups:
         ranks = ", ".join("?" if r is None else str(r) for r in g.get("ranks") or [])
         details = [*(g.get("problems") or []), *(_divergence_text(d) for d in g.get("divergences") or [])]
         notes = g.get("notes") or []
         rows.append(
             f'<tr class="{"ok" if g.get("ok") else "bad"}" data-ok="{str(bool(g.get("ok"))).lower()}">'
-            f'<td>{_h(_group_name(g))}</td><td>{_h(_opt(g.get("pp_rank")))}</td>'
+            + (f'<td>{_h(g.get("run"))}</td>' if several else "")
+            + f'<td>{_h(_group_name(g))}</td><td>{_h(_opt(g.get("pp_rank")))}</td>'
             f'<td>{_h(_opt(g.get("capture_index")))}</td><td>{_h(ranks)}</td><td>{_h(_opt(g.get("tp_size")))}</td>'
             f'<td>{"ok" if g.get("ok") else "FAILED"}</td>'
             f"<td>{'<br>'.join(_h(d) for d in details)}{'<br>' if details and notes else ''}"
@@ -253,8 +348,10 @@ def _check_section(check_json: dict[str, Any]) -> str:
         )
     if rows:
         parts.append(
-            '<table class="check"><tr><th>runner</th><th>PP</th><th>capture #</th><th>TP ranks</th>'
-            "<th>TP size</th><th>result</th><th>why</th></tr>" + "".join(rows) + "</table>"
+            '<table class="check"><tr>' + ("<th>run</th>" if several else "") + "<th>runner</th><th>PP</th>"
+            "<th>capture #</th><th>TP ranks</th><th>TP size</th><th>result</th><th>why</th></tr>"
+            + "".join(rows)
+            + "</table>"
         )
     return "\n".join(parts)
 
@@ -288,9 +385,9 @@ def _shape(op: dict[str, Any]) -> str:
 
 
 def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[float], list[list[Any]], list[str]]:
-    """Sunburst nodes replay → module → op → shape (ids, parents, labels, values, hover data); rows that
+    """Attribution nodes replay → module → op → shape (ids, parents, labels, values, hover data); rows that
     share a node add up; unattributed device work is one branch per reason. Each parent's value is the
-    float sum of its children in the order plotly adds them (``branchvalues="total"`` hides a sector
+    float sum of its children in the order plotly adds them (``branchvalues="total"`` hides a box
     whose children add up to more than it)."""
     leaves: dict[tuple[str, ...], float] = {}
     key: tuple[str, ...]
@@ -340,10 +437,16 @@ def _colors(order: list[tuple[str, ...]]) -> list[str]:
     return ["#ffffff"] + [colors[p] for p in order]
 
 
+MIN_LABEL_PX = 10  # the attribution view's smallest label: a box too small for it shows none (hover, op table)
+
+
 def _attribution_figure(go: Any, res: dict[str, Any]) -> dict[str, Any]:
+    """A treemap replay → module → op → shape: boxes keep labels horizontal and as large as the box
+    allows, and a label that would be under ``MIN_LABEL_PX`` is hidden rather than drawn unreadable (a
+    sunburst's labels of small sectors were 6–9 px); every node is in the hover and the op table."""
     ids, parents, labels, values, custom, colors = _tree(res)
     fig = go.Figure(
-        go.Sunburst(
+        go.Treemap(
             ids=ids,
             parents=parents,
             labels=labels,
@@ -352,11 +455,13 @@ def _attribution_figure(go: Any, res: dict[str, Any]) -> dict[str, Any]:
             marker=dict(colors=colors, line=dict(color="#ffffff", width=1)),
             branchvalues="total",
             maxdepth=-1,
-            insidetextorientation="radial",
+            tiling=dict(pad=2),
+            texttemplate="%{label}<br>%{customdata[0]:,.1f} µs (%{customdata[1]:.1%})",
             hovertemplate="%{customdata[2]}: %{label}<br>%{customdata[0]:,.3f} µs GPU "
             "(%{customdata[1]:.1%} of the replay)<extra></extra>",
         ),
-        layout=dict(height=640, margin=dict(l=10, r=10, t=10, b=10)),
+        layout=dict(height=640, margin=dict(l=10, r=10, t=10, b=10),
+                    uniformtext=dict(minsize=MIN_LABEL_PX, mode="hide")),
     )
     return fig.to_plotly_json()  # type: ignore[no-any-return]
 
@@ -389,7 +494,7 @@ def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
     return (
         head
         + f'<div class="chart" id="attribution-{k}"></div>'
-        + "<details><summary>ops by GPU time</summary><table class=\"ops\"><tr><th>op</th><th>module</th>"
+        + "<details open><summary>ops by GPU time</summary><table class=\"ops\"><tr><th>op</th><th>module</th>"
         "<th>input dims</th><th>source</th><th>segment</th><th>kernels</th><th>count</th><th>GPU µs</th></tr>"
         + rows
         + "</table>"
@@ -410,8 +515,9 @@ h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;
 vertical-align:top}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status{font-weight:bold;padding:6px 10px;display:inline-block;border-radius:4px}
-.ok{background:#e5f5e8}.bad{background:#fbe3e3}.note{color:#555}.chart{overflow-x:auto}
-code{overflow-wrap:anywhere}
+.ok{background:#e5f5e8}.bad{background:#fbe3e3}.note{color:#555}
+td,code,summary,p{overflow-wrap:anywhere}th,td.num{white-space:nowrap}
+table.comparison th{white-space:normal;overflow-wrap:anywhere}
 """
 
 _INIT = """
@@ -419,9 +525,10 @@ _INIT = """
   var figs = JSON.parse(document.getElementById("capture-trace-figures").textContent);
   var cfg = {displaylogo: false, responsive: true};
   Object.keys(figs).forEach(function (id) {
-    var cats = figs[id].categories;  // names stored once: the bars' x hold indexes into them
+    var cats = figs[id].categories;  // names stored once: the bars' category axis holds indexes into them
     if (cats) figs[id].data.forEach(function (bar) {
-      bar.x = bar.x.map(function (level, k) { return level.map(function (n) { return cats[k][n]; }); });
+      var axis = bar.orientation === "h" ? "y" : "x";
+      bar[axis] = bar[axis].map(function (level, k) { return level.map(function (n) { return cats[k][n]; }); });
     });
     Plotly.newPlot(id, figs[id].data, figs[id].layout, cfg);
   });
@@ -462,7 +569,8 @@ def render_report(
     if attribute_json is not None:
         sections.append("<h2>Replay GPU time by module → op → shape</h2>")
         sections.append(
-            '<p class="note">Click a sector to zoom in, the centre to zoom out. Graph kernels are attributed '
+            '<p class="note">Click a box to zoom in, the path above it to zoom out; a box too small for a '
+            "readable label shows it on hover and in the op table. Graph kernels are attributed "
             "to the capture op that launched them (verified by kernel sequence), eager kernels to their own op.</p>"
         )
         for k, res in enumerate(_replays(attribute_json)):
