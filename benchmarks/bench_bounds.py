@@ -1,10 +1,11 @@
 """Benchmark: the analyzer's memory per event, per event shape and command, and attribute's work on
 adversarial captures — this tree beside another (``--anchor``: a checkout from before a change).
 
-Why: issue 19 measured ~315 B per kernel-like event for ``summary`` (~3 GB at the default 10M
-``--max-events``) while the README had measured only ``{}`` events; and ``attribute`` verifying every
-distinct replayed sequence against every capture window, launch by launch (1,000 windows x 500
-launches with a 300-launch replay: 75 s). Inputs are GENERATED (``tests/analysis/shapes.py``).
+Why: the event limit bounds memory only if every event shape is cheap (kernel-like events once cost
+~315 B each in ``summary``, ~3 GB at the default 10M ``--max-events``; ``{}`` events little); and
+``attribute`` verifying every distinct replayed sequence against every capture window, launch by
+launch, takes 75 s at 1,000 windows x 500 launches with a 300-launch replay. Inputs are GENERATED
+(``tests/analysis/shapes.py``).
 
     python benchmarks/bench_bounds.py memory [--shapes kernel,cpu_op] [--commands summary,time]
                                              [--events 50000,250000] [--anchor TREE]

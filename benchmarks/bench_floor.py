@@ -1,4 +1,4 @@
-"""Benchmark: each command against its physical floor, not against a strawman (issue 17 item 5).
+"""Benchmark: each command against its physical floor, not against a strawman.
 
 Why these rows: a Python reader cannot beat "inflate the file and let msgspec decode exactly the fields
 the command needs" — that is the floor; the goal is each command within 1.3x of its own floor. Also

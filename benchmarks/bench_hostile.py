@@ -1,7 +1,7 @@
 """Benchmark: the analyzer on hostile input — seconds and peak RSS per case, ours beside another tree.
 
-Why: issue #10 measured 3 min / 6 GB for 1 GB of ``{},``, 5.3 GB for one 1 GB string and 53 s for a
-30 MB key. Each case runs ``capture-trace summary`` in its own child process (peak RSS from
+Why: a reader without bounds took 3 min / 6 GB for 1 GB of ``{},``, 5.3 GB for one 1 GB string and 53 s
+for a 30 MB key. Each case runs ``capture-trace summary`` in its own child process (peak RSS from
 its own ``VmHWM``), optionally under an address-space limit, for this tree and, with ``--anchor``, for
 another checkout (e.g. the commit before the fix), printed side by side.
 

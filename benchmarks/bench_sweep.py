@@ -1,4 +1,4 @@
-"""Benchmark: what planted staging names cost an export (issue 19, item 1).
+"""Benchmark: what planted staging names cost an export.
 
 Another local user can create any number of directories named like our staging directories
 (``.capture-trace-tmp.<pid>.<pidns>.<rand>.<host>``: this host, this pid namespace, a dead pid, owned

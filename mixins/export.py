@@ -408,7 +408,7 @@ def _describe(dir_fd: int, name: str) -> str:
     return f"{kind} owned by {output_dir.who(st.st_uid)}"
 
 
-# -- two live processes exporting the same name (issue 19, item 8) --------------------------------------
+# -- two live processes exporting the same name: the later one's file replaces the other's, so say so ----
 
 _HEAD_BYTES = 64 << 10
 

@@ -82,8 +82,8 @@ def _kernels_per_signature(s: Segment) -> tuple[Counter[ShapeKey], dict[ShapeKey
 def _top_signatures(
     counts: Counter[ShapeKey], kernels: dict[ShapeKey, Counter[tuple[Kernel, bool]]], top: int
 ) -> list[tuple[ShapeKey, int]]:
-    """The ``top`` signatures by device work launched, then by how often they ran (issue 18: by count
-    alone it was ``aten::empty`` / ``aten::view`` on every real trace: ops that launch nothing)."""
+    """The ``top`` signatures by device work launched, then by how often they ran (by count
+    alone it would be ``aten::empty`` / ``aten::view`` on every real trace: ops that launch nothing)."""
     launched = {key: sum(kc.values()) for key, kc in kernels.items()}
     return sorted(counts.items(), key=lambda kv: (-launched.get(kv[0], 0), -kv[1]))[:top]
 

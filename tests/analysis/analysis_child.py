@@ -111,7 +111,7 @@ def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
 
 def flip_after_listing(victim: str, *argv: str) -> None:
     """The CLI with the attacker's timing made exact: right after the directory is listed (and the
-    name seen as a regular trace), ``victim`` becomes a FIFO. Before issue 19 the read then hung."""
+    name seen as a regular trace), ``victim`` becomes a FIFO, which a read by name would hang on."""
     from mixins.analysis import jobs
     from mixins.analysis.commands import check, ls
 

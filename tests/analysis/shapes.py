@@ -153,7 +153,7 @@ def cli_args(command: str, trace: Path) -> list[str]:
     return ["attribute", str(trace), str(capture.parent), "-j", "1"]
 
 
-# -- attribute: many similar capture windows (issue 19 item 4) -------------------------------------------
+# -- attribute: many similar capture windows -------------------------------------------------------------
 
 POOL = 1009  # distinct kernel names (a prime): window w launches names (7 w + i) % POOL, all distinct
 

@@ -1,4 +1,4 @@
-"""``attribute`` on hand-built NVIDIA-style pairs (named fakes: no GPU here) at the edges a review found
+"""``attribute`` on hand-built NVIDIA-style pairs (named fakes: no GPU here) at the edges that were once
 mishandled: graphs of several batch sizes in one capture file, nested captures (two streams from one
 thread), a piecewise capture's later pieces, and ``--annotate`` with two same-named kernels starting
 together. Each test fails on the code before its fix."""

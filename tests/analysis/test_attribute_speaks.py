@@ -1,4 +1,4 @@
-"""``attribute`` speaks up (issue 18 item 4): the low-coverage warning and its cause, progress on a
+"""``attribute`` speaks up: the low-coverage warning and its cause, progress on a
 terminal only, "written to" lines, and the ``--group-by`` views — on the real vLLM pair, the real H100
 trace given as a (wrong) capture, and pairs DERIVED from them (pairs.py; each test says so)."""
 

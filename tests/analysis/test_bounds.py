@@ -1,4 +1,4 @@
-"""Issue 19 item 4: memory bounded by the limits for every event shape; attribute's matching near-linear.
+"""Memory bounded by the limits for every event shape; attribute's matching near-linear.
 
 Work, not time: the matcher counts its node steps (``_Matcher.work``) and the memory test reads a child
 process's own peak RSS; both bounds are generous multiples of what the code needs, and far below what
@@ -33,9 +33,9 @@ SITE = Site("aten::mm", "NA", "[[8,8]]", '["float"]')
 
 # -- memory: bytes kept per event, for the shape that costs each command most ------------------------------
 
-# Measured by ``benchmarks/bench_bounds.py memory`` (docs/DESIGN.md §7.1, README): bytes per event of
+# Measured by ``benchmarks/bench_bounds.py memory`` (docs/DESIGN.md §7.1): bytes per event of
 # the costliest shape per reading path, with a cap that is a generous multiple of the figure and
-# well below what per-event objects cost (before issue 19: kernel events ~680 B in summary/diff/check).
+# well below what per-event objects cost (kernel events held as objects: ~680 B in summary/diff/check).
 # ``summary``/``diff``/``check`` share one collector, ``attribute``/``time`` another each.
 CAPS = {
     ("summary", "kernel"): 250,  # measured ~70 B (was ~680 B)
@@ -110,8 +110,8 @@ def _key(replay: list[tuple[int, Kernel]]) -> tuple[int, ...]:
 ])
 def test_attribute_matching_work_is_near_linear(windows: int, launches: int, replays: int) -> None:
     """Distinct capture windows x launches, distinct replayed sequences of each mode (found in one window;
-    with a kernel no window has; out of order in every window): the old search, every sequence against
-    every window node by node, took ~150M steps per mode at 1,000 x 500 x 300 (75 s, issue 19). The
+    with a kernel no window has; out of order in every window): a plain search, every sequence against
+    every window node by node, takes ~150M steps per mode at 1,000 x 500 x 300 (75 s). The
     bound: a few steps per capture node plus per replayed item, all modes together, at both scales."""
     m = attribute._Matcher(_windows([window_names(w, launches) for w in range(windows)]))
     for mode in REPLAY_MODES:

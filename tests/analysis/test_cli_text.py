@@ -1,4 +1,4 @@
-"""A CLI that reads well (issue #9 item 7): help, widths, units, cut lists, directories, ``ls --long``."""
+"""A CLI that reads well: help, widths, units, cut lists, directories, ``ls --long``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``check`` notices a rank that wrote nothing (issue #9 item 1), from the sizes in the metadata."""
+"""``check`` notices a rank that wrote nothing, from the sizes in the metadata (without them a missing
+highest rank looks like a smaller group)."""
 
 from __future__ import annotations
 

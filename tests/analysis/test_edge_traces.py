@@ -1,4 +1,4 @@
-"""Hand-built traces at the edges a review found mishandled: events without a timestamp (kept, with NaN,
+"""Hand-built traces at the edges that were once mishandled: events without a timestamp (kept, with NaN,
 for the record's counts), segment labels that collide with their own suffixes, numbers cut at a buffer's
 end, cooperative launches. Each test fails on the code before its fix."""
 

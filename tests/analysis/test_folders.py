@@ -1,4 +1,4 @@
-"""Folders as users have them (issue 18): TraceLens's ``execution_details.json`` beside the capture,
+"""Folders as users have them: TraceLens's ``execution_details.json`` beside the capture,
 CSVs, configs — every command skips what is not a trace with one INFO line, and still fails (exit 2) on
 a file whose name says it is a trace but which is broken."""
 

@@ -1,6 +1,7 @@
-"""Issue 19's attacks on the analyzer, each performed for real: output targets that are not files,
-unbounded ranks, a whitespace bomb through ``--annotate``, hostile side files and metadata, an early-
-closed pipe, non-finite numbers, terminal escapes, a FIFO or a link at a trace name, duplicate keys.
+"""Attacks on the analyzer (it often runs as root over shared folders), each performed for real: output
+targets that are not files, unbounded ranks, a whitespace bomb through ``--annotate``, hostile side files
+and metadata, an early-closed pipe, non-finite numbers, terminal escapes, a FIFO or a link at a trace
+name, duplicate keys.
 
 Every case runs the real CLI in a child process (one line on stderr, the exit code, no traceback); the
 memory cases under ``RLIMIT_AS`` with the child's own peak RSS (``bounded_cli``).
@@ -53,7 +54,7 @@ def one_error(proc: subprocess.CompletedProcess[str], path: Any, what: str) -> N
     ), proc.stderr
 
 
-# -- item 2: output targets -----------------------------------------------------------------------------
+# -- output targets -------------------------------------------------------------------------------------
 
 
 def _attribute_to(target: Any, option: str, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -168,7 +169,7 @@ def test_output_to_a_socket_or_directory_is_refused(tmp_path: Path) -> None:
     assert folder.is_dir() and list(folder.iterdir()) == []
 
 
-# -- item 4: ranks and sizes ----------------------------------------------------------------------------
+# -- ranks and sizes ------------------------------------------------------------------------------------
 
 
 def _bounded(limit: int, *argv: Any) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -235,7 +236,7 @@ def test_ls_long_with_mistyped_metadata(tmp_path: Path) -> None:
     assert not {"capture_bs", "pid", "torch_version", "hostname", "time_utc"} & set(got)
 
 
-# -- item 4: --annotate streams from the one descriptor ---------------------------------------------------
+# -- --annotate streams from the one descriptor -----------------------------------------------------------
 
 
 @pytest.mark.exhaustive  # half a minute on 2 cores: .ci/run runs it (pytest -m exhaustive)
@@ -288,7 +289,7 @@ def test_annotate_reads_the_file_attributed_even_if_swapped(
     assert not any(e.get("name") == "decoy" for e in got["traceEvents"])
 
 
-# -- item 4: execution_details.json -----------------------------------------------------------------------
+# -- execution_details.json -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["deep", "huge", "fifo"])
@@ -312,7 +313,7 @@ def test_hostile_execution_details(tmp_path: Path, kind: str) -> None:
     assert peak < 300, peak
 
 
-# -- item 4: EPIPE, non-finite numbers --------------------------------------------------------------------
+# -- EPIPE, non-finite numbers ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("argv", [["summary", "--json", "--top", "50"], ["check"], ["ls", "--long"]])
@@ -382,7 +383,7 @@ def test_json_output_is_strict(capsys: pytest.CaptureFixture[str]) -> None:
     assert err == "capture-trace: warning: 3 non-finite number(s) (an overflowing total?) written as null\n"
 
 
-# -- item 5: terminal escapes -----------------------------------------------------------------------------
+# -- terminal escapes -------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -446,7 +447,7 @@ def test_escapes_never_reach_a_terminal(hostile_dir: Path, argv: list[str]) -> N
     assert "\\x1b[2J" in text
 
 
-# -- item 7: every input opened once, never a FIFO or a link ----------------------------------------------
+# -- every input opened once, never a FIFO or a link ------------------------------------------------------
 
 
 @pytest.mark.parametrize("argv", [["ls"], ["summary"], ["check", "-j", "1"], ["time", "-j", "1"]], ids=" ".join)
@@ -480,7 +481,7 @@ def test_trace_flipped_to_a_fifo_after_listing_is_one_line_not_a_hang(tmp_path: 
     one_error(proc, victim, "not a regular file (a FIFO)")
 
 
-# -- item 8: duplicate keys -------------------------------------------------------------------------------
+# -- duplicate keys ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("key", ["traceEvents", "capture_trace"])

@@ -143,7 +143,7 @@ def test_columns_and_op_views_agree(vllm: tuple[dict[str, Any], Any]) -> None:
 
 
 def test_top_signatures_are_the_ops_that_launch_work() -> None:
-    """Issue 18: ranked by count alone, the top signatures were ``aten::empty`` / ``aten::view`` (they
+    """Ranked by count alone, the top signatures would be ``aten::empty`` / ``aten::view`` (they
     launch nothing) on every real trace; ranked by kernels launched, the capture's top is its MoE."""
     seg = summarize(load_record(str(VLLM)), 5)["segments"][0]
     ops = [row["op"] for row in seg["top"]]

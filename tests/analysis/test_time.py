@@ -193,7 +193,7 @@ def test_text_output_has_a_bar_per_segment_and_runners_side_by_side(
 
 
 def test_equal_looking_values_mark_no_slowest() -> None:
-    """Issue 18: of three values that read the same, one was starred; a tie has no slowest."""
+    """Of three values that read the same, none is starred: a tie has no slowest."""
     from mixins.analysis.commands.time_render import slowest_cells
 
     ms, us = (1e3, "ms"), (1.0, "µs")  # as a table shows them: 0.44 ms; 440.1 µs

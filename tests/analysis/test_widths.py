@@ -2,7 +2,7 @@
 
 Each case runs the real console script (``python -m mixins``) as a child whose stdout is a pty of the
 given size (``TIOCSWINSZ``, and ``COLUMNS`` as a shell exports it), on the real vLLM capture/replay pair
-and the demo's traces, then parses the box-drawn tables back into cells. Asserted (issue 18 item 1):
+and the demo's traces, then parses the box-drawn tables back into cells. Asserted:
 no digit followed by ``…`` anywhere; a number cell is one line, and no cell breaks between two digits;
 the key column holds exactly the names ``--json`` gives (runner names may lose the tail they all
 share: still distinct); at 80 columns and more every table line fits; a table that left columns out

@@ -1,4 +1,4 @@
-"""Group sizes in the metadata (issue #9 item 1) and HTA-ready ``distributedInfo`` (item 3).
+"""Group sizes in the metadata (so ``check`` can tell a missing rank) and HTA-ready ``distributedInfo``.
 
 Real profiles, real files; the torch.distributed case runs two real gloo ranks in subprocesses.
 """

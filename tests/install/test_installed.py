@@ -178,7 +178,7 @@ def test_wheel_ships_type_hints_and_torch_only_as_an_extra(wheel_venv: Venv) -> 
     assert extras == ["test", "torch"], torch  # never an unconditional torch requirement
 
 
-# -- doctor in broken environments: exit 1 with a one-line cause, never a traceback (issue 18) -------------
+# -- doctor in broken environments: exit 1 with a one-line cause, never a traceback ------------------------
 
 BROKEN_CAUSE = "RuntimeError: operator torchvision::nms does not exist"
 

@@ -1,4 +1,4 @@
-"""The whole mission end to end in a real sglang 0.5.23 server on this CPU machine (issue 16, item 5).
+"""The whole mission end to end in a real sglang 0.5.23 server on this CPU machine: the product as a user runs it.
 
 A real ``python -m sglang.launch_server`` (HTTP server, tokenizer manager, scheduler, model runner,
 ``CPUGraphRunner`` capturing with torch.compile/inductor) serves a tiny random Llama made on disk, with our

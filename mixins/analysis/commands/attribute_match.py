@@ -243,8 +243,9 @@ class ReplayIndex(Struct):
 class _ByCorrelation:
     """Device items (indices) grouped by correlation, as sorted columns rather than a dict of lists.
 
-    Why: a dict entry and a list per correlation cost ~200 B per eager kernel (issue 19); here an item
-    costs nothing when the trace lists device work in correlation order (Kineto does), else 12 B.
+    Why: a dict entry and a list per correlation cost ~200 B per eager kernel, which the event limit
+    must bound; here an item costs nothing when the trace lists device work in correlation order
+    (Kineto does), else 12 B.
     Within a correlation, items stay in trace order, as when they were grouped in a dict.
     """
 
@@ -383,11 +384,12 @@ def _content(window: Window) -> tuple[Any, ...]:
 class _Matcher:
     """Matches graph launches to windows; verification is cached per replayed sequence.
 
-    Near-linear, whatever the captures (issue 19): windows with identical nodes are verified once
-    (``_WindowGroup``); a sequence equal to a whole window (the usual case) is found by a hash of its
-    (kind, kernel name) sequence; otherwise each group is searched occurrence to occurrence, within a
-    work limit per sequence proportional to its length and the number of groups — past it the
-    sequence stays unattributed with that reason (never a guess). ``work`` counts node steps.
+    Near-linear, whatever the captures (many similar windows must not cost windows x launches):
+    windows with identical nodes are verified once (``_WindowGroup``); a sequence equal to a whole
+    window (the usual case) is found by a hash of its (kind, kernel name) sequence; otherwise each group
+    is searched occurrence to occurrence, within a work limit per sequence proportional to its length
+    and the number of groups — past it the sequence stays unattributed with that reason (never a
+    guess). ``work`` counts node steps.
     """
 
     def __init__(self, windows: list[Window]) -> None:

@@ -158,7 +158,7 @@ class _Calls:
         call_names = [names.setdefault(n, len(names)) for n in tl.call_names]
         self.names = list(names)
         self.n_ops = len(ops.start)  # indexes below are cpu_ops, the rest runtime calls
-        # streamed into the columns in C (map: no Python frame, tuple or list per call: issue 19's budgets)
+        # streamed into the columns in C (map: no Python frame, tuple or list per call, so memory per event stays small)
         self.ts = array("q", map(round, map(_NS_PER_US.__mul__, chain(ops.start, calls.start))))
         self.end = array("q", map(round, map(_NS_PER_US.__mul__, chain(ops.end, calls.end))))
         self.thread = ops.thread + calls.thread

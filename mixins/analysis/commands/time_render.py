@@ -80,8 +80,8 @@ def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Ce
 def slowest_cells(values: list[float | None], unit: tuple[float, str]) -> list[bool]:
     """Which cells of a row to mark as the slowest: those that read the same as the largest, as the
     table shows them in ``unit`` (``tables.shown``), and none when every runner reads the same (a tie
-    has no slowest; issue 18: one of three equal-looking values was starred; two that read 88.26 and
-    88.31 were both starred while they agreed to three digits)."""
+    has no slowest: starring one of three equal-looking values, or only one of two that read alike,
+    would point at a difference the reader cannot see)."""
     text = [None if v is None else shown(v, unit) for v in values]
     present = [v for v in values if v is not None]
     if len(present) < 2 or len({t for t in text if t is not None}) == 1:

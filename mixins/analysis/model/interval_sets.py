@@ -61,7 +61,7 @@ def union(intervals: Iterable[Interval], in_order: bool = False) -> IntervalSet:
     """The set covering exactly what ``intervals`` cover.
 
     ``in_order``: the caller yields them by start already, so they are merged as they come and never
-    all held at once (a trace's warm-up ops can be millions: issue 19).
+    all held at once (a trace's warm-up ops can be millions, and each held one costs memory).
     """
     out = IntervalSet()
     add = out.add
