@@ -39,7 +39,7 @@ from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.interval_sets import IntervalSet, clip, subtract, union
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.roles import identify, run_labels
-from mixins.analysis.model.segments import assigner, segments_of, size_json
+from mixins.analysis.model.segments import segments_of, size_json
 from mixins.analysis.model.timeline import Timeline, load_timeline
 from mixins.helptext import add_command, non_negative_int
 
@@ -205,10 +205,10 @@ class _Placed(Struct):
 
 
 def _placed(
-    tl: Timeline, segs: list[Segment], cs: _Calls, order: array, begins: list[int], instantiates: list[int]
+    tl: Timeline, segs: list[Segment], source: str, cs: _Calls, order: array, begins: list[int], instantiates: list[int]
 ) -> _Placed | None:
     """Where two segments of one process overlap in time (captures on two threads at once): each call goes
-    to one segment, where ``summary`` counts it (``segments.assigner``: the innermost containing one of
+    to one segment, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing one of
     its process), and each capture window and instantiate to its begin's. None when no two overlap: a
     call is then in at most one, and slicing the calls by time (``_segment``) is the same answer for less."""
     ends: dict[Any, float] = {}
@@ -218,17 +218,15 @@ def _placed(
         ends[s.pid] = max(s.end, ends.get(s.pid, -math.inf))
     if not overlap:
         return None
-    pids = {pid: n for n, pid in enumerate(dict.fromkeys(tl.thread_pid))}
-    find = assigner(segs, pids)
-    place = [pids[p] for p in tl.thread_pid]  # by thread
+    find = tl.segment_finder(segs, source)
     c = tl.calls
-    owner = [find(t, place[th]) for t, th in zip(chain(tl.ops.start, c.start), cs.thread, strict=True)]
+    owner = [find(t, th) for t, th in zip(chain(tl.ops.start, c.start), cs.thread, strict=True)]
     members = [array("i") for _ in segs]
     for i in order:
         if owner[i] >= 0:
             members[owner[i]].append(i)
     def segment_of(calls: list[int]) -> list[int]:  # a window or instantiate: its begin's segment
-        return [find(c.start[i], place[c.thread[i]]) for i in calls]
+        return [find(c.start[i], c.thread[i]) for i in calls]
 
     return _Placed(members, segment_of(begins), segment_of(instantiates))
 
@@ -558,7 +556,7 @@ def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: boo
     instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
     marks = tl.capture_windows()
-    placed = _placed(tl, segs, cs, order, [b for b, _ in marks], inst)
+    placed = _placed(tl, segs, source, cs, order, [b for b, _ in marks], inst)
     ctx = _Context(cs, order, starts, _windows(tl, marks), instantiates, top, span, placed, vectorised)
     total = _Spent()
     segments = [_segment(ctx, j, s, total) for j, s in enumerate(segs)]
