@@ -69,6 +69,7 @@ def _link_launches(lk: Joins, seg_of: array, segs: list[Segment], out: _OpLinks)
     assert links is not None
     c, d = tl.calls, tl.device
     kernel_of_corr = lk.device_by_corr(E.D_KERNEL)  # the first kernel record
+    lk.ops_of_calls([i for i in range(len(c.kind)) if c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)])  # all at once
     unnamed = Kernel(None)
     for i in range(len(c.kind)):
         kind = c.kind[i]

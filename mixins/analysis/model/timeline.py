@@ -278,11 +278,29 @@ class Joins:
         assert links is not None
         return cast(IdIndex, self._once(("ext",), lambda: IdIndex.where(links.op_ext)))
 
+    def ops_of_calls(self, calls: list[int]) -> list[int]:
+        """The op that made each call (index into ``Timeline.ops``, -1: none), by the one rule: the first op
+        with the call's External id (read with links), else the innermost op around the call's start on its
+        thread (:func:`innermost`). Kept per call once asked: the record and the namer ask twice."""
+        known = self._once(("call_op",), dict)
+        todo = [i for i in dict.fromkeys(calls) if i not in known]
+        if todo:
+            links, c = self.tl.links, self.tl.calls
+            by_ext = self.op_by_ext() if links is not None else None
+            for i in todo:
+                ext = links.call_ext[i] if links is not None else -1
+                got = by_ext.first(ext) if by_ext is not None and ext >= 0 else None
+                known[i] = -1 if got is None else got
+            timed = [i for i in todo if known[i] < 0]
+            for i, op in zip(timed, innermost(self.tl.ops, [c.start[i] for i in timed],
+                                              [c.thread[i] for i in timed]), strict=True):
+                known[i] = op
+        return [known[i] for i in calls]
+
     def op_of_call(self, i: int) -> int | None:
-        """The op that made call ``i``, by its External id (the first op with it); None when it has none."""
-        links = self.tl.links
-        ext = links.call_ext[i] if links is not None else -1
-        return self.op_by_ext().first(ext) if ext >= 0 else None
+        """:meth:`ops_of_calls` for one call; None: no op."""
+        op = self.ops_of_calls([i])[0]
+        return None if op < 0 else op
 
     def _resolve_flows(self, lk: Links) -> None:
         """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""

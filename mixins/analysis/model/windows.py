@@ -96,7 +96,7 @@ def sites_of_calls(tl: Timeline, calls: list[int]) -> tuple[list[Site], list[int
     """Site and op instance (interval index, -1 none) of each runtime call, by time nesting on its thread."""
     times = [tl.calls.start[c] for c in calls]
     threads = [tl.calls.thread[c] for c in calls]
-    ops = innermost(tl.ops, times, threads)
+    ops = tl.joins().ops_of_calls(calls)  # the one rule: External id, else innermost by time
     mods = innermost(tl.modules, times, threads)
     cache: dict[tuple[int, int], Site] = {}
     sites = []
