@@ -46,7 +46,7 @@ def builds(tree: ast.AST) -> list[tuple[int, str]]:
             keys = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
         for key in keys:
             if isinstance(key, ast.Subscript) and _name(key.value) in ID_COLUMNS:
-                out.append((node.lineno, f"a dict keyed by {_name(key.value)}"))
+                out.append((getattr(node, "lineno", 0), f"a dict keyed by {_name(key.value)}"))
     return out
 
 

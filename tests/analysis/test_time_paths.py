@@ -95,10 +95,10 @@ def test_properly_nested_calls_are_answered_by_the_columns(shape: list[Any]) -> 
         answered.append(got is not None)
         return got
 
-    time_command._spent_columns = spy
+    setattr(time_command, "_spent_columns", spy)  # noqa: B010 - a spy in place of the module's function
     try:
         columns, walk = _both(_trace(calls, [(1, 0.0, 200.0, PID)], [], None))
     finally:
-        time_command._spent_columns = original
+        setattr(time_command, "_spent_columns", original)  # noqa: B010
     assert columns == walk
     assert answered and all(answered)
