@@ -145,6 +145,7 @@ def measure(kind: str, trace: Path, python: str) -> dict[str, Any]:
         raise RuntimeError(f"{kind} failed ({code_rc}):\n{err.decode(errors='replace')[-2000:]}")
     res = json.loads(out.decode().strip().splitlines()[-1])
     res["rss_mib"] = usage.ru_maxrss / 1024  # Linux: KiB
+    res["cpu_s"] = usage.ru_utime + usage.ru_stime  # the child's own CPU time: steadier than wall on a loaded machine
     return res
 
 

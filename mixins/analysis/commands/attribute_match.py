@@ -15,10 +15,10 @@ import os
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import reduce
-from itertools import groupby, islice, repeat
-from operator import add, itemgetter, le, mul
+from itertools import repeat
+from operator import add, itemgetter, mul
 from typing import Any, NamedTuple
 
 from msgspec import Struct, field
@@ -28,7 +28,7 @@ from mixins.analysis.model.identity import Identity, rank_from_name
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import segment_size
-from mixins.analysis.model.timeline import IdIndex, Timeline, load_timeline
+from mixins.analysis.model.timeline import ByCorrelation, IdIndex, Timeline, load_timeline
 from mixins.analysis.model.windows import Node, Site, Window, sites_of_calls
 from mixins.analysis.serialise import json_value
 from mixins.formats import BS, SIZE, TOKENS, size_hint
@@ -232,47 +232,12 @@ class ReplayIndex(Struct):
 
     tl: Timeline
     rank: int | None
-    by_corr: _ByCorrelation
+    by_corr: ByCorrelation
     graphs: list[int]  # call indices of graph launches, time order
     eager_call: IdIndex  # correlation -> non-graph call index (the last one)
     hints: _Hints
     item_keys: array  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
     identity: Identity | None = None  # with its role and run (``roles.identify``)
-
-
-class _ByCorrelation:
-    """Device items (indices) grouped by correlation, as sorted columns rather than a dict of lists.
-
-    Why: a dict entry and a list per correlation cost ~200 B per eager kernel, which the event limit
-    must bound; here an item costs nothing when the trace lists device work in correlation order
-    (Kineto does), else 12 B.
-    Within a correlation, items stay in trace order, as when they were grouped in a dict.
-    """
-
-    def __init__(self, corr: array) -> None:
-        if all(map(le, corr, islice(corr, 1, None))):
-            self.keys, self.order = corr, None
-        else:
-            order = sorted(range(len(corr)), key=corr.__getitem__)  # stable: trace order within one
-            self.keys, self.order = array("q", map(corr.__getitem__, order)), array("i", order)
-
-    def _items(self, lo: int, hi: int) -> list[int]:
-        return list(range(lo, hi)) if self.order is None else self.order[lo:hi].tolist()
-
-    def get(self, corr: int, default: list[int]) -> list[int]:
-        keys = self.keys
-        lo = bisect_left(keys, corr)
-        if lo == len(keys) or keys[lo] != corr:
-            return default
-        return self._items(lo, bisect_right(keys, corr, lo))
-
-    def items(self) -> Iterator[tuple[int, list[int]]]:
-        """(correlation, its items) for each correlation, in increasing order (-1: none)."""
-        lo = 0
-        for c, run in groupby(self.keys):
-            hi = lo + sum(1 for _ in run)
-            yield c, self._items(lo, hi)
-            lo = hi
 
 
 def index_replay(path: str, progress: Callable[[int, int], None] | None = None) -> ReplayIndex:
@@ -281,10 +246,11 @@ def index_replay(path: str, progress: Callable[[int, int], None] | None = None) 
     identity = identify(tl)
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
     d = tl.device
-    by_corr = _ByCorrelation(d.corr)
+    joins = tl.joins()
+    by_corr = joins.device_groups()
     c = tl.calls
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
-    eager_call = IdIndex.where(c.corr, None, c.kind, *NODE_KIND_OF_CALL)
+    eager_call = joins.calls_by_corr(*NODE_KIND_OF_CALL, resolved=False)
     keys = array("q", map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
     return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys, identity)
 

@@ -39,7 +39,7 @@ from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.interval_sets import IntervalSet, clip, subtract, union
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.roles import identify, run_labels
-from mixins.analysis.model.segments import assigner, segments_of, size_json
+from mixins.analysis.model.segments import segments_of, size_json
 from mixins.analysis.model.timeline import Timeline, load_timeline
 from mixins.formats import PHASES
 from mixins.helptext import add_command, non_negative_int
@@ -164,6 +164,17 @@ class _Calls:
         self.thread = ops.thread + calls.thread
         self.name = array("i", chain(map(op_names.__getitem__, ops.label), map(call_names.__getitem__, calls.name)))
         self.thread_pid = tl.thread_pid
+        self._numpy: dict[str, Any] = {}
+
+    def columns(self, name: str) -> Any:
+        """One column as a numpy array (a view of the array's buffer; built once)."""
+        got = self._numpy.get(name)
+        if got is None:
+            import numpy as np
+
+            column: array = getattr(self, name)
+            got = self._numpy[name] = np.frombuffer(column, np.int64 if column.itemsize == 8 else np.int32)
+        return got
 
     def start_order(self) -> array:
         """Call indexes by start, the longer first on a tie (a parent before its children), file order
@@ -194,10 +205,10 @@ class _Placed(Struct):
 
 
 def _placed(
-    tl: Timeline, segs: list[Segment], cs: _Calls, order: array, begins: list[int], instantiates: list[int]
+    tl: Timeline, segs: list[Segment], source: str, cs: _Calls, order: array, begins: list[int], instantiates: list[int]
 ) -> _Placed | None:
     """Where two segments of one process overlap in time (captures on two threads at once): each call goes
-    to one segment, where ``summary`` counts it (``segments.assigner``: the innermost containing one of
+    to one segment, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing one of
     its process), and each capture window and instantiate to its begin's. None when no two overlap: a
     call is then in at most one, and slicing the calls by time (``_segment``) is the same answer for less."""
     ends: dict[Any, float] = {}
@@ -207,17 +218,15 @@ def _placed(
         ends[s.pid] = max(s.end, ends.get(s.pid, -math.inf))
     if not overlap:
         return None
-    pids = {pid: n for n, pid in enumerate(dict.fromkeys(tl.thread_pid))}
-    find = assigner(segs, pids)
-    place = [pids[p] for p in tl.thread_pid]  # by thread
+    find = tl.segment_finder(segs, source)
     c = tl.calls
-    owner = [find(t, place[th]) for t, th in zip(chain(tl.ops.start, c.start), cs.thread, strict=True)]
+    owner = [find(t, th) for t, th in zip(chain(tl.ops.start, c.start), cs.thread, strict=True)]
     members = [array("i") for _ in segs]
     for i in order:
         if owner[i] >= 0:
             members[owner[i]].append(i)
     def segment_of(calls: list[int]) -> list[int]:  # a window or instantiate: its begin's segment
-        return [find(c.start[i], place[c.thread[i]]) for i in calls]
+        return [find(c.start[i], c.thread[i]) for i in calls]
 
     return _Placed(members, segment_of(begins), segment_of(instantiates))
 
@@ -234,6 +243,7 @@ class _Context(Struct):
     top: int
     span: tuple[int, int]
     placed: _Placed | None = None
+    vectorised: bool = True  # self time by columns where calls nest properly (False: always the stack walk)
 
 
 def _phase_intervals(
@@ -316,17 +326,124 @@ def _spent(ctx: _Context, members: array, sets: dict[str, IntervalSet], s0: int,
     thread a phase's ops never add up to more than the phase (an op starting in warm-up and running on
     through a capture window gives each phase its own part); threads at work at once each count theirs.
 
-    Most calls lie inside one piece of one phase (and so do the calls nested in them): found by a cursor
-    (calls come in start order), such a call carries one number, its phase and self time; only a call
-    that crosses a boundary carries a vector per phase, measured with prefix sums (``_Measure``)."""
+    Two paths, one answer: the columns (:func:`_spent_columns`, numpy) when the segment's calls nest
+    properly on each thread, else the stack walk (:func:`_spent_walk`); ``ctx.vectorised`` False forces
+    the walk (the property test in tests/analysis/test_time_paths.py holds them equal)."""
     present = [(p, ivs) for p, ivs in sets.items() if ivs]
     phases = [p for p, _ in present] + ["other"]
     n = len(phases)
     measures = [_Measure(ivs) for _, ivs in present]
     ends, piece_phase = _partition([ivs for _, ivs in present], s0, s1)
+    got = _spent_columns(ctx.calls, members, s0, s1, measures, ends, piece_phase) if ctx.vectorised else None
+    spent_ns, spent_calls = got if got is not None else _spent_walk(ctx.calls, members, s0, s1, measures, ends,
+                                                                     piece_phase)
+    out = _Spent()
+    for at, calls in enumerate(spent_calls):
+        if calls:
+            key = (phases[at % n], at // n)
+            out.ns[key], out.calls[key] = int(spent_ns[at]), int(calls)
+    return out
+
+
+def _spent_columns(
+    cs: _Calls, members: array, s0: int, s1: int, measures: list[_Measure], ends: array, piece_phase: array
+) -> tuple[Any, Any] | None:
+    """Self time per (name, phase) by columns: each call's parent from its depth on its thread (calls open
+    at its start, by ``searchsorted`` on the sorted ends), its own part by ``searchsorted`` on the phase
+    pieces, self = own - children's (``np.add.at``, exact integers). None when a call runs past its
+    parent's end or ends before it starts (improper nesting: the stack walk's rule decides those)."""
+    import numpy as np
+
+    n = len(measures) + 1
+    other = n - 1
+    m = len(members)
+    if not m:
+        return [0] * (len(cs.names) * n), [0] * (len(cs.names) * n)
+    at = np.frombuffer(members, np.int32) if members.itemsize == 4 else np.array(members, np.int64)
+    t, e = cs.columns("ts")[at], cs.columns("end")[at]
+    if (e < t).any():
+        return None
+    a, b = np.clip(t, s0, s1), np.clip(e, s0, s1)
+    pieces, piece_of = np.frombuffer(ends, np.int64), np.frombuffer(piece_phase, np.int8)
+    if not len(pieces):  # an empty segment: nothing in it
+        pieces, piece_of = np.array([s1], np.int64), np.array([other], np.int8)
+    valid = b > a
+    piece = np.minimum(np.searchsorted(pieces, a, "right"), len(pieces) - 1)
+    single = valid & (b <= pieces[piece])
+    phase = np.where(single, piece_of[piece], other).astype(np.int64)
+    own = np.where(single, b - a, 0)
+    parent = _parents(t, e, cs.columns("thread")[at])
+    if parent is None:
+        return None
+    has = np.flatnonzero(parent >= 0)
+    if (e[has] > e[parent[has]]).any():
+        return None
+    self_ns = np.zeros(m * n, np.int64)
+    pos = np.arange(m, dtype=np.int64)
+    np.add.at(self_ns, pos * n + phase, own)
+    np.add.at(self_ns, parent[has] * n + phase[has], -own[has])
+    for i in np.flatnonzero(valid & ~single).tolist():  # crossing a phase boundary: a vector (rare)
+        vec = _clipped(int(a[i]), int(b[i]), s0, s1, measures, other, n)
+        p = int(parent[i])
+        for k, x in enumerate(vec):
+            self_ns[i * n + k] += x
+            if p >= 0:
+                self_ns[p * n + k] -= x
+    spent = np.flatnonzero(self_ns > 0)
+    key = cs.columns("name")[at][spent // n].astype(np.int64) * n + spent % n
+    size = len(cs.names) * n
+    spent_ns = np.zeros(size, np.int64)
+    np.add.at(spent_ns, key, self_ns[spent])
+    return spent_ns, np.bincount(key, minlength=size)
+
+
+def _parents(t: Any, e: Any, thread: Any) -> Any:
+    """Per call (in start order, a parent before its children), the innermost call open at its start on
+    its thread (position, -1: none), or None where the calls do not nest (the depth rule fails).
+
+    Depth = calls before it on its thread still open at its start (end > start): its rank less those
+    closed, by ``searchsorted`` on the sorted ends (zero-length calls tied on its start and placed after it
+    are not before it); its parent = the last call before it one level up."""
+    import numpy as np
+
+    m = len(t)
+    out = np.full(m, -1, np.int64)
+    order = np.lexsort((np.arange(m), thread))
+    cut = np.flatnonzero(np.diff(thread[order])) + 1
+    for lo, hi in zip([0, *cut.tolist()], [*cut.tolist(), m], strict=True):
+        rows = order[lo:hi]
+        s, en = t[rows], e[rows]
+        k = hi - lo
+        rank = np.arange(k, dtype=np.int64)
+        closed = np.searchsorted(np.sort(en), s, "right")
+        zero = en == s
+        if zero.any():
+            counted = np.concatenate(([0], np.cumsum(zero)))
+            first, last = np.searchsorted(s, s, "left"), np.searchsorted(s, s, "right")
+            closed = closed - (counted[last] - counted[np.maximum(rank, first)])
+        depth = rank - closed
+        if (depth < 0).any():
+            return None
+        keys = np.sort(depth * (k + 1) + rank)
+        nested = np.flatnonzero(depth > 0)
+        j = np.searchsorted(keys, (depth[nested] - 1) * (k + 1) + rank[nested]) - 1
+        if (j < 0).any() or (keys[np.maximum(j, 0)] // (k + 1) != depth[nested] - 1).any():
+            return None
+        out[rows[nested]] = rows[keys[j] % (k + 1)]
+    return out
+
+
+def _spent_walk(
+    cs: _Calls, members: array, s0: int, s1: int, measures: list[_Measure], ends: array, piece_phase: array
+) -> tuple[list[int], list[int]]:
+    """Self time per (name, phase) by a stack of open calls per thread: any nesting.
+
+    Most calls lie inside one piece of one phase (and so do the calls nested in them): found by a cursor
+    (calls come in start order), such a call carries one number, its phase and self time; only a call
+    that crosses a boundary carries a vector per phase, measured with prefix sums (``_Measure``)."""
+    n = len(measures) + 1
     other = n - 1
     cursor = 0
-    cs = ctx.calls
     ts, end, thread, name = cs.ts, cs.end, cs.thread, cs.name
     spent_ns = [0] * (len(cs.names) * n)  # by name id * n + phase
     spent_calls = [0] * len(spent_ns)
@@ -381,12 +498,7 @@ def _spent(ctx: _Context, members: array, sets: dict[str, IntervalSet], s0: int,
     for stack in stacks.values():
         for item in stack:
             done(*item)
-    out = _Spent()
-    for at, calls in enumerate(spent_calls):
-        if calls:
-            key = (phases[at % n], at // n)
-            out.ns[key], out.calls[key] = spent_ns[at], calls
-    return out
+    return spent_ns, spent_calls
 
 
 def _as_vector(item: list[Any], n: int) -> list[int]:
@@ -431,8 +543,9 @@ def _segment(ctx: _Context, j: int, seg: Segment, total: _Spent) -> SegmentTime:
     return SegmentTime(seg.label, seg.bs, E.segment_variant(seg.label), s1 - s0, phases, n_windows, top)
 
 
-def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
-    """The TraceTime of a trace's timeline (loaded with or without links)."""
+def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
+    """The TraceTime of a trace's timeline (loaded with or without links); ``vectorised`` False: every
+    segment's self time by the stack walk (``_spent``)."""
     tl = tl.timed()
     segs, source = segments_of(tl.ranges, identity)
     cs = _Calls(tl)
@@ -443,8 +556,8 @@ def build(path: str, identity: Identity, tl: Timeline, top: int) -> TraceTime:
     instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
     marks = tl.capture_windows()
-    placed = _placed(tl, segs, cs, order, [b for b, _ in marks], inst)
-    ctx = _Context(cs, order, starts, _windows(tl, marks), instantiates, top, span, placed)
+    placed = _placed(tl, segs, source, cs, order, [b for b, _ in marks], inst)
+    ctx = _Context(cs, order, starts, _windows(tl, marks), instantiates, top, span, placed, vectorised)
     total = _Spent()
     segments = [_segment(ctx, j, s, total) for j, s in enumerate(segs)]
     return TraceTime(path, identity, source, segments, total.top(top, cs.names))

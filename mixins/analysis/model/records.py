@@ -21,80 +21,13 @@ from mixins.analysis.model import events as E
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import OUTSIDE, Kernel, OpColumns, Segment, Signature, TraceRecord, compact
 from mixins.analysis.model.roles import identify
-from mixins.analysis.model.segments import assigner, segments_of
-from mixins.analysis.model.timeline import IdIndex, Links, Timeline, load_timeline
+from mixins.analysis.model.segments import segments_of
+from mixins.analysis.model.timeline import Joins, Links, Timeline, load_timeline
 from mixins.analysis.model.windows import windows_of
 from mixins.analysis.read.reader import TraceError
 from mixins.analysis.serialise import summarize
 
 __all__ = ["Segment", "TraceRecord", "load_record", "record_of", "summarize", "compact"]
-
-FlowKey = tuple[int, float]  # (thread index, ts)
-
-
-def _flow_ids(wanted: set[FlowKey], threads: array, ts: array, ids: array) -> dict[FlowKey, int]:
-    """(thread, ts) -> flow id for the wanted keys only; a later flow at the same key wins (as a dict would)."""
-    out: dict[FlowKey, int] = {}
-    for n, key in enumerate(zip(threads, ts, strict=True)):
-        if key in wanted:
-            out[key] = ids[n]
-    return out
-
-
-class _Linker:
-    """Who launched what, by Kineto's ids (a kernel can come before its launch in file order, so this
-    runs once the whole trace is in)."""
-
-    def __init__(self, tl: Timeline, links: Links) -> None:
-        self.tl, self.links = tl, links
-        self.launch_corr = array("q", tl.calls.corr)  # per call: its correlation, or its ac2g flow's id
-        self.kernel_corr = array("q", tl.device.corr)  # per device record: the same
-        self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call's event
-        self.corr_cpu = IdIndex.where(tl.calls.corr, links.call_ev)  # correlation -> runtime call event (the last)
-        self.ext_op = IdIndex.where(links.op_ext)  # External id -> op index
-        self._resolve_flows()
-
-    def _resolve_flows(self) -> None:
-        """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
-        tl, lk = self.tl, self.links
-        c, d = tl.calls, tl.device
-        launches = {
-            i: (c.thread[i], c.start[i])
-            for i in range(len(c.kind))
-            if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)
-        }
-        if launches:
-            starts = _flow_ids(set(launches.values()), *lk.flow_start)
-            for i, key in launches.items():
-                fid = starts.get(key, -1)
-                if fid >= 0:
-                    self.launch_corr[i] = fid
-                    if self.cpu_of(fid) is None:
-                        self.flow_cpu[fid] = lk.call_ev[i]
-        kernels = {k: (th, d.start[k]) for k, th in lk.kernel_thread.items()}
-        if kernels:
-            ends = _flow_ids(set(kernels.values()), *lk.flow_end[1:])
-            for k, key in kernels.items():
-                fid = ends.get(key, -1)
-                if fid >= 0:
-                    self.kernel_corr[k] = fid
-
-    def cpu_of(self, corr: int) -> int | None:
-        """The runtime / driver call (event position) with correlation ``corr``."""
-        got = self.corr_cpu.last(corr)
-        return got if got is not None else self.flow_cpu.get(corr)
-
-    def cpu_of_ext(self, ext: int) -> int | None:
-        """The CPU event of an External id: its last op, else its first annotation."""
-        op = self.ext_op.last(ext)
-        return self.links.op_ev[op] if op is not None else self.links.annotation_ext.first(ext)
-
-    def source(self, corr: int, ext: int) -> int | None:
-        """The CPU event that launched device work: by correlation, else External id."""
-        if corr >= 0 and (src := self.cpu_of(corr)) is not None:
-            return src
-        return self.cpu_of_ext(ext) if ext >= 0 else None
-
 
 def _signatures(tl: Timeline, links: Links) -> tuple[array, list[Signature]]:
     """Per op, its signature (an index into the list returned): one per (label, concrete inputs) pair."""
@@ -107,17 +40,10 @@ def _signatures(tl: Timeline, links: Links) -> tuple[array, list[Signature]]:
     return array("i", map(ids.__getitem__, pairs)), signatures
 
 
-def _segment_index(links: Links, segs: list[Segment], source: str) -> array:
-    """Segment index per event by time and process; ``len(segs)`` stands for (outside)."""
-    if source in ("filename", "all"):
-        return array("i", bytes(4 * len(links.ev_ts)))  # one segment holds everything: index 0
-    outside = len(segs)
-    return array("i", [outside if j < 0 else j for j in map(assigner(segs, links.pids), links.ev_ts, links.ev_pid)])
-
-
-def _place_device_work(lk: _Linker, seg_of: array) -> None:
+def _place_device_work(lk: Joins, seg_of: array) -> None:
     """Device work belongs to the segment of the CPU event that launched it."""
-    links = lk.links
+    links = lk.tl.links
+    assert links is not None
     ff_ev, _, _, ff_id = links.flow_end
     for ev, src in chain(
         zip(links.dev_ev, map(lk.source, lk.kernel_corr, links.dev_ext), strict=True),
@@ -136,19 +62,20 @@ class _OpLinks(Struct):
     graphs: Counter[int] = field(default_factory=Counter)
 
 
-def _link_launches(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLinks) -> None:
+def _link_launches(lk: Joins, seg_of: array, segs: list[Segment], out: _OpLinks) -> None:
     """Each kernel launch gives its op one kernel (named by the launch or the first kernel record
     with its correlation); one with neither is unnamed until the namer names it."""
-    tl, links = lk.tl, lk.links
+    tl, links = lk.tl, lk.tl.links
+    assert links is not None
     c, d = tl.calls, tl.device
-    kernel_of_corr = IdIndex.where(lk.kernel_corr, None, d.kind, E.D_KERNEL)  # the first kernel record
+    kernel_of_corr = lk.device_by_corr(E.D_KERNEL)  # the first kernel record
+    lk.ops_of_calls([i for i in range(len(c.kind)) if c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)])  # all at once
     unnamed = Kernel(None)
     for i in range(len(c.kind)):
         kind = c.kind[i]
         if kind != E.C_LAUNCH and kind != E.C_GRAPH:
             continue
-        ext = links.call_ext[i]
-        op = lk.ext_op.first(ext) if ext >= 0 else None
+        op = lk.op_of_call(i)
         if kind == E.C_GRAPH:
             if op is not None:
                 out.graphs[op] += 1
@@ -167,21 +94,22 @@ def _link_launches(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLink
             out.kernels.setdefault(op, []).append((info, i))
 
 
-def _link_kernels(lk: _Linker, seg_of: array, segs: list[Segment], out: _OpLinks) -> None:
+def _link_kernels(lk: Joins, seg_of: array, segs: list[Segment], out: _OpLinks) -> None:
     """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
-    tl, links = lk.tl, lk.links
-    c, d = tl.calls, tl.device
-    launch_of_corr = IdIndex.where(lk.launch_corr, None, c.kind, E.C_LAUNCH, E.C_GRAPH)  # the last launch with it
-    kernel_launch_of_corr = IdIndex.where(lk.launch_corr, None, c.kind, E.C_LAUNCH)
+    tl, links = lk.tl, lk.tl.links
+    assert links is not None
+    d = tl.device
+    launch_of_corr = lk.calls_by_corr(E.C_LAUNCH, E.C_GRAPH)  # the last launch with it
+    kernel_launch_of_corr = lk.calls_by_corr(E.C_LAUNCH)
+    ext_op = lk.op_by_ext()
     for k in range(len(d.kind)):
         if d.kind[k] != E.D_KERNEL:
             continue
         corr, ext = lk.kernel_corr[k], links.dev_ext[k]
         la = launch_of_corr.last(corr) if corr >= 0 else None
-        via = links.call_ext[la] if la is not None else -1
-        op = lk.ext_op.first(via) if via >= 0 else None
+        op = lk.op_of_call(la) if la is not None else None
         if op is None and ext >= 0:
-            op = lk.ext_op.first(ext)
+            op = ext_op.first(ext)
             if op is not None and (corr < 0 or kernel_launch_of_corr.first(corr) is None):  # seen without its launch
                 out.kernels.setdefault(op, []).append((tl.kernels[d.kernel[k]], -1))
         if op is not None:
@@ -267,9 +195,9 @@ def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
     if links is None:
         raise ValueError("record_of needs a timeline loaded with links=True")
     segs, source = segments_of(tl.ranges, identity)
-    seg_of = _segment_index(links, segs, source)
+    seg_of = tl.event_segments(segs, source)
     all_segs = segs + [Segment(OUTSIDE)]
-    lk = _Linker(tl, links)
+    lk = tl.joins()
     _place_device_work(lk, seg_of)
     linked = _OpLinks()
     _link_launches(lk, seg_of, all_segs, linked)

@@ -20,7 +20,7 @@ from mixins.analysis.model.record import ALL, Segment
 from mixins.formats import BS, SEGMENT_PREFIX, SHAPE_UNITS, label_text
 from mixins.formats import label_size as segment_size
 
-__all__ = ["Range", "segments_of", "assigner", "segment_size", "size_json", "by_size"]
+__all__ = ["Range", "segments_of", "assigner", "segment_tables", "segment_size", "size_json", "by_size"]
 
 def size_json(label: str) -> dict[str, Any]:
     """``{"unit", "size"}`` of a segment for ``--json``: what its label's size counts (``bs``, ``tokens``)
@@ -119,12 +119,22 @@ def _innermost_table(segs: list[Segment], idx: list[int]) -> tuple[list[float], 
     return points, at, after
 
 
-def assigner(segs: list[Segment], pids: dict[Any, int]) -> Callable[[float, int], int]:
-    """Map (ts, pid index) to the innermost containing segment (same process first), else -1."""
+Table = tuple[list[float], list[int], list[int]]
+
+
+def segment_tables(segs: list[Segment], pids: dict[Any, int]) -> dict[int | None, Table]:
+    """Per pid index, the step function of :func:`_innermost_table` over its process's segments; ``None``:
+    over all of them (a time of a process that has none). Read by :func:`assigner` (one lookup) and by
+    ``timeline.Timeline.event_segments`` (many at once): one rule."""
     by_pid: dict[int | None, list[int]] = {}
     for j, s in enumerate(segs):
         by_pid.setdefault(pids.get(s.pid, -1), []).append(j)
-    tables = {key: _innermost_table(segs, idx) for key, idx in [*by_pid.items(), (None, list(range(len(segs))))]}
+    return {key: _innermost_table(segs, idx) for key, idx in [*by_pid.items(), (None, list(range(len(segs))))]}
+
+
+def assigner(segs: list[Segment], pids: dict[Any, int]) -> Callable[[float, int], int]:
+    """Map (ts, pid index) to the innermost containing segment (same process first), else -1."""
+    tables = segment_tables(segs, pids)
     fallback = tables[None]
 
     def find(ts: float, pid: int) -> int:

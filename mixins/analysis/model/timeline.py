@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
-from itertools import chain, compress, islice, repeat
+from itertools import chain, compress, groupby, islice, repeat
 from operator import add, attrgetter, is_not, le
 from typing import Any, cast
 
@@ -22,11 +22,11 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from mixins.analysis.model import events as E
-from mixins.analysis.model.record import Kernel
-from mixins.analysis.model.segments import Range
+from mixins.analysis.model.record import Kernel, Segment
+from mixins.analysis.model.segments import Range, assigner, segment_tables
 from mixins.analysis.read.reader import Event, SlimEvent, TraceError, compact_json, current_limits, open_trace
 
-__all__ = ["Intervals", "Timeline", "Links", "IdIndex", "load_timeline", "innermost"]
+__all__ = ["Intervals", "Timeline", "Links", "IdIndex", "ByCorrelation", "Joins", "load_timeline", "innermost"]
 
 _NAN = float("nan")
 _CAT, _TS = attrgetter("cat"), attrgetter("ts")
@@ -178,6 +178,175 @@ class IdIndex:
         return self.values[k] if k < len(ids) and ids[k] == key else None
 
 
+class ByCorrelation:
+    """Device items (indices) grouped by correlation, as sorted columns rather than a dict of lists.
+
+    Why: a dict entry and a list per correlation cost ~200 B per eager kernel; here an item costs nothing
+    when the trace lists device work in correlation order (Kineto does), else 12 B. Within a
+    correlation, items stay in trace order, as when they were grouped in a dict.
+    """
+
+    def __init__(self, corr: array) -> None:
+        if all(map(le, corr, islice(corr, 1, None))):
+            self.keys, self.order = corr, None
+        else:
+            order = sorted(range(len(corr)), key=corr.__getitem__)  # stable: trace order within one
+            self.keys, self.order = array("q", map(corr.__getitem__, order)), array("i", order)
+
+    def _items(self, lo: int, hi: int) -> list[int]:
+        return list(range(lo, hi)) if self.order is None else self.order[lo:hi].tolist()
+
+    def get(self, corr: int, default: list[int]) -> list[int]:
+        keys = self.keys
+        lo = bisect_left(keys, corr)
+        if lo == len(keys) or keys[lo] != corr:
+            return default
+        return self._items(lo, bisect_right(keys, corr, lo))
+
+    def items(self) -> Iterator[tuple[int, list[int]]]:
+        """(correlation, its items) for each correlation, in increasing order (-1: none)."""
+        lo = 0
+        for c, run in groupby(self.keys):
+            hi = lo + sum(1 for _ in run)
+            yield c, self._items(lo, hi)
+            lo = hi
+
+
+FlowKey = tuple[int, float]  # (thread index, ts)
+
+
+def _flow_ids(wanted: set[FlowKey], threads: array, ts: array, ids: array) -> dict[FlowKey, int]:
+    """(thread, ts) -> flow id for the wanted keys only; a later flow at the same key wins (as a dict would)."""
+    out: dict[FlowKey, int] = {}
+    for n, key in enumerate(zip(threads, ts, strict=True)):
+        if key in wanted:
+            out[key] = ids[n]
+    return out
+
+
+class Joins:
+    """The one link pass of a trace: every join by Kineto's ids is built here, once, and nowhere else
+    (``tests/analysis/test_one_home_model.py`` holds it so).
+
+    - flows -> correlation: a kernel launch (or graph launch) and a kernel without a correlation take the id
+      of the ``ac2g`` flow that starts / ends on them (``launch_corr``, ``kernel_corr``; with links only);
+    - correlation -> runtime call, correlation -> device work (the first / last of a kind), device work
+      grouped by correlation;
+    - External id -> op, and so call -> op: the op whose External id the call carries. A call without one
+      (a trace read without ids, a capture window's launches for ``attribute``) goes to the innermost op
+      around it on its thread (:func:`innermost`): one rule, External id first, time second.
+
+    Each index is built on first use and kept: what a command does not ask for costs nothing.
+    """
+
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
+        self.launch_corr = array("q", tl.calls.corr)  # per call: its correlation, or its ac2g flow's id
+        self.kernel_corr = array("q", tl.device.corr)  # per device record: the same
+        self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call's event
+        self._made: dict[tuple[Any, ...], Any] = {}
+        if tl.links is not None:
+            self._resolve_flows(tl.links)
+
+    def _once(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        got = self._made.get(key)
+        if got is None:
+            got = self._made[key] = build()
+        return got
+
+    def calls_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
+        """correlation (``resolved``: or flow id) -> call index, of the given kinds (none given: any)."""
+        c = self.tl.calls
+        ids = self.launch_corr if resolved else c.corr
+        return cast(IdIndex, self._once(("calls", resolved, *kinds),
+                                        lambda: IdIndex.where(ids, None, c.kind if kinds else None, *kinds)))
+
+    def device_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
+        """correlation (``resolved``: or flow id) -> device record index, of the given kinds (none: any)."""
+        d = self.tl.device
+        ids = self.kernel_corr if resolved else d.corr
+        return cast(IdIndex, self._once(("device", resolved, *kinds),
+                                        lambda: IdIndex.where(ids, None, d.kind if kinds else None, *kinds)))
+
+    def device_groups(self) -> ByCorrelation:
+        """Device records grouped by their own correlation."""
+        return cast(ByCorrelation, self._once(("groups",), lambda: ByCorrelation(self.tl.device.corr)))
+
+    def op_by_ext(self) -> IdIndex:
+        """External id -> op index (with links)."""
+        links = self.tl.links
+        assert links is not None
+        return cast(IdIndex, self._once(("ext",), lambda: IdIndex.where(links.op_ext)))
+
+    def ops_of_calls(self, calls: list[int]) -> list[int]:
+        """The op that made each call (index into ``Timeline.ops``, -1: none), by the one rule: the first op
+        with the call's External id (read with links), else the innermost op around the call's start on its
+        thread (:func:`innermost`). Kept per call once asked: the record and the namer ask twice."""
+        known = self._once(("call_op",), dict)
+        todo = [i for i in dict.fromkeys(calls) if i not in known]
+        if todo:
+            links, c = self.tl.links, self.tl.calls
+            by_ext = self.op_by_ext() if links is not None else None
+            for i in todo:
+                ext = links.call_ext[i] if links is not None else -1
+                got = by_ext.first(ext) if by_ext is not None and ext >= 0 else None
+                known[i] = -1 if got is None else got
+            timed = [i for i in todo if known[i] < 0]
+            for i, op in zip(timed, innermost(self.tl.ops, [c.start[i] for i in timed],
+                                              [c.thread[i] for i in timed]), strict=True):
+                known[i] = op
+        return [known[i] for i in calls]
+
+    def op_of_call(self, i: int) -> int | None:
+        """:meth:`ops_of_calls` for one call; None: no op."""
+        op = self.ops_of_calls([i])[0]
+        return None if op < 0 else op
+
+    def _resolve_flows(self, lk: Links) -> None:
+        """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
+        c, d = self.tl.calls, self.tl.device
+        launches = {
+            i: (c.thread[i], c.start[i])
+            for i in range(len(c.kind))
+            if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)
+        }
+        if launches:
+            starts = _flow_ids(set(launches.values()), *lk.flow_start)
+            for i, key in launches.items():
+                fid = starts.get(key, -1)
+                if fid >= 0:
+                    self.launch_corr[i] = fid
+                    if self.cpu_of(fid) is None:
+                        self.flow_cpu[fid] = lk.call_ev[i]
+        kernels = {k: (th, d.start[k]) for k, th in lk.kernel_thread.items()}
+        if kernels:
+            ends = _flow_ids(set(kernels.values()), *lk.flow_end[1:])
+            for k, key in kernels.items():
+                fid = ends.get(key, -1)
+                if fid >= 0:
+                    self.kernel_corr[k] = fid
+
+    def cpu_of(self, corr: int) -> int | None:
+        """The runtime / driver call (event position) with correlation ``corr`` (with links)."""
+        links = self.tl.links
+        assert links is not None
+        got = self.calls_by_corr(resolved=False).last(corr)
+        return links.call_ev[got] if got is not None else self.flow_cpu.get(corr)
+
+    def cpu_of_ext(self, ext: int) -> int | None:
+        """The CPU event of an External id: its last op, else its first annotation (with links)."""
+        links = self.tl.links
+        assert links is not None
+        op = self.op_by_ext().last(ext)
+        return links.op_ev[op] if op is not None else links.annotation_ext.first(ext)
+
+    def source(self, corr: int, ext: int) -> int | None:
+        """The CPU event that launched device work: by correlation, else External id."""
+        if corr >= 0 and (src := self.cpu_of(corr)) is not None:
+            return src
+        return self.cpu_of_ext(ext) if ext >= 0 else None
+
+
 class Links(Struct):
     """Kineto's ids and every event's place, kept for the op-sequence record (``links=True``).
 
@@ -231,6 +400,54 @@ class Timeline(Struct):
     call_names: list[str] = field(default_factory=list)
     span: tuple[float, float] | None = None  # first start, last end of every cpu_op, call and range
     links: Links | None = None  # only when loaded with ``links=True``
+    joined: Joins | None = None  # the link pass, made on first use (``joins``)
+
+    def joins(self) -> Joins:
+        """The trace's joins by Kineto's ids (:class:`Joins`), made once."""
+        if self.joined is None:
+            self.joined = Joins(self)
+        return self.joined
+
+    def segment_finder(self, segs: list[Segment], source: str) -> Callable[[float, int], int]:
+        """(time, thread) -> the segment it belongs to (index into ``segs``), else -1: the innermost
+        segment of its process containing the time (``segments.assigner``); with one segment for the
+        whole trace (``source`` "filename" or "all"), that one. Every command places rows by this rule."""
+        if source in ("filename", "all"):
+            return lambda ts, thread: 0
+        pids = {pid: n for n, pid in enumerate(dict.fromkeys(self.thread_pid))}
+        find = assigner(segs, pids)
+        place = [pids[p] for p in self.thread_pid]
+        return lambda ts, thread: find(ts, place[thread])
+
+    def event_segments(self, segs: list[Segment], source: str) -> array:
+        """Per event (with links: by file position), its segment as :meth:`segment_finder` places it, and
+        ``len(segs)`` for none; by columns, one ``searchsorted`` per process over its segments' step
+        function (``segments.segment_tables``), not a lookup per event."""
+        links = self.links
+        assert links is not None
+        n = len(links.ev_ts)
+        if source in ("filename", "all"):
+            return array("i", bytes(4 * n))  # one segment holds everything: index 0
+        import numpy as np
+
+        ts = np.frombuffer(links.ev_ts, np.float64)
+        pid = np.frombuffer(links.ev_pid, np.int32)
+        out = np.full(n, len(segs), np.int32)
+        tables = segment_tables(segs, links.pids)
+        for key in np.unique(pid).tolist():
+            points, at, after = tables.get(key, tables[None])
+            if not points:
+                continue
+            rows = np.flatnonzero((pid == key) & ~np.isnan(ts))
+            t = ts[rows]
+            p = np.asarray(points, np.float64)
+            k = np.searchsorted(p, t, "right") - 1
+            inside = k >= 0
+            kk = np.maximum(k, 0)
+            got = np.where(p[kk] == t, np.asarray(at, np.int32)[kk], np.asarray(after, np.int32)[kk])
+            got = np.where(inside & (got >= 0), got, len(segs))
+            out[rows] = got
+        return array("i", out.tobytes())
 
     def capture_windows(self) -> list[tuple[int, int]]:
         """The one definition of a capture window: (begin call, end call or -1 when never closed).
@@ -277,7 +494,7 @@ class Timeline(Struct):
         ops = _select(self.ops, [i for i, t in enumerate(self.ops.start) if t == t])
         calls = _select(self.calls, [i for i, t in enumerate(self.calls.start) if t == t])
         ranges = [r for r in self.ranges if r.ts == r.ts]
-        return replace(self, ops=ops, calls=calls, ranges=ranges, links=None)
+        return replace(self, ops=ops, calls=calls, ranges=ranges, links=None, joined=None)
 
 
 def _select(columns: Any, keep: list[int]) -> Any:

@@ -23,8 +23,8 @@ from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL, 
 from mixins.analysis.model.identity import Identity, rank_from_name
 from mixins.analysis.model.record import OUTSIDE, Kernel, Segment
 from mixins.analysis.model.roles import identify
-from mixins.analysis.model.segments import assigner, segments_of
-from mixins.analysis.model.timeline import IdIndex, Timeline, innermost, load_timeline
+from mixins.analysis.model.segments import segments_of
+from mixins.analysis.model.timeline import Timeline, innermost, load_timeline
 from mixins.analysis.read.reader import MAX_OVERLAPPING_PAIRS, TraceError
 from mixins.analysis.read.safe_io import read_small_json
 
@@ -96,7 +96,7 @@ def sites_of_calls(tl: Timeline, calls: list[int]) -> tuple[list[Site], list[int
     """Site and op instance (interval index, -1 none) of each runtime call, by time nesting on its thread."""
     times = [tl.calls.start[c] for c in calls]
     threads = [tl.calls.thread[c] for c in calls]
-    ops = innermost(tl.ops, times, threads)
+    ops = tl.joins().ops_of_calls(calls)  # the one rule: External id, else innermost by time
     mods = innermost(tl.modules, times, threads)
     cache: dict[tuple[int, int], Site] = {}
     sites = []
@@ -254,10 +254,7 @@ class _Context:
     def __init__(self, tl: Timeline, segs: list[Segment], source: str) -> None:
         self.tl = tl
         self.segs = segs
-        self.source = source
-        pids = {pid: n for n, pid in enumerate(dict.fromkeys(tl.thread_pid))}
-        self.find = assigner(segs, pids)
-        self.thread_pidx = [pids[p] for p in tl.thread_pid]
+        self.segment = tl.segment_finder(segs, source)  # (time, thread) -> segment index, -1: none
         self.by_thread = _calls_by_thread(tl)
         all_calls = [i for _, idx in self.by_thread.values() for i in idx]
         sites, insts = sites_of_calls(tl, all_calls)
@@ -269,26 +266,21 @@ class _Context:
             self.inst[i] = inst
         # correlation -> the kernel that ran for it (``first``: eager launches have one); sorted columns,
         # not a dict: a capture's warm-up may be most of it
-        self.ran = IdIndex.where(tl.device.corr, tl.device.kernel, tl.device.kind, D_KERNEL)
+        ran = tl.joins().device_by_corr(D_KERNEL, resolved=False)
         # per thread, its launches whose kernel really ran (start, (site, kernel)), in time order: built once,
         # so that each window's warm-up pass is a bisect, not a walk over every launch since the segment began
         # (nested windows each walked all the launches of the windows around them)
         self.ran_by_thread: dict[int, tuple[list[float], list[tuple[Site, Kernel]]]] = {}
         c = tl.calls
         for th, (starts, idx) in self.by_thread.items():
-            ran_starts, ran = [], []
+            ran_starts, kernels = [], []
             for t, i in zip(starts, idx, strict=True):
-                k = self.ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
+                k = ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
                 at = self.site[i]
                 if k is not None and at is not None:
                     ran_starts.append(t)
-                    ran.append((at, tl.kernels[k]))
-            self.ran_by_thread[th] = (ran_starts, ran)
-
-    def segment(self, ts: float, thread: int) -> int:
-        if self.source in ("filename", "all"):
-            return 0
-        return self.find(ts, self.thread_pidx[thread])
+                    kernels.append((at, tl.kernels[tl.device.kernel[k]]))
+            self.ran_by_thread[th] = (ran_starts, kernels)
 
     def calls(self, th: int, lo: float, hi: float, inner: list[tuple[float, float]]) -> list[int]:
         """The launch/copy/set calls on ``th`` in [lo, hi] outside the ``inner`` windows (the general rule)."""
