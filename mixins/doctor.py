@@ -264,7 +264,9 @@ def _rows(problems: list[str], sglang: Sglang) -> tuple[str, list[str]]:
             sglang_patch.PATCH.uninstall()
     for row in status:
         module = row.target.module
-        if module in failed:
+        if module in failed and row.target.optional and failed[module].startswith("ModuleNotFoundError"):
+            lines.append(f"{row.target.qualname}: skipped (needs {row.target.optional}: {failed[module]})")
+        elif module in failed:
             lines.append(f"{row.target.qualname}: cannot tell ({module} failed to import: {failed[module]})")
         elif sglang.imported and row.state is sglang_patch.State.WAITING and module not in sys.modules:
             lines.append(f"{row.target.qualname}: skipped (no module {module} in this sglang)")

@@ -194,10 +194,17 @@ def fingerprint() -> dict[str, str]:
 
 
 def import_targets() -> None:
-    from mixins.sglang_targets import modules
+    """Import every target module this sglang has; a row's module whose ``optional`` dependencies (the
+    diffusion runtime's, torch_npu) this venv lacks stays unimported, as on a server without them."""
+    from mixins.sglang_targets import TARGETS, modules
 
+    optional = {t.module for t in TARGETS if t.optional}
     for name in modules():
-        import_optional(name)
+        try:
+            import_optional(name)
+        except MissingDependency:
+            if name not in optional:
+                raise
 
 
 def run_order(*steps: str) -> None:
