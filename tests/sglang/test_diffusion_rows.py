@@ -46,8 +46,8 @@ D = 4
 class StandInCudaTensor(torch.Tensor):
     """STANDS IN for a CUDA tensor: a CPU tensor whose ``device`` says cuda."""
 
-    @property  # type: ignore[override]
-    def device(self) -> torch.device:
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
         return torch.device("cuda")
 
 
