@@ -46,8 +46,10 @@ def import_optional(module_name: str) -> types.ModuleType | None:
     """The module, or None when this sglang has no such module (it or a parent package is absent).
     Any other missing module, a third-party dependency such as xgrammar or sgl_kernel, raises
     MissingDependency naming it."""
+    from mixins.doctor import import_cleanly
+
     try:
-        return importlib.import_module(module_name)
+        return import_cleanly(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (module_name == missing or module_name.startswith(missing + ".")):

@@ -275,6 +275,11 @@ def vit_npu(monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
     sees a module this environment cannot import)."""
     import sys
 
+    # What the module imports from sglang, imported first: sglang asks find_spec("torch_npu") at import
+    # time in places (is_npu()), which must keep answering for this CPU machine.
+    for name in (VIT, "sglang.srt.layers.attention.vision",
+                 "sglang.srt.distributed.device_communicators.pynccl_allocator"):
+        real_sglang.import_optional(name)
     monkeypatch.setitem(sys.modules, "torch_npu", stand_in_torch_npu())
     module = real_sglang.import_optional(VIT_NPU)
     if module is None:
