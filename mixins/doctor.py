@@ -264,7 +264,9 @@ def _rows(problems: list[str], sglang: Sglang) -> tuple[str, list[str]]:
             sglang_patch.PATCH.uninstall()
     for row in status:
         module = row.target.module
-        if module in failed:
+        if module in failed and row.target.optional and failed[module].startswith("ModuleNotFoundError"):
+            lines.append(f"{row.target.qualname}: skipped (needs {row.target.optional}: {failed[module]})")
+        elif module in failed:
             lines.append(f"{row.target.qualname}: cannot tell ({module} failed to import: {failed[module]})")
         elif sglang.imported and row.state is sglang_patch.State.WAITING and module not in sys.modules:
             lines.append(f"{row.target.qualname}: skipped (no module {module} in this sglang)")
@@ -275,12 +277,28 @@ def _rows(problems: list[str], sglang: Sglang) -> tuple[str, list[str]]:
     return f"patch rows ({len(TARGETS)})", lines
 
 
+def import_cleanly(name: str) -> Any:
+    """``importlib.import_module(name)``; when it fails, the submodules its failed parent packages left in
+    ``sys.modules`` are dropped too (Python drops the failed package, not what its ``__init__`` imported), so
+    a later import of a sibling fails the same way instead of with ``KeyError: '<package>'``."""
+    before = set(sys.modules)
+    try:
+        return importlib.import_module(name)
+    except BaseException:
+        parts = name.split(".")
+        gone = [".".join(parts[:i]) + "." for i in range(1, len(parts) + 1) if ".".join(parts[:i]) not in sys.modules]
+        for orphan in set(sys.modules) - before:
+            if orphan.startswith(tuple(gone)):
+                del sys.modules[orphan]
+        raise
+
+
 def _import_modules() -> dict[str, str]:
     """Import every target module this sglang has; the ones that exist but fail, with the error."""
     failed = {}
     for name in modules():
         try:
-            importlib.import_module(name)
+            import_cleanly(name)
         except ModuleNotFoundError as exc:
             if exc.name != name and not name.startswith(f"{exc.name}."):  # a dependency, not the module
                 failed[name] = cause(exc)

@@ -177,7 +177,9 @@ class SglangPatch:
             logger.warning("sglang-capture-trace: could not patch %s", target.qualname, exc_info=True)
             return RowStatus(target, State.SKIPPED, f"error: {exc!r}")
         logger.debug("sglang-capture-trace: patched %s (%s)", target.qualname, target.strategy.value)
-        return RowStatus(target, State.APPLIED, PROFILED_BY_US if target.strategy in _PROFILED else "")
+        if target.strategy not in _PROFILED:
+            return RowStatus(target, State.APPLIED)
+        return RowStatus(target, State.APPLIED, PROFILED_BY_US + (f"; {target.limits}" if target.limits else ""))
 
 
 #: The process-wide patch (what the plugin entry point and the start-up hook install).
@@ -357,7 +359,14 @@ def _profile_lazy_capture(target: Target, cls: type, tag: str) -> Undo:
     native = native_profiling(target, cls)
     if native:
         raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
-    return _wrap(target, cls, profile_lazy_capture(profiling_requested, target.shape_of, target.graphs), tag)
+    requested = profiling_requested if target.profile_flag else switch_alone
+    return _wrap(target, cls, profile_lazy_capture(requested, target.shape_of, target.graphs), tag)
+
+
+def switch_alone(runner: object) -> bool:
+    """A runtime without ``--enable-profile-cuda-graph`` (the diffusion runtime, ``Target.profile_flag``):
+    our switch, which the wrapper reads first, is the whole opt-in."""
+    return True
 
 
 # -- take over the native export (era C) -----------------------------------------------------------------

@@ -149,7 +149,13 @@ class Target:
     (ADOPT_HOOK): the module global naming the class whose ``base_requires`` helpers are delegated to.
     ``draft_base``: name a draft worker's exact instances ``Draft{Name}``. ``unit`` (LABEL_SHAPES):
     what the size argument counts (``SHAPE_UNITS``). ``capture_path`` (PROFILE_CAPTURE): the methods
-    whose code is searched for ``NATIVE_PROFILE_NAMES`` (those the class has).
+    whose code is searched for ``NATIVE_PROFILE_NAMES`` (those the class has). ``profile_flag``
+    (PROFILE_CAPTURE / PROFILE_LAZY_CAPTURE): the runtime has sglang's ``--enable-profile-cuda-graph``;
+    False for the diffusion runtime (``sglang.multimodal_gen``), which has no such flag: our switch alone
+    opts in there. ``limits``: what the row's trace cannot hold here, said by ``status()`` (and so by
+    ``capture-trace doctor``) beside "profiled by us". ``optional``: what the module's imports need beyond
+    an LLM server's packages (torch_npu; the diffusion runtime's dependencies): where a module it imports
+    is missing, doctor says the row is skipped for that, not "cannot tell".
 
     Evidence: ``read_in``: releases whose wheel was read and where the row applies; ``verified_in``:
     the subset run in CI (``.ci/run``), where the test suite checks the row really applies;
@@ -178,6 +184,9 @@ class Target:
     capture_path: tuple[str, ...] = ()
     shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]] | None = None
     graphs: str | None = None
+    profile_flag: bool = True
+    limits: str = ""
+    optional: str = ""
 
     @property
     def qualname(self) -> str:
@@ -198,6 +207,7 @@ _BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
 _VIT = "sglang.srt.multimodal.vit_cuda_graph_runner"
 _INTERN_VIT = "sglang.srt.multimodal.internvl_vit_cuda_graph_runner"
 _KIMI_VIT = "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner"
+_VLA = "sglang.multimodal_gen.runtime.vla.cuda_graph"
 
 _EAGLE = f"{_SPEC}.eagle_draft_cuda_graph_runner"
 _EAGLE_EXTEND = f"{_SPEC}.eagle_draft_extend_cuda_graph_runner"
@@ -222,6 +232,15 @@ _INTERN_VIT_RELEASES = span("0.5.8", "0.5.23")
 _KIMI_VIT_RELEASES = span("0.5.17", "0.5.23")
 #: ... and the other lazy captures of the LLM runtime (absent from the 0.5.20-0.5.22 wheels).
 _ROW_BUCKET_RELEASES = ("0.5.23",)
+_DSPARK_RELEASES = ("0.5.23",)
+#: ... and the NPU vision encoder (imports torch_npu at module level: never imported in CI).
+_VIT_NPU_RELEASES = span("0.5.10", "0.5.23")
+#: ... and the diffusion runtime's graphs (``sglang.multimodal_gen``).
+_DIFFUSION_BCG_RELEASES = span("0.5.16", "0.5.23")
+_VLA_RELEASES = span("0.5.18", "0.5.23")
+_VLA_TENSOR_RELEASES = span("0.5.22", "0.5.23")
+#: The CI venvs that import the diffusion runtime: 0.5.20's lacks its dependencies (imageio).
+_DIFFUSION_CI = ("0.5.23",)
 
 _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) and native export is deferred to"
 
@@ -332,36 +351,101 @@ def _row_bucket_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     return ((TOKENS, int(args["rows"])),)
 
 
+def _dspark_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``DsparkSamplingAcceptGraph._capture(key, region)``: ``key[0]`` is the verify graph's batch size (the
+    rest are buffer addresses)."""
+    return ((BS, int(args["key"][0])),)
+
+
+def _diffusion_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``BaseBreakableCudaGraphRunner._capture(kwargs, key)``: the DiT's call, keyed by every tensor's shape.
+    Labelled from the latents ``hidden_states`` — video ``[B, C, F, H, W]``, image ``[B, C, H, W]``,
+    packed ``[B, tokens, D]`` — and the prompt bucket (``encoder_hidden_states [B, S, D]``)."""
+    kwargs = args["kwargs"]
+    dims = [int(n) for n in kwargs["hidden_states"].shape]
+    names = {5: (BS, "", "frames", "height", "width"), 4: (BS, "", "height", "width"), 3: (BS, TOKENS, "")}
+    parts = [(name, n) for name, n in zip(names[len(dims)], dims, strict=True) if name]
+    prompt = kwargs.get("encoder_hidden_states")
+    if len(getattr(prompt, "shape", ())) >= 2:
+        parts.append(("prompt_tokens", int(prompt.shape[1])))
+    return tuple(parts)
+
+
+def _vla_prefix_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``VLAPrefixGraphRunner._capture(signature, step_fn, inputs)``, keyed by the signature: its one
+    caller (pi05's ``encode_prefix``) passes ``(*images, *image_masks, tokens, token_masks)`` with the
+    image count first in ``static_layout``."""
+    signature = args["signature"]
+    return ((BS, int(signature.batch_size)), (TOKENS, int(signature.input_shapes[-1][-1])),
+            ("images", int(signature.static_layout[0])))
+
+
+def _vla_denoise_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``VLADenoiseGraphRunner._capture(signature, ...)``: one action-denoise step (every step replays it),
+    keyed by batch, prefix length and the action chunk."""
+    signature = args["signature"]
+    return ((BS, int(signature.batch_size)), ("prefix_tokens", int(signature.prefix_len)),
+            ("horizon", int(signature.action_horizon)), ("action_dim", int(signature.action_dim)))
+
+
+def _vla_tensor_shape(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """``VLATensorGraphRunner._capture(fn, inputs)``: a function of tensors keyed by their shapes (and the
+    caller's ``key``): how many inputs and their elements in all."""
+    inputs = args["inputs"]
+    return (("inputs", len(inputs)), ("elements", sum(int(t.numel()) for t in inputs)))
+
+
 _LAZY_WHY = (
     "sglang never profiles this runner: it has no capture() and captures one CUDA graph lazily per new "
     "input shape while serving (--enable-profile-cuda-graph is never read for it)"
 )
-_LAZY_NOTE = (
-    "each lazy capture run inside our own profiler when --enable-profile-cuda-graph is on, labelled "
-    "`capture::tokens=N,…`; the one file is re-published with every shape so far (bounded)"
+#: The diffusion runtime (``sglang.multimodal_gen``, its own server and server args) has no
+#: ``--enable-profile-cuda-graph``: our switch is the only opt-in its rows can read.
+_DIFFUSION_WHY = (
+    "sglang never profiles this runner: the diffusion runtime has no --enable-profile-cuda-graph and no "
+    "profiler on this capture path; it captures one graph lazily per new input signature"
 )
+_LAZY_NOTE = (
+    "each lazy capture run inside our own profiler when {when}, labelled `{label}`; the one file is "
+    "re-published with every shape so far (bounded)"
+)
+_FLAG_ON = "--enable-profile-cuda-graph is on"
+_SWITCH_ALONE = "our switch is on (this runtime has no --enable-profile-cuda-graph)"
+_DIFFUSION_DEPS = "the diffusion runtime's dependencies (imageio, diffusers, ...)"
+_SWITCH_ALONE_LIMITS = "on whenever our switch is: the diffusion runtime has no --enable-profile-cuda-graph"
 
 
 def _lazy_row(
     module: str, cls: str, method: str, read_in: tuple[str, ...], evidence: str, *,
     shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]], path: tuple[str, ...] = (),
-    graphs: str | None = None, unit: str = TOKENS,
+    graphs: str | None = None, unit: str = TOKENS, label: str | None = None, own: bool = True,
+    profile_flag: bool = True, note: str = "", verified_in: tuple[str, ...] | None = None, limits: str = "",
+    optional: str = "",
 ) -> Target:
+    """A PROFILE_LAZY_CAPTURE row. ``label``: the segment label the note shows, after ``capture::`` (default
+    ``{unit}=N,…``); ``note`` is added to the standard one; ``verified_in`` defaults to the CI
+    releases among ``read_in``."""
+    standard = _LAZY_NOTE.format(when=_FLAG_ON if profile_flag else _SWITCH_ALONE,
+                                 label=SEGMENT_PREFIX + (label or f"{unit}=N,…"))
     return Target(
         module,
         cls,
         method,
         Strategy.PROFILE_LAZY_CAPTURE,
-        why=_LAZY_WHY,
+        why=_LAZY_WHY if profile_flag else _DIFFUSION_WHY,
         drop_when=_PROFILE_DROP,
-        note=_LAZY_NOTE.replace(f"{TOKENS}=N", f"{unit}=N"),
+        note=standard + (f"; {note}" if note else ""),
         read_in=read_in,
-        verified_in=_ci(read_in),
+        verified_in=_ci(read_in) if verified_in is None else verified_in,
         evidence=evidence,
+        own=own,
         capture_path=path,
         shape_of=shape_of,
         graphs=graphs,
         unit=unit,
+        profile_flag=profile_flag,
+        limits=limits or ("" if profile_flag else _SWITCH_ALONE_LIMITS),
+        optional=optional or ("" if profile_flag else _DIFFUSION_DEPS),
     )
 
 
@@ -677,6 +761,113 @@ TARGETS: tuple[Target, ...] = (
         "into the global graph pool); run() stores the graph _capture returns; no profiler in the module",
         shape_of=_row_bucket_shape,
         path=("_record",),
+    ),
+    _lazy_row(
+        f"{_SPEC}.dspark_components.dspark_sampling_accept_graph",
+        "DsparkSamplingAcceptGraph",
+        "_capture",
+        _DSPARK_RELEASES,
+        "DSpark's static verify (SGLANG_OPT_DSV41_SAMPLING_ACCEPT_GRAPH) builds one; run() routes an all-sampled "
+        "step to _run(key, region), key = (verify batch size, buffer addresses): the first step of a key runs "
+        "eagerly, the second calls _capture(key, region) (graph_capture(), torch.cuda.graph into its own "
+        "pool), which stores the graph in _graphs, or on failure disables the graph and returns None; at most "
+        "MAX_GRAPHS (32) keys; no profiler in the module; module imports the scheduler's stack (setproctitle, "
+        "fastapi, uvicorn); absent from the 0.5.22 wheel",
+        shape_of=_dspark_shape,
+        graphs="_graphs",
+        unit="bs",
+        label="bs=N",
+        note="DSpark speculative decoding's sampling-accept region, one graph per verify batch size",
+    ),
+    # -- the NPU vision encoder: the ViT row's lazy capture, overridden -----------------------------------------
+    _lazy_row(
+        "sglang.srt.hardware_backend.npu.graph_runner.vit_npu_graph_runner",
+        "ViTNpuGraphRunner",
+        "create_graph",
+        _VIT_NPU_RELEASES,
+        "subclass of ViTCudaGraphRunner overriding create_graph(x_3d, cu_seqlens, rotary_pos_emb_cos, "
+        "rotary_pos_emb_sin; attention_layout_key added by 0.5.20) without super(), so the ViT row never sees "
+        "it: returns early for a known key, else allocates and, given the rotary tables, _create_graph "
+        "(torch_npu.npu.graph, block_graphs[key]); the module imports torch_npu at module level; module "
+        "absent in 0.5.8",
+        shape_of=_vit_shape,
+        graphs="block_graphs",
+        path=("_create_graph",),
+        label="tokens=N,images=K",
+        note="CPU-side ops and ranges only: torch.profiler records no NPU activity (that takes torch_npu's own "
+        "profiler); needs torch_npu: not run in CI",
+        verified_in=(),
+        limits="CPU-side ops and ranges only: torch.profiler records no NPU kernels (torch_npu's profiler does)",
+        optional="torch_npu (an Ascend NPU build of torch)",
+    ),
+    # -- the diffusion runtime (sglang.multimodal_gen): no --enable-profile-cuda-graph, our switch opts in ----
+    _lazy_row(
+        "sglang.multimodal_gen.runtime.breakable_cuda_graph.runner",
+        "DiffusionBreakableCudaGraphRunner",
+        "_capture",
+        _DIFFUSION_BCG_RELEASES,
+        "the denoising stage builds one per DiT (and quality level) under --enable-breakable-cuda-graph; at "
+        "warm-up it calls capture(**kwargs) once per prompt bucket (and __call__ captures an unseen "
+        "signature while forward_batch.is_warmup), which returns early for a known or blocked signature, else "
+        "_capture(kwargs, key) (inherited from BaseBreakableCudaGraphRunner: two eager warm-ups, "
+        "BreakableCUDAGraphCapture) whose entry capture() stores; a capture over SGLANG_DIFFUSION_BCG_MAX_SEGMENTS "
+        "raises; the diffusion runtime has no --enable-profile-cuda-graph and no profiler here; module absent "
+        "in 0.5.14",
+        shape_of=_diffusion_shape,
+        unit="bs",
+        own=False,
+        profile_flag=False,
+        verified_in=_DIFFUSION_CI,
+        label="bs=B,frames=F,height=H,width=W,prompt_tokens=S",
+        note="labelled from the latents (video; `bs,height,width` for images, `bs,tokens` packed) and the "
+        "prompt bucket",
+    ),
+    _lazy_row(
+        _VLA,
+        "VLAPrefixGraphRunner",
+        "_capture",
+        _VLA_RELEASES,
+        "pi05's encode_prefix calls capture_or_run(signature, encode, inputs) (batch 1 only), which captures "
+        "through _capture(signature, step_fn, inputs) (one eager warm-up, torch.cuda.graph into the global "
+        "pool) for an uncached signature the bounded cache admits, and stores the entry itself; module absent "
+        "in 0.5.17",
+        shape_of=_vla_prefix_shape,
+        unit="bs",
+        profile_flag=False,
+        verified_in=_DIFFUSION_CI,
+        label="bs=B,tokens=T,images=K",
+        note="pi0.5's prefix encoding (images + prompt tokens)",
+    ),
+    _lazy_row(
+        _VLA,
+        "VLADenoiseGraphRunner",
+        "_capture",
+        _VLA_RELEASES,
+        "pi05's denoise_step calls capture_or_run(signature, step_fn, prefix_context, x_t, timestep) for each "
+        "action-denoise step; one graph per VLADenoiseGraphSignature (batch, prefix length, action horizon x "
+        "dim, dtype, layout) captured through _capture (one eager warm-up, torch.cuda.graph), every later step "
+        "replays it (prefix_full_attention joins the signature by 0.5.20)",
+        shape_of=_vla_denoise_shape,
+        unit="bs",
+        profile_flag=False,
+        verified_in=_DIFFUSION_CI,
+        label="bs=B,prefix_tokens=P,horizon=H,action_dim=D",
+        note="one action-denoise step per signature (the later steps replay it)",
+    ),
+    _lazy_row(
+        _VLA,
+        "VLATensorGraphRunner",
+        "_capture",
+        _VLA_TENSOR_RELEASES,
+        "FLUX 3 action's observation encoder and denoise loop each build one (named \"FLUX 3 observation\" / "
+        "\"FLUX 3 denoise\"); run(fn, inputs, key=) captures through _capture(fn, inputs) for a new (key, input "
+        "shapes and dtypes), evicting the oldest past max_entries; class absent in 0.5.20-0.5.21",
+        shape_of=_vla_tensor_shape,
+        unit="bs",
+        profile_flag=False,
+        verified_in=_DIFFUSION_CI,
+        label="inputs=K,elements=N",
+        note="FLUX 3 action's graphs (both instances in one file)",
     ),
 )
 

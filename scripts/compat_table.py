@@ -48,7 +48,7 @@ def row(target: Target) -> str:
 
 def render() -> str:
     lines = [
-        "| runner class (module under `sglang.srt`) | method | what we do | applies in (wheels read) "
+        "| runner class (module, `sglang.srt.` left out) | method | what we do | applies in (wheels read) "
         "| run in CI | drop when |",
         "|---|---|---|---|---|---|",
         *(row(t) for t in TARGETS),

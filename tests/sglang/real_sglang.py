@@ -46,8 +46,10 @@ def import_optional(module_name: str) -> types.ModuleType | None:
     """The module, or None when this sglang has no such module (it or a parent package is absent).
     Any other missing module, a third-party dependency such as xgrammar or sgl_kernel, raises
     MissingDependency naming it."""
+    from mixins.doctor import import_cleanly
+
     try:
-        return importlib.import_module(module_name)
+        return import_cleanly(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (module_name == missing or module_name.startswith(missing + ".")):
@@ -194,10 +196,17 @@ def fingerprint() -> dict[str, str]:
 
 
 def import_targets() -> None:
-    from mixins.sglang_targets import modules
+    """Import every target module this sglang has; a row's module whose ``optional`` dependencies (the
+    diffusion runtime's, torch_npu) this venv lacks stays unimported, as on a server without them."""
+    from mixins.sglang_targets import TARGETS, modules
 
+    optional = {t.module for t in TARGETS if t.optional}
     for name in modules():
-        import_optional(name)
+        try:
+            import_optional(name)
+        except MissingDependency:
+            if name not in optional:
+                raise
 
 
 def run_order(*steps: str) -> None:

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,7 @@ def test_doctor_on_the_real_sglang(capsys: pytest.CaptureFixture[str], monkeypat
 
     from mixins import sglang_patch
     from mixins.doctor import main
+    from mixins.sglang_targets import TARGETS
 
     cpu_shims.prepare()
     for key in [k for k in os.environ if k.startswith("SGLANG_")]:
@@ -109,6 +111,12 @@ def test_doctor_on_the_real_sglang(capsys: pytest.CaptureFixture[str], monkeypat
     # the CPU graph runner (every CI release) is profiled by us: sglang never profiles its capture
     cpu = "sglang.srt.model_executor.cpu_graph_runner.CPUGraphRunner.capture"
     assert f"{cpu}: applied (profiled by us: sglang does not profile this capture)" in out
+    # a row whose module needs hardware this machine lacks says so (not "cannot tell")
+    vit_npu = next(t for t in TARGETS if t.cls == "ViTNpuGraphRunner")
+    release = metadata.version("sglang").split(".post")[0]
+    if importlib.util.find_spec("torch_npu") is None and release in vit_npu.read_in:
+        assert (f"{vit_npu.qualname}: skipped (needs torch_npu (an Ascend NPU build of torch): "
+                "ModuleNotFoundError: No module named 'torch_npu')") in out
     assert not sglang_patch.PATCH.installed  # installed for the report only, and removed again
 
 

@@ -1,10 +1,12 @@
 """The LLM runtime's other lazy captures (PROFILE_LAZY_CAPTURE rows, sglang 0.5.23): ``RowBucketGraphRunner``
-(one graph per row bucket, DeepSeek-V4's replay tail), against the real installed class.
+(one graph per row bucket, DeepSeek-V4's replay tail) and DSpark's ``DsparkSamplingAcceptGraph`` (one graph
+per verify batch size), against the real installed classes.
 
 The runner's real serving path runs (``run()``: a new shape, the real ``_capture`` / ``_record``, replay).
 STOOD IN, for the duration of a test, only what needs a GPU: the module-level CUDA-graph helpers the module
 imports (``BreakableCUDAGraph``/``BreakableCUDAGraphCapture``, ``graph_capture``, the graph pool and capture
 stream) and ``torch.cuda``'s graph, stream, pool and memory calls: the captured bodies run eagerly on CPU.
+For DSpark also the static verify epilogue (``StandInEpilogue``) and pynccl's ``graph_capture``.
 """
 
 from __future__ import annotations
@@ -83,19 +85,69 @@ def serve_row_bucket(cls: type) -> tuple[Any, int]:
     return runner, len(runner._graphs)
 
 
+DSPARK = "sglang.srt.speculative.dspark_components.dspark_sampling_accept_graph"
+
+
+class StandInEpilogue:
+    """STANDS IN for DsparkVerifyEpilogue, the static verify graph's buffers (built by the DSpark worker on a
+    GPU): ``static_io`` per verify batch size and ``run_static``, the region the graph captures, here a real
+    matmul over the verify logits instead of the sampling-accept kernels."""
+
+    def __init__(self, sizes: tuple[int, ...]) -> None:
+        self.static_io = {bs: types.SimpleNamespace(logits=torch.ones(bs, 4)) for bs in sizes}
+        self.accepted: dict[int, Any] = {}
+
+    def run_static(self, io: Any, *, accept: Any, gate: Any, kv_projected: bool) -> None:
+        self.accepted[io.logits.shape[0]] = io.logits @ torch.ones(4, 4) * gate
+
+    def engram_history(self) -> None:
+        return None
+
+    def read_accept(self, bs: int) -> Any:
+        return self.accepted.get(bs)
+
+
+def serve_dspark(cls: type) -> tuple[Any, int]:
+    """Three all-sampled steps at verify batch size 2 (warm-up, capture and replay, replay), then two at 4 (warm-up,
+    capture and replay), as the DSpark worker's static verify calls run()."""
+    epilogue = StandInEpilogue((2, 4))
+    sampler = types.SimpleNamespace(greedy_draft=True, step_logits=None,
+                                    params=types.SimpleNamespace(temperatures=torch.ones(4)))
+    graph = cls(epilogue=epilogue, resolve_draft_sampler=lambda: sampler, tp_sync=None, fused_argmax=False,
+                block_verification=False, device="cpu")
+    for bs in (2, 2, 2, 4, 4):
+        assert graph.run(bs=bs, target_logits=epilogue.static_io[bs].logits) is not None
+    assert graph.num_replays == 3 and not graph.disabled  # a capture replays at once
+    return graph, len(graph._graphs)
+
+
+@pytest.fixture
+def fake_dspark_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        dspark = real_sglang.import_optional(DSPARK)
+    except real_sglang.MissingDependency as exc:  # the scheduler's stack, absent from an older test venv
+        pytest.skip(str(exc))
+    if dspark is None:
+        pytest.skip(f"{DSPARK} does not exist in this sglang")
+    monkeypatch.setattr(dspark, "graph_capture", fake_scope)  # pynccl's capture context
+
+
 CASES = {
     "RowBucketGraphRunner": (ROW_BUCKET, serve_row_bucket, ["capture::tokens=8", "capture::tokens=4"]),
+    "DsparkSamplingAcceptGraph": (DSPARK, serve_dspark, ["capture::bs=2", "capture::bs=4"]),
 }
 
 
 @pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_lazy_llm_runner_captures(name: str, case: str, trace_dir: Path, fake_gpu: None,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                  monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     """On: two new shapes while serving (then a known one, replayed) -> one file named after the runner, one
     segment per shape in capture order. Either switch off, or the package not installed (the control:
     sglang writes nothing): the same captures, no file."""
     module, serve, labels = CASES[name]
+    if module == DSPARK:
+        request.getfixturevalue("fake_dspark_gpu")
     cls = real_sglang.load_class(module, name)
     if cls is None:
         pytest.skip(f"{name} does not exist in this sglang")

@@ -248,3 +248,83 @@ def test_vit_rows_report_profiled_by_us() -> None:
         applies = version in row.target.read_in
         assert (row.state is sglang_patch.State.APPLIED) == applies, str(row)
         assert ("profiled by us" in str(row)) == applies
+
+
+# -- the NPU vision encoder: its module imports torch_npu, stood in here ------------------------------------
+
+VIT_NPU = "sglang.srt.hardware_backend.npu.graph_runner.vit_npu_graph_runner"
+
+
+def stand_in_torch_npu() -> types.ModuleType:
+    """STANDS IN for torch_npu (Ascend's torch backend, which needs an NPU): ``torch_npu.npu.NPUGraph`` and
+    ``torch_npu.npu.graph``, as vit_npu_graph_runner uses them; the captured blocks run eagerly on CPU."""
+    module = types.ModuleType("torch_npu")
+    module.npu = types.SimpleNamespace(NPUGraph=FakeCUDAGraph, graph=fake_cuda_graph)  # type: ignore[attr-defined]
+    return module
+
+
+class AscendBlock(Block):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn.qkv_backend_name = "ascend_attn"  # the only backend ViTNpuGraphRunner captures
+
+
+@pytest.fixture
+def vit_npu(monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
+    """The real ViTNpuGraphRunner, imported over the torch_npu stand-in, then forgotten again (so no other test
+    sees a module this environment cannot import)."""
+    import sys
+
+    # What the module imports from sglang, imported first: sglang asks find_spec("torch_npu") at import
+    # time in places (is_npu()), which must keep answering for this CPU machine.
+    for name in (VIT, "sglang.srt.layers.attention.vision",
+                 "sglang.srt.distributed.device_communicators.pynccl_allocator"):
+        real_sglang.import_optional(name)
+    monkeypatch.setitem(sys.modules, "torch_npu", stand_in_torch_npu())
+    module = real_sglang.import_optional(VIT_NPU)
+    if module is None:
+        pytest.skip(f"{VIT_NPU} does not exist in this sglang")
+    try:
+        cls = module.ViTNpuGraphRunner
+        monkeypatch.setattr(cls, "_graph_memory_pool", ("stand-in NPU graph pool",))  # graph_pool_handle()
+        yield cls
+    finally:
+        sys.modules.pop(VIT_NPU, None)
+        parent = sys.modules.get(VIT_NPU.rpartition(".")[0])
+        if parent is not None and hasattr(parent, "vit_npu_graph_runner"):
+            delattr(parent, "vit_npu_graph_runner")
+
+
+@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+def test_vit_npu_runner_lazy_captures(case: str, vit_npu: type, trace_dir: Path, fake_gpu: None,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """ViTNpuGraphRunner overrides create_graph without super(), so the ViT row never sees it: its own row
+    profiles each new shape (one file, a segment per shape, CPU side), and nothing when off."""
+    vit = TinyViT()
+    vit.blocks = torch.nn.ModuleList([AscendBlock(), AscendBlock()])
+    if case == "switch off":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    if case != "package not installed":
+        rows = [s for s in sglang_patch.PATCH.install() if s.target.cls == "ViTNpuGraphRunner"]
+        # status() (and so doctor) says what this trace lacks on an NPU
+        assert [str(s).split(": ", 1)[1] for s in rows] == [
+            "applied (profiled by us: sglang does not profile this capture; CPU-side ops and ranges only: "
+            "torch.profiler records no NPU kernels (torch_npu's profiler does))"]
+    try:
+        with profile_flag(case != "--enable-profile-cuda-graph off"):
+            runner = vit_npu(vit)
+            for n in (8, 16, 8):
+                cu = torch.tensor([0, n], dtype=torch.int32)
+                runner.run(torch.ones(n, H), cu, rotary_pos_emb_cos=torch.ones(n, HEAD_DIM),
+                           rotary_pos_emb_sin=torch.zeros(n, HEAD_DIM))
+    finally:
+        sglang_patch.PATCH.uninstall()
+    assert wait_for_exports(60)
+    assert len(runner.block_graphs) == 2  # the real lazy path captured two shapes
+    if case != "on":
+        assert real_sglang.trace_names(trace_dir) == []
+        return
+    assert real_sglang.trace_names(trace_dir) == ["cuda_graph_capture-ViTNpuGraphRunner-TP-0.json.gz"]
+    path = real_sglang.traces(trace_dir)[0]
+    assert real_sglang.is_ours(path)
+    assert range_names(load_trace(path)) == ["capture::tokens=8,images=1", "capture::tokens=16,images=1"]
