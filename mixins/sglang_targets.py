@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from mixins.formats import BS, SEGMENT_PREFIX, TOKENS, VARIANT
+from mixins.formats import BS, SEGMENT_PREFIX, TOKENS, VARIANT, label_text
 
 # -- names sglang defines that we rely on -----------------------------------------------------------------
 
@@ -418,15 +418,15 @@ _SWITCH_ALONE_LIMITS = "on whenever our switch is: the diffusion runtime has no 
 def _lazy_row(
     module: str, cls: str, method: str, read_in: tuple[str, ...], evidence: str, *,
     shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]], path: tuple[str, ...] = (),
-    graphs: str | None = None, unit: str = TOKENS, label: str | None = None, own: bool = True,
+    graphs: str | None = None, unit: str = TOKENS, label: tuple[tuple[str, str], ...] = (), own: bool = True,
     profile_flag: bool = True, note: str = "", verified_in: tuple[str, ...] | None = None, limits: str = "",
     optional: str = "",
 ) -> Target:
-    """A PROFILE_LAZY_CAPTURE row. ``label``: the segment label the note shows, after ``capture::`` (default
+    """A PROFILE_LAZY_CAPTURE row. ``label``: the segment label's fields the note shows, as (name, placeholder) (default
     ``{unit}=N,…``); ``note`` is added to the standard one; ``verified_in`` defaults to the CI
     releases among ``read_in``."""
     standard = _LAZY_NOTE.format(when=_FLAG_ON if profile_flag else _SWITCH_ALONE,
-                                 label=SEGMENT_PREFIX + (label or f"{unit}=N,…"))
+                                 label=SEGMENT_PREFIX + (label_text(label) if label else f"{unit}=N,…"))
     return Target(
         module,
         cls,
@@ -775,8 +775,8 @@ TARGETS: tuple[Target, ...] = (
         "fastapi, uvicorn); absent from the 0.5.22 wheel",
         shape_of=_dspark_shape,
         graphs="_graphs",
-        unit="bs",
-        label="bs=N",
+        unit=BS,
+        label=((BS, "N"),),
         note="DSpark speculative decoding's sampling-accept region, one graph per verify batch size",
     ),
     # -- the NPU vision encoder: the ViT row's lazy capture, overridden -----------------------------------------
@@ -793,7 +793,7 @@ TARGETS: tuple[Target, ...] = (
         shape_of=_vit_shape,
         graphs="block_graphs",
         path=("_create_graph",),
-        label="tokens=N,images=K",
+        label=((TOKENS, "N"), ("images", "K")),
         note="CPU-side ops and ranges only: torch.profiler records no NPU activity (that takes torch_npu's own "
         "profiler); needs torch_npu: not run in CI",
         verified_in=(),
@@ -814,11 +814,11 @@ TARGETS: tuple[Target, ...] = (
         "raises; the diffusion runtime has no --enable-profile-cuda-graph and no profiler here; module absent "
         "in 0.5.14",
         shape_of=_diffusion_shape,
-        unit="bs",
+        unit=BS,
         own=False,
         profile_flag=False,
         verified_in=_DIFFUSION_CI,
-        label="bs=B,frames=F,height=H,width=W,prompt_tokens=S",
+        label=((BS, "B"), ("frames", "F"), ("height", "H"), ("width", "W"), ("prompt_tokens", "S")),
         note="labelled from the latents (video; `bs,height,width` for images, `bs,tokens` packed) and the "
         "prompt bucket",
     ),
@@ -832,10 +832,10 @@ TARGETS: tuple[Target, ...] = (
         "pool) for an uncached signature the bounded cache admits, and stores the entry itself; module absent "
         "in 0.5.17",
         shape_of=_vla_prefix_shape,
-        unit="bs",
+        unit=BS,
         profile_flag=False,
         verified_in=_DIFFUSION_CI,
-        label="bs=B,tokens=T,images=K",
+        label=((BS, "B"), (TOKENS, "T"), ("images", "K")),
         note="pi0.5's prefix encoding (images + prompt tokens)",
     ),
     _lazy_row(
@@ -848,10 +848,10 @@ TARGETS: tuple[Target, ...] = (
         "dim, dtype, layout) captured through _capture (one eager warm-up, torch.cuda.graph), every later step "
         "replays it (prefix_full_attention joins the signature by 0.5.20)",
         shape_of=_vla_denoise_shape,
-        unit="bs",
+        unit=BS,
         profile_flag=False,
         verified_in=_DIFFUSION_CI,
-        label="bs=B,prefix_tokens=P,horizon=H,action_dim=D",
+        label=((BS, "B"), ("prefix_tokens", "P"), ("horizon", "H"), ("action_dim", "D")),
         note="one action-denoise step per signature (the later steps replay it)",
     ),
     _lazy_row(
@@ -863,10 +863,10 @@ TARGETS: tuple[Target, ...] = (
         "\"FLUX 3 denoise\"); run(fn, inputs, key=) captures through _capture(fn, inputs) for a new (key, input "
         "shapes and dtypes), evicting the oldest past max_entries; class absent in 0.5.20-0.5.21",
         shape_of=_vla_tensor_shape,
-        unit="bs",
+        unit=BS,
         profile_flag=False,
         verified_in=_DIFFUSION_CI,
-        label="inputs=K,elements=N",
+        label=(("inputs", "K"), ("elements", "N")),
         note="FLUX 3 action's graphs (both instances in one file)",
     ),
 )
