@@ -155,6 +155,20 @@ def is_ours(path: Path) -> bool:
         return "capture_trace" in json.load(handle)
 
 
+def lazy_file_labels(directory: Path, runner: str, case: str) -> list[str] | None:
+    """A lazy row's outcome: with ``case`` "on", exactly one file of ours named after ``runner`` (its
+    segment labels returned); any other case, no file at all (None)."""
+    from tests.trace_files import load_trace, range_names
+
+    if case != "on":
+        assert trace_names(directory) == []
+        return None
+    assert trace_names(directory) == [f"cuda_graph_capture-{runner}-TP-0.json.gz"]
+    (path,) = traces(directory)
+    assert is_ours(path)
+    return range_names(load_trace(path))
+
+
 # -- the patch matrix, run in fresh subprocesses ------------------------------------------------------
 
 
