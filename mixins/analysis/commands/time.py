@@ -320,6 +320,11 @@ def _partition(sets: list[IntervalSet], s0: int, s1: int) -> tuple[array, array]
     return ends, phase
 
 
+#: The most calls a segment may have for self time by columns (their temporaries, ~265 B a call, are then
+#: at most ~35 MiB whatever the trace's size); larger segments take the stack walk (~50 B a call).
+COLUMNS_MAX_CALLS = 1 << 17
+
+
 def _spent(ctx: _Context, members: array, sets: dict[str, IntervalSet], s0: int, s1: int) -> _Spent:
     """Each call's self time (its duration less the calls nested in it on its thread), cut by the phases:
     what lies in a phase counts there and only there, and nothing outside the segment counts. So on one
@@ -328,13 +333,16 @@ def _spent(ctx: _Context, members: array, sets: dict[str, IntervalSet], s0: int,
 
     Two paths, one answer: the columns (:func:`_spent_columns`, numpy) when the segment's calls nest
     properly on each thread, else the stack walk (:func:`_spent_walk`); ``ctx.vectorised`` False forces
-    the walk (the property test in tests/analysis/test_time_paths.py holds them equal)."""
+    the walk (the property test in tests/analysis/test_time_paths.py holds them equal). A segment of more
+    than ``COLUMNS_MAX_CALLS`` calls takes the walk too: the columns' temporaries (~265 B a call) then stay
+    a constant, and memory per event at the event limit is the walk's (tests/analysis/test_bounds.py)."""
     present = [(p, ivs) for p, ivs in sets.items() if ivs]
     phases = [p for p, _ in present] + ["other"]
     n = len(phases)
     measures = [_Measure(ivs) for _, ivs in present]
     ends, piece_phase = _partition([ivs for _, ivs in present], s0, s1)
-    got = _spent_columns(ctx.calls, members, s0, s1, measures, ends, piece_phase) if ctx.vectorised else None
+    columns = ctx.vectorised and len(members) <= COLUMNS_MAX_CALLS
+    got = _spent_columns(ctx.calls, members, s0, s1, measures, ends, piece_phase) if columns else None
     spent_ns, spent_calls = got if got is not None else _spent_walk(ctx.calls, members, s0, s1, measures, ends,
                                                                      piece_phase)
     out = _Spent()
