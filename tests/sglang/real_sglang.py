@@ -67,6 +67,17 @@ def load_class(module_name: str, cls_name: str) -> type | None:
     return cls if isinstance(cls, type) else None
 
 
+def target_class(target: Any) -> type | None:
+    """A row's class as load_class gives it, or None when the row's module needs an ``optional``
+    dependency this venv lacks (torch_npu, the diffusion runtime's): as on a server without it."""
+    try:
+        return load_class(target.module, target.cls)
+    except MissingDependency:
+        if not target.optional:
+            raise
+        return None
+
+
 def make_runner(cls: type, *, draft_worker: bool = False) -> Any:
     """An instance without ``__init__``: only the attributes the profiling path reads."""
     runner: Any = object.__new__(cls)
@@ -198,7 +209,7 @@ def fingerprint() -> dict[str, str]:
 
     out: dict[str, str] = {}
     for target in TARGETS:
-        cls = load_class(target.module, target.cls)
+        cls = target_class(target)
         if cls is None:
             continue
         for name in (target.method, *target.base_requires, "capture"):

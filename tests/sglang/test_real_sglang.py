@@ -162,7 +162,7 @@ def test_per_batch_size_mode_untouched(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_uninstall_restores_vars_exactly() -> None:
     real_sglang.import_targets()
-    classes = {(t.module, t.cls): cls for t in TARGETS if (cls := real_sglang.load_class(t.module, t.cls)) is not None}
+    classes = {(t.module, t.cls): cls for t in TARGETS if (cls := real_sglang.target_class(t)) is not None}
     modules = {t.module: importlib.import_module(t.module) for t in TARGETS if (t.module, t.cls) in classes}
     before = {key: dict(vars(cls)) for key, cls in classes.items()}
     before_globals = {name: dict(vars(module)) for name, module in modules.items()}
@@ -262,12 +262,22 @@ def _module_exists(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except ModuleNotFoundError:  # a parent package is absent in this version
         return False
+    except KeyError as exc:  # a package whose import failed here left its submodules behind: drop them, ask again
+        stale = [m for m in sys.modules if m.startswith(f"{exc.args[0]}.")]
+        if not stale:
+            raise
+        for module in stale:
+            del sys.modules[module]
+        return _module_exists(name)
 
 
 def _verified_here(qualname: str) -> str | None:
-    """What the rows' data says about this row in the installed sglang (None: its module is absent)."""
+    """What the rows' data says about this row in the installed sglang (None: its module is absent, or
+    needs an ``optional`` dependency this venv lacks, so the row waits for an import that never comes)."""
     target = next(t for t in TARGETS if t.qualname == qualname)
     if not _module_exists(target.module):
+        return None
+    if target.optional and real_sglang.target_class(target) is None:
         return None
     return "applied" if metadata.version("sglang").split(".post")[0] in target.read_in else "skipped"
 

@@ -172,9 +172,10 @@ CASES = {
 
 
 @contextmanager
-def profile_flag(on: bool) -> Iterator[None]:
+def profile_flag(on: bool, mm_attention_backend: str = "triton_attn") -> Iterator[None]:
     """--enable-profile-cuda-graph as the release publishes it: the runtime context (0.5.14+), else the
-    scheduler's global server args (set_global_server_args_for_scheduler)."""
+    scheduler's global server args (set_global_server_args_for_scheduler), with the ViT attention backend
+    the runner under test supports (the NPU runner: ``ascend_attn``)."""
     if importlib.util.find_spec("sglang.srt.runtime_context") is not None:
         with real_sglang.sglang_config(enable_profile_cuda_graph=on):
             yield
@@ -183,7 +184,7 @@ def profile_flag(on: bool) -> Iterator[None]:
     saved = vars(server_args).get("_global_server_args")
     # <= 0.5.13 the runners read mm_attention_backend there too, and the TP group's custom all-reduce.
     server_args._global_server_args = types.SimpleNamespace(  # type: ignore[attr-defined]
-        enable_profile_cuda_graph=on, mm_attention_backend="triton_attn")
+        enable_profile_cuda_graph=on, mm_attention_backend=mm_attention_backend)
     modules = [importlib.import_module(m) for m in (VIT, INTERN_VIT)]
     shims = [{"get_tp_group": cpu_shims.TpGroup} if hasattr(m, "get_tp_group") else {} for m in modules]
     try:
@@ -311,7 +312,7 @@ def test_vit_npu_runner_lazy_captures(case: str, vit_npu: type, trace_dir: Path,
             "applied (profiled by us: sglang does not profile this capture; CPU-side ops and ranges only: "
             "torch.profiler records no NPU kernels (torch_npu's profiler does))"]
     try:
-        with profile_flag(case != "--enable-profile-cuda-graph off"):
+        with profile_flag(case != "--enable-profile-cuda-graph off", mm_attention_backend="ascend_attn"):
             runner = vit_npu(vit)
             for n in (8, 16, 8):
                 cu = torch.tensor([0, n], dtype=torch.int32)
