@@ -281,7 +281,7 @@ def import_cleanly(name: str) -> Any:
     """``importlib.import_module(name)``; when it fails, the submodules its failed parent packages left in
     ``sys.modules`` are dropped too (Python drops the failed package, not what its ``__init__`` imported), so
     a later import of a sibling fails the same way instead of with ``KeyError: '<package>'``."""
-    _forget_orphans(name.partition(".")[0])
+    forget_orphans(name.partition(".")[0])
     before = set(sys.modules)
     try:
         return importlib.import_module(name)
@@ -294,7 +294,7 @@ def import_cleanly(name: str) -> Any:
         raise
 
 
-def _forget_orphans(top: str) -> None:
+def forget_orphans(top: str) -> None:
     """Drop the submodules of ``top`` whose parent package is no longer in ``sys.modules`` (a package whose
     ``__init__`` failed after importing them, by an import or a ``find_spec`` that did not clean up): a
     namespace package among them makes every later import below it fail with ``KeyError: '<parent>'``."""

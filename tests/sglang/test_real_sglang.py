@@ -32,6 +32,7 @@ import real_sglang  # noqa: E402
 from real_sglang import HOOK, INIT, RUNNERS  # noqa: E402
 
 from mixins import sglang_patch  # noqa: E402
+from mixins.doctor import forget_orphans  # noqa: E402
 from mixins.patching import is_wrapped  # noqa: E402
 from mixins.sglang_targets import NATIVE_EXPORT, TARGETS  # noqa: E402
 
@@ -258,17 +259,11 @@ def pristine(fork_server: subprocess.Popen[str]) -> dict:
 
 
 def _module_exists(name: str) -> bool:
+    forget_orphans(name.partition(".")[0])  # what a failed package import left behind (doctor's one rule)
     try:
         return importlib.util.find_spec(name) is not None
     except ModuleNotFoundError:  # a parent package is absent in this version
         return False
-    except KeyError as exc:  # a package whose import failed here left its submodules behind: drop them, ask again
-        stale = [m for m in sys.modules if m.startswith(f"{exc.args[0]}.")]
-        if not stale:
-            raise
-        for module in stale:
-            del sys.modules[module]
-        return _module_exists(name)
 
 
 def _verified_here(qualname: str) -> str | None:
