@@ -1,6 +1,6 @@
 """The analyzer builds each join of a trace in one module: correlation / External id indexes and the
 segment each row belongs to are made by the model's link pass (``mixins/analysis/model/timeline.py``:
-``Joins``, ``Timeline.segment_finder``, ``Timeline.event_segments``) and only queried elsewhere. Read from
+``Joins``, ``Timeline.segment_finder``, ``Timeline.row_segments``) and only queried elsewhere. Read from
 the source, so a command that builds its own index again fails here, naming the file and line."""
 
 from __future__ import annotations
@@ -77,3 +77,47 @@ def test_a_second_builder_is_found() -> None:
     assert [what for _, what in builds(ast.parse(source))] == [
         "IdIndex.where(…)", "a dict keyed by corr", "assigner(…)",
     ]
+
+
+def second_shapes(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for each thing that gives the model a second shape: a ``Links`` class, a ``timed``
+    method (a copy less the untimed rows), ``.links`` / ``.timed(…)`` read, or ``load_timeline`` given
+    (or defining) a parameter other than the reader's ``fields``."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "Links":
+            out.append((node.lineno, "class Links"))
+        elif isinstance(node, ast.FunctionDef) and node.name == "timed":
+            out.append((node.lineno, "def timed"))
+        elif isinstance(node, ast.FunctionDef) and node.name == "load_timeline":
+            extra = [a.arg for a in node.args.kwonlyargs if a.arg != "fields"]
+            out += [(node.lineno, f"load_timeline({name}=)") for name in extra]
+        elif isinstance(node, ast.Attribute) and node.attr in ("links", "timed"):
+            out.append((node.lineno, f".{node.attr}"))
+        elif isinstance(node, ast.Call) and _name(node.func) == "load_timeline":
+            out += [(node.lineno, f"load_timeline({k.arg}=)") for k in node.keywords if k.arg != "fields"]
+    return out
+
+
+def test_the_model_has_one_shape() -> None:
+    """No ``Links`` beside the timeline, no ``timed()`` copy, no load flags: a command picks the fields
+    the reader decodes, never another model."""
+    found = [
+        f"{path.relative_to(ANALYSIS)}:{line}: {what}"
+        for path in sorted(ANALYSIS.rglob("*.py"))
+        for line, what in second_shapes(ast.parse(path.read_text(), str(path)))
+    ]
+    assert found == []
+
+
+def test_a_second_shape_is_found() -> None:
+    source = (
+        "class Links: ...\n"
+        "def timed(self): ...\n"
+        "def load_timeline(path, progress=None, *, fields=None, links=False): ...\n"
+        "tl = load_timeline(p, links=True).timed()\n"
+        "x = tl.links\n"
+    )
+    assert sorted(what for _, what in second_shapes(ast.parse(source))) == sorted([
+        "class Links", "def timed", "load_timeline(links=)", "load_timeline(links=)", ".timed", ".links",
+    ])

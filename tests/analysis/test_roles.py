@@ -18,7 +18,7 @@ import pytest
 from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, as_ours, load, save, with_rank
 
 from mixins.analysis.model.roles import CAPTURE, PROFILE, REPLAY, identify
-from mixins.analysis.model.timeline import load_timeline
+from mixins.analysis.model.timeline import BareEvent, load_timeline
 
 Run = Any
 REAL = {"capture": VLLM_CAPTURE, "replay": VLLM_REPLAY, "profile": H100}
@@ -26,7 +26,7 @@ ROLE_LINE = re.compile(r"it is a (capture|replay \(serving\) trace|plain profile
 
 
 def _role(path: Path) -> str:
-    role = identify(load_timeline(str(path), device=False, modules=False, shapes=False)).role
+    role = identify(load_timeline(str(path), fields=BareEvent)).role
     assert role is not None
     return role
 

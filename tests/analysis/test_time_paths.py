@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import mixins.analysis.commands.time as time_command
 from mixins.analysis.model.roles import identify
-from mixins.analysis.model.timeline import load_timeline
+from mixins.analysis.model.timeline import BareEvent, load_timeline
 from mixins.analysis.serialise import to_json
 
 PID = 7
@@ -52,7 +52,7 @@ def _both(doc: dict[str, Any]) -> tuple[Any, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json"
         path.write_bytes(msgspec.json.encode(doc))
-        tl = load_timeline(str(path), device=False, modules=False, shapes=False)
+        tl = load_timeline(str(path), fields=BareEvent)
     identity = identify(tl)
     columns = to_json(time_command.build("t", identity, tl, 50, vectorised=True))
     walk = to_json(time_command.build("t", identity, tl, 50, vectorised=False))

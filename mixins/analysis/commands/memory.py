@@ -90,9 +90,9 @@ def _segments(trace: str) -> tuple[list[tuple[str, float, float]], str | None]:
     Kineto's ``ts`` are relative to ``baseTimeNanoseconds`` when it writes one."""
     from mixins.analysis.model.identity import identity_of
     from mixins.analysis.model.segments import segments_of
-    from mixins.analysis.model.timeline import load_timeline
+    from mixins.analysis.model.timeline import BareEvent, load_timeline
 
-    tl = load_timeline(trace, device=False, modules=False, shapes=False)
+    tl = load_timeline(trace, fields=BareEvent)
     segs, source = segments_of(tl.ranges, identity_of(trace, tl.metadata))
     if source != SEGMENT_PREFIX:
         return [], "the trace beside it has no capture:: segments"

@@ -85,9 +85,10 @@ def capture_job(path: str, progress: Callable[[int, int], None] | None = None) -
     from mixins.analysis.model.records import record_of
     from mixins.analysis.model.roles import identify
     from mixins.analysis.model.timeline import load_timeline
+    from mixins.analysis.read.reader import Event
     from mixins.analysis.serialise import to_json
 
-    tl = load_timeline(path, progress, links=True)
+    tl = load_timeline(path, progress, fields=Event)
     identity = identify(tl)
     return to_json(build(path, identity, tl, DEFAULT_TOP)), compact(record_of(tl, identity))
 

@@ -40,7 +40,7 @@ from mixins.analysis.model.interval_sets import IntervalSet, clip, subtract, uni
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.roles import identify, run_labels
 from mixins.analysis.model.segments import segments_of, size_json
-from mixins.analysis.model.timeline import Timeline, load_timeline
+from mixins.analysis.model.timeline import BareEvent, Timeline, load_timeline
 from mixins.formats import PHASES
 from mixins.helptext import add_command, non_negative_int
 
@@ -554,7 +554,6 @@ def _segment(ctx: _Context, j: int, seg: Segment, total: _Spent) -> SegmentTime:
 def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
     """The TraceTime of a trace's timeline (loaded with or without links); ``vectorised`` False: every
     segment's self time by the stack walk (``_spent``)."""
-    tl = tl.timed()
     segs, source = segments_of(tl.ranges, identity)
     cs = _Calls(tl)
     order = cs.start_order()
@@ -573,7 +572,7 @@ def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: boo
 
 def time_trace(path: str, top: int = DEFAULT_TOP, progress: Callable[[int, int], None] | None = None) -> TraceTime:
     """Read ``path`` in one streaming pass and time its segments; raises TraceError for bad input."""
-    tl = load_timeline(path, progress, device=False, modules=False, shapes=False)
+    tl = load_timeline(path, progress, fields=BareEvent)
     return build(path, identify(tl), tl, top)
 
 

@@ -1,10 +1,11 @@
-"""The op-sequence record of one trace (``summary``, ``diff``, ``check``), derived from the one model.
+"""The op-sequence record of one trace (``summary``, ``diff``, ``check``): a group-by over the one model.
 
-The pipeline: ``reader`` (slices of typed events) -> ``timeline`` (the one model, with Kineto's ids:
-``load_timeline(links=True)``) -> ``segments`` (capture ranges) -> links (op -> launch -> kernel, by
-correlation, else External id, else an ac2g flow: the ids Kineto writes for exactly this) ->
-``record.TraceRecord``. Captured launches are named by the one namer (``windows.windows_of``).
-This module runs it; the names other modules and tests import are re-exported from here.
+The pipeline: ``reader`` (slices of typed events) -> ``timeline`` (the one model, read with Kineto's ids:
+``fields=reader.Event``) -> ``segments`` (capture ranges) -> links (op -> launch -> kernel, by
+correlation, else External id, else an ac2g flow: ``timeline.Joins``) -> ``record.TraceRecord``.
+Counts, signatures and each segment's ops in time order are numpy group-bys over the columns; captured
+launches are named by the one namer (``windows.windows_of``). The names other modules and tests import
+are re-exported from here.
 """
 
 from __future__ import annotations
@@ -12,169 +13,198 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
-from itertools import chain, compress, islice
-from operator import eq, not_
+from typing import Any
 
-from msgspec import Struct, field
+import numpy as np
+from msgspec import Struct
+from msgspec.structs import replace
 
 from mixins.analysis.model import events as E
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import OUTSIDE, Kernel, OpColumns, Segment, Signature, TraceRecord, compact
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import segments_of
-from mixins.analysis.model.timeline import Joins, Links, Timeline, load_timeline
+from mixins.analysis.model.timeline import Joins, Timeline, load_timeline
 from mixins.analysis.model.windows import windows_of
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.read.reader import Event, TraceError
 from mixins.analysis.serialise import summarize
 
 __all__ = ["Segment", "TraceRecord", "load_record", "record_of", "summarize", "compact"]
 
-def _signatures(tl: Timeline, links: Links) -> tuple[array, list[Signature]]:
-    """Per op, its signature (an index into the list returned): one per (label, concrete inputs) pair."""
-    pairs = list(zip(tl.ops.label, links.op_concrete, strict=True))
-    ids = {pair: n for n, pair in enumerate(dict.fromkeys(pairs))}
-    signatures = []
-    for label, concrete in ids:  # the distinct pairs, a few hundred
-        name, dims, types = tl.signatures[label]
-        signatures.append(Signature(name, dims, types, links.concretes[concrete]))
-    return array("i", map(ids.__getitem__, pairs)), signatures
+_Launched = dict[int, list[tuple[Kernel, int]]]  # per op: its kernels in launch order, with the launching call
 
 
-def _place_device_work(lk: Joins, seg_of: array) -> None:
-    """Device work belongs to the segment of the CPU event that launched it."""
-    links = lk.tl.links
-    assert links is not None
-    ff_ev, _, _, ff_id = links.flow_end
-    for ev, src in chain(
-        zip(links.dev_ev, map(lk.source, lk.kernel_corr, links.dev_ext), strict=True),
-        zip(links.other_ev, map(lk.source, links.other_corr, links.other_ext), strict=True),
-        zip(ff_ev, (lk.cpu_of(fid) if fid >= 0 else None for fid in ff_id), strict=True),
+def _np(column: array) -> Any:
+    """An array column as a numpy view of its buffer."""
+    return np.frombuffer(column, {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}[column.typecode])
+
+
+def _ints(values: Any) -> array:
+    out = array("i")
+    out.frombytes(np.ascontiguousarray(values, np.int32).tobytes())
+    return out
+
+
+def _with_undated(tl: Timeline) -> Timeline:
+    """The timeline with its undated ops, calls and device work after the dated ones (same indexes for
+    those): the record counts every row; queries in time read the dated ones only."""
+    u = tl.undated
+    if not (len(u.ops) or len(u.calls.kind) or len(u.device.kind)):
+        return tl
+
+    def joined(a: Any, b: Any) -> Any:
+        return type(a)(**{f: getattr(a, f) + getattr(b, f) for f in a.__struct_fields__})
+
+    return replace(tl, ops=joined(tl.ops, u.ops), calls=joined(tl.calls, u.calls),
+                   device=joined(tl.device, u.device), joined=None)
+
+
+def _signatures(tl: Timeline) -> tuple[array, list[Signature]]:
+    """Per op, its signature (an index into the list returned, in order first seen): one per (label,
+    concrete inputs) pair."""
+    pair = _np(tl.ops.label).astype(np.int64) * max(len(tl.concretes), 1) + _np(tl.ops.concrete)
+    distinct, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    signatures = [Signature("", "", "", "")] * len(first)
+    for key, n in zip(distinct.tolist(), rank.tolist(), strict=True):  # the distinct pairs, a few hundred
+        name, dims, types = tl.signatures[key // max(len(tl.concretes), 1)]
+        signatures[n] = Signature(name, dims, types, tl.concretes[key % max(len(tl.concretes), 1)])
+    return _ints(rank[inverse]), signatures
+
+
+class _Rows(Struct):
+    """Each row's segment (index into the record's segments; the last one: "(outside)"), per kind."""
+
+    ops: Any
+    calls: Any
+    annotations: Any
+
+
+def _sources(lk: Joins, rows: _Rows, corr: Any, ext: Any) -> tuple[Any, Any]:
+    """Per device item, whether the CPU row that launched it is known and that row's segment: the call
+    with its correlation (or flow id), else its External id's last op, else that id's first annotation."""
+    tl = lk.tl
+    call = lk.calls_by_corr(resolved=False).many(corr, last=True)
+    if lk.flow_cpu:
+        flow = np.fromiter((lk.flow_cpu.get(c, -1) for c in corr.tolist()), np.int64, len(corr))
+        call = np.where(call < 0, flow, call)
+    found, seg = call >= 0, rows.calls[np.maximum(call, 0)] if len(tl.calls.kind) else call
+    by_ext = ~found & (ext >= 0)
+    if by_ext.any():
+        op = lk.op_by_ext().many(ext, last=True)
+        note = lk.annotation_by_ext().many(ext, last=False)
+        via = np.where(op >= 0, rows.ops[np.maximum(op, 0)] if len(tl.ops) else -1,
+                       rows.annotations[np.maximum(note, 0)] if len(tl.annotations.ts) else -1)
+        seg = np.where(by_ext, via, seg)
+        found = found | (by_ext & ((op >= 0) | (note >= 0)))
+    return found, seg
+
+
+def _device_segments(lk: Joins, rows: _Rows, place: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
+    """Device work belongs to the segment of the CPU row that launched it, else to its own place in
+    time; the same for other device records and ac2g flow ends. (device's segments, all their counts)"""
+    tl = lk.tl
+    d, o, (thread, ts, ids) = tl.device, tl.others, tl.flows.end
+    out = []
+    for own_ts, own_thread, corr, ext in (
+        (d.start, d.thread, _np(lk.kernel_corr), _np(d.ext)),
+        (o.ts, o.thread, _np(o.corr), _np(o.ext)),
+        (ts, thread, _np(ids), np.full(len(ids), -1, np.int64)),
     ):
-        if src is not None:
-            seg_of[ev] = seg_of[src]
+        found, seg = _sources(lk, rows, corr, ext)
+        out.append(np.where(found, seg, place(own_ts, own_thread)))
+    return out[0], np.concatenate(out)
 
 
-class _OpLinks(Struct):
-    """What each op (by its index in ``Timeline.ops``) launched: kernels in launch order (with the
-    launching call, -1 for a kernel seen without its launch) and graph launches."""
-
-    kernels: dict[int, list[tuple[Kernel, int]]] = field(default_factory=dict)
-    graphs: Counter[int] = field(default_factory=Counter)
-
-
-def _link_launches(lk: Joins, seg_of: array, segs: list[Segment], out: _OpLinks) -> None:
+def _link_launches(lk: Joins, rows: _Rows, segs: list[Segment], op_kernels: _Launched,
+                   graphs: Counter[int]) -> None:
     """Each kernel launch gives its op one kernel (named by the launch or the first kernel record
     with its correlation); one with neither is unnamed until the namer names it."""
-    tl, links = lk.tl, lk.tl.links
-    assert links is not None
+    tl = lk.tl
     c, d = tl.calls, tl.device
-    kernel_of_corr = lk.device_by_corr(E.D_KERNEL)  # the first kernel record
-    lk.ops_of_calls([i for i in range(len(c.kind)) if c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)])  # all at once
+    kind = _np(c.kind)
+    graph_calls = np.flatnonzero(kind == E.C_GRAPH).tolist()
+    for op in lk.ops_of_calls(graph_calls):
+        if op >= 0:
+            graphs[op] += 1
+    launches = np.flatnonzero(kind == E.C_LAUNCH)
+    corr = _np(lk.launch_corr)[launches]
+    first_kernel = np.where(corr >= 0, lk.device_by_corr(E.D_KERNEL).many(corr, last=False), -1).tolist()
     unnamed = Kernel(None)
-    for i in range(len(c.kind)):
-        kind = c.kind[i]
-        if kind != E.C_LAUNCH and kind != E.C_GRAPH:
-            continue
-        op = lk.op_of_call(i)
-        if kind == E.C_GRAPH:
-            if op is not None:
-                out.graphs[op] += 1
-            continue
+    for i, op, k in zip(launches.tolist(), lk.ops_of_calls(launches.tolist()), first_kernel, strict=True):
         own = c.kernel[i]
         info = tl.kernels[own] if own >= 0 else None
-        corr = lk.launch_corr[i]
-        k = kernel_of_corr.first(corr) if corr >= 0 else None
-        if k is not None:
+        if k >= 0:
             other = tl.kernels[d.kernel[k]]
             info = other if info is None else info.merged(other)
         if info is None or info.name is None:
-            segs[seg_of[links.call_ev[i]]].unnamed_launches += 1
+            segs[rows.calls[i]].unnamed_launches += 1
             info = unnamed
-        if op is not None:
-            out.kernels.setdefault(op, []).append((info, i))
+        if op >= 0:
+            op_kernels.setdefault(op, []).append((info, i))
 
 
-def _link_kernels(lk: Joins, seg_of: array, segs: list[Segment], out: _OpLinks) -> None:
+def _link_kernels(lk: Joins, dev_seg: Any, segs: list[Segment], op_kernels: _Launched) -> None:
     """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
-    tl, links = lk.tl, lk.tl.links
-    assert links is not None
+    tl = lk.tl
     d = tl.device
-    launch_of_corr = lk.calls_by_corr(E.C_LAUNCH, E.C_GRAPH)  # the last launch with it
-    kernel_launch_of_corr = lk.calls_by_corr(E.C_LAUNCH)
-    ext_op = lk.op_by_ext()
-    for k in range(len(d.kind)):
-        if d.kind[k] != E.D_KERNEL:
-            continue
-        corr, ext = lk.kernel_corr[k], links.dev_ext[k]
-        la = launch_of_corr.last(corr) if corr >= 0 else None
-        op = lk.op_of_call(la) if la is not None else None
-        if op is None and ext >= 0:
-            op = ext_op.first(ext)
-            if op is not None and (corr < 0 or kernel_launch_of_corr.first(corr) is None):  # seen without its launch
-                out.kernels.setdefault(op, []).append((tl.kernels[d.kernel[k]], -1))
-        if op is not None:
-            segs[seg_of[links.dev_ev[k]]].linked_kernels += 1
+    kernels = np.flatnonzero(_np(d.kind) == E.D_KERNEL)
+    corr, ext = _np(lk.kernel_corr)[kernels], _np(d.ext)[kernels]
+    launch = np.where(corr >= 0, lk.calls_by_corr(E.C_LAUNCH, E.C_GRAPH).many(corr, last=True), -1)
+    has_launch = launch >= 0
+    op = np.full(len(kernels), -1, np.int64)
+    op[has_launch] = lk.ops_of_calls(launch[has_launch].tolist())
+    by_ext = (op < 0) & (ext >= 0)
+    if by_ext.any():
+        own = lk.op_by_ext().many(ext[by_ext], last=False)
+        seen = np.where(corr[by_ext] >= 0, lk.calls_by_corr(E.C_LAUNCH).many(corr[by_ext], last=False), -1)
+        op[by_ext] = own
+        for k, o in zip(kernels[by_ext][(own >= 0) & (seen < 0)].tolist(), own[(own >= 0) & (seen < 0)].tolist(),
+                        strict=True):  # seen without its launch
+            op_kernels.setdefault(o, []).append((tl.kernels[d.kernel[k]], -1))
+    _add(segs, "linked_kernels", dev_seg[kernels[op >= 0]])
 
 
-def _count_kinds(tl: Timeline, links: Links, seg_of: array, all_segs: list[Segment]) -> None:
-    for j, n in Counter(seg_of).items():
-        all_segs[j].events = n
-    d = tl.device
-    for k, ev in enumerate(links.dev_ev):
-        if d.kind[k] == E.D_KERNEL:
-            all_segs[seg_of[ev]].kernels += 1
-    c = tl.calls
-    for i, ev in enumerate(links.call_ev):
-        if c.kind[i] == E.C_LAUNCH:
-            all_segs[seg_of[ev]].launches += 1
-        elif c.kind[i] == E.C_GRAPH:
-            all_segs[seg_of[ev]].graph_launches += 1
+def _add(segs: list[Segment], name: str, where: Any) -> None:
+    """Add to each segment's count ``name`` how many of ``where`` (segment indexes) name it."""
+    for j, n in enumerate(np.bincount(where, minlength=len(segs)).tolist()):
+        if n:
+            setattr(segs[j], name, getattr(segs[j], name) + n)
 
 
-def _place_ops(
-    tl: Timeline, links: Links, seg_of: array, all_segs: list[Segment], linked: _OpLinks, names: dict[int, str]
-) -> None:
-    """Each op goes to its segment, in time order (file order breaks ties), as columns with what it
-    launched; a captured launch the namer named carries that name in ``OpColumns.attributed``."""
-    sig, sigs = _signatures(tl, links)
-    table = OpColumns(sig, tl.ops.start, links.op_shapes, sigs)
-    for k, launched in linked.kernels.items():
+def _count_kinds(tl: Timeline, rows: _Rows, dev_seg: Any, segs: list[Segment]) -> None:
+    _add(segs, "kernels", dev_seg[_np(tl.device.kind) == E.D_KERNEL])
+    kind = _np(tl.calls.kind)
+    _add(segs, "launches", rows.calls[kind == E.C_LAUNCH])
+    _add(segs, "graph_launches", rows.calls[kind == E.C_GRAPH])
+
+
+def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Launched,
+               graphs: Counter[int], names: dict[int, str]) -> None:
+    """Each op goes to its segment as columns with what it launched, in time order: by start, the longer
+    first where starts tie (a parent before its children, as ``time`` orders calls), file order after
+    that; those without a time last in file order. So one trace written in two orders is one sequence
+    (``diff``). A captured launch the namer named carries that name in ``OpColumns.attributed``."""
+    sig, sigs = _signatures(tl)
+    table = OpColumns(sig, tl.ops.start, tl.ops.shapes, sigs)
+    for k, launched in op_kernels.items():
         kernels = table.kernels[k] = tuple(kernel for kernel, _ in launched)
         if names and any(kernel.name is None for kernel in kernels):
             table.attributed[k] = tuple(names.get(call) if kernel.name is None else None for kernel, call in launched)
-    table.graphs.update(linked.graphs)
-    op_seg = array("i", map(seg_of.__getitem__, links.op_ev))
-    by_segment = sorted(range(len(op_seg)), key=op_seg.__getitem__)  # stable: file order within each
-    at = 0
-    for j, n in sorted(Counter(op_seg).items()):
-        s = all_segs[j]
+    table.graphs.update(graphs)
+    start, end = _np(tl.ops.start), _np(tl.ops.end)
+    untimed = np.isnan(start)  # the undated ops: last, in file order as they were read
+    order = np.lexsort((-np.where(untimed, 0, end), np.where(untimed, 0, start), untimed, op_seg))
+    counts = np.bincount(op_seg, minlength=len(segs))
+    for s, n, members in zip(segs, counts.tolist(), np.split(order, np.cumsum(counts)[:-1]), strict=True):
         s.cpu_ops = n
-        s.members = array("i", _in_time_order(by_segment[at : at + n], table.ts, tl.ops.end))
-        at += n
-    for j, n in Counter(compress(op_seg, map(not_, links.op_shapes))).items():
-        all_segs[j].ops_without_shapes += n
+        s.members = _ints(members)
+    _add(segs, "ops_without_shapes", op_seg[_np(tl.ops.shapes) == 0])
     for k, got in table.attributed.items():
-        all_segs[op_seg[k]].attributed_launches += sum(1 for name in got if name is not None)
-    for s in all_segs:
+        segs[op_seg[k]].attributed_launches += sum(1 for name in got if name is not None)
+    for s in segs:
         s.table = table
-
-
-def _in_time_order(ops: list[int], ts: array, end: array) -> list[int]:
-    """Ops by start, the longer first where starts tie (a parent before its children, as ``time`` orders
-    calls), file order after that; those without a time (NaN) last in file order: a NaN sort key would
-    leave the order to chance. So one trace written in two orders is one sequence (``diff``)."""
-    timed = [k for k in ops if ts[k] == ts[k]]
-    untimed = [k for k in ops if ts[k] != ts[k]] if len(timed) < len(ops) else []
-    out = sorted(timed, key=ts.__getitem__)
-    starts = list(map(ts.__getitem__, out))
-    ties = list(compress(range(len(starts) - 1), map(eq, starts, islice(starts, 1, None))))
-    at = 0
-    while at < len(ties):  # each run of equal starts (rare): the longer first, stable
-        first = last = ties[at]
-        while at < len(ties) and ties[at] == last:
-            last, at = last + 1, at + 1
-        out[first : last + 1] = sorted(out[first : last + 1], key=lambda k: -end[k])
-    return out + untimed
 
 
 def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> dict[int, str]:
@@ -190,30 +220,36 @@ def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -
 
 
 def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
-    """The TraceRecord of a trace loaded with ``links=True``."""
-    links = tl.links
-    if links is None:
-        raise ValueError("record_of needs a timeline loaded with links=True")
+    """The TraceRecord of a timeline (its ids read: ``fields=reader.Event``)."""
+    tl = _with_undated(tl)
     segs, source = segments_of(tl.ranges, identity)
-    seg_of = tl.event_segments(segs, source)
     all_segs = segs + [Segment(OUTSIDE)]
+
+    def place(ts: array, thread: array) -> Any:
+        return tl.row_segments(segs, source, ts, thread)
+
+    rows = _Rows(place(tl.ops.start, tl.ops.thread), place(tl.calls.start, tl.calls.thread),
+                 place(tl.annotations.ts, tl.annotations.thread))
     lk = tl.joins()
-    _place_device_work(lk, seg_of)
-    linked = _OpLinks()
-    _link_launches(lk, seg_of, all_segs, linked)
-    _link_kernels(lk, seg_of, all_segs, linked)
-    _count_kinds(tl, links, seg_of, all_segs)
+    dev_seg, linked = _device_segments(lk, rows, place)
+    rest = tl.row_segments(segs, source, tl.rest_ts, tl.rest_pid, threads=False)
+    _add(all_segs, "events", np.concatenate([rows.ops, rows.calls, linked, rest]))
+    op_kernels: _Launched = {}
+    graphs: Counter[int] = Counter()
+    _link_launches(lk, rows, all_segs, op_kernels, graphs)
+    _link_kernels(lk, dev_seg, all_segs, op_kernels)
+    _count_kinds(tl, rows, dev_seg, all_segs)
     names = _names(tl, identity, segs, source) if any(s.unnamed_launches for s in all_segs) else {}
-    _place_ops(tl, links, seg_of, all_segs, linked, names)
+    _place_ops(tl, rows.ops, all_segs, op_kernels, graphs, names)
     result = list(segs)
     if all_segs[-1].events:
         result.append(all_segs[-1])
-    return TraceRecord(tl.path, tl.size, identity, len(links.ev_ts), result, source)
+    return TraceRecord(tl.path, tl.size, identity, tl.events, result, source)
 
 
 def load_record(path: str, progress: Callable[[int, int], None] | None = None) -> TraceRecord:
     """Read ``path`` in one streaming pass; raises TraceError for any bad input."""
-    tl = load_timeline(path, progress, links=True)
+    tl = load_timeline(path, progress, fields=Event)
     try:
         return record_of(tl, identify(tl))
     except (MemoryError, RecursionError) as exc:  # pragma: no cover - defensive

@@ -1,11 +1,10 @@
-"""The one per-trace model: op and module intervals, runtime calls, device work, ranges — and, for the
-op-sequence record (``summary``, ``diff``, ``check``), Kineto's ids and every event's place.
+"""The one per-trace model: columns per kind (ops, runtime calls, device work, modules, ranges), every
+event's place, Kineto's ids, and the one link pass over them (:class:`Joins`).
 
-Every command reads a trace through here (docs/DESIGN.md §7): ``time`` (calls, ops, ranges),
-``attribute`` (and device work, modules), ``records`` (and :class:`Links`). Everything is kept in
-parallel arrays with interned labels, one pass over the streaming reader, so a serving profile costs
-a few dozen bytes per kept event; what no reader asked for (device work for ``time``, most
-``python_function`` calls, counters) is never stored.
+Every command is a query over it (docs/DESIGN.md §7): ``time`` (calls, ops, ranges), ``attribute``
+(and device work, modules), ``records`` (and the ids and places). Everything is kept in parallel arrays
+with interned labels, one pass over the streaming reader, so a serving profile costs a few dozen bytes
+per kept event; what a command does not need is not decoded (``load_timeline``'s ``fields``).
 """
 
 from __future__ import annotations
@@ -15,26 +14,37 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from functools import partial
 from itertools import chain, compress, groupby, islice, repeat
-from operator import add, attrgetter, is_not, le
+from operator import add, attrgetter, is_not, le, not_
 from typing import Any, cast
 
 from msgspec import Struct, field
-from msgspec.structs import replace
 
 from mixins.analysis.model import events as E
 from mixins.analysis.model.record import Kernel, Segment
 from mixins.analysis.model.segments import Range, assigner, segment_tables
-from mixins.analysis.read.reader import Event, SlimEvent, TraceError, compact_json, current_limits, open_trace
+from mixins.analysis.read.reader import (
+    BareEvent,
+    Event,
+    SlimEvent,
+    TraceError,
+    compact_json,
+    current_limits,
+    open_trace,
+)
 
-__all__ = ["Intervals", "Timeline", "Links", "IdIndex", "ByCorrelation", "Joins", "load_timeline", "innermost"]
+__all__ = [
+    "BareEvent", "Event", "SlimEvent", "Intervals", "Ops", "Timeline", "IdIndex", "ByCorrelation", "Joins",
+    "load_timeline", "innermost",
+]
 
 _NAN = float("nan")
-_CAT, _TS = attrgetter("cat"), attrgetter("ts")
+_CAT, _TS, _PID = attrgetter("cat"), attrgetter("ts"), attrgetter("pid")
 # the kinds each builder step reads (``events.category``: device work from CAT_KERNEL on)
 _DEVICE = frozenset({E.CAT_KERNEL + E.D_KERNEL, E.CAT_KERNEL + E.D_COPY, E.CAT_KERNEL + E.D_SET})
 _OTHER = frozenset({E.CAT_GPU_OTHER, E.CAT_OTHER})
 _CPU_OP = frozenset({E.CAT_CPU_OP})
 _CALLS = frozenset({E.CAT_RUNTIME, E.CAT_ANNOTATION})
+_ROWS = _DEVICE | _CPU_OP | {E.CAT_RUNTIME}  # the kinds with rows of their own; the rest go to ``rest``
 
 _DISTINCT_COST = 512  # bytes: what one distinct op signature cost in the model, less its text (measured)
 
@@ -90,6 +100,15 @@ class Intervals(Struct):
         return len(self.start)
 
 
+class Ops(Intervals):
+    """cpu_ops: intervals, plus whether Input Dims were given, Kineto's External id and Concrete Inputs
+    (these three empty when the reader's fields hold no ids: ``load_timeline``)."""
+
+    shapes: array = field(default_factory=lambda: array("b"))
+    ext: array = field(default_factory=lambda: array("q"))
+    concrete: array = field(default_factory=lambda: array("i"))  # into Timeline.concretes
+
+
 class Calls(Struct):
     """Runtime / driver calls: launches, graph launches, copies, sets, capture begin/end, instantiates, others."""
 
@@ -100,6 +119,7 @@ class Calls(Struct):
     kind: array = field(default_factory=lambda: array("b"))
     corr: array = field(default_factory=lambda: array("q"))  # -1: none
     kernel: array = field(default_factory=lambda: array("i"))  # the launch's own kernel (ROCm), -1: none
+    ext: array = field(default_factory=lambda: array("q"))
 
 
 class Device(Struct):
@@ -111,6 +131,34 @@ class Device(Struct):
     corr: array = field(default_factory=lambda: array("q"))
     kernel: array = field(default_factory=lambda: array("i"))
     node: array = field(default_factory=lambda: array("q"))  # -1: none
+    thread: array = field(default_factory=lambda: array("i"))
+    ext: array = field(default_factory=lambda: array("q"))
+
+
+class Others(Struct):
+    """Rows with Kineto's ids and nothing else the record reads: device records other than kernels,
+    copies and sets (linked as device work is), annotations with an External id."""
+
+    ts: array = field(default_factory=lambda: array("d"))
+    thread: array = field(default_factory=lambda: array("i"))
+    corr: array = field(default_factory=lambda: array("q"))
+    ext: array = field(default_factory=lambda: array("q"))
+
+
+class Flows(Struct):
+    """``ac2g`` flow starts and ends: (thread, ts, id) each."""
+
+    start: tuple[array, array, array] = field(default_factory=lambda: (array("i"), array("d"), array("q")))
+    end: tuple[array, array, array] = field(default_factory=lambda: (array("i"), array("d"), array("q")))
+
+
+class Undated(Struct):
+    """Ops, calls and device work without a timestamp: kept out of the columns every query places in
+    time, kept here for the op-sequence record's counts (they are in no segment but "(outside)")."""
+
+    ops: Ops = field(default_factory=Ops)
+    calls: Calls = field(default_factory=Calls)
+    device: Device = field(default_factory=Device)
 
 
 class IdIndex:
@@ -177,6 +225,18 @@ class IdIndex:
         k = bisect_left(ids, key)
         return self.values[k] if k < len(ids) and ids[k] == key else None
 
+    def many(self, keys: Any, last: bool) -> Any:
+        """:meth:`last` (or :meth:`first`) of each id in a numpy array, -1 where absent: one
+        ``searchsorted`` for all."""
+        import numpy as np
+
+        ids, values = np.frombuffer(self.ids, np.int64), np.frombuffer(self.values, np.int32)
+        if not len(ids):
+            return np.full(len(keys), -1, np.int64)
+        k = np.searchsorted(ids, keys, "right") - 1 if last else np.searchsorted(ids, keys, "left")
+        at = np.clip(k, 0, len(ids) - 1)
+        return np.where((k >= 0) & (k < len(ids)) & (ids[at] == keys), values[at], -1)
+
 
 class ByCorrelation:
     """Device items (indices) grouped by correlation, as sorted columns rather than a dict of lists.
@@ -229,7 +289,7 @@ class Joins:
     (``tests/analysis/test_one_home_model.py`` holds it so).
 
     - flows -> correlation: a kernel launch (or graph launch) and a kernel without a correlation take the id
-      of the ``ac2g`` flow that starts / ends on them (``launch_corr``, ``kernel_corr``; with links only);
+      of the ``ac2g`` flow that starts / ends on them (``launch_corr``, ``kernel_corr``);
     - correlation -> runtime call, correlation -> device work (the first / last of a kind), device work
       grouped by correlation;
     - External id -> op, and so call -> op: the op whose External id the call carries. A call without one
@@ -243,10 +303,9 @@ class Joins:
         self.tl = tl
         self.launch_corr = array("q", tl.calls.corr)  # per call: its correlation, or its ac2g flow's id
         self.kernel_corr = array("q", tl.device.corr)  # per device record: the same
-        self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call's event
+        self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call
         self._made: dict[tuple[Any, ...], Any] = {}
-        if tl.links is not None:
-            self._resolve_flows(tl.links)
+        self._resolve_flows()
 
     def _once(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         got = self._made.get(key)
@@ -273,23 +332,19 @@ class Joins:
         return cast(ByCorrelation, self._once(("groups",), lambda: ByCorrelation(self.tl.device.corr)))
 
     def op_by_ext(self) -> IdIndex:
-        """External id -> op index (with links)."""
-        links = self.tl.links
-        assert links is not None
-        return cast(IdIndex, self._once(("ext",), lambda: IdIndex.where(links.op_ext)))
+        """External id -> op index."""
+        return cast(IdIndex, self._once(("ext",), lambda: IdIndex.where(self.tl.ops.ext)))
 
     def ops_of_calls(self, calls: list[int]) -> list[int]:
         """The op that made each call (index into ``Timeline.ops``, -1: none), by the one rule: the first op
-        with the call's External id (read with links), else the innermost op around the call's start on its
-        thread (:func:`innermost`). Kept per call once asked: the record and the namer ask twice."""
+        with the call's External id, else the innermost op around the call's start on its thread
+        (:func:`innermost`). Kept per call once asked: the record and the namer ask twice."""
         known = self._once(("call_op",), dict)
         todo = [i for i in dict.fromkeys(calls) if i not in known]
         if todo:
-            links, c = self.tl.links, self.tl.calls
-            by_ext = self.op_by_ext() if links is not None else None
+            c, by_ext = self.tl.calls, self.op_by_ext()
             for i in todo:
-                ext = links.call_ext[i] if links is not None else -1
-                got = by_ext.first(ext) if by_ext is not None and ext >= 0 else None
+                got = by_ext.first(ext) if (ext := c.ext[i]) >= 0 else None
                 known[i] = -1 if got is None else got
             timed = [i for i in todo if known[i] < 0]
             for i, op in zip(timed, innermost(self.tl.ops, [c.start[i] for i in timed],
@@ -302,104 +357,71 @@ class Joins:
         op = self.ops_of_calls([i])[0]
         return None if op < 0 else op
 
-    def _resolve_flows(self, lk: Links) -> None:
+    def _resolve_flows(self) -> None:
         """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
-        c, d = self.tl.calls, self.tl.device
+        tl = self.tl
+        c, d, flows = tl.calls, tl.device, tl.flows
         launches = {
             i: (c.thread[i], c.start[i])
             for i in range(len(c.kind))
             if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)
-        }
+        } if flows.start[2] else {}
         if launches:
-            starts = _flow_ids(set(launches.values()), *lk.flow_start)
+            starts = _flow_ids(set(launches.values()), *flows.start)
             for i, key in launches.items():
                 fid = starts.get(key, -1)
                 if fid >= 0:
                     self.launch_corr[i] = fid
                     if self.cpu_of(fid) is None:
-                        self.flow_cpu[fid] = lk.call_ev[i]
-        kernels = {k: (th, d.start[k]) for k, th in lk.kernel_thread.items()}
+                        self.flow_cpu[fid] = i
+        kernels = {
+            k: (d.thread[k], d.start[k]) for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL
+        } if flows.end[2] else {}
         if kernels:
-            ends = _flow_ids(set(kernels.values()), *lk.flow_end[1:])
+            ends = _flow_ids(set(kernels.values()), *flows.end)
             for k, key in kernels.items():
                 fid = ends.get(key, -1)
                 if fid >= 0:
                     self.kernel_corr[k] = fid
 
+    def annotation_by_ext(self) -> IdIndex:
+        """External id -> annotation row (``Timeline.annotations``), the first with it."""
+        return cast(IdIndex, self._once(("annotations",), lambda: IdIndex.where(self.tl.annotations.ext)))
+
     def cpu_of(self, corr: int) -> int | None:
-        """The runtime / driver call (event position) with correlation ``corr`` (with links)."""
-        links = self.tl.links
-        assert links is not None
+        """The runtime / driver call (index) with correlation ``corr`` (or flow id)."""
         got = self.calls_by_corr(resolved=False).last(corr)
-        return links.call_ev[got] if got is not None else self.flow_cpu.get(corr)
-
-    def cpu_of_ext(self, ext: int) -> int | None:
-        """The CPU event of an External id: its last op, else its first annotation (with links)."""
-        links = self.tl.links
-        assert links is not None
-        op = self.op_by_ext().last(ext)
-        return links.op_ev[op] if op is not None else links.annotation_ext.first(ext)
-
-    def source(self, corr: int, ext: int) -> int | None:
-        """The CPU event that launched device work: by correlation, else External id."""
-        if corr >= 0 and (src := self.cpu_of(corr)) is not None:
-            return src
-        return self.cpu_of_ext(ext) if ext >= 0 else None
-
-
-class Links(Struct):
-    """Kineto's ids and every event's place, kept for the op-sequence record (``links=True``).
-
-    What links a launch to its op (External id), device work to its launch (correlation, else an
-    ``ac2g`` flow), and the time and process of *every* event (``ev_*``, by file position), so each
-    event — device work in the segment of the CPU call that launched it — is counted in one segment.
-    ``*_ev`` columns give each kept op, call, device record … its event's position.
-    """
-
-    ev_ts: array = field(default_factory=lambda: array("d"))  # NaN: no timestamp
-    ev_pid: array = field(default_factory=lambda: array("i"))  # into ``pids``
-    pids: dict[Any, int] = field(default_factory=dict)
-    op_ev: array = field(default_factory=lambda: array("i"))  # per Timeline.ops entry
-    op_ext: array = field(default_factory=lambda: array("q"))
-    op_concrete: array = field(default_factory=lambda: array("i"))  # into ``concretes``
-    op_shapes: array = field(default_factory=lambda: array("b"))  # has Input Dims
-    concretes: list[str] = field(default_factory=list)  # Concrete Inputs, compact JSON text
-    call_ev: array = field(default_factory=lambda: array("i"))  # per Timeline.calls entry
-    call_ext: array = field(default_factory=lambda: array("q"))
-    dev_ev: array = field(default_factory=lambda: array("i"))  # per Timeline.device entry
-    dev_ext: array = field(default_factory=lambda: array("q"))
-    other_ev: array = field(default_factory=lambda: array("i"))  # other device records with args
-    other_corr: array = field(default_factory=lambda: array("q"))
-    other_ext: array = field(default_factory=lambda: array("q"))
-    annotation_ext: IdIndex = field(default_factory=IdIndex)  # External id -> event position
-    kernel_thread: dict[int, int] = field(default_factory=dict)  # kernels without correlation: thread
-    untimed: int = 0  # ops, calls and ranges kept without a timestamp (NaN start): ``Timeline.timed``
-    flow_start: tuple[array, array, array] = field(  # ac2g flow starts: thread, ts, id
-        default_factory=lambda: (array("i"), array("d"), array("q"))
-    )
-    flow_end: tuple[array, array, array, array] = field(  # ac2g flow ends: event position, thread, ts, id
-        default_factory=lambda: (array("i"), array("i"), array("d"), array("q"))
-    )
+        return got if got is not None else self.flow_cpu.get(corr)
 
 
 class Timeline(Struct):
-    """One trace, reduced to what attribution and timing need."""
+    """One trace as columns per kind (the one model, docs/DESIGN.md §7). Rows with a time are in ``ops``,
+    ``calls``, ``device``, ``ranges``; rows without one in ``undated`` (the record counts them); every
+    other event's time and process in ``rest_ts`` / ``rest_pid``, so each event has a row to place."""
 
     path: str
     size: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
-    ops: Intervals = field(default_factory=Intervals)
+    ops: Ops = field(default_factory=Ops)
     modules: Intervals = field(default_factory=Intervals)
     calls: Calls = field(default_factory=Calls)
     device: Device = field(default_factory=Device)
+    others: Others = field(default_factory=Others)
+    annotations: Others = field(default_factory=Others)  # those with an External id (also in ``rest``)
+    flows: Flows = field(default_factory=Flows)
+    undated: Undated = field(default_factory=Undated)
     ranges: list[Range] = field(default_factory=list)
     signatures: list[tuple[str, str, str]] = field(default_factory=list)  # (name, dims, types) JSON text
+    concretes: list[str] = field(default_factory=list)  # Concrete Inputs, compact JSON text
     module_names: list[str] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
     thread_pid: list[Any] = field(default_factory=list)
     call_names: list[str] = field(default_factory=list)
+    rest_ts: array = field(default_factory=lambda: array("d"))  # events in no column above: time (NaN: none)
+    rest_pid: array = field(default_factory=lambda: array("i"))  # ... and process, into ``pids``
+    pids: dict[Any, int] = field(default_factory=dict)  # every process of the trace -> index
+    events: int = 0  # events read
     span: tuple[float, float] | None = None  # first start, last end of every cpu_op, call and range
-    links: Links | None = None  # only when loaded with ``links=True``
     joined: Joins | None = None  # the link pass, made on first use (``joins``)
 
     def joins(self) -> Joins:
@@ -419,35 +441,33 @@ class Timeline(Struct):
         place = [pids[p] for p in self.thread_pid]
         return lambda ts, thread: find(ts, place[thread])
 
-    def event_segments(self, segs: list[Segment], source: str) -> array:
-        """Per event (with links: by file position), its segment as :meth:`segment_finder` places it, and
-        ``len(segs)`` for none; by columns, one ``searchsorted`` per process over its segments' step
-        function (``segments.segment_tables``), not a lookup per event."""
-        links = self.links
-        assert links is not None
-        n = len(links.ev_ts)
-        if source in ("filename", "all"):
-            return array("i", bytes(4 * n))  # one segment holds everything: index 0
+    def row_segments(self, segs: list[Segment], source: str, ts: array, where: array, threads: bool = True) -> Any:
+        """Per row (``ts`` and its thread, or ``threads`` False: its process index), its segment as
+        :meth:`segment_finder` places it, and ``len(segs)`` for none, as a numpy array; by columns, one
+        ``searchsorted`` per process over its segments' step function (``segments.segment_tables``)."""
         import numpy as np
 
-        ts = np.frombuffer(links.ev_ts, np.float64)
-        pid = np.frombuffer(links.ev_pid, np.int32)
-        out = np.full(n, len(segs), np.int32)
-        tables = segment_tables(segs, links.pids)
+        if source in ("filename", "all"):
+            return np.zeros(len(ts), np.int32)  # one segment holds everything: index 0
+        t_all = np.frombuffer(ts, np.float64)
+        pid = np.frombuffer(where, np.int32)
+        if threads:
+            pid = np.asarray([self.pids[p] for p in self.thread_pid], np.int32)[pid] if len(pid) else pid
+        out = np.full(len(t_all), len(segs), np.int32)
+        tables = segment_tables(segs, self.pids)
         for key in np.unique(pid).tolist():
             points, at, after = tables.get(key, tables[None])
             if not points:
                 continue
-            rows = np.flatnonzero((pid == key) & ~np.isnan(ts))
-            t = ts[rows]
+            rows = np.flatnonzero((pid == key) & ~np.isnan(t_all))
+            t = t_all[rows]
             p = np.asarray(points, np.float64)
             k = np.searchsorted(p, t, "right") - 1
             inside = k >= 0
             kk = np.maximum(k, 0)
             got = np.where(p[kk] == t, np.asarray(at, np.int32)[kk], np.asarray(after, np.int32)[kk])
-            got = np.where(inside & (got >= 0), got, len(segs))
-            out[rows] = got
-        return array("i", out.tobytes())
+            out[rows] = np.where(inside & (got >= 0), got, len(segs))
+        return out
 
     def capture_windows(self) -> list[tuple[int, int]]:
         """The one definition of a capture window: (begin call, end call or -1 when never closed).
@@ -486,34 +506,13 @@ class Timeline(Struct):
         out.sort(key=lambda w: (c.start[w[0]], w[0]))
         return out
 
-    def timed(self) -> Timeline:
-        """This timeline less the ops, calls and ranges without a timestamp (kept with ``links`` for the
-        record's counts): what a reading without links holds, for the queries that place things in time."""
-        if self.links is None or not self.links.untimed:
-            return self
-        ops = _select(self.ops, [i for i, t in enumerate(self.ops.start) if t == t])
-        calls = _select(self.calls, [i for i, t in enumerate(self.calls.start) if t == t])
-        ranges = [r for r in self.ranges if r.ts == r.ts]
-        return replace(self, ops=ops, calls=calls, ranges=ranges, links=None, joined=None)
-
-
-def _select(columns: Any, keep: list[int]) -> Any:
-    """A copy of a struct of array columns with only the rows ``keep``."""
-    cols = {name: getattr(columns, name) for name in columns.__struct_fields__}
-    return type(columns)(**{name: array(col.typecode, map(col.__getitem__, keep)) for name, col in cols.items()})
-
 
 class _Builder:
-    """Fills a Timeline slice by slice."""
+    """Fills a Timeline slice by slice; ``ids``: the reader's fields hold Kineto's ids (``Event``)."""
 
-    def __init__(
-        self, tl: Timeline, device: bool = True, modules: bool = True, links: bool = False, shapes: bool = True
-    ) -> None:
+    def __init__(self, tl: Timeline, ids: bool) -> None:
         self.tl = tl
-        self.keep_device = device
-        self.keep_modules = modules
-        self.keep_shapes = shapes or links
-        self.links = tl.links = Links() if links else None
+        self.ids = ids
         self.call_names = _Interner()
         self.lo = float("inf")
         self.hi = float("-inf")
@@ -532,17 +531,14 @@ class _Builder:
         """Charge what the last slice added to the distinct things held: each costs its text (held as read
         and as compact text) and ~_DISTINCT_COST of dict, list and struct. Per slice, in C, only the new
         items; past the budget the trace is refused, as past ``max_events``, naming the limit."""
-        held: list[list[Any]] = [self.call_names.values, self.threads.values, self.raw_sigs.values,
-                                 self.concretes.values, self.modules.values, self.kernels.values, self.tl.ranges]
+        held: list[Any] = [self.call_names.values, self.threads.values, self.raw_sigs.values, self.tl.pids,
+                           self.concretes.values, self.modules.values, self.kernels.values, self.tl.ranges]
         for values in held:
             done = self.charged.get(id(values), 0)
             if len(values) > done:
-                self.distinct += _DISTINCT_COST * (len(values) - done) + 2 * _texts(values[done:])
+                text = 0 if isinstance(values, dict) else 2 * _texts(values[done:])
+                self.distinct += _DISTINCT_COST * (len(values) - done) + text
                 self.charged[id(values)] = len(values)
-        if self.links is not None:
-            pids = len(self.links.pids)
-            self.distinct += _DISTINCT_COST * (pids - self.charged.get(0, 0))
-            self.charged[0] = pids
         if self.distinct > self.budget:
             mib = f"{self.budget / (1 << 20):g} MiB"
             raise TraceError(
@@ -550,13 +546,13 @@ class _Builder:
                 f"more than {mib} of distinct names, shapes, threads and ranges (the limit, --max-distinct-mib)",
             )
 
-    def thread(self, ev: SlimEvent | Event) -> int:
+    def thread(self, ev: Any) -> int:
         return self.threads((ev.pid, ev.tid))
 
     def kernel_key(self, name: str | None, a: Any) -> tuple[Any, ...]:
-        """A kernel's identity as a plain tuple (hashed in C); with links, also shared memory and
-        registers (``summary`` shows them)."""
-        if self.links is None:
+        """A kernel's identity as a plain tuple (hashed in C); with ids, also shared memory and registers
+        (``summary`` shows them)."""
+        if not self.ids:
             return (name, a.grid, a.block) if a is not None else (name, None, None)
         return (name, a.grid, a.block, a.smem, a.regs) if a is not None else (name, None, None, None, None)
 
@@ -570,126 +566,123 @@ class _Builder:
     def add(self, events: list[Any]) -> None:
         """One slice. Bulk passes per kind, not a Python loop body per event: a replay is ~all kernels
         and a capture ~all ``python_function`` calls, hundreds of thousands of each. Each event's kind
-        is looked up once, in C, and each kind's events picked by it in C (``_pick``). Without links,
-        events with no timestamp are not kept (nothing can place them in time)."""
+        is looked up once, in C, and each kind's events picked by it in C (``_pick``); those without a
+        timestamp go to ``Timeline.undated`` (nothing can place them in time), those of no kind read
+        here to ``rest`` (their time and process)."""
         dest = self.categories
         for cat in set(map(_CAT, events)).difference(dest):
             dest[cat] = E.category(cat or "")
         kinds = list(map(dest.__getitem__, map(_CAT, events)))
         present = set(kinds)
-        links = self.links
-        if links is not None:
-            self._places(events, links)
-        pick = partial(self._pick, events, kinds, len(links.ev_ts) - len(events) if links is not None else None)
-        if self.keep_device and present & _DEVICE:
-            dev, at = pick(_DEVICE)
-            self._devices(dev)
-            if links is not None:
-                links.dev_ev.fromlist(at)
-        if self.keep_modules and E.CAT_PYTHON in present:
+        tl = self.tl
+        tl.events += len(events)
+        pick = partial(self._pick, events, kinds)
+        if present & _DEVICE:
+            for dev, d in zip(self._dated(pick(_DEVICE)), (tl.device, tl.undated.device), strict=True):
+                self._devices(dev, d)
+        if E.CAT_PYTHON in present:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
-        if links is not None and present & _OTHER:
-            self._other_linked(*pick(_OTHER), links)
         if E.CAT_CPU_OP in present:
-            self._ops(*pick(_CPU_OP))
+            for ops, iv in zip(self._dated(pick(_CPU_OP)), (tl.ops, tl.undated.ops), strict=True):
+                self._ops(ops, iv)
         if present & _CALLS:
-            self._others(*pick(_CALLS))
+            self._others(pick(_CALLS))
+        rest = _ROWS | _OTHER if self.ids else _ROWS
+        if not present <= rest:
+            self._rest(list(compress(events, map(not_, map(rest.__contains__, kinds)))))
+        if self.ids and present & _OTHER:
+            self._other_linked(pick(_OTHER))
         self._charge()
 
     @staticmethod
-    def _pick(events: list[Any], kinds: list[int], base: int | None, wanted: frozenset[int]) -> tuple[list[Any], Any]:
-        """The events of the ``wanted`` kinds, and (with links: ``base`` is the slice's first event
-        position) their positions; without links only those with a timestamp, and no positions."""
-        mask = list(map(wanted.__contains__, kinds))
-        chosen = list(compress(events, mask))
-        if base is None:
-            return list(compress(chosen, map(is_not, map(_TS, chosen), repeat(None)))), None
-        return chosen, list(compress(range(base, base + len(events)), mask))
+    def _pick(events: list[Any], kinds: list[int], wanted: frozenset[int]) -> list[Any]:
+        """The events of the ``wanted`` kinds."""
+        return list(compress(events, map(wanted.__contains__, kinds)))
 
-    def _places(self, events: list[Event], links: Links) -> None:
-        """Every event's time and process (by file position)."""
-        nan = _NAN
-        links.ev_ts.fromlist([nan if (t := ev.ts) is None else t for ev in events])
-        pids = links.pids
-        got = list(map(pids.get, [ev.pid for ev in events]))
+    @staticmethod
+    def _dated(events: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The events with a timestamp, and those without."""
+        ts = list(map(_TS, events))
+        if None not in ts:
+            return events, []
+        timed = list(map(is_not, ts, repeat(None)))
+        return list(compress(events, timed)), list(compress(events, map(not_, timed)))
+
+    def _rest(self, events: list[Any]) -> None:
+        """Events in no column: their time and process, so the record places each in a segment."""
+        tl = self.tl
+        ts = list(map(_TS, events))
+        tl.rest_ts.fromlist([_NAN if t is None else t for t in ts] if None in ts else ts)
+        pids = tl.pids
+        got = list(map(pids.get, map(_PID, events)))
         if None in got:
             got = [pids.setdefault(ev.pid, len(pids)) for ev in events]
-        links.ev_pid.fromlist(got)
+        tl.rest_pid.fromlist(got)
 
-    def _other_linked(self, events: list[Event], at: list[int], links: Links) -> None:
-        """Device records other than kernels, copies and sets (linked like them), and ac2g flows; ``at``:
-        their event positions."""
-        for ev, n in zip(events, at, strict=True):
-            if self.categories[ev.cat] == E.CAT_GPU_OTHER:
-                if ev.args is not None:
-                    links.other_ev.append(n)
-                    links.other_corr.append(E.ident(ev.args.correlation))
-                    links.other_ext.append(E.ident(ev.args.ext))
-            elif E.is_flow(ev, ev.cat or ""):
-                row: tuple[float, ...] = (self.thread(ev), _NAN if ev.ts is None else ev.ts, E.ident(ev.id))
-                columns: tuple[array, ...] = links.flow_start
-                if ev.ph == "f":
-                    columns, row = links.flow_end, (n, *row)
-                for column, value in zip(columns, row, strict=True):
+    def _other_linked(self, events: list[Event]) -> None:
+        """Device records other than kernels, copies and sets (linked like them), and ac2g flows; the rest
+        of these kinds to ``rest``."""
+        others, flows, rest = self.tl.others, self.tl.flows, []
+        for ev in events:
+            if self.categories[ev.cat] == E.CAT_GPU_OTHER and ev.args is not None:
+                self._linked(others, ev, E.ident(ev.args.correlation))
+                continue
+            if E.is_flow(ev, ev.cat or ""):
+                row = (self.thread(ev), _NAN if ev.ts is None else ev.ts, E.ident(ev.id))
+                for column, value in zip(flows.end if ev.ph == "f" else flows.start, row, strict=True):
                     column.append(value)
+                if ev.ph == "f":
+                    continue
+            rest.append(ev)
+        self._rest(rest)
 
-    def _ops(self, ops: list[Any], at: list[int] | None) -> None:
-        """cpu_op intervals, column by column (a capture-style trace is mostly ops); ``at``: their event
-        positions, with links."""
-        iv = self.tl.ops
+    def _linked(self, rows: Others, ev: Any, corr: int) -> None:
+        rows.ts.append(_NAN if ev.ts is None else ev.ts)
+        rows.thread.append(self.thread(ev))
+        rows.corr.append(corr)
+        rows.ext.append(E.ident(ev.args.ext))
+
+    def _ops(self, ops: list[Any], iv: Ops) -> None:
+        """cpu_op intervals, column by column (a capture-style trace is mostly ops)."""
         starts = [_NAN if (t := ev.ts) is None else t for ev in ops]
         ends = list(map(add, starts, [ev.dur or 0.0 for ev in ops]))
         iv.start.fromlist(starts)
         iv.end.fromlist(ends)
         iv.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in ops]))
         args = [ev.args for ev in ops]
-        if self.keep_shapes:
-            raw = [
-                (ev.name or "", bytes(a.dims), bytes(a.types)) if a is not None else (ev.name or "", b"", b"")
-                for ev, a in zip(ops, args, strict=True)
-            ]
-        else:  # an op is its name alone (``time``)
-            raw = [(ev.name or "", b"", b"") for ev in ops]
+        raw = [
+            (ev.name or "", bytes(a.dims), bytes(a.types)) if a is not None else (ev.name or "", b"", b"")
+            for ev, a in zip(ops, args, strict=True)
+        ]
         iv.label.fromlist(self.raw_sigs.many(raw))
-        known = [t for t in starts if t == t]  # NaN: no timestamp (kept with links only)
-        if self.links is not None:
-            self.links.untimed += len(starts) - len(known)
-        if known:
-            self.lo = min(self.lo, min(known))
-            self.hi = max(self.hi, max(e for e in ends if e == e))
-        links = self.links
-        if links is not None and at is not None:
-            links.op_ev.fromlist(at)
-            links.op_ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
-            links.op_concrete.fromlist(self.concretes.many([bytes(a.concrete) if a is not None else b"" for a in args]))
-            links.op_shapes.fromlist([1 if r[1] else 0 for r in raw])
+        if iv is self.tl.ops and starts:
+            self.lo = min(self.lo, min(starts))
+            self.hi = max(self.hi, max(ends))
+        if self.ids:
+            iv.shapes.fromlist([1 if r[1] else 0 for r in raw])
+            iv.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
+            iv.concrete.fromlist(self.concretes.many([bytes(a.concrete) if a is not None else b"" for a in args]))
 
-    def _others(self, events: list[Any], at: list[int] | None) -> None:
-        """Runtime calls and annotation ranges (a few percent of any trace); ``at``: their event
-        positions, with links."""
+    def _others(self, events: list[Any]) -> None:
+        """Runtime calls and annotation ranges (a few percent of any trace)."""
         tl = self.tl
         lo, hi = self.lo, self.hi
-        links, dest = self.links, self.categories
-        for n, ev in enumerate(events):
+        dest, ids = self.categories, self.ids
+        for ev in events:
             kind = dest[ev.cat]
             name = ev.name or ""
             ts = _NAN if ev.ts is None else ev.ts
-            if ts != ts and links is not None:
-                links.untimed += 1
             end = ts + (ev.dur or 0.0)
             lo = ts if ts < lo else lo
             hi = end if end > hi else hi
             a = ev.args
             if kind == E.CAT_RUNTIME:
-                self._call(ev, name, ts)
-                if links is not None and at is not None:
-                    links.call_ev.append(at[n])
-                    links.call_ext.append(E.ident(a.ext) if a is not None else -1)
+                self._call(ev, name, ts, tl.calls if ts == ts else tl.undated.calls)
             elif kind == E.CAT_ANNOTATION:
-                if E.may_be_segment_marker(name) or E.may_be_hint(name):  # no other range is read
+                if ts == ts and (E.may_be_segment_marker(name) or E.may_be_hint(name)):  # no other range is read
                     tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
-                if links is not None and at is not None and a is not None and (ext := E.ident(a.ext)) >= 0:
-                    links.annotation_ext.add(ext, at[n])
+                if ids and a is not None and E.ident(a.ext) >= 0:
+                    self._linked(tl.annotations, ev, -1)
         self.lo, self.hi = lo, hi
 
     def _modules(self, events: list[Any]) -> None:
@@ -703,9 +696,9 @@ class _Builder:
         clean = {name: E.module_name(name) for name in set(names)}
         iv.label.fromlist(self.modules.many([clean[name] for name in names]))
 
-    def _devices(self, events: list[Any]) -> None:
+    def _devices(self, events: list[Any], d: Device) -> None:
         """Kernels, memcpys and memsets, column by column."""
-        d, dest, top = self.tl.device, self.categories, E.ID_LIMIT
+        dest, top = self.categories, E.ID_LIMIT
         args = [ev.args for ev in events]
         # array.fromlist: about twice array.extend's speed on a list
         d.start.fromlist([_NAN if (t := ev.ts) is None else t for ev in events])
@@ -721,17 +714,12 @@ class _Builder:
         if None in ids:
             ids = [self._kernel_id(k) for k in keys]
         d.kernel.fromlist(ids)
-        if self.links is not None:  # device ids continue the Device columns filled above
-            self.links.dev_ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
-            first, kernel = len(d.corr) - len(events), E.CAT_KERNEL + E.D_KERNEL
-            uncorrelated = [n for n, ev in enumerate(events) if dest[ev.cat] == kernel and d.corr[first + n] < 0]
-            for n in uncorrelated:  # an ac2g flow ending on one may still pair it (records)
-                self.links.kernel_thread[first + n] = self.thread(events[n])
+        d.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
+        d.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args] if self.ids else [-1] * len(events))
 
-    def _call(self, ev: Any, name: str, ts: float) -> None:
+    def _call(self, ev: Any, name: str, ts: float, c: Calls) -> None:
         kind = E.call_kind(name)
         a = ev.args
-        c = self.tl.calls
         c.start.append(ts)
         c.end.append(ts + (ev.dur or 0.0))
         c.name.append(self.call_names(name))
@@ -740,39 +728,33 @@ class _Builder:
         c.corr.append(E.ident(a.correlation) if a is not None else -1)
         own = a.kernel if a is not None and kind == E.C_LAUNCH else None
         c.kernel.append(self._kernel_id(self.kernel_key(own, a)) if own is not None else -1)
+        c.ext.append(E.ident(a.ext) if self.ids and a is not None else -1)
 
     def finish(self) -> None:
         tl = self.tl
         cache: dict[bytes, str] = {}
         tl.signatures = [(n, compact_json(d, cache), compact_json(t, cache)) for n, d, t in self.raw_sigs.values]
+        tl.concretes = [compact_json(c, cache) for c in self.concretes.values]
         tl.module_names = list(self.modules.values)
         tl.kernels = list(self.kernels.values)
         tl.thread_pid = [pid for pid, _ in self.threads.values]
         tl.call_names = list(self.call_names.values)
         tl.span = (self.lo, self.hi) if self.lo <= self.hi else None
-        if self.links is not None:
-            self.links.concretes = [compact_json(c, cache) for c in self.concretes.values]
-            self.links.annotation_ext.finish()
+        for pid in tl.thread_pid:
+            tl.pids.setdefault(pid, len(tl.pids))
 
 
 def load_timeline(
-    path: str,
-    progress: Callable[[int, int], None] | None = None,
-    *,
-    device: bool = True,
-    modules: bool = True,
-    links: bool = False,
-    shapes: bool = True,
+    path: str, progress: Callable[[int, int], None] | None = None, *, fields: type = SlimEvent
 ) -> Timeline:
-    """Read ``path`` in one streaming pass; raises TraceError for any bad input. ``device`` / ``modules`` /
-    ``shapes`` False: device work / ``nn.Module`` intervals / ops' input dims and types are not kept
-    (``time`` reads none of them: an op is its name, and no ``args`` is decoded at all); ``links``:
-    Kineto's ids and every event's place are kept too (:class:`Links`, for the op-sequence record)."""
+    """Read ``path`` in one streaming pass; raises TraceError for any bad input. ``fields``: the event
+    struct the reader decodes (``reader.Event``: with Kineto's ids and flows, for the op-sequence record;
+    ``SlimEvent``: shapes, correlation, kernels; ``BareEvent``: no ``args`` at all, an op is its name).
+    What is not decoded reads as absent (-1, empty); the model's shape is the same."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
-    b = _Builder(tl, device, modules, links, shapes)
-    slices = stream.events() if links else stream.slim_events() if device or shapes else stream.bare_events()
-    for events in slices:
+    b = _Builder(tl, fields is Event)
+    for events in stream.events(fields):
         b.add(events)
     try:
         b.finish()
@@ -788,7 +770,7 @@ def innermost(iv: Intervals, times: list[float], threads: list[int]) -> list[int
 
     One sweep per thread over intervals sorted by (start, -end) with a stack of open intervals;
     well-formed traces nest ranges on a thread, which is what makes the stack top the innermost.
-    An interval or query without a time (NaN: kept with links) places nothing: a NaN key would
+    An interval or query without a time (NaN) places nothing: a NaN key would
     break the sort and stop the sweep.
     """
     out = [-1] * len(times)

@@ -272,6 +272,7 @@ class _Shape(NamedTuple):
 _FULL = _Shape(msgspec.json.Decoder(list[Event]), Event, Args)
 _SLIM = _Shape(msgspec.json.Decoder(list[SlimEvent]), SlimEvent, SlimArgs)
 _BARE = _Shape(msgspec.json.Decoder(list[BareEvent]), BareEvent, SlimArgs)  # args: never built
+_SHAPES = {shape.event: shape for shape in (_FULL, _SLIM, _BARE)}
 _RAW = _Shape(msgspec.json.Decoder(list[msgspec.Raw]), msgspec.Raw, msgspec.Raw)  # elements as their text
 _ANY = msgspec.json.Decoder()
 _ELEMENT: dict[type, msgspec.json.Decoder[Any]] = {}  # one element's typed decoder, made when first needed
@@ -771,9 +772,10 @@ class TraceStream:
                 return
 
     # -- public ------------------------------------------------------------------------------------
-    def events(self) -> Iterator[list[Event]]:
-        """Yield event slices in file order; raises TraceError on any bad input."""
-        return self._slices(_FULL)
+    def events(self, fields: type = Event) -> Iterator[list[Any]]:
+        """Yield event slices in file order, each event decoded as ``fields`` (:class:`Event`,
+        :class:`SlimEvent` or :class:`BareEvent`); raises TraceError on any bad input."""
+        return self._slices(_SHAPES[fields])
 
     def slim_events(self) -> Iterator[list[SlimEvent]]:
         """:meth:`events` as :class:`SlimEvent` (same checks and limits; ``ph``/``id`` not read)."""
