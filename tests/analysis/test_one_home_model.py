@@ -15,7 +15,7 @@ HOME = ANALYSIS / "model" / "timeline.py"
 RULES = ANALYSIS / "model" / "segments.py"  # where the segment rule itself is defined
 # what builds a correlation / External id index, and what assigns rows to segments
 INDEX_BUILDERS = {"IdIndex", "ByCorrelation", "Joins"}
-INDEX_CONSTRUCTORS = {"where", "of"}  # IdIndex.where / IdIndex.of
+INDEX_CONSTRUCTORS = {"where"}  # IdIndex.where
 SEGMENT_BUILDERS = {"assigner", "segment_tables", "_innermost_table"}
 ID_COLUMNS = {"corr", "ext", "op_ext", "call_ext", "dev_ext", "launch_corr", "kernel_corr", "correlation"}
 

@@ -223,7 +223,7 @@ slim_event = st.fixed_dictionaries(
 def _check_bare(p: Path, stripped: Path, events: list[dict], how: Any) -> None:
     stripped.write_text(_dump({"traceEvents": [{k: v for k, v in e.items() if k != "args"} for e in events]}, how))
     results: list[list[Any] | None] = []
-    bare_read = lambda: [e for batch in reader.open_trace(str(p)).bare_events() for e in batch]  # noqa: E731
+    bare_read = lambda: [e for batch in reader.open_trace(str(p)).events(reader.BareEvent) for e in batch]  # noqa: E731
     for read in (bare_read, lambda: _read(stripped)):
         try:
             results.append(read())
@@ -254,10 +254,10 @@ def test_slim_events_equal_full_events_on_their_fields(tmp_path: Path, events: l
     except TraceError as exc:  # a bounded field out of range (ts, dur: ±MAX_TIME_US): refused alike
         assert "number out of range" in exc.message, exc
         with pytest.raises(TraceError) as slim_exc:
-            [e for batch in reader.open_trace(str(p)).slim_events() for e in batch]  # noqa: B018
+            [e for batch in reader.open_trace(str(p)).events(reader.SlimEvent) for e in batch]  # noqa: B018
         assert slim_exc.value.message == exc.message
         return
-    slim = [e for batch in reader.open_trace(str(p)).slim_events() for e in batch]
+    slim = [e for batch in reader.open_trace(str(p)).events(reader.SlimEvent) for e in batch]
     assert len(slim) == len(full)
     for s, f in zip(slim, full, strict=True):
         for name in reader.SlimEvent.__struct_fields__:

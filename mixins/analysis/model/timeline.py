@@ -162,58 +162,31 @@ class Undated(Struct):
 
 
 class IdIndex:
-    """id -> value as two array columns, sorted by id once all are in, looked up by ``bisect``.
+    """id -> value as two array columns sorted by id (stable), looked up by ``bisect`` one at a time or by
+    ``searchsorted`` many at a time.
 
-    Why not a dict: ~100-170 B per entry (two int objects, a slot, growth by doubling) against 12 B;
-    ids (correlation, External id) come in increasing order in Kineto's files, so usually nothing is
-    sorted at all. Among equal ids, ``last`` is the value added last and ``first`` the one added first,
-    as a dict filled in order by assignment / ``setdefault`` would say.
+    Why not a dict: ~100-170 B per entry (two int objects, a slot, growth by doubling) against 12 B.
+    Among equal ids, ``last`` is the value added last and ``first`` the one added first, as a dict
+    filled in order by assignment / ``setdefault`` would say.
     """
 
-    __slots__ = ("ids", "values", "_sorted")
+    __slots__ = ("ids", "values")
 
-    def __init__(self) -> None:
-        self.ids = array("q")
-        self.values = array("i")
-        self._sorted = True
+    def __init__(self, ids: array, values: array) -> None:
+        self.ids, self.values = ids, values
 
     @classmethod
-    def of(cls, keys: list[int], values: list[int]) -> IdIndex:
-        """All at once, from two lists (ids and their values, in the order added)."""
-        out = cls()
-        out.ids.fromlist(keys)
-        out.values.fromlist(values)
-        out._sorted = all(map(le, keys, islice(keys, 1, None)))
-        return out.finish()
+    def where(cls, ids: array, kinds: array | None = None, *wanted: int) -> IdIndex:
+        """id -> position, for the ids present (and, given ``kinds``, of a wanted kind)."""
+        import numpy as np
 
-    @classmethod
-    def where(cls, ids: array, values: array | None = None, kinds: array | None = None, *wanted: int) -> IdIndex:
-        """id -> position (or ``values[position]``) for the ids present (and, given ``kinds``, of a wanted kind)."""
-        if kinds is None:
-            at = [n for n, i in enumerate(ids) if i >= 0]
-        else:
-            at = [n for n, (i, kind) in enumerate(zip(ids, kinds, strict=True)) if i >= 0 and kind in wanted]
-        return cls.of([ids[n] for n in at], at if values is None else [values[n] for n in at])
-
-    def add(self, key: int, value: int) -> None:
-        ids = self.ids
-        if ids and key < ids[-1]:
-            self._sorted = False
-        ids.append(key)
-        self.values.append(value)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def finish(self) -> IdIndex:
-        """Sort by id (stable) unless already sorted; call once all are added, before looking up."""
-        if not self._sorted:
-            ids, values = self.ids, self.values
-            order = sorted(range(len(ids)), key=ids.__getitem__)
-            self.ids = array("q", map(ids.__getitem__, order))
-            self.values = array("i", map(values.__getitem__, order))
-            self._sorted = True
-        return self
+        column = np.frombuffer(ids, np.int64)
+        keep = column >= 0
+        if kinds is not None:
+            keep &= np.isin(np.frombuffer(kinds, np.int8), wanted)
+        at = np.flatnonzero(keep)
+        at = at[np.argsort(column[at], kind="stable")]
+        return cls(array("q", column[at].tobytes()), array("i", at.astype(np.int32).tobytes()))
 
     def last(self, key: int) -> int | None:
         ids = self.ids
@@ -318,14 +291,14 @@ class Joins:
         c = self.tl.calls
         ids = self.launch_corr if resolved else c.corr
         return cast(IdIndex, self._once(("calls", resolved, *kinds),
-                                        lambda: IdIndex.where(ids, None, c.kind if kinds else None, *kinds)))
+                                        lambda: IdIndex.where(ids, c.kind if kinds else None, *kinds)))
 
     def device_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
         """correlation (``resolved``: or flow id) -> device record index, of the given kinds (none: any)."""
         d = self.tl.device
         ids = self.kernel_corr if resolved else d.corr
         return cast(IdIndex, self._once(("device", resolved, *kinds),
-                                        lambda: IdIndex.where(ids, None, d.kind if kinds else None, *kinds)))
+                                        lambda: IdIndex.where(ids, d.kind if kinds else None, *kinds)))
 
     def device_groups(self) -> ByCorrelation:
         """Device records grouped by their own correlation."""

@@ -777,14 +777,6 @@ class TraceStream:
         :class:`SlimEvent` or :class:`BareEvent`); raises TraceError on any bad input."""
         return self._slices(_SHAPES[fields])
 
-    def slim_events(self) -> Iterator[list[SlimEvent]]:
-        """:meth:`events` as :class:`SlimEvent` (same checks and limits; ``ph``/``id`` not read)."""
-        return self._slices(_SLIM)
-
-    def bare_events(self) -> Iterator[list[BareEvent]]:
-        """:meth:`events` as :class:`BareEvent` (same checks and limits on what it reads; no ``args``)."""
-        return self._slices(_BARE)
-
     def raw_events(self) -> Iterator[list[msgspec.Raw]]:
         """:meth:`events` as each element's JSON text (same checks and limits): ``--annotate`` copies the
         replay through this, with ``on_member`` receiving the other top-level members."""
