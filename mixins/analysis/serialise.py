@@ -65,7 +65,7 @@ def _kernels_per_signature(s: Segment) -> tuple[Counter[ShapeKey], dict[ShapeKey
     table = s.table
     if table is None:
         return Counter(), {}
-    counts = Counter(table.shape_keys(s.members))
+    counts = table.shape_counts(s.members)
     kernels: dict[ShapeKey, Counter[tuple[Kernel, bool]]] = {}
     launched, attributed = table.kernels, table.attributed
     for k in filter(launched.__contains__, s.members):  # in time order: ties in ``most_common`` keep it
@@ -120,7 +120,7 @@ def summarize(rec: TraceRecord, top: int = 10) -> dict[str, Any]:
     """The ``summary --json`` object for one trace (also what ``ls`` shows)."""
     segments = [_segment_json(s, top) for s in rec.segments]
     totals: dict[str, int] = {k: sum(int(seg[k]) for seg in segments) for k in _COUNTS}
-    totals["signatures"] = len({key for s in rec.segments if s.table for key in s.table.shape_keys(s.members)})
+    totals["signatures"] = len({key for s in rec.segments if s.table for key in s.table.shape_counts(s.members)})
     return {
         "path": rec.path,
         "role": rec.identity.role,

@@ -1,7 +1,7 @@
 """``report``: obtains the dicts ``time --json``, ``check --json`` and ``attribute --json`` print, hands
 them to ``report_html.render_report`` and writes the page through ``safe_io.output_file``.
 
-An adapter only. Each capture trace is read once (``capture_job``: one model, loaded with links) and both
+An adapter only. Each capture trace is read once (``capture_job``: one model, read with Kineto's ids) and both
 ``time``'s computation (``time.build``) and ``check``'s (``check.check_doc`` over the compact records) run
 on it; the dicts are serialised by ``render.print_json`` as those commands print them
 (tests/analysis/test_report.py holds them equal). ``attribute`` is run in this process exactly as the

@@ -7,7 +7,7 @@ sequence of op signatures with their kernels; everything here is small, interned
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections import Counter
 from itertools import chain
 from typing import Any
 
@@ -100,9 +100,7 @@ class OpColumns(Struct):
     kernels: dict[int, tuple[Kernel, ...]] = field(default_factory=dict)  # only ops that launched kernels
     attributed: dict[int, tuple[str | None, ...]] = field(default_factory=dict)  # see ``Op.attributed``
     graphs: dict[int, int] = field(default_factory=dict)  # only ops that launched graphs
-    # Per-signature keys, built once on first use: per call they made every segment cost every signature.
-    plain_keys: list[tuple[Any, ...]] | None = None
-    shape_of: list[tuple[str, str, str]] | None = None
+    plain_keys: list[tuple[Any, ...]] | None = None  # per signature, built once on first use
 
     def op(self, k: int) -> Op:
         return Op(
@@ -127,11 +125,17 @@ class OpColumns(Struct):
                     out[n] = out[n][:4] + (kernels.get(k, ()), graphs.get(k, 0))
         return out
 
-    def shape_keys(self, members: array) -> Iterator[tuple[str, str, str]]:
-        """``Signature.shape_key`` of each op in ``members``."""
-        if self.shape_of is None:
-            self.shape_of = [s.shape_key for s in self.sigs]
-        return map(self.shape_of.__getitem__, map(self.sig.__getitem__, members))
+    def shape_counts(self, members: array) -> Counter[tuple[str, str, str]]:
+        """How often each ``Signature.shape_key`` occurs among ``members``, in order of first occurrence
+        (``most_common`` keeps it on ties): one ``np.unique`` over the signature ids."""
+        import numpy as np
+
+        sig = np.frombuffer(self.sig, np.int32)[np.frombuffer(members, np.int32)]
+        distinct, first, counts = np.unique(sig, return_index=True, return_counts=True)
+        out: Counter[tuple[str, str, str]] = Counter()
+        for k in np.argsort(first, kind="stable").tolist():
+            out[self.sigs[distinct[k]].shape_key] += int(counts[k])
+        return out
 
 
 class Segment(Struct):
@@ -160,7 +164,7 @@ class Segment(Struct):
 
     @property
     def signatures(self) -> int:
-        return 0 if self.table is None else len(set(self.table.shape_keys(self.members)))
+        return 0 if self.table is None else len(self.table.shape_counts(self.members))
 
     @property
     def unknown_launches(self) -> int:
