@@ -4,8 +4,8 @@ The pipeline: ``reader`` (slices of typed events) -> ``timeline`` (the one model
 ``fields=reader.Event``) -> ``segments`` (capture ranges) -> links (op -> launch -> kernel, by
 correlation, else External id, else an ac2g flow: ``timeline.Joins``) -> ``record.TraceRecord``.
 Counts, signatures and each segment's ops in time order are numpy group-bys over the columns; captured
-launches are named by the one namer (``windows.windows_of``). The names other modules and tests import
-are re-exported from here.
+launches are named by the one namer (``windows.windows_of``). numpy is imported once the trace is read, so
+the reader's peak memory never holds it too. The names other modules and tests import are re-exported here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from msgspec import Struct
 from msgspec.structs import replace
 
@@ -36,10 +35,14 @@ _Launched = dict[int, list[tuple[Kernel, int]]]  # per op: its kernels in launch
 
 def _np(column: array) -> Any:
     """An array column as a numpy view of its buffer."""
+    import numpy as np
+
     return np.frombuffer(column, {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}[column.typecode])
 
 
 def _ints(values: Any) -> array:
+    import numpy as np
+
     out = array("i")
     out.frombytes(np.ascontiguousarray(values, np.int32).tobytes())
     return out
@@ -62,6 +65,8 @@ def _with_undated(tl: Timeline) -> Timeline:
 def _signatures(tl: Timeline) -> tuple[array, list[Signature]]:
     """Per op, its signature (an index into the list returned, in order first seen): one per (label,
     concrete inputs) pair."""
+    import numpy as np
+
     pair = _np(tl.ops.label).astype(np.int64) * max(len(tl.concretes), 1) + _np(tl.ops.concrete)
     distinct, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
     rank = np.empty(len(first), np.int64)
@@ -84,6 +89,8 @@ class _Rows(Struct):
 def _sources(lk: Joins, rows: _Rows, corr: Any, ext: Any) -> tuple[Any, Any]:
     """Per device item, whether the CPU row that launched it is known and that row's segment: the call
     with its correlation (or flow id), else its External id's last op, else that id's first annotation."""
+    import numpy as np
+
     tl = lk.tl
     call = lk.calls_by_corr(resolved=False).many(corr, last=True)
     if lk.flow_cpu:
@@ -104,6 +111,8 @@ def _sources(lk: Joins, rows: _Rows, corr: Any, ext: Any) -> tuple[Any, Any]:
 def _device_segments(lk: Joins, rows: _Rows, place: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
     """Device work belongs to the segment of the CPU row that launched it, else to its own place in
     time; the same for other device records and ac2g flow ends. (device's segments, all their counts)"""
+    import numpy as np
+
     tl = lk.tl
     d, o, (thread, ts, ids) = tl.device, tl.others, tl.flows.end
     out = []
@@ -121,6 +130,8 @@ def _link_launches(lk: Joins, rows: _Rows, segs: list[Segment], op_kernels: _Lau
                    graphs: Counter[int]) -> None:
     """Each kernel launch gives its op one kernel (named by the launch or the first kernel record
     with its correlation); one with neither is unnamed until the namer names it."""
+    import numpy as np
+
     tl = lk.tl
     c, d = tl.calls, tl.device
     kind = _np(c.kind)
@@ -147,6 +158,8 @@ def _link_launches(lk: Joins, rows: _Rows, segs: list[Segment], op_kernels: _Lau
 
 def _link_kernels(lk: Joins, dev_seg: Any, segs: list[Segment], op_kernels: _Launched) -> None:
     """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
+    import numpy as np
+
     tl = lk.tl
     d = tl.device
     kernels = np.flatnonzero(_np(d.kind) == E.D_KERNEL)
@@ -168,6 +181,8 @@ def _link_kernels(lk: Joins, dev_seg: Any, segs: list[Segment], op_kernels: _Lau
 
 def _add(segs: list[Segment], name: str, where: Any) -> None:
     """Add to each segment's count ``name`` how many of ``where`` (segment indexes) name it."""
+    import numpy as np
+
     for j, n in enumerate(np.bincount(where, minlength=len(segs)).tolist()):
         if n:
             setattr(segs[j], name, getattr(segs[j], name) + n)
@@ -186,6 +201,8 @@ def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Laun
     first where starts tie (a parent before its children, as ``time`` orders calls), file order after
     that; those without a time last in file order. So one trace written in two orders is one sequence
     (``diff``). A captured launch the namer named carries that name in ``OpColumns.attributed``."""
+    import numpy as np
+
     sig, sigs = _signatures(tl)
     table = OpColumns(sig, tl.ops.start, tl.ops.shapes, sigs)
     for k, launched in op_kernels.items():
@@ -221,6 +238,8 @@ def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -
 
 def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
     """The TraceRecord of a timeline (its ids read: ``fields=reader.Event``)."""
+    import numpy as np
+
     tl = _with_undated(tl)
     segs, source = segments_of(tl.ranges, identity)
     all_segs = segs + [Segment(OUTSIDE)]
