@@ -241,3 +241,15 @@ def test_events_go_to_the_innermost_segment_of_their_process() -> None:
         pid = [rng.randrange(len(procs)) for _ in range(n)]
         got = list(map(assigner(segs, pids), ts, pid))
         assert got == [_innermost(segs, pids, t, p) for t, p in zip(ts, pid, strict=True)], case
+
+
+def test_a_trace_of_untimed_events_only_is_one_role_for_every_command(tmp_path: Path, run_cli: Run) -> None:
+    """Untimed rows are kept apart from the columns placed in time (``Timeline.undated``), yet they are
+    the trace's content: ``summary`` counts them and calls it a profile, as ``time`` does."""
+    path = write_trace(tmp_path / "t.json", UNTIMED[:2])
+    roles = []
+    for command in ("summary", "time"):
+        rc, out, err = run_cli(command, "--json", path)
+        assert rc == 0, err
+        roles.append(json.loads(out)["traces"][0]["role"])
+    assert roles == ["profile", "profile"]

@@ -91,7 +91,8 @@ def role_of(tl: Timeline, identity: Identity) -> Role:
         return Role(CAPTURE, f"holds capture segments ({source}) and {launches}")
     if graphs:
         return Role(REPLAY, "holds graph launches and no capture windows")
-    if len(tl.ops) or len(tl.calls.kind) or len(tl.device.kind) or tl.ranges or tl.span is not None:
+    u = tl.undated
+    if any(map(len, (tl.ops, tl.calls.kind, tl.device.kind, u.ops, u.calls.kind, u.device.kind, tl.ranges))) or tl.span:
         return Role(PROFILE, "holds no CUDA-graph content (no capture window, no graph launch)")
     return Role(FOREIGN, "holds no CPU op, runtime call or device work")
 
