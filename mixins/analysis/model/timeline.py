@@ -44,7 +44,7 @@ _DEVICE = frozenset({E.CAT_KERNEL + E.D_KERNEL, E.CAT_KERNEL + E.D_COPY, E.CAT_K
 _OTHER = frozenset({E.CAT_GPU_OTHER, E.CAT_OTHER})
 _CPU_OP = frozenset({E.CAT_CPU_OP})
 _CALLS = frozenset({E.CAT_RUNTIME, E.CAT_ANNOTATION})
-_ROWS = _DEVICE | _CPU_OP | {E.CAT_RUNTIME}  # the kinds with rows of their own; the rest go to ``rest``
+_LINKED = _DEVICE | _CPU_OP | _OTHER | {E.CAT_RUNTIME}  # kinds with rows of their own; the rest: ``rest_*``
 
 _DISTINCT_COST = 512  # bytes: what one distinct op signature cost in the model, less its text (measured)
 
@@ -102,7 +102,8 @@ class Intervals(Struct):
 
 class Ops(Intervals):
     """cpu_ops: intervals, plus whether Input Dims were given, Kineto's External id and Concrete Inputs
-    (these three empty when the reader's fields hold no ids: ``load_timeline``)."""
+    (these three, as every column only the op-sequence record reads, empty unless the reader's fields hold
+    Kineto's ids: ``load_timeline``)."""
 
     shapes: array = field(default_factory=lambda: array("b"))
     ext: array = field(default_factory=lambda: array("q"))
@@ -131,7 +132,7 @@ class Device(Struct):
     corr: array = field(default_factory=lambda: array("q"))
     kernel: array = field(default_factory=lambda: array("i"))
     node: array = field(default_factory=lambda: array("q"))  # -1: none
-    thread: array = field(default_factory=lambda: array("i"))
+    thread: array = field(default_factory=lambda: array("i"))  # these two as ``Ops.ext``
     ext: array = field(default_factory=lambda: array("q"))
 
 
@@ -370,7 +371,8 @@ class Joins:
 class Timeline(Struct):
     """One trace as columns per kind (the one model, docs/DESIGN.md §7). Rows with a time are in ``ops``,
     ``calls``, ``device``, ``ranges``; rows without one in ``undated`` (the record counts them); every
-    other event's time and process in ``rest_ts`` / ``rest_pid``, so each event has a row to place."""
+    other event's time and process in ``rest_ts`` / ``rest_pid`` (read with ids, as ``Ops.ext``), so each
+    event has a row the record places in a segment."""
 
     path: str
     size: int = 0
@@ -560,9 +562,8 @@ class _Builder:
                 self._ops(ops, iv)
         if present & _CALLS:
             self._others(pick(_CALLS))
-        rest = _ROWS | _OTHER if self.ids else _ROWS
-        if not present <= rest:
-            self._rest(list(compress(events, map(not_, map(rest.__contains__, kinds)))))
+        if self.ids and not present <= _LINKED:
+            self._rest(list(compress(events, map(not_, map(_LINKED.__contains__, kinds)))))
         if self.ids and present & _OTHER:
             self._other_linked(pick(_OTHER))
         self._charge()
@@ -687,8 +688,9 @@ class _Builder:
         if None in ids:
             ids = [self._kernel_id(k) for k in keys]
         d.kernel.fromlist(ids)
-        d.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
-        d.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args] if self.ids else [-1] * len(events))
+        if self.ids:
+            d.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
+            d.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
 
     def _call(self, ev: Any, name: str, ts: float, c: Calls) -> None:
         kind = E.call_kind(name)
