@@ -67,14 +67,15 @@ def _signatures(tl: Timeline) -> tuple[array, list[Signature]]:
     concrete inputs) pair."""
     import numpy as np
 
-    pair = _np(tl.ops.label).astype(np.int64) * max(len(tl.concretes), 1) + _np(tl.ops.concrete)
+    width = max(len(tl.concretes), 1)
+    pair = _np(tl.ops.label).astype(np.int64) * width + _np(tl.ops.concrete)
     distinct, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
     rank = np.empty(len(first), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
     signatures = [Signature("", "", "", "")] * len(first)
     for key, n in zip(distinct.tolist(), rank.tolist(), strict=True):  # the distinct pairs, a few hundred
-        name, dims, types = tl.signatures[key // max(len(tl.concretes), 1)]
-        signatures[n] = Signature(name, dims, types, tl.concretes[key % max(len(tl.concretes), 1)])
+        name, dims, types = tl.signatures[key // width]
+        signatures[n] = Signature(name, dims, types, tl.concretes[key % width])
     return _ints(rank[inverse]), signatures
 
 

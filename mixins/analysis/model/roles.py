@@ -92,7 +92,8 @@ def role_of(tl: Timeline, identity: Identity) -> Role:
     if graphs:
         return Role(REPLAY, "holds graph launches and no capture windows")
     u = tl.undated
-    if any(map(len, (tl.ops, tl.calls.kind, tl.device.kind, u.ops, u.calls.kind, u.device.kind, tl.ranges))) or tl.span:
+    rows = (tl.ops, tl.calls.kind, tl.device.kind, u.ops, u.calls.kind, u.device.kind, tl.ranges)
+    if any(len(r) for r in rows) or tl.span is not None:
         return Role(PROFILE, "holds no CUDA-graph content (no capture window, no graph launch)")
     return Role(FOREIGN, "holds no CPU op, runtime call or device work")
 
