@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
@@ -48,6 +48,7 @@ NOTE = (
 _FOREVER = 1 << 62
 DEFAULT_TOP = 5  # ops per phase shown by default (``--top``; also the report page's time section)
 _NS_PER_US = 1000.0  # the trace's µs floats; time is computed in integer ns (exact sums)
+_CHUNK = 1 << 14  # calls (or points) worked at once where a segment's columns are cut in chunks
 
 
 def _ns(us: float) -> int:
@@ -175,7 +176,7 @@ class _Calls:
         pids = {p: n for n, p in enumerate(dict.fromkeys(tl.thread_pid))}
         self.pid_index = pids
         self.pid = np.array([pids[p] for p in tl.thread_pid], np.int32)  # per thread
-        self.order = np.lexsort((-self.end, self.ts))  # stable
+        self.order = np.lexsort((-self.end, self.ts)).astype(np.int32 if len(self.ts) < 1 << 31 else np.int64)
         self.starts = self.ts[self.order]
 
 
@@ -237,14 +238,18 @@ def _union(a: Any, b: Any) -> tuple[Any, Any]:
     import numpy as np
 
     keep = b > a
-    if not keep.all():
+    keep_all = bool(keep.all())  # ``b`` is then overwritten: callers pass a temporary
+    if not keep_all:
         a, b = a[keep], b[keep]
     del keep
     if not len(a):
         return a, b
-    reach = np.maximum.accumulate(b)
-    first = np.flatnonzero(np.concatenate(([True], a[1:] > reach[:-1])))
-    return a[first], reach[np.append(first[1:] - 1, len(a) - 1)]
+    reach = np.maximum.accumulate(b, out=b if keep_all else None)
+    last = np.flatnonzero(a[1:] > reach[:-1])  # the last of each merged interval, bar the very last
+    last += 1
+    starts = a[np.concatenate(([0], last))]
+    last -= 1
+    return starts, reach[np.append(last, len(a) - 1)]
 
 
 class _Pieces:
@@ -253,26 +258,31 @@ class _Pieces:
     Any ``[a, b)`` is measured per phase by ``searchsorted`` on prefix sums (:meth:`cover`)."""
 
     def __init__(self, s0: int, s1: int, sets: dict[int, tuple[Any, Any]]) -> None:
+        """``sets``: each phase's merged intervals, emptied once read (warm-up's can be millions)."""
         import numpy as np
 
         a, b = sets[_WARMUP]  # one interval per op that never nests (millions): its ends interleave in order
-        points = np.empty(2 * len(a), np.int64)
-        points[0::2], points[1::2] = a, b
-        few = np.array(sorted({s0, s1, *(int(x) for k in (_CAPTURE, _INSTANTIATE) for x in np.ravel(sets[k]))}))
-        points = np.insert(points, np.searchsorted(points, few), few)
-        points = points[:-1][np.diff(points) != 0]  # distinct, s1 (the last) left out: each starts a piece
+        few = np.concatenate(([s0, s1], *(np.ravel(sets[k]) for k in (_CAPTURE, _INSTANTIATE))))
+        points = np.empty(2 * len(a) + len(few), np.int64)
+        points[: 2 * len(a) : 2], points[1 : 2 * len(a) : 2], points[2 * len(a) :] = a, b, few
+        points.sort()
+        points = points[:-1]  # each starts a piece (equal points: a piece of nothing, merged with the next)
         phase = np.full(len(points), _OTHER, np.int8)
-        for k in (_WARMUP, _INSTANTIATE, _CAPTURE):  # the later in precedence overwrite
-            a, b = sets[k]
-            if len(a):
-                at = np.searchsorted(a, points, "right") - 1
-                phase[(at >= 0) & (b[np.maximum(at, 0)] > points)] = k
-        first = np.flatnonzero(np.diff(phase, prepend=-1))
-        self.s0, self.phase = s0, phase[first]
-        self.ends = np.append(points[first], s1)[1:]
-        del points, phase
-        size = self.ends - self.starts[:-1]
-        self.lengths = [int(size[self.phase == k].sum()) for k in range(len(PHASES))]
+        for lo in range(0, len(points), _CHUNK):
+            at, of = points[lo : lo + _CHUNK], phase[lo : lo + _CHUNK]
+            for k in (_WARMUP, _INSTANTIATE, _CAPTURE):  # the later in precedence overwrite
+                a, b = sets[k]
+                if len(a):
+                    i = np.searchsorted(a, at, "right") - 1
+                    of[(i >= 0) & (b[np.maximum(i, 0)] > at)] = k
+        sets.clear()
+        change = np.ones(len(phase), bool)
+        np.not_equal(phase[1:], phase[:-1], out=change[1:])
+        self.s0, self.phase, starts = s0, phase[change], points[change]
+        del points, phase, change
+        self.ends = np.append(starts, s1)[1:]
+        size = np.subtract(self.ends, starts, out=starts)
+        self.lengths = [int(size.sum(where=self.phase == k)) for k in range(len(PHASES))]
         self._before: Any = None
 
     @property
@@ -282,29 +292,35 @@ class _Pieces:
         return np.concatenate(([self.s0], self.ends))
 
     def cover(self, a: Any, b: Any) -> Any:
-        """Per phase (rows), how much of each ``[a, b)`` (columns; within ``[s0, s1]``, ``a <= b``) lies in it."""
+        """Per phase (rows), how much of each ``[a, b)`` (columns; within ``[s0, s1]``, ``a <= b``) lies in it:
+        the run ``a`` is in when ``b`` is too (the usual case), else by prefix sums per phase."""
         import numpy as np
 
+        out = np.zeros((len(PHASES), len(a)), np.int64)
+        if not len(self.ends):
+            return out
+        i = np.searchsorted(self.ends, a, "right")
+        single = b <= self.ends[np.minimum(i, len(self.ends) - 1)]
+        at = np.flatnonzero(single)
+        out[np.append(self.phase, _OTHER)[i[at]], at] = b[at] - a[at]
+        cross = np.flatnonzero(~single)
+        if len(cross):
+            out[:, cross] = self._upto(b[cross]) - self._upto(a[cross])
+        return out
+
+    def _upto(self, t: Any) -> Any:
+        """Per phase (rows), the length of each ``[s0, t)`` that lies in it."""
+        import numpy as np
+
+        starts = self.starts
         if self._before is None:  # phase k's length in the runs before run i (made on first use)
             self._before = np.zeros((len(self.ends) + 1, len(PHASES)), np.int64)
-            self._before[np.arange(1, len(self.ends) + 1), self.phase] = np.diff(self.starts)
+            self._before[np.arange(1, len(self.ends) + 1), self.phase] = np.diff(starts)
             np.cumsum(self._before, axis=0, out=self._before)
-        starts, of = self.starts, np.append(self.phase, _OTHER)
-
-        def upto(t: Any) -> Any:  # per phase, the length of [s0, t)
-            i = np.searchsorted(self.ends, t, "right")
-            got = self._before[i].T.copy()
-            got[of[i], np.arange(len(t))] += t - starts[i]
-            return got
-
-        return upto(b) - upto(a)
-
-    def one(self, a: int, b: int, s0: int, s1: int) -> list[int]:
-        """:meth:`cover` for one interval, clipped to ``[s0, s1)`` first (rare: a call crossing a phase)."""
-        import numpy as np
-
-        a, b = min(max(a, s0), s1), min(max(b, s0), s1)
-        return [0] * len(PHASES) if b <= a else self.cover(np.array([a]), np.array([b]))[:, 0].tolist()
+        i = np.searchsorted(self.ends, t, "right")
+        got = self._before[i].T.copy()
+        got[np.append(self.phase, _OTHER)[i], np.arange(len(t))] += t - starts[i]
+        return got
 
 
 def _pieces(ctx: _Context, members: Any, s0: int, s1: int, pid: Any, j: int) -> tuple[_Pieces, int]:
@@ -328,11 +344,11 @@ def _pieces(ctx: _Context, members: Any, s0: int, s1: int, pid: Any, j: int) -> 
     capture = _union(*windows.T)
     first = int(capture[0][0]) if len(capture[0]) else s1
     cs = ctx.calls
-    t = cs.ts[members]
-    warm = (members < cs.n_ops) & (t < first)  # cpu_ops starting before the first window
-    warmup = _union(t[warm], np.minimum(cs.end[members[warm]], first))  # members are in start order
-    del t, warm
-    sets = {_WARMUP: warmup, _CAPTURE: capture, _INSTANTIATE: _union(*clipped(theirs).T)}
+    warm = members[(members < cs.n_ops) & (cs.ts[members] < first)]  # cpu_ops starting before the first window
+    a, b = cs.ts[warm], np.minimum(cs.end[warm], first)
+    del warm
+    sets = {_WARMUP: _union(a, b), _CAPTURE: capture, _INSTANTIATE: _union(*clipped(theirs).T)}  # a: in order
+    del a, b
     return _Pieces(s0, s1, sets), len(windows)
 
 
@@ -348,8 +364,8 @@ def _top(spent: Spent, n: int, names: list[str]) -> list[TopOp]:
     return out
 
 
-#: The most calls a segment may have for self time by columns (their temporaries then stay a constant
-#: whatever the trace's size); larger segments take the stack walk (~50 B a call).
+#: The most calls a segment may have for its nesting by columns (their temporaries then stay a constant
+#: whatever the trace's size); larger segments are nested by the stack walk (~10 B a call).
 COLUMNS_MAX_CALLS = 1 << 17
 
 
@@ -359,54 +375,59 @@ def _spent(ctx: _Context, members: Any, pieces: _Pieces, s0: int, s1: int) -> Sp
     thread a phase's ops never add up to more than the phase (an op starting in warm-up and running on
     through a capture window gives each phase its own part); threads at work at once each count theirs.
 
-    Two paths, one answer: the columns (:func:`_spent_columns`, numpy) when the segment's calls nest
-    properly on each thread, else the stack walk (:func:`_spent_walk`); ``ctx.vectorised`` False forces
-    the walk (the property test in tests/analysis/test_time_paths.py holds them equal). A segment of more
-    than ``COLUMNS_MAX_CALLS`` calls takes the walk too: the columns' temporaries then stay a constant,
-    and memory per event at the event limit is the walk's (tests/analysis/test_bounds.py)."""
+    Which call each is nested in, two ways, one answer: by columns (:func:`_parents`, numpy) when the
+    segment's calls nest properly on each thread, else by a stack of open calls per thread
+    (:func:`_parents_walk`: any nesting); ``ctx.vectorised`` False forces the walk (the property test in
+    tests/analysis/test_time_paths.py holds them equal), and so does a segment of more than
+    ``COLUMNS_MAX_CALLS`` calls (memory per event at the event limit: tests/analysis/test_bounds.py)."""
     columns = ctx.vectorised and len(members) <= COLUMNS_MAX_CALLS
-    got = _spent_columns(ctx.calls, members, pieces, s0, s1) if columns else None
-    return got if got is not None else _spent_walk(ctx.calls, members, pieces, s0, s1)
+    got = _parents(ctx.calls, members) if columns else None
+    return _self_time(ctx.calls, members, _parents_walk(ctx.calls, members) if got is None else got, pieces, s0, s1)
 
 
-def _spent_columns(cs: _Calls, members: Any, pieces: _Pieces, s0: int, s1: int) -> Spent | None:
-    """Self time by columns: each call's parent from its depth on its thread (:func:`_parents`), its part
-    in each phase by :meth:`_Pieces.cover`, self = own - children's (``np.subtract.at``, exact integers).
-    None when a call runs past its parent's end or ends before it starts (improper nesting: the stack
-    walk's rule decides those)."""
+def _self_time(cs: _Calls, members: Any, parent: Any, pieces: _Pieces, s0: int, s1: int, chunk: int = _CHUNK
+               ) -> Spent:
+    """Self time per phase and name: each call's part in each phase (:meth:`_Pieces.cover`) less the part
+    of each call nested in it up to its own end (all of that call when the nesting is proper), exact
+    integers (``np.subtract.at``); one phase at a time and a chunk of calls at a time, so what is held is
+    one integer a call."""
     import numpy as np
 
-    t, e = cs.ts[members], cs.end[members]
-    if (e < t).any():
-        return None
-    parent = _parents(t, e, cs.thread[members])
-    if parent is None:
-        return None
-    has = np.flatnonzero(parent >= 0)
-    if (e[has] > e[parent[has]]).any():
-        return None
-    own = pieces.cover(np.clip(t, s0, s1), np.clip(e, s0, s1))  # per phase, per call
-    del t, e
-    name = cs.name[members]
+    def cover(at: Any, end: Any, k: int) -> Any:
+        a = np.clip(cs.ts[at], s0, s1)
+        return pieces.cover(a, np.maximum(a, np.clip(end, s0, s1)))[k]
+
+    name, nested = cs.name[members], np.flatnonzero(parent >= 0)
     ns = np.zeros((len(PHASES), len(cs.names)), np.int64)
     calls = np.zeros_like(ns)
-    for k, row in enumerate(own):
-        np.subtract.at(row, parent[has], row[has])
-        spent = np.flatnonzero(row > 0)
-        np.add.at(ns[k], name[spent], row[spent])
+    for k in np.flatnonzero(pieces.lengths).tolist():  # a phase the segment lacks holds nothing
+        own = np.empty(len(members), np.int64)
+        for lo in range(0, len(members), chunk):
+            at = members[lo : lo + chunk]
+            own[lo : lo + chunk] = cover(at, cs.end[at], k)
+        for lo in range(0, len(nested), chunk):
+            child = members[nested[lo : lo + chunk]]
+            up = parent[nested[lo : lo + chunk]]
+            np.subtract.at(own, up, cover(child, np.minimum(cs.end[child], cs.end[members[up]]), k))
+        spent = np.flatnonzero(own > 0)
+        np.add.at(ns[k], name[spent], own[spent])
         calls[k] = np.bincount(name[spent], minlength=len(cs.names))
     return ns, calls
 
 
-def _parents(t: Any, e: Any, thread: Any) -> Any:
+def _parents(cs: _Calls, members: Any) -> Any:
     """Per call (in start order, a parent before its children), the innermost call open at its start on
-    its thread (position, -1: none), or None where the calls do not nest (the depth rule fails).
+    its thread (position, -1: none), or None where the calls do not nest: one runs past its parent's end
+    or ends before it starts (the stack walk's rule decides those).
 
     Depth = calls before it on its thread still open at its start (end > start): its rank less those
     closed, by ``searchsorted`` on the sorted ends (zero-length calls tied on its start and placed after it
     are not before it); its parent = the last call before it one level up."""
     import numpy as np
 
+    t, e, thread = cs.ts[members], cs.end[members], cs.thread[members]
+    if (e < t).any():
+        return None
     m = len(t)
     out = np.full(m, -1, np.int64)
     order = np.argsort(thread, kind="stable")
@@ -431,84 +452,30 @@ def _parents(t: Any, e: Any, thread: Any) -> Any:
         if (j < 0).any() or (keys[np.maximum(j, 0)] // (k + 1) != depth[nested] - 1).any():
             return None
         out[rows[nested]] = rows[keys[j] % (k + 1)]
-    return out
+    has = out >= 0
+    return None if (e[has] > e[out[has]]).any() else out
 
 
-def _spent_walk(cs: _Calls, members: Any, pieces: _Pieces, s0: int, s1: int) -> Spent:
-    """Self time by a stack of open calls per thread: any nesting.
-
-    Most calls lie inside one piece of one phase (and so do the calls nested in them): found by a cursor
-    (calls come in start order), such a call carries one number, its phase and self time; only a call
-    that crosses a boundary carries a vector per phase (:meth:`_Pieces.one`)."""
+def _parents_walk(cs: _Calls, members: Any, chunk: int = _CHUNK) -> Any:
+    """Per call, the call on top of its thread's stack of open calls at its start (-1: none): any nesting.
+    A call is popped once it has ended, so memory is the nesting depth; columns are read a chunk at a time."""
     import numpy as np
 
-    n = len(PHASES)
-    ns = [[0] * len(cs.names) for _ in PHASES]
-    calls = [[0] * len(cs.names) for _ in PHASES]
-
-    def done(name: int, _end: int, k: int, v: Any) -> None:
-        for p, x in [(k, v)] if k >= 0 else enumerate(v):
-            if x > 0:
-                ns[p][name] += x
-                calls[p][name] += 1
-
-    # One stack of open calls per thread, [name, end, phase or -1, self time so far: a number, or a vector
-    # per phase when the phase is -1]; a call is final when it is popped, so memory is the nesting depth.
-    stacks: dict[int, list[list[Any]]] = {}
-    ends, piece_phase = pieces.ends.data, pieces.phase.data  # memoryviews: Python ints, no copy
-    cursor = 0
-    for t, e, thread, name in _rows(cs, members):
-        a = s0 if t < s0 else s1 if t > s1 else t  # [s0, s1) ∩ [t, e)
-        b = s0 if e < s0 else s1 if e > s1 else e
-        k: int = _OTHER
-        v: Any = 0  # phase k's self time, or with k = -1 a vector per phase
-        if b > a:
-            while ends[cursor] <= a:  # calls come in start order; a < s1, the last end
-                cursor += 1
-            if b <= ends[cursor]:  # the usual case: inside one piece of one phase
-                k, v = piece_phase[cursor], b - a
-            else:
-                k, v = -1, pieces.one(a, b, s0, s1)
-        stack = stacks.get(thread)
-        if stack is None:
-            stack = stacks[thread] = []
-        while stack and stack[-1][1] <= t:
-            done(*stack.pop())
-        if stack:
-            parent = stack[-1]
-            pe = parent[1]
-            if e <= pe and k >= 0:
-                if v and parent[2] == k:  # the usual case: both in the one piece
-                    parent[3] -= v
-                elif v:
-                    _as_vector(parent, n)[k] -= v
-            else:  # a vector, or a child running on past its parent's end: only its part inside counts
-                nested = v if e <= pe else pieces.one(t, pe, s0, s1)
-                parent_vec = _as_vector(parent, n)
-                for j in range(n):
-                    parent_vec[j] -= nested[j]
-        stack.append([name, e, k, v])
-    for stack in stacks.values():
-        for item in stack:
-            done(*item)
-    return np.array(ns, np.int64).reshape(n, -1), np.array(calls, np.int64).reshape(n, -1)
-
-
-def _rows(cs: _Calls, members: Any, chunk: int = 1 << 16) -> Iterator[tuple[int, int, int, int]]:
-    """(start, end, thread, name id) of each call of ``members``, a chunk of Python ints at a time."""
+    out = array("q", bytes(8 * len(members)))
+    stacks: dict[int, list[tuple[int, int]]] = {}  # per thread: (position, end) of the calls open
+    n = 0
     for lo in range(0, len(members), chunk):
         at = members[lo : lo + chunk]
-        yield from zip(*(c[at].tolist() for c in (cs.ts, cs.end, cs.thread, cs.name)), strict=True)
-
-
-def _as_vector(item: list[Any], n: int) -> list[int]:
-    """A stack item's self time as a vector per phase (converted in place from its one-phase form)."""
-    if item[2] >= 0:
-        vec = [0] * n
-        vec[item[2]] = item[3]
-        item[2], item[3] = -1, vec
-    vector: list[int] = item[3]
-    return vector
+        for t, e, thread in zip(cs.ts[at].tolist(), cs.end[at].tolist(), cs.thread[at].tolist(), strict=True):
+            stack = stacks.get(thread)
+            if stack is None:
+                stack = stacks[thread] = []
+            while stack and stack[-1][1] <= t:
+                stack.pop()
+            out[n] = stack[-1][0] if stack else -1
+            stack.append((n, e))
+            n += 1
+    return np.frombuffer(out, np.int64)
 
 
 def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | None]:
