@@ -16,11 +16,7 @@ from typing import Any
 
 import pytest
 from on_a_terminal import run_on_a_terminal
-from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, load, nvidia_pair, rotate_names, save, scaled, with_rank
-
-from mixins.analysis.commands.attribute_match import attribute_replay
-from mixins.analysis.commands.attribute_views import low_coverage
-from mixins.analysis.model.windows import load_capture
+from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, load, rotate_names, save, scaled, with_rank
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = DATA / "vllm_decode_full_attribute_main.json"
@@ -65,18 +61,22 @@ def test_the_replay_given_as_the_capture_is_named_as_such(run_cli: Any) -> None:
     )
 
 
-@pytest.mark.parametrize("option", ["--csv", "--annotate"])
-def test_an_empty_output_name_is_refused(run_cli: Any, option: str) -> None:
-    """``--csv "$OUT"`` with OUT unset wrote nothing and said nothing (exit 0)."""
-    rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, "")
-    assert (rc, out) == (2, "")
-    assert err == f"capture-trace: error: {option}: expected a file name ('-' for stdout), got an empty one\n"
+@pytest.mark.parametrize(("option", "value", "expected"), [
+    *((option, "", "a file name ('-' for stdout), got an empty one") for option in ("--csv", "--annotate")),
+    ("--min-coverage", "1.5", "a fraction between 0 and 1, got 1.5"),
+])
+def test_a_bad_option_value_is_one_line(run_cli: Any, option: str, value: str, expected: str) -> None:
+    """``--csv "$OUT"`` with OUT unset wrote nothing and said nothing (exit 0); a coverage above 1."""
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, value)
+    assert (rc, out, err) == (2, "", f"capture-trace: error: {option}: expected {expected}\n")
 
 
 def test_good_pair_says_nothing_on_stderr(run_cli: Any) -> None:
     for argv in ((), ("--json",), ("--group-by", "module")):
-        rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, *argv)
+        rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, *argv)
         assert (rc, err) == (0, ""), argv
+        if not argv:  # the table, and its coverage line
+            assert "vllm::moe_forward" in out and "coverage: graph kernels 421/421 attributed" in out
 
 
 def test_derived_wrong_capture_and_wrong_rank_name_their_causes(
@@ -96,18 +96,6 @@ def test_derived_wrong_capture_and_wrong_rank_name_their_causes(
     right_capture_other_rank = save(with_rank(real["capture"], 1), tmp_path / "capture_rank1.json.gz")
     rc, _, err = run_cli("attribute", VLLM_REPLAY, right_capture_other_rank, "--json", "--any-rank")
     assert (rc, err) == (0, "")  # coverage is fine: no word about ranks
-
-
-def test_derived_nvidia_capture_without_warmup_names_the_missing_pass(tmp_path: Path) -> None:
-    """DERIVED from the H100 trace: launches without kernel names and no warm-up pass to name them."""
-    cap, rep = nvidia_pair(load(H100), warmup=False)
-    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
-    res = attribute_replay(str(rep_p), load_capture(str(cap_p)).windows, [str(cap_p)])
-    warning = low_coverage(res, None)
-    assert warning is not None and warning.startswith(f"{rep_p}: only 0/{res.graph_kernels:,} graph kernels")
-    assert warning.endswith(
-        "the captured launches have no kernel names: a capture taken without its eager warm-up pass (which names them)?"
-    )
 
 
 # -- (c) "written to" lines ----------------------------------------------------------------------------

@@ -250,6 +250,9 @@ def test_several_windows_instantiate_and_upload(tmp_path: Path, run_cli: Run) ->
     assert top[("other", "cudaDeviceSynchronize")] == (30.0, 1)
     assert top[("other", "aten::copy_")] == (50.0, 1)
     assert t["totals"]["phases"]["capture"] == 405.0
+    (t,) = time_json(run_cli, path, "--top", "0")["traces"]  # no ops listed, the same phases
+    assert all(s["top"] == [] for s in t["segments"]) and t["totals"]["top"] == []
+    assert t["segments"][0]["phases"] == bs8["phases"]
 
 
 def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
@@ -403,32 +406,24 @@ def test_bad_input_is_one_line_and_exit_2_while_good_files_are_still_timed(
     assert capsys.readouterr().err.endswith("error: argument --top: --top must be an integer >= 0, got '-1'\n")
 
 
-def test_top_zero_lists_no_ops(tmp_path: Path, run_cli: Run) -> None:
-    path = write_trace(tmp_path / "a.json.gz", FAKE_TWO_WINDOWS)
-    (t,) = time_json(run_cli, path, "--top", "0")["traces"]
-    assert all(s["top"] == [] for s in t["segments"]) and t["totals"]["top"] == []
-    assert t["segments"][0]["phases"]["capture"] == 306.0
+# near 4e18 ns a double's step is 512 ns: the µs → ns conversion is exact to that step only
+_NESTED = {"parent": pytest.approx(6.0, abs=0.5), "child": pytest.approx(4.0, abs=0.5)}
+_ENDS_OF_TIME = [pytest.param([op("child", start, 4.0), op("parent", start, 10.0)], _NESTED, id=str(start))
+                 for start in (-4e15, 0.0, 4e15 - 10.0)]  # the ends of the times a trace may hold (µs); the child first
 
 
-@pytest.mark.parametrize("start", [-4e15, 0.0, 4e15 - 10.0])  # the ends of the times a trace may hold (µs)
-def test_a_parent_comes_before_its_children_at_the_ends_of_time(tmp_path: Path, run_cli: Run, start: float) -> None:
-    """Calls are walked by start, the longer first on a tie: a parent and the child starting with it,
-    at the largest and smallest times the reader accepts (integer ns near ±2**62), still nest, so the
-    parent's self time is its duration less the child's. A one-integer sort key that overflowed its
-    start step would put the child first and give the parent all 10 µs."""
-    events = [op("child", start, 4.0), op("parent", start, 10.0)]  # the child first in file
+@pytest.mark.parametrize(("events", "want"), [
+    *_ENDS_OF_TIME, pytest.param([op("short", 0.0, 1.0), op("long", 1.0, 4e15)], {"short": 1.0, "long": 4e15}),
+    pytest.param([op("A", 0.0, 10.0), op("B", 5.0, 15.0)], {"A": 5.0, "B": 15.0}, id="past-its-parent"),
+])
+def test_self_time_where_calls_nest_at_the_edges(
+    tmp_path: Path, run_cli: Run, events: list[Any], want: dict[str, Any]
+) -> None:
+    """Calls are walked by start, the longer first on a tie: a parent and the child starting with it, at
+    the largest and smallest times the reader accepts (integer ns near ±2**62), still nest, so the parent's
+    self time is its duration less the child's. A call ending at 1 µs and one starting there and running
+    for 4e15 µs (the longest duration the reader accepts): neither is the other's child, each keeps its
+    whole duration. A sort key that overflowed (start << 64 less the end) got either wrong. A call running
+    on past its parent's end (improper nesting: the stack walk) takes from it only its part inside."""
     (t,) = time_json(run_cli, write_trace(tmp_path / "edge.json.gz", events))["traces"]
-    top = {r["op"]: r["self_us"] for r in t["totals"]["top"]}
-    # near 4e18 ns a double's step is 512 ns: the µs → ns conversion is exact to that step only
-    assert (top["parent"], top["child"]) == (pytest.approx(6.0, abs=0.5), pytest.approx(4.0, abs=0.5))
-
-
-def test_a_call_is_never_nested_in_one_that_starts_after_it(tmp_path: Path, run_cli: Run) -> None:
-    """A call ending at 1 µs and one starting there and running for 4e15 µs (the longest duration the
-    reader accepts): the second is walked after the first, so neither is the other's child and each
-    keeps its whole duration. A one-integer sort key whose start step were smaller than the ends'
-    difference would walk the long one first and take the short one's time from it."""
-    events = [op("short", 0.0, 1.0), op("long", 1.0, 4e15)]
-    (t,) = time_json(run_cli, write_trace(tmp_path / "long.json.gz", events))["traces"]
-    top = {r["op"]: r["self_us"] for r in t["totals"]["top"]}
-    assert (top["short"], top["long"]) == (1.0, 4e15)
+    assert {r["op"]: r["self_us"] for r in t["totals"]["top"]} == want

@@ -1,4 +1,4 @@
-"""``time``'s two self-time paths give one answer: the columns (numpy: depth and parent by ``searchsorted``)
+"""``time``'s two ways to nest calls give one answer: the columns (numpy: depth and parent by ``searchsorted``)
 and the stack walk, each forced by ``build(..., vectorised=…)``, on generated traces read by the real
 reader — improper nesting, zero-length calls, ties on start, capture windows begun on one thread and
 ended on another, segments of one process that overlap. Where calls do not nest the columns hand the
@@ -88,17 +88,17 @@ def test_properly_nested_calls_are_answered_by_the_columns(shape: list[Any]) -> 
         stack.append((ts, ts + dur))
         free[tid] = max(free[tid], ts + dur)
     answered = []
-    original = time_command._spent_columns
+    original = time_command._parents
 
     def spy(*args: Any) -> Any:
         got = original(*args)
         answered.append(got is not None)
         return got
 
-    setattr(time_command, "_spent_columns", spy)  # noqa: B010 - a spy in place of the module's function
+    setattr(time_command, "_parents", spy)  # noqa: B010 - a spy in place of the module's function
     try:
         columns, walk = _both(_trace(calls, [(1, 0.0, 200.0, PID)], [], None))
     finally:
-        setattr(time_command, "_spent_columns", original)  # noqa: B010
+        setattr(time_command, "_parents", original)  # noqa: B010
     assert columns == walk
     assert answered and all(answered)

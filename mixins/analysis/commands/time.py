@@ -21,12 +21,8 @@ from __future__ import annotations
 import argparse
 import math
 from array import array
-from bisect import bisect_left, bisect_right
-from collections import Counter
 from collections.abc import Callable
-from heapq import merge
-from itertools import accumulate, chain, repeat
-from operator import lshift, sub
+from itertools import chain
 from typing import Any
 
 from msgspec import Struct, field
@@ -36,7 +32,6 @@ from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, 
 from mixins.analysis.model import events as E
 from mixins.analysis.model.events import C_INSTANTIATE
 from mixins.analysis.model.identity import Identity
-from mixins.analysis.model.interval_sets import IntervalSet, clip, subtract, union
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.roles import identify, run_labels
 from mixins.analysis.model.segments import segments_of, size_json
@@ -53,6 +48,7 @@ NOTE = (
 _FOREVER = 1 << 62
 DEFAULT_TOP = 5  # ops per phase shown by default (``--top``; also the report page's time section)
 _NS_PER_US = 1000.0  # the trace's µs floats; time is computed in integer ns (exact sums)
+_CHUNK = 1 << 14  # calls (or points) worked at once where a segment's columns are cut in chunks
 
 
 def _ns(us: float) -> int:
@@ -148,45 +144,40 @@ class TraceTime(Struct):
         }
 
 
+_WARMUP, _CAPTURE, _INSTANTIATE, _OTHER = range(len(PHASES))  # phase index: PHASES order
+Spent = tuple[Any, Any]  # self ns and calls per (phase index, name id): two int64 arrays
+
+
 class _Calls:
-    """The timeline's CPU ops and runtime calls as one set of parallel arrays in integer ns."""
+    """The timeline's CPU ops, then its runtime calls, as numpy columns (times in integer ns), and their
+    order by start, the longer first on a tie (a parent before its children), file order after that."""
 
     def __init__(self, tl: Timeline) -> None:
+        import numpy as np
+
         ops, calls = tl.ops, tl.calls
         names: dict[str, int] = {}
         op_names = [names.setdefault(n, len(names)) for n, _, _ in tl.signatures]
         call_names = [names.setdefault(n, len(names)) for n in tl.call_names]
         self.names = list(names)
         self.n_ops = len(ops.start)  # indexes below are cpu_ops, the rest runtime calls
-        # streamed into the columns in C (map: no Python frame, tuple or list per call, so memory per event stays small)
-        self.ts = array("q", map(round, map(_NS_PER_US.__mul__, chain(ops.start, calls.start))))
-        self.end = array("q", map(round, map(_NS_PER_US.__mul__, chain(ops.end, calls.end))))
-        self.thread = ops.thread + calls.thread
-        self.name = array("i", chain(map(op_names.__getitem__, ops.label), map(call_names.__getitem__, calls.name)))
-        self.thread_pid = tl.thread_pid
-        self._numpy: dict[str, Any] = {}
 
-    def columns(self, name: str) -> Any:
-        """One column as a numpy array (a view of the array's buffer; built once)."""
-        got = self._numpy.get(name)
-        if got is None:
-            import numpy as np
+        def column(a: array, b: array, kind: Any) -> Any:
+            return np.concatenate((np.frombuffer(a, kind), np.frombuffer(b, kind)))
 
-            column: array = getattr(self, name)
-            got = self._numpy[name] = np.frombuffer(column, np.int64 if column.itemsize == 8 else np.int32)
-        return got
+        def ns(a: array, b: array) -> Any:
+            us = column(a, b, np.float64)
+            return np.rint(np.multiply(us, _NS_PER_US, out=us), out=us).astype(np.int64)
 
-    def start_order(self) -> array:
-        """Call indexes by start, the longer first on a tie (a parent before its children), file order
-        after that (a stable sort).
-
-        One sort on one integer per call, built in C: ``start << 64`` less the end orders by start, then
-        by end descending, because |end| <= 8e18 ns < 2**63 (start and duration each within
-        ±``MAX_TIME_US``) keeps any two ends' difference under one step of start. No key tuples; one
-        sort instead of two (0.35 → 0.20 s on 500k calls).
-        """
-        keys = list(map(sub, map(lshift, self.ts, repeat(64)), self.end))
-        return array("i", sorted(range(len(keys)), key=keys.__getitem__))
+        self.ts, self.end = ns(ops.start, calls.start), ns(ops.end, calls.end)
+        self.thread = column(ops.thread, calls.thread, np.int32)
+        self.name = np.concatenate((np.array(op_names, np.int32)[np.array(ops.label, np.intp)],
+                                    np.array(call_names, np.int32)[np.array(calls.name, np.intp)]))
+        pids = {p: n for n, p in enumerate(dict.fromkeys(tl.thread_pid))}
+        self.pid_index = pids
+        self.pid = np.array([pids[p] for p in tl.thread_pid], np.int32)  # per thread
+        self.order = np.lexsort((-self.end, self.ts)).astype(np.int32 if len(self.ts) < 1 << 31 else np.int64)
+        self.starts = self.ts[self.order]
 
 
 def _windows(tl: Timeline, marks: list[tuple[int, int]]) -> list[tuple[Any, int, int]]:
@@ -199,18 +190,19 @@ def _windows(tl: Timeline, marks: list[tuple[int, int]]) -> list[tuple[Any, int,
 class _Placed(Struct):
     """Each segment's calls, and the segment of each capture window and instantiate (by its begin)."""
 
-    members: list[array]
+    members: list[Any]
     window_segment: list[int]
     instantiate_segment: list[int]
 
 
-def _placed(
-    tl: Timeline, segs: list[Segment], source: str, cs: _Calls, order: array, begins: list[int], instantiates: list[int]
-) -> _Placed | None:
+def _placed(tl: Timeline, segs: list[Segment], source: str, cs: _Calls, begins: list[int], insts: list[int]
+            ) -> _Placed | None:
     """Where two segments of one process overlap in time (captures on two threads at once): each call goes
     to one segment, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing one of
     its process), and each capture window and instantiate to its begin's. None when no two overlap: a
     call is then in at most one, and slicing the calls by time (``_segment``) is the same answer for less."""
+    import numpy as np
+
     ends: dict[Any, float] = {}
     overlap = False
     for s in sorted((s for s in segs if math.isfinite(s.start) and math.isfinite(s.end)), key=lambda s: s.start):
@@ -220,24 +212,18 @@ def _placed(
         return None
     find = tl.segment_finder(segs, source)
     c = tl.calls
-    owner = [find(t, th) for t, th in zip(chain(tl.ops.start, c.start), cs.thread, strict=True)]
-    members = [array("i") for _ in segs]
-    for i in order:
-        if owner[i] >= 0:
-            members[owner[i]].append(i)
-    def segment_of(calls: list[int]) -> list[int]:  # a window or instantiate: its begin's segment
-        return [find(c.start[i], c.thread[i]) for i in calls]
-
-    return _Placed(members, segment_of(begins), segment_of(instantiates))
+    owner = np.array([find(t, th) for t, th in zip(chain(tl.ops.start, c.start), cs.thread.tolist(), strict=True)])
+    placed = owner[cs.order]
+    members = [cs.order[placed == j] for j in range(len(segs))]
+    return _Placed(members, [find(c.start[i], c.thread[i]) for i in begins],
+                   [find(c.start[i], c.thread[i]) for i in insts])
 
 
 class _Context(Struct):
-    """What every segment's computation reads: the calls in start order, windows, instantiates, and
-    where segments of a process overlap, which segment each belongs to."""
+    """What every segment's computation reads: the calls, windows, instantiates, and where segments of a
+    process overlap, which segment each belongs to."""
 
     calls: _Calls
-    order: array
-    starts: array
     windows: list[tuple[Any, int, int]]
     instantiates: list[tuple[Any, int, int]]
     top: int
@@ -246,10 +232,101 @@ class _Context(Struct):
     vectorised: bool = True  # self time by columns where calls nest properly (False: always the stack walk)
 
 
-def _phase_intervals(
-    ctx: _Context, members: array, s0: int, s1: int, pid: Any, j: int
-) -> tuple[dict[str, IntervalSet], int]:
-    """capture / instantiate / warmup interval sets of segment ``j``, and its number of capture windows."""
+def _union(a: Any, b: Any) -> tuple[Any, Any]:
+    """The intervals ``[a, b)`` (numpy columns, ``a`` ascending) merged where they touch or overlap, empty
+    ones dropped: one running maximum of the ends, so millions of warm-up ops cost no Python step each."""
+    import numpy as np
+
+    keep = b > a
+    keep_all = bool(keep.all())  # ``b`` is then overwritten: callers pass a temporary
+    if not keep_all:
+        a, b = a[keep], b[keep]
+    del keep
+    if not len(a):
+        return a, b
+    reach = np.maximum.accumulate(b, out=b if keep_all else None)
+    last = np.flatnonzero(a[1:] > reach[:-1])  # the last of each merged interval, bar the very last
+    last += 1
+    starts = a[np.concatenate(([0], last))]
+    last -= 1
+    return starts, reach[np.append(last, len(a) - 1)]
+
+
+class _Pieces:
+    """``[s0, s1)`` cut into consecutive runs, each in one phase (``ends``, ``phase``): where several phases'
+    intervals cover a point the first of capture, instantiate, warm-up has it; what none covers is other.
+    Any ``[a, b)`` is measured per phase by ``searchsorted`` on prefix sums (:meth:`cover`)."""
+
+    def __init__(self, s0: int, s1: int, sets: dict[int, tuple[Any, Any]]) -> None:
+        """``sets``: each phase's merged intervals, emptied once read (warm-up's can be millions)."""
+        import numpy as np
+
+        a, b = sets[_WARMUP]  # one interval per op that never nests (millions): its ends interleave in order
+        few = np.concatenate(([s0, s1], *(np.ravel(sets[k]) for k in (_CAPTURE, _INSTANTIATE))))
+        points = np.empty(2 * len(a) + len(few), np.int64)
+        points[: 2 * len(a) : 2], points[1 : 2 * len(a) : 2], points[2 * len(a) :] = a, b, few
+        points.sort()
+        points = points[:-1]  # each starts a piece (equal points: a piece of nothing, merged with the next)
+        phase = np.full(len(points), _OTHER, np.int8)
+        for lo in range(0, len(points), _CHUNK):
+            at, of = points[lo : lo + _CHUNK], phase[lo : lo + _CHUNK]
+            for k in (_WARMUP, _INSTANTIATE, _CAPTURE):  # the later in precedence overwrite
+                a, b = sets[k]
+                if len(a):
+                    i = np.searchsorted(a, at, "right") - 1
+                    of[(i >= 0) & (b[np.maximum(i, 0)] > at)] = k
+        sets.clear()
+        change = np.ones(len(phase), bool)
+        np.not_equal(phase[1:], phase[:-1], out=change[1:])
+        self.s0, self.phase, starts = s0, phase[change], points[change]
+        del points, phase, change
+        self.ends = np.append(starts, s1)[1:]
+        size = np.subtract(self.ends, starts, out=starts)
+        self.lengths = [int(size.sum(where=self.phase == k)) for k in range(len(PHASES))]
+        self._before: Any = None
+
+    @property
+    def starts(self) -> Any:  # each run's start, and s1 past the last (an empty run of "other")
+        import numpy as np
+
+        return np.concatenate(([self.s0], self.ends))
+
+    def cover(self, a: Any, b: Any) -> Any:
+        """Per phase (rows), how much of each ``[a, b)`` (columns; within ``[s0, s1]``, ``a <= b``) lies in it:
+        the run ``a`` is in when ``b`` is too (the usual case), else by prefix sums per phase."""
+        import numpy as np
+
+        out = np.zeros((len(PHASES), len(a)), np.int64)
+        if not len(self.ends):
+            return out
+        i = np.searchsorted(self.ends, a, "right")
+        single = b <= self.ends[np.minimum(i, len(self.ends) - 1)]
+        at = np.flatnonzero(single)
+        out[np.append(self.phase, _OTHER)[i[at]], at] = b[at] - a[at]
+        cross = np.flatnonzero(~single)
+        if len(cross):
+            out[:, cross] = self._upto(b[cross]) - self._upto(a[cross])
+        return out
+
+    def _upto(self, t: Any) -> Any:
+        """Per phase (rows), the length of each ``[s0, t)`` that lies in it."""
+        import numpy as np
+
+        starts = self.starts
+        if self._before is None:  # phase k's length in the runs before run i (made on first use)
+            self._before = np.zeros((len(self.ends) + 1, len(PHASES)), np.int64)
+            self._before[np.arange(1, len(self.ends) + 1), self.phase] = np.diff(starts)
+            np.cumsum(self._before, axis=0, out=self._before)
+        i = np.searchsorted(self.ends, t, "right")
+        got = self._before[i].T.copy()
+        got[np.append(self.phase, _OTHER)[i], np.arange(len(t))] += t - starts[i]
+        return got
+
+
+def _pieces(ctx: _Context, members: Any, s0: int, s1: int, pid: Any, j: int) -> tuple[_Pieces, int]:
+    """Segment ``j``'s phase pieces, and its number of capture windows."""
+    import numpy as np
+
     mine = pid is None
     placed = ctx.placed
     if placed is not None:  # segments of a process overlap: what began in this one
@@ -258,165 +335,102 @@ def _phase_intervals(
     else:  # a window never closed runs to the end of the segment it began in, not into every later one
         ours = [(a, b) for p, a, b in ctx.windows if (mine or p == pid) and (b != _FOREVER or s0 <= a <= s1)]
         theirs = [(a, b) for p, a, b in ctx.instantiates if mine or p == pid]
-    windows = clip(ours, s0, s1)
-    capture = union(windows)
-    inst = subtract(union(clip(theirs, s0, s1)), capture)
-    first = capture.starts[0] if capture else s1
+
+    def clipped(ivs: list[tuple[int, int]]) -> Any:
+        return np.array(sorted((max(a, s0), min(b, s1)) for a, b in ivs if min(b, s1) > max(a, s0)),
+                        np.int64).reshape(-1, 2)
+
+    windows = clipped(ours)
+    capture = _union(*windows.T)
+    first = int(capture[0][0]) if len(capture[0]) else s1
     cs = ctx.calls
-    ops = ((cs.ts[i], min(cs.end[i], first)) for i in members if cs.ts[i] < first and i < cs.n_ops)  # cpu_ops
-    warmup = subtract(subtract(union(ops, in_order=True), capture), inst)  # members are in start order
-    return {"warmup": warmup, "capture": capture, "instantiate": inst}, len(windows)
+    warm = members[(members < cs.n_ops) & (cs.ts[members] < first)]  # cpu_ops starting before the first window
+    a, b = cs.ts[warm], np.minimum(cs.end[warm], first)
+    del warm
+    sets = {_WARMUP: _union(a, b), _CAPTURE: capture, _INSTANTIATE: _union(*clipped(theirs).T)}  # a: in order
+    del a, b
+    return _Pieces(s0, s1, sets), len(windows)
 
 
-class _Spent:
-    """Self time and calls per (phase, name id): a segment's, or summed over a trace's segments."""
+def _top(spent: Spent, n: int, names: list[str]) -> list[TopOp]:
+    """Per phase, the ``n`` names with the most self time."""
+    import numpy as np
 
-    def __init__(self) -> None:
-        self.ns: Counter[tuple[str, int]] = Counter()
-        self.calls: Counter[tuple[str, int]] = Counter()
-
-    def add(self, other: _Spent) -> None:
-        self.ns.update(other.ns)
-        self.calls.update(other.calls)
-
-    def top(self, n: int, names: list[str]) -> list[TopOp]:
-        """Per phase, the ``n`` names with the most self time."""
-        out = []
-        for phase in PHASES:
-            rows = sorted(((ns, k) for k, ns in self.ns.items() if k[0] == phase and ns > 0), reverse=True)
-            out += [TopOp(phase, names[k[1]], ns, self.calls[k]) for ns, k in rows[:n]]
-        return out
+    ns, calls = spent
+    out = []
+    for k, phase in enumerate(PHASES):
+        rows = sorted(((int(ns[k, i]), i) for i in np.flatnonzero(ns[k] > 0).tolist()), reverse=True)
+        out += [TopOp(phase, names[i], v, int(calls[k, i])) for v, i in rows[:n]]
+    return out
 
 
-class _Measure:
-    """How much of ``[lo, t)`` an interval set covers, for any ``t`` (prefix sums + bisect)."""
-
-    def __init__(self, ivs: IntervalSet) -> None:
-        self.starts, self.ends = ivs.starts, ivs.ends
-        self.before = array("q", accumulate(map(sub, ivs.ends, ivs.starts), initial=0))
-
-    def __call__(self, t: int) -> int:
-        k = bisect_right(self.starts, t) - 1
-        return 0 if k < 0 else self.before[k] + min(t, self.ends[k]) - self.starts[k]
-
-
-def _partition(sets: list[IntervalSet], s0: int, s1: int) -> tuple[array, array]:
-    """``[s0, s1)`` cut into consecutive pieces, each in one phase: (piece ends, phase index), ``len(sets)``
-    standing for "other" (the gaps). The phases' interval sets are disjoint by construction, so merging
-    them by start streams the pieces in order."""
-    ends = array("q")
-    phase = array("b")
-    at = s0
-    for a, b, k in merge(*(zip(ivs.starts, ivs.ends, repeat(k)) for k, ivs in enumerate(sets))):
-        if a > at:
-            ends.append(a)
-            phase.append(len(sets))
-        ends.append(b)
-        phase.append(k)
-        at = b
-    if at < s1:
-        ends.append(s1)
-        phase.append(len(sets))
-    return ends, phase
-
-
-#: The most calls a segment may have for self time by columns (their temporaries, ~265 B a call, are then
-#: at most ~35 MiB whatever the trace's size); larger segments take the stack walk (~50 B a call).
+#: The most calls a segment may have for its nesting by columns (their temporaries then stay a constant
+#: whatever the trace's size); larger segments are nested by the stack walk (~10 B a call).
 COLUMNS_MAX_CALLS = 1 << 17
 
 
-def _spent(ctx: _Context, members: array, sets: dict[str, IntervalSet], s0: int, s1: int) -> _Spent:
+def _spent(ctx: _Context, members: Any, pieces: _Pieces, s0: int, s1: int) -> Spent:
     """Each call's self time (its duration less the calls nested in it on its thread), cut by the phases:
     what lies in a phase counts there and only there, and nothing outside the segment counts. So on one
     thread a phase's ops never add up to more than the phase (an op starting in warm-up and running on
     through a capture window gives each phase its own part); threads at work at once each count theirs.
 
-    Two paths, one answer: the columns (:func:`_spent_columns`, numpy) when the segment's calls nest
-    properly on each thread, else the stack walk (:func:`_spent_walk`); ``ctx.vectorised`` False forces
-    the walk (the property test in tests/analysis/test_time_paths.py holds them equal). A segment of more
-    than ``COLUMNS_MAX_CALLS`` calls takes the walk too: the columns' temporaries (~265 B a call) then stay
-    a constant, and memory per event at the event limit is the walk's (tests/analysis/test_bounds.py)."""
-    present = [(p, ivs) for p, ivs in sets.items() if ivs]
-    phases = [p for p, _ in present] + ["other"]
-    n = len(phases)
-    measures = [_Measure(ivs) for _, ivs in present]
-    ends, piece_phase = _partition([ivs for _, ivs in present], s0, s1)
+    Which call each is nested in, two ways, one answer: by columns (:func:`_parents`, numpy) when the
+    segment's calls nest properly on each thread, else by a stack of open calls per thread
+    (:func:`_parents_walk`: any nesting); ``ctx.vectorised`` False forces the walk (the property test in
+    tests/analysis/test_time_paths.py holds them equal), and so does a segment of more than
+    ``COLUMNS_MAX_CALLS`` calls (memory per event at the event limit: tests/analysis/test_bounds.py)."""
     columns = ctx.vectorised and len(members) <= COLUMNS_MAX_CALLS
-    got = _spent_columns(ctx.calls, members, s0, s1, measures, ends, piece_phase) if columns else None
-    spent_ns, spent_calls = got if got is not None else _spent_walk(ctx.calls, members, s0, s1, measures, ends,
-                                                                     piece_phase)
-    out = _Spent()
-    for at, calls in enumerate(spent_calls):
-        if calls:
-            key = (phases[at % n], at // n)
-            out.ns[key], out.calls[key] = int(spent_ns[at]), int(calls)
-    return out
+    got = _parents(ctx.calls, members) if columns else None
+    return _self_time(ctx.calls, members, _parents_walk(ctx.calls, members) if got is None else got, pieces, s0, s1)
 
 
-def _spent_columns(
-    cs: _Calls, members: array, s0: int, s1: int, measures: list[_Measure], ends: array, piece_phase: array
-) -> tuple[Any, Any] | None:
-    """Self time per (name, phase) by columns: each call's parent from its depth on its thread (calls open
-    at its start, by ``searchsorted`` on the sorted ends), its own part by ``searchsorted`` on the phase
-    pieces, self = own - children's (``np.add.at``, exact integers). None when a call runs past its
-    parent's end or ends before it starts (improper nesting: the stack walk's rule decides those)."""
+def _self_time(cs: _Calls, members: Any, parent: Any, pieces: _Pieces, s0: int, s1: int, chunk: int = _CHUNK
+               ) -> Spent:
+    """Self time per phase and name: each call's part in each phase (:meth:`_Pieces.cover`) less the part
+    of each call nested in it up to its own end (all of that call when the nesting is proper), exact
+    integers (``np.subtract.at``); one phase at a time and a chunk of calls at a time, so what is held is
+    one integer a call."""
     import numpy as np
 
-    n = len(measures) + 1
-    other = n - 1
-    m = len(members)
-    if not m:
-        return [0] * (len(cs.names) * n), [0] * (len(cs.names) * n)
-    at = np.frombuffer(members, np.int32) if members.itemsize == 4 else np.array(members, np.int64)
-    t, e = cs.columns("ts")[at], cs.columns("end")[at]
-    if (e < t).any():
-        return None
-    a, b = np.clip(t, s0, s1), np.clip(e, s0, s1)
-    pieces, piece_of = np.frombuffer(ends, np.int64), np.frombuffer(piece_phase, np.int8)
-    if not len(pieces):  # an empty segment: nothing in it
-        pieces, piece_of = np.array([s1], np.int64), np.array([other], np.int8)
-    valid = b > a
-    piece = np.minimum(np.searchsorted(pieces, a, "right"), len(pieces) - 1)
-    single = valid & (b <= pieces[piece])
-    phase = np.where(single, piece_of[piece], other).astype(np.int64)
-    own = np.where(single, b - a, 0)
-    parent = _parents(t, e, cs.columns("thread")[at])
-    if parent is None:
-        return None
-    has = np.flatnonzero(parent >= 0)
-    if (e[has] > e[parent[has]]).any():
-        return None
-    self_ns = np.zeros(m * n, np.int64)
-    pos = np.arange(m, dtype=np.int64)
-    np.add.at(self_ns, pos * n + phase, own)
-    np.add.at(self_ns, parent[has] * n + phase[has], -own[has])
-    for i in np.flatnonzero(valid & ~single).tolist():  # crossing a phase boundary: a vector (rare)
-        vec = _clipped(int(a[i]), int(b[i]), s0, s1, measures, other, n)
-        p = int(parent[i])
-        for k, x in enumerate(vec):
-            self_ns[i * n + k] += x
-            if p >= 0:
-                self_ns[p * n + k] -= x
-    spent = np.flatnonzero(self_ns > 0)
-    key = cs.columns("name")[at][spent // n].astype(np.int64) * n + spent % n
-    size = len(cs.names) * n
-    spent_ns = np.zeros(size, np.int64)
-    np.add.at(spent_ns, key, self_ns[spent])
-    return spent_ns, np.bincount(key, minlength=size)
+    def cover(at: Any, end: Any, k: int) -> Any:
+        a = np.clip(cs.ts[at], s0, s1)
+        return pieces.cover(a, np.maximum(a, np.clip(end, s0, s1)))[k]
+
+    name, nested = cs.name[members], np.flatnonzero(parent >= 0)
+    ns = np.zeros((len(PHASES), len(cs.names)), np.int64)
+    calls = np.zeros_like(ns)
+    for k in np.flatnonzero(pieces.lengths).tolist():  # a phase the segment lacks holds nothing
+        own = np.empty(len(members), np.int64)
+        for lo in range(0, len(members), chunk):
+            at = members[lo : lo + chunk]
+            own[lo : lo + chunk] = cover(at, cs.end[at], k)
+        for lo in range(0, len(nested), chunk):
+            child = members[nested[lo : lo + chunk]]
+            up = parent[nested[lo : lo + chunk]]
+            np.subtract.at(own, up, cover(child, np.minimum(cs.end[child], cs.end[members[up]]), k))
+        spent = np.flatnonzero(own > 0)
+        np.add.at(ns[k], name[spent], own[spent])
+        calls[k] = np.bincount(name[spent], minlength=len(cs.names))
+    return ns, calls
 
 
-def _parents(t: Any, e: Any, thread: Any) -> Any:
+def _parents(cs: _Calls, members: Any) -> Any:
     """Per call (in start order, a parent before its children), the innermost call open at its start on
-    its thread (position, -1: none), or None where the calls do not nest (the depth rule fails).
+    its thread (position, -1: none), or None where the calls do not nest: one runs past its parent's end
+    or ends before it starts (the stack walk's rule decides those).
 
     Depth = calls before it on its thread still open at its start (end > start): its rank less those
     closed, by ``searchsorted`` on the sorted ends (zero-length calls tied on its start and placed after it
     are not before it); its parent = the last call before it one level up."""
     import numpy as np
 
+    t, e, thread = cs.ts[members], cs.end[members], cs.thread[members]
+    if (e < t).any():
+        return None
     m = len(t)
     out = np.full(m, -1, np.int64)
-    order = np.lexsort((np.arange(m), thread))
+    order = np.argsort(thread, kind="stable")
     cut = np.flatnonzero(np.diff(thread[order])) + 1
     for lo, hi in zip([0, *cut.tolist()], [*cut.tolist(), m], strict=True):
         rows = order[lo:hi]
@@ -438,99 +452,35 @@ def _parents(t: Any, e: Any, thread: Any) -> Any:
         if (j < 0).any() or (keys[np.maximum(j, 0)] // (k + 1) != depth[nested] - 1).any():
             return None
         out[rows[nested]] = rows[keys[j] % (k + 1)]
-    return out
+    has = out >= 0
+    return None if (e[has] > e[out[has]]).any() else out
 
 
-def _spent_walk(
-    cs: _Calls, members: array, s0: int, s1: int, measures: list[_Measure], ends: array, piece_phase: array
-) -> tuple[list[int], list[int]]:
-    """Self time per (name, phase) by a stack of open calls per thread: any nesting.
+def _parents_walk(cs: _Calls, members: Any, chunk: int = _CHUNK) -> Any:
+    """Per call, the call on top of its thread's stack of open calls at its start (-1: none): any nesting.
+    A call is popped once it has ended, so memory is the nesting depth; columns are read a chunk at a time."""
+    import numpy as np
 
-    Most calls lie inside one piece of one phase (and so do the calls nested in them): found by a cursor
-    (calls come in start order), such a call carries one number, its phase and self time; only a call
-    that crosses a boundary carries a vector per phase, measured with prefix sums (``_Measure``)."""
-    n = len(measures) + 1
-    other = n - 1
-    cursor = 0
-    ts, end, thread, name = cs.ts, cs.end, cs.thread, cs.name
-    spent_ns = [0] * (len(cs.names) * n)  # by name id * n + phase
-    spent_calls = [0] * len(spent_ns)
-
-    def done(i: int, k: int, v: Any) -> None:
-        at = name[i] * n
-        if k >= 0:  # all of it in phase k
-            if v > 0:
-                spent_ns[at + k] += v
-                spent_calls[at + k] += 1
-            return
-        for k, x in enumerate(v):
-            if x > 0:
-                spent_ns[at + k] += x
-                spent_calls[at + k] += 1
-
-    # One stack of open calls per thread, [call, phase or -1, self time so far: a number, or a vector
-    # per phase when the phase is -1]; a call is final when it is popped, so memory is the nesting depth.
-    stacks: dict[int, list[list[Any]]] = {}
-    for i in members:  # in start order: a parent before its children
-        t, e = ts[i], end[i]
-        a = s0 if t < s0 else s1 if t > s1 else t  # [s0, s1) ∩ [t, e)
-        b = s0 if e < s0 else s1 if e > s1 else e
-        k: int = other
-        v: Any = 0  # phase k's self time, or with k = -1 a vector per phase
-        if b > a:
-            while ends[cursor] <= a:  # calls come in start order; a < s1, the last end
-                cursor += 1
-            if b <= ends[cursor]:  # the usual case: inside one piece of one phase
-                k, v = piece_phase[cursor], b - a
-            else:
-                k, v = -1, _clipped(a, b, s0, s1, measures, other, n)
-        stack = stacks.get(thread[i])
-        if stack is None:
-            stack = stacks[thread[i]] = []
-        while stack and end[stack[-1][0]] <= t:
-            done(*stack.pop())
-        if stack:
-            parent = stack[-1]
-            pe = end[parent[0]]
-            if e <= pe and k >= 0:
-                if v and parent[1] == k:  # the usual case: both in the one piece
-                    parent[2] -= v
-                elif v:
-                    _as_vector(parent, n)[k] -= v
-            else:  # a vector, or a child running on past its parent's end: only its part inside counts
-                nested = v if e <= pe else _clipped(t, pe, s0, s1, measures, other, n)
-                parent_vec = _as_vector(parent, n)
-                for j in range(n):
-                    parent_vec[j] -= nested[j]
-        stack.append([i, k, v])
-    for stack in stacks.values():
-        for item in stack:
-            done(*item)
-    return spent_ns, spent_calls
+    out = array("q", bytes(8 * len(members)))
+    stacks: dict[int, list[tuple[int, int]]] = {}  # per thread: (position, end) of the calls open
+    n = 0
+    for lo in range(0, len(members), chunk):
+        at = members[lo : lo + chunk]
+        for t, e, thread in zip(cs.ts[at].tolist(), cs.end[at].tolist(), cs.thread[at].tolist(), strict=True):
+            stack = stacks.get(thread)
+            if stack is None:
+                stack = stacks[thread] = []
+            while stack and stack[-1][1] <= t:
+                stack.pop()
+            out[n] = stack[-1][0] if stack else -1
+            stack.append((n, e))
+            n += 1
+    return np.frombuffer(out, np.int64)
 
 
-def _as_vector(item: list[Any], n: int) -> list[int]:
-    """A stack item's self time as a vector per phase (converted in place from its one-phase form)."""
-    if item[1] >= 0:
-        vec = [0] * n
-        vec[item[1]] = item[2]
-        item[1], item[2] = -1, vec
-    vector: list[int] = item[2]
-    return vector
+def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | None]:
+    import numpy as np
 
-
-def _clipped(a: int, b: int, s0: int, s1: int, measures: list[_Measure], other: int, n: int) -> list[int]:
-    """[s0, s1) ∩ [a, b) per phase by prefix sums (a child running past its parent's end: rare)."""
-    a, b = min(max(a, s0), s1), min(max(b, s0), s1)
-    vec = [0] * n
-    if b > a:
-        got = [m(b) - m(a) for m in measures]
-        vec[:other] = got
-        vec[other] = (b - a) - sum(got)
-    return vec
-
-
-def _segment(ctx: _Context, j: int, seg: Segment, total: _Spent) -> SegmentTime:
     cs = ctx.calls
     bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
@@ -539,16 +489,14 @@ def _segment(ctx: _Context, j: int, seg: Segment, total: _Spent) -> SegmentTime:
     if ctx.placed is not None:
         members = ctx.placed.members[j]
     else:
-        members = ctx.order[bisect_left(ctx.starts, s0) : bisect_right(ctx.starts, s1)]  # an array: 4 B a call
+        members = cs.order[np.searchsorted(cs.starts, s0, "left") : np.searchsorted(cs.starts, s1, "right")]
         if pid is not None:
-            members = array("i", [i for i in members if cs.thread_pid[cs.thread[i]] == pid])
-    sets, n_windows = _phase_intervals(ctx, members, s0, s1, pid, j)
-    phases = {p: sets[p].length for p in PHASES[:-1]}
-    phases["other"] = (s1 - s0) - sum(phases.values())
-    spent = _spent(ctx, members, sets, s0, s1) if ctx.top > 0 else _Spent()
-    total.add(spent)
-    top = spent.top(ctx.top, cs.names)
-    return SegmentTime(seg.label, seg.bs, E.segment_variant(seg.label), s1 - s0, phases, n_windows, top)
+            members = members[cs.pid[cs.thread[members]] == cs.pid_index.get(pid, -1)]
+    pieces, n_windows = _pieces(ctx, members, s0, s1, pid, j)
+    phases = dict(zip(PHASES, pieces.lengths, strict=True))
+    spent = _spent(ctx, members, pieces, s0, s1) if ctx.top > 0 else None
+    top = _top(spent, ctx.top, cs.names) if spent is not None else []
+    return SegmentTime(seg.label, seg.bs, E.segment_variant(seg.label), s1 - s0, phases, n_windows, top), spent
 
 
 def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
@@ -556,18 +504,17 @@ def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: boo
     segment's self time by the stack walk (``_spent``)."""
     segs, source = segments_of(tl.ranges, identity)
     cs = _Calls(tl)
-    order = cs.start_order()
-    starts = array("q", map(cs.ts.__getitem__, order))
     c = tl.calls
     inst = [i for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
     instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
     marks = tl.capture_windows()
-    placed = _placed(tl, segs, source, cs, order, [b for b, _ in marks], inst)
-    ctx = _Context(cs, order, starts, _windows(tl, marks), instantiates, top, span, placed, vectorised)
-    total = _Spent()
-    segments = [_segment(ctx, j, s, total) for j, s in enumerate(segs)]
-    return TraceTime(path, identity, source, segments, total.top(top, cs.names))
+    placed = _placed(tl, segs, source, cs, [b for b, _ in marks], inst)
+    ctx = _Context(cs, _windows(tl, marks), instantiates, top, span, placed, vectorised)
+    done = [_segment(ctx, j, s) for j, s in enumerate(segs)]
+    spent = [x for _, x in done if x is not None]
+    total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, cs.names) if spent else []
+    return TraceTime(path, identity, source, [s for s, _ in done], total)
 
 
 def time_trace(path: str, top: int = DEFAULT_TOP, progress: Callable[[int, int], None] | None = None) -> TraceTime:
