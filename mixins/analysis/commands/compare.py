@@ -370,8 +370,20 @@ def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
     g.complete = not missing and not beyond
 
 
+def _no_trace(first: GroupCheck, kind: str, found: set[int], present: set[int], disagree: str = "") -> None:
+    """``kind`` ranks (PP stages, DP replicas) of the recorded size that have no trace at all (so no group),
+    reported on the family's ``first`` group."""
+    size = f"{kind.lower()}_size"
+    if len(found) > 1:
+        first.problems.append(f"traces disagree on {size} ({', '.join(map(str, sorted(found)))}){disagree}")
+    elif missing := _gaps(sorted(present), max(found)):
+        first.problems.append(f"{_ranks_text(kind, missing)} missing ({size} {max(found)}): no trace of any TP rank")
+    else:
+        return
+    first.complete = False
+
+
 def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
-    """A pipeline stage with no trace at all has no group: report it on the runner's first stage."""
     sizes: dict[tuple[Any, ...], set[int]] = {}
     runs = run_labels(t.identity.run for t in traces)
     for t in traces:
@@ -383,45 +395,20 @@ def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
             g for g in groups
             if (g.run, g.runner or "", g.capture_index) == (run, runner, index) and g.members[0][0] is not None
         ]
-        stages = {g.pp_rank or 0 for g in family}
-        if len(found) > 1:
-            first = min(family, key=lambda g: g.pp_rank or 0)
-            shown = ", ".join(map(str, sorted(found)))
-            first.problems.append(f"traces disagree on pp_size ({shown}): completeness not checked")
-            first.complete = False
-            continue
-        missing = _gaps(sorted(stages), max(found))
-        if missing:
-            first = min(family, key=lambda g: g.pp_rank or 0)
-            size = max(found)
-            first.problems.append(f"{_ranks_text('PP', missing)} missing (pp_size {size}): no trace of any TP rank")
-            first.complete = False
+        first = min(family, key=lambda g: g.pp_rank or 0)
+        _no_trace(first, "PP", found, {g.pp_rank or 0 for g in family}, ": completeness not checked")
 
 
 def _check_replicas(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
-    """A data-parallel replica with no trace at all has no group: report it on the runner's first replica,
-    from the dp_size the replicas recorded."""
     sizes: dict[tuple[Any, ...], set[int]] = {}
     for t in traces:
         size = _size_of(t, "dp_size")
         if t.identity.tp_rank is not None and t.identity.dp_rank is not None and size is not None:
             sizes.setdefault((t.identity.runner or "", t.identity.capture_index), set()).add(size)
     for (runner, index), found in sorted(sizes.items(), key=repr):
-        family = [
-            g for g in groups
-            if (g.runner or "", g.capture_index) == (runner, index) and g.dp_rank is not None
-        ]
+        family = [g for g in groups if (g.runner or "", g.capture_index) == (runner, index) and g.dp_rank is not None]
         first = min(family, key=lambda g: (g.dp_rank or 0, g.pp_rank or 0))
-        if len(found) > 1:
-            first.problems.append(f"traces disagree on dp_size ({', '.join(map(str, sorted(found)))})")
-            first.complete = False
-            continue
-        missing = _gaps(sorted({g.dp_rank or 0 for g in family}), max(found))
-        if missing:
-            first.problems.append(
-                f"{_ranks_text('DP', missing)} missing (dp_size {max(found)}): no trace of any TP rank"
-            )
-            first.complete = False
+        _no_trace(first, "DP", found, {g.dp_rank or 0 for g in family})
 
 
 def compact_job(path: str, progress: Callable[[int, int], None] | None = None) -> CompactTrace:
