@@ -20,7 +20,8 @@ from mixins.analysis.tables import short_runners, unit_of
 from mixins.formats import PHASES  # time --json's phase keys, stacked bottom to top
 from mixins.one_line import one_line
 
-__all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json"]
+__all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json",
+           "csp_hash"]
 
 EXTRA = "report"  # pyproject.toml [project.optional-dependencies]
 DATA_ID = "capture-trace-data"  # the <script type="application/json"> holding the three dicts as given
@@ -532,7 +533,8 @@ _INIT = """
 """
 
 
-def _csp_hash(script: str) -> str:
+def csp_hash(script: str) -> str:
+    """A Content-Security-Policy source that lets exactly this inline script run."""
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
 
 
@@ -576,7 +578,7 @@ def render_report(
     shown = ", ".join(_h(p) for p in inputs)
     csp = (
         "default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; "
-        f"script-src {_csp_hash(plotly_js)} {_csp_hash(_INIT)}"
+        f"script-src {csp_hash(plotly_js)} {csp_hash(_INIT)}"
     )
     return "\n".join(
         [
