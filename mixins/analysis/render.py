@@ -354,15 +354,10 @@ def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
         out.print(safe(f"  B: {_op_text(d.at_b)}"))
         if not d.aligned:
             out.print("  (sequences too long to align: added/removed are counted as multisets)")
-        lines = {
-            "changed": [f"  changed ({', '.join(ex['fields'])}): {_op_text(ex['a'])}  ->  {_op_text(ex['b'])}"
-                        for ex in d.examples["changed"]],
-            "removed": [f"  removed: {_op_text(ex)}" for ex in d.examples["removed"]],
-            "added": [f"  added:   {_op_text(ex)}" for ex in d.examples["added"]],
-        }
         for kind, total in (("changed", d.changed), ("removed", d.removed), ("added", d.added)):
-            for line in lines[kind]:
-                out.print(safe(line))
+            for ex in d.examples[kind]:
+                out.print(safe(f"  changed ({', '.join(ex['fields'])}): {_op_text(ex['a'])}  ->  {_op_text(ex['b'])}"
+                               if kind == "changed" else f"  {kind + ':':<9}{_op_text(ex)}"))
             shown = sum(ex.get("count", 1) for ex in d.examples[kind])  # unaligned examples carry counts
             if total > shown:
                 out.print(f"  … {total - shown:,} more {kind}")

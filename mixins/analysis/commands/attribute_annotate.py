@@ -49,34 +49,28 @@ class _Copy:
 
     def __init__(self, out: IO[bytes] | gzip.GzipFile) -> None:
         self.out = out
-        self.members = 0
-        self.in_events = False
-        self.first_event = True
+        self.sep = b"{"  # before the next member
+        self.in_events: bytes | None = None  # inside traceEvents: what goes before its next element
 
     def member(self, key: str, raw: bytes | None) -> None:
         self._close_events()
-        self.out.write((b"{" if self.members == 0 else b", ") + msgspec.json.encode(key) + b": ")
-        self.members += 1
-        if raw is None:  # traceEvents: its elements follow
-            self.out.write(b"[")
-            self.in_events, self.first_event = True, True
-        else:
-            self.out.write(raw)
+        self.out.write(self.sep + msgspec.json.encode(key) + b": " + (b"[" if raw is None else raw))
+        self.sep = b", "
+        self.in_events = b"" if raw is None else None  # None: traceEvents, its elements follow
 
     def events(self, items: list[bytes]) -> None:
-        if not items:
-            return
-        self.out.write((b"" if self.first_event else b", ") + b", ".join(items))
-        self.first_event = False
+        if items and self.in_events is not None:
+            self.out.write(self.in_events + b", ".join(items))
+            self.in_events = b", "
 
     def _close_events(self) -> None:
-        if self.in_events:
+        if self.in_events is not None:
             self.out.write(b"]")
-            self.in_events = False
+            self.in_events = None
 
     def end(self) -> None:
         self._close_events()
-        self.out.write(b"{}" if self.members == 0 else b"}")
+        self.out.write(b"{}" if self.sep == b"{" else b"}")
 
 
 def _copy(replay: str, out: IO[bytes] | gzip.GzipFile, annotations: dict[tuple[Any, ...], dict[str, Any]]) -> int:
@@ -85,14 +79,11 @@ def _copy(replay: str, out: IO[bytes] | gzip.GzipFile, annotations: dict[tuple[A
     stream.on_member = copy.member
     done = 0
     for raws in stream.raw_events():
-        items = []
-        for r in raws:
-            text = bytes(r)
-            new = _annotated(text, annotations)
-            if new is not None:
+        items = [bytes(r) for r in raws]
+        for n, text in enumerate(items):
+            if (new := _annotated(text, annotations)) is not None:
                 done += 1
-                text = new
-            items.append(text)
+                items[n] = new
         copy.events(items)
     copy.end()
     return done
