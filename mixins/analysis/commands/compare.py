@@ -59,8 +59,9 @@ class SegmentDiff(Struct):
         default_factory=lambda: {"added": [], "removed": [], "changed": []}
     )
 
-    def add(self, kind: str, item: Any) -> None:
-        """Counts are kept by the caller; only the first few examples of each kind are kept."""
+    def add(self, kind: str, item: Any, n: int = 1) -> None:
+        """``n`` more ``kind`` (added, removed, changed) ops; only the first few examples of each are kept."""
+        setattr(self, kind, getattr(self, kind) + n)
         if len(self.examples[kind]) < _EXAMPLES:
             self.examples[kind].append(item)
 
@@ -89,11 +90,9 @@ def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[
     d.aligned = False
     ca, cb = Counter(mid_a), Counter(mid_b)
     for k, n in (cb - ca).items():
-        d.added += n
-        d.add("added", {**op_json(keys[k]), "count": n})
+        d.add("added", {**op_json(keys[k]), "count": n}, n)
     for k, n in (ca - cb).items():
-        d.removed += n
-        d.add("removed", {**op_json(keys[k]), "count": n})
+        d.add("removed", {**op_json(keys[k]), "count": n}, n)
 
 
 def _aligned_diff(
@@ -108,7 +107,6 @@ def _aligned_diff(
         for n in range(paired):
             x, y = mid_a[i1 + n], mid_b[j1 + n]
             if keys[x][0] == keys[y][0]:
-                d.changed += 1
                 d.add(
                     "changed",
                     {
@@ -120,15 +118,11 @@ def _aligned_diff(
                     },
                 )
             else:
-                d.removed += 1
-                d.added += 1
                 d.add("removed", {"position": first + i1 + n, **op_json(keys[x])})
                 d.add("added", {"position": first + j1 + n, **op_json(keys[y])})
         for n in range(i1 + paired, i2):
-            d.removed += 1
             d.add("removed", {"position": first + n, **op_json(keys[mid_a[n]])})
         for n in range(j1 + paired, j2):
-            d.added += 1
             d.add("added", {"position": first + n, **op_json(keys[mid_b[n]])})
 
 
