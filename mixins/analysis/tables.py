@@ -125,16 +125,14 @@ def short_runners(names: Iterable[str]) -> dict[str, str]:
 def _plain(cell: Cell, unit: tuple[float, str] | None) -> Text:
     from rich.text import Text
 
-    if cell is None:
-        return Text("")
     if isinstance(cell, Text):
         return cell
     if isinstance(cell, list):
-        return Text("\n".join(one_line(line) for line in cell))
+        return Text("\n".join(map(one_line, cell)))
     if isinstance(cell, (Us, float, int)) and not isinstance(cell, bool):
         us = cell if isinstance(cell, Us) else Us(float(cell))
         return Text(shown(us.us, unit or UNITS[-1]) + one_line(us.after), style=us.style)
-    return Text(one_line(cell))
+    return Text("" if cell is None else one_line(cell))
 
 
 def _width(text: Text) -> int:
