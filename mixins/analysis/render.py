@@ -93,11 +93,11 @@ def error(message: str, kind: str = "error") -> None:
 
 def size_text(n: float) -> str:
     """The one unit system of every output: binary (B, KiB, MiB, GiB), one decimal above bytes."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
-    return str(n)  # pragma: no cover
+    return f"{n:,.1f} GiB"
 
 
 def count_text(n: int | None) -> str:
