@@ -14,23 +14,12 @@ from mixins.usage import ANALYSIS_COMMANDS
 __all__ = ["COMMANDS", "add_commands"]
 
 COMMANDS = ANALYSIS_COMMANDS
-# command -> (module under mixins.analysis.commands, its function that registers the sub-parser)
-_REGISTRARS = {
-    "ls": ("ls", "add_ls"),
-    "clean": ("ls", "add_clean"),
-    "summary": ("summary", "add"),
-    "diff": ("diff", "add"),
-    "check": ("check", "add"),
-    "time": ("time", "add"),
-    "attribute": ("attribute", "add"),
-    "report": ("report", "add"),
-    "memory": ("memory", "add"),
-}
 
 
 def add_commands(subparsers: Any, only: str | None = None) -> None:
-    """Register every analyzer command (or ``only`` that one) on argparse sub-parsers, in ``COMMANDS`` order."""
+    """Register every analyzer command (or ``only`` that one) on argparse sub-parsers, in ``COMMANDS`` order:
+    ``commands/NAME.py``'s ``add`` (``clean`` lives with ``ls``: ``ls.add_clean``)."""
     for name in COMMANDS:
         if only is None or only == name:
-            module, function = _REGISTRARS[name]
-            getattr(import_module(f"mixins.analysis.commands.{module}"), function)(subparsers)
+            module = import_module(f"mixins.analysis.commands.{'ls' if name == 'clean' else name}")
+            (module.add_clean if name == "clean" else module.add)(subparsers)

@@ -41,9 +41,8 @@ def big_file(path: str) -> bool:
 
 
 def console() -> Console:
-    """Stdout console: on a terminal its width (``COLUMNS`` when set, as rich reads it). Piped, no
-    wrapping at all, whatever ``COLUMNS`` says (shells and test runners export stale values): a row
-    or a line is never broken in two for grep/awk/``less -S``."""
+    """Stdout console: on a terminal its width (``COLUMNS`` when set); piped, never wrapping, whatever a stale
+    ``COLUMNS`` says (a row is never broken in two for grep/awk/``less -S``)."""
     from rich.console import Console
 
     class _Console(Console):
@@ -58,10 +57,8 @@ def console() -> Console:
 
 
 def safe(value: object) -> str:
-    """The one escape of untrusted text (file names, anything read from a trace) before a terminal or
-    a table sees it, used by every renderer: C0/C1 controls, newlines and other non-printables as
-    Python writes them (``one_line``: ``\\x1b[2J`` arrives as text, never as an escape sequence, and a
-    row stays one row), then rich's markup brackets, so ``[red]`` in a name is not a style either."""
+    """The one escape of untrusted text before a terminal sees it: ``one_line`` (controls as Python writes
+    them), then rich's markup brackets (``[red]`` in a name is not a style) (docs/DESIGN.md §7.2)."""
     from rich.markup import escape
 
     return escape(one_line(value))
@@ -96,11 +93,11 @@ def error(message: str, kind: str = "error") -> None:
 
 def size_text(n: float) -> str:
     """The one unit system of every output: binary (B, KiB, MiB, GiB), one decimal above bytes."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
-    return str(n)  # pragma: no cover
+    return f"{n:,.1f} GiB"
 
 
 def count_text(n: int | None) -> str:
@@ -163,12 +160,9 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
 
 
 def render_temps(temps: list[Any], cleaning: bool = False) -> None:
-    """Staging directories of exports (``mixins.output_dir.StaleTemp``): one plain line each, written in
-    one go. Not through rich: a directory can hold 100k planted names, and rich costs ~1 ms a line
-    (one console each) or more for one big text; these lines carry no style, and ``one_line`` is the
-    escape a terminal needs. ``ls`` lists them (``cleaning`` False: nothing was removed); ``clean``
-    says what it removed and what it kept. Both read ``kept`` (the one rule of what ``clean`` may
-    remove), so ``ls`` promises only what ``clean`` does."""
+    """Staging directories of exports (``output_dir.StaleTemp``), one plain line each: not through rich (a
+    directory can hold 100k planted names, rich costs ~1 ms a line). ``ls`` and ``clean`` (``cleaning``)
+    both read ``kept``, so ``ls`` promises only what ``clean`` does."""
     lines = []
     for t in temps:
         if t.removed:
@@ -360,18 +354,19 @@ def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
         out.print(safe(f"  B: {_op_text(d.at_b)}"))
         if not d.aligned:
             out.print("  (sequences too long to align: added/removed are counted as multisets)")
-        lines = {
-            "changed": [f"  changed ({', '.join(ex['fields'])}): {_op_text(ex['a'])}  ->  {_op_text(ex['b'])}"
-                        for ex in d.examples["changed"]],
-            "removed": [f"  removed: {_op_text(ex)}" for ex in d.examples["removed"]],
-            "added": [f"  added:   {_op_text(ex)}" for ex in d.examples["added"]],
-        }
         for kind, total in (("changed", d.changed), ("removed", d.removed), ("added", d.added)):
-            for line in lines[kind]:
-                out.print(safe(line))
+            for ex in d.examples[kind]:
+                out.print(safe(f"  changed ({', '.join(ex['fields'])}): {_op_text(ex['a'])}  ->  {_op_text(ex['b'])}"
+                               if kind == "changed" else f"  {kind + ':':<9}{_op_text(ex)}"))
             shown = sum(ex.get("count", 1) for ex in d.examples[kind])  # unaligned examples carry counts
             if total > shown:
                 out.print(f"  … {total - shown:,} more {kind}")
+
+
+def _group(g: GroupCheck, *more: str) -> str:
+    """A check group in words: runner, batch size, DP replica, then ``more``."""
+    bs = label_text([(BS, g.bs)]) if g.bs is not None else ""
+    return " ".join(x for x in (g.runner or "?", bs, f"DP {g.dp_rank}" if g.dp_rank is not None else "", *more) if x)
 
 
 def _result(g: GroupCheck) -> str:
@@ -398,8 +393,7 @@ def render_check(groups: list[GroupCheck]) -> None:
     rows: list[list[Cell]] = [
         [
             *([g.run or "?"] if runs else []),
-            " ".join(x for x in (g.runner or "?", label_text([(BS, g.bs)]) if g.bs is not None else "",
-                                 f"DP {g.dp_rank}" if g.dp_rank is not None else "") if x),
+            _group(g),
             _rank(g.pp_rank),
             str(g.capture_index),
             ", ".join("?" if r is None else str(r) for r, _ in g.members),
@@ -411,11 +405,8 @@ def render_check(groups: list[GroupCheck]) -> None:
     columns = (Col("run", "key", fold=12), *CHECK_COLUMNS) if runs else CHECK_COLUMNS
     print_table(out, columns, rows, runners=[g.runner or "?" for g in groups])
     for g in groups:
-        run = f"{g.run}:" if runs and g.run else ""
-        head = safe(" ".join(x for x in (run, g.runner or "?", label_text([(BS, g.bs)]) if g.bs is not None else "",
-                                           f"DP {g.dp_rank}" if g.dp_rank is not None else "",
-                                           f"PP {g.pp_rank}" if g.pp_rank is not None else "",
-                                           f"#{g.capture_index}") if x))
+        run = f"{g.run}: " if runs and g.run else ""
+        head = safe(run + _group(g, f"PP {g.pp_rank}" if g.pp_rank is not None else "", f"#{g.capture_index}"))
         for p in g.problems:
             out.print(f"[bold]{head}[/bold]: {safe(p)}")
         for d in g.divergences:

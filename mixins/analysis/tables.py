@@ -1,16 +1,11 @@
 """Width-aware tables: every analyzer table is a list of column specs and rows laid out here, once.
 
-Why one layout: rich's own squeezing cuts any cell with ``…`` — numbers included (``124,88…``, two EAGLE
-runners as ``EAGLEDr…``). Here a number, an op and a table's key column are never cut. On a terminal
-narrower than the table, in this order: headers wrap at spaces; runner names lose the CamelCase tail
-they all share (``EAGLEDraft`` / ``EAGLEDraftExtend``: distinct names stay distinct); folding columns
-(shapes, types, modules …) fold down to their minimum at safe points, never inside a number; the
-least important columns are dropped (``Col.drop``: 1 first) and a note names them, unless ``--wide``;
-keys fold last. What still does not fit is printed wider than the terminal, uncut. Piped output is
-today's: natural widths, nothing dropped, nothing folded (docs/DESIGN.md §7).
-
-Times are given in µs and shown in one unit per column (µs, ms or s, in the header), chosen by the
-column's largest value: ``unit_of`` is the one unit rule (the report page uses it too).
+A number, an op and a table's key column are never cut. On a terminal narrower than the table: runner
+names lose the CamelCase tail they all share, columns that read the same on every row move into the
+title, the least important columns are dropped (``Col.drop``: 1 first; a note line names them, unless
+``--wide``), text folds at safe points, never inside a number; keys fold last. Piped output takes its
+natural width (docs/DESIGN.md §7). Times arrive in µs and are shown in one unit per column:
+``unit_of`` is the one unit rule (the report page uses it too).
 """
 
 from __future__ import annotations
@@ -20,12 +15,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal, Union
 
-from msgspec import Struct, field
+from msgspec import Struct
 
 from mixins.one_line import one_line
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from rich.console import Console
     from rich.text import Text
 
 __all__ = [
@@ -90,10 +85,6 @@ class Col(Struct, frozen=True):
     runner: bool = False
     justify: Literal["left", "right", "center"] | None = None
 
-    @property
-    def right(self) -> bool:
-        return self.justify == "right" or (self.justify is None and self.kind == "num")
-
 
 UNWRAPPED = 1 << 20  # "no width": piped tables take their natural width, lines are never broken
 _WIDE = [False]
@@ -134,16 +125,14 @@ def short_runners(names: Iterable[str]) -> dict[str, str]:
 def _plain(cell: Cell, unit: tuple[float, str] | None) -> Text:
     from rich.text import Text
 
-    if cell is None:
-        return Text("")
     if isinstance(cell, Text):
         return cell
     if isinstance(cell, list):
-        return Text("\n".join(one_line(line) for line in cell))
+        return Text("\n".join(map(one_line, cell)))
     if isinstance(cell, (Us, float, int)) and not isinstance(cell, bool):
         us = cell if isinstance(cell, Us) else Us(float(cell))
         return Text(shown(us.us, unit or UNITS[-1]) + one_line(us.after), style=us.style)
-    return Text(one_line(cell))
+    return Text("" if cell is None else one_line(cell))
 
 
 def _width(text: Text) -> int:
@@ -182,46 +171,25 @@ def _fold(text: Text, width: int) -> Text:
 
     if _width(text) <= width:
         return text
-    out: list[Text] = []
-    offset = 0
-    for line in text.plain.split("\n"):
-        pieces = text[offset: offset + len(line)].divide(_fold_points(line, width)) if line else [Text("")]
-        for piece in pieces:
-            piece.rstrip()  # in place: a fold after a space leaves none at the line's end
-            out.append(piece)
-        offset += len(line) + 1
-    return Text("\n").join(out)
-
-
-def _header_lines(header: str, width: int) -> str:
-    """The header wrapped at spaces into ``width`` (no word is ever cut: widths are at least its longest)."""
-    lines: list[str] = []
-    for word in header.split(" "):
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return "\n".join(lines)
+    pieces = [p for line in text.split("\n", allow_blank=True) for p in line.divide(_fold_points(line.plain, width))]
+    for piece in pieces:
+        piece.rstrip()  # in place: a fold after a space leaves none at the line's end
+    return Text("\n").join(pieces)
 
 
 class _Column(Struct):
     spec: Col
     header: str
-    cells: list[Text] = field(default_factory=list)
+    cells: list[Text]
 
-    @property
-    def cell_width(self) -> int:
-        return max((_width(c) for c in self.cells), default=0)
-
-    @property
-    def natural(self) -> int:
-        return max(self.cell_width, len(self.header))
-
-    def least(self, fold_keys: bool) -> int:
-        """The narrowest this column may be: its longest header word, and its cells unless it folds."""
-        word = max(len(w) for w in self.header.split(" ")) if self.header else 0
+    def width(self, least: bool = False, fold_keys: bool = False) -> int:
+        """Its natural width, or the narrowest it may be: its longest header word, and its cells unless it
+        folds (a key only when ``fold_keys``)."""
+        cells = max((_width(c) for c in self.cells), default=0)
+        if not least:
+            return max(cells, len(self.header))
         fold = self.spec.fold if self.spec.kind != "key" or fold_keys else None
-        return max(word, self.cell_width if fold is None else min(self.cell_width, fold))
+        return max(max(map(len, self.header.split(" "))), cells if fold is None else min(cells, fold))
 
 
 def _columns(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], names: dict[str, str]) -> list[_Column]:
@@ -233,16 +201,13 @@ def _columns(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], names: dict[st
     out = []
     for i, spec in enumerate(cols):
         values = [row[i] for row in rows]
-        unit = None
-        header = spec.header
-        if spec.time:
-            unit = unit_of(groups[spec.time])
-            header = f"{header} {unit[1]}".strip()
+        unit = unit_of(groups[spec.time]) if spec.time else None
+        header = f"{spec.header} {unit[1]}".strip() if unit else spec.header
         for full, short in names.items():
             header = header.replace(full, short)
-        if spec.runner and names:
+        if spec.runner:
             values = [names.get(v, v) if isinstance(v, str) else v for v in values]
-        out.append(_Column(spec, header, [_plain(v, unit) for v in values]))
+        out.append(_Column(spec, one_line(header), [_plain(v, unit) for v in values]))
     return out
 
 
@@ -251,47 +216,27 @@ def _room(width: int, n: int) -> int:
     return width - _EDGE * n - 1
 
 
-def _constant(column: _Column) -> str | None:
-    """The text of a column that reads the same on every row (two rows or more), else None."""
-    texts = {cell.plain for cell in column.cells}
-    return texts.pop() if len(column.cells) > 1 and len(texts) == 1 else None
-
-
-def _distinct_rows(columns: Sequence[_Column]) -> int:
-    return len(set(zip(*([cell.plain for cell in c.cells] for c in columns), strict=True)))
-
-
-class _Layout(Struct):
-    shown: list[_Column]
-    widths: list[int]
-    dropped: list[str]  # headers of the columns left out (the note line)
-    constant: list[str]  # "header value" of the columns that read the same on every row (the title)
-
-
-def _layout(columns: list[_Column], width: int, wide: bool) -> _Layout:
-    """What a terminal ``width`` wide shows. First the columns that read the same on every row go into
-    the title (nothing is lost); then droppable columns (``Col.drop``, 1 first): numbers before keys
-    fold, text columns only when folded keys do not fit either, and among those first the ones whose
-    loss leaves rows that differed still differing. ``--wide`` keeps every column."""
-    shown = list(columns)
-    dropped: list[str] = []
-    constant: list[str] = []
+def _layout(columns: list[_Column], width: int, wide: bool) -> tuple[list[_Column], list[int], list[str], list[str]]:
+    """The columns a terminal ``width`` wide shows, their widths, the headers left out (the note line)
+    and ``header text`` of the columns moved into the title (docs/DESIGN.md §7). Rich's own collapse
+    shrinks the widest columns first whatever their ``min_width`` (and its last resort cuts numbers), so
+    the widths are chosen here and Rich is given each as ``min_width``/``max_width``."""
+    shown, dropped, constant = list(columns), list[str](), list[str]()
 
     def need(fold_keys: bool) -> int:
-        return sum(c.least(fold_keys) for c in shown) - _room(width, len(shown))
-
-    if not wide and need(False) > 0:
-        for c in [c for c in shown if c.spec.kind != "key"]:
-            if (text := _constant(c)) is not None:
-                shown.remove(c)
-                constant.append(f"{c.header} {text}")
-    droppable = sorted((c for c in shown if c.spec.drop is not None), key=lambda c: c.spec.drop or 0)
+        return sum(c.width(True, fold_keys) for c in shown) - _room(width, len(shown))
 
     def telling(without: _Column | None = None) -> int:
         """How many rows the text columns (what names a row, not what it measures) tell apart."""
-        return _distinct_rows([c for c in shown if c.spec.kind != "num" and c is not without])
+        texts = ([x.plain for x in c.cells] for c in shown if c.spec.kind != "num" and c is not without)
+        return len(set(zip(*texts, strict=True)))
 
-    while not wide and droppable and need(False) > 0:
+    if not wide and need(False) > 0:
+        for c in [c for c in shown if c.spec.kind != "key" and len({x.plain for x in c.cells}) == 1 < len(c.cells)]:
+            shown.remove(c)
+            constant.append(f"{c.header} {c.cells[0].plain}")
+    droppable = sorted((c for c in shown if c.spec.drop is not None), key=lambda c: c.spec.drop or 0)
+    while not wide and need(False) > 0:
         # a number column may go before keys fold; a text column only when folded keys do not fit either
         candidates = [c for c in droppable if c.spec.kind == "num" or need(True) > 0]
         if not candidates:
@@ -302,19 +247,16 @@ def _layout(columns: list[_Column], width: int, wide: bool) -> _Layout:
         shown.remove(gone)
         dropped.append(gone.header)
     fold_keys = need(False) > 0
-    widths = [c.least(fold_keys) for c in shown]
+    widths = [c.width(True, fold_keys) for c in shown]
     extra = _room(width, len(shown)) - sum(widths)
     # what is left goes back: keys first, then folded text (the nearest to whole first: a folded cell
     # costs a line per row), then wrapped headers (one line per table)
-    order = sorted(range(len(shown)), key=lambda i: (shown[i].spec.kind != "key", shown[i].spec.kind == "num",
-                                                      shown[i].natural - widths[i]))
-    for i in order:
-        if extra <= 0:
-            break
-        grow = min(extra, shown[i].natural - widths[i])
-        widths[i] += max(0, grow)
-        extra -= max(0, grow)
-    return _Layout(shown, widths, dropped, constant)
+    for i in sorted(range(len(shown)), key=lambda i: (shown[i].spec.kind != "key", shown[i].spec.kind == "num",
+                                                       shown[i].width() - widths[i])):
+        grow = max(0, min(extra, shown[i].width() - widths[i]))
+        widths[i] += grow
+        extra -= grow
+    return shown, widths, dropped, constant
 
 
 def print_table(
@@ -325,45 +267,27 @@ def print_table(
     runners: Iterable[str] = (),
 ) -> None:
     """Lay out and print one table on ``out`` (``render.console()``), and the note when columns were left out.
-    ``title`` is plain (untrusted) text; ``runners`` are the runner names its cells and headers may hold."""
+    ``title`` is plain (untrusted) text; ``runners`` are the runner names its cells and headers may hold.
+    Never cropped: a table that cannot fit is printed whole (the terminal wraps it)."""
     from rich.table import Table
     from rich.text import Text
 
-    terminal = out.width < UNWRAPPED
-    columns = _columns(cols, rows, {})
-    room = _room(out.width, len(columns))
-    if terminal and sum(c.natural for c in columns) > room:
+    shown = _columns(cols, rows, {})
+    widths, dropped, constant = [c.width() for c in shown], list[str](), list[str]()
+    if out.width < UNWRAPPED and sum(widths) > _room(out.width, len(shown)):
         names = short_runners(runners)
-        columns = _columns(cols, rows, {k: v for k, v in names.items() if k != v})
-    if not terminal or sum(c.natural for c in columns) <= room:
-        laid = _Layout(columns, [c.natural for c in columns], [], [])
-    else:
-        laid = _layout(columns, out.width, _WIDE[0])
-    shown, widths = laid.shown, laid.widths
-    if laid.constant:  # one line: "every row:" then each column's header and text
-        title = " — ".join(filter(None, [one_line(title or ""), "every row: " + " · ".join(laid.constant)]))
-    cells = [[_fold(cell, w) for cell in c.cells] for c, w in zip(shown, widths, strict=True)] if terminal else None
-    over = sum(widths) > _room(out.width, len(shown))
-    table = Table(
-        title=Text(one_line(title)) if title else None,
-        title_justify="left",
-        show_lines=any("\n" in c.plain for col in cells or [] for c in col),
-        width=sum(widths) + _EDGE * len(shown) + 1 if terminal and over else None,
-    )
+        shown = _columns(cols, rows, {k: v for k, v in names.items() if k != v})
+        shown, widths, dropped, constant = _layout(shown, out.width, _WIDE[0])
+    if constant:  # one line: "every row:" then each column's header and text
+        title = " — ".join(filter(None, [one_line(title or ""), "every row: " + " · ".join(constant)]))
+    cells = [[_fold(cell, w) for cell in c.cells] for c, w in zip(shown, widths, strict=True)]
+    table = Table(title=Text(one_line(title)) if title else None, title_justify="left",
+                  show_lines=out.width < UNWRAPPED and any("\n" in c.plain for col in cells for c in col))
     for c, w in zip(shown, widths, strict=True):
-        justify = "right" if c.spec.right else (c.spec.justify or "left")
-        if terminal:
-            header = Text(_header_lines(one_line(c.header), w))
-            table.add_column(header, justify=justify, width=w, no_wrap=True, overflow="fold")
-        else:
-            table.add_column(Text(one_line(c.header)), justify=justify)
-    for r in range(len(rows)):
-        table.add_row(*((cells[i][r] if cells else c.cells[r]) for i, c in enumerate(shown)))
-    _print(out, table)
-    if laid.dropped:
-        out.print(Text(f"not shown at {out.width} columns: {', '.join(laid.dropped)} (--wide: all)"), soft_wrap=True)
-
-
-def _print(out: Console, renderable: RenderableType) -> None:
-    """Never cropped to the terminal: a table that cannot fit is printed whole (the terminal wraps it)."""
-    out.print(renderable, crop=False)
+        table.add_column(Text(c.header), justify=c.spec.justify or ("right" if c.spec.kind == "num" else "left"),
+                         min_width=w, max_width=w, overflow="fold")
+    for row in zip(*cells, strict=True) if cells else ():
+        table.add_row(*row)
+    out.print(table, crop=False)
+    if dropped:
+        out.print(Text(f"not shown at {out.width} columns: {', '.join(dropped)} (--wide: all)"), soft_wrap=True)

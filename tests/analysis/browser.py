@@ -212,13 +212,11 @@ _PROBE = """
 def measure_page(path: Path, width: int, height: int = 2000) -> tuple[Page, dict[str, Any]]:
     """The page at ``path`` opened at ``width`` CSS px with ``_PROBE`` added (a copy, its hash added to
     the page's Content-Security-Policy so that it may run), and what the probe measured."""
-    import base64
-    import hashlib
+    from mixins.analysis.commands.report_html import csp_hash
 
     page_text = path.read_text()
-    digest = "'sha256-" + base64.b64encode(hashlib.sha256(_PROBE.encode()).digest()).decode() + "'"
     assert page_text.count("script-src ") == 1
-    probed = page_text.replace("script-src ", f"script-src {digest} ", 1).replace(
+    probed = page_text.replace("script-src ", f"script-src {csp_hash(_PROBE)} ", 1).replace(
         "</body>", f"<script>{_PROBE}</script></body>", 1
     )
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:

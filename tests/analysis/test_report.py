@@ -30,6 +30,7 @@ from pairs import VLLM_CAPTURE, VLLM_REPLAY, load, our_rank, save, slower
 
 from mixins.analysis.commands.report_html import DATA_ID, MIN_LABEL_PX, PHASES, render_report
 from tests.built_once import built_once
+from tests.trace_files import op, span, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE_BLUE = "#3b7dd8"  # the capture phase's bars (report._COLORS) and the largest op's sectors
@@ -412,14 +413,9 @@ def test_traces_sharing_a_name_each_get_their_own_bars(cpu_traces: dict[str, Pat
 
 def _many_segments(path: Path, segments: int, runner: str) -> Path:
     """A small capture-like trace: ``segments`` capture ranges of one op each, of growing wall time."""
-    events = []
-    for i in range(segments):
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"capture::bs={i + 1}", "pid": 1, "tid": 1,
-                       "ts": i * 100, "dur": 20 + i % 70})
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": i * 100 + 1,
-                       "dur": 10})
-    path.write_text(json.dumps({"capture_trace": {"runner": runner, "tp_rank": 0}, "traceEvents": events}))
-    return path
+    events = [e for i in range(segments) for e in (span(f"capture::bs={i + 1}", i * 100, 20 + i % 70),
+                                                   op("aten::mm", i * 100 + 1, 10))]
+    return write_trace(path, events, {"runner": runner, "tp_rank": 0})
 
 
 def test_many_bars_show_the_largest_with_a_note_and_names_once(tmp_path: Path) -> None:

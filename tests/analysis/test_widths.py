@@ -195,20 +195,11 @@ def _case(command: str, columns: int, demo_dir: Path, expected: dict[str, Any]) 
         assert all(h in full["headers"] for h in narrow["headers"])
 
 
-WIDTH_CASES = [pytest.param(c, w, id=f"{c}-{w}") for c in CASES for w in DEFAULT_WIDTHS]
-MORE_CASES = [pytest.param(c, w, id=f"{c}-{w}") for c in CASES for w in MORE_WIDTHS]
-
-
-@pytest.mark.parametrize(("command", "columns"), WIDTH_CASES)
+@pytest.mark.parametrize(("command", "columns"), [
+    *(pytest.param(c, w, id=f"{c}-{w}") for c in CASES for w in DEFAULT_WIDTHS),
+    *(pytest.param(c, w, id=f"{c}-{w}", marks=pytest.mark.exhaustive) for c in CASES for w in MORE_WIDTHS),
+])
 def test_tables_never_cut_a_number(command: str, columns: int, demo_dir: Path, expected: dict[str, Any]) -> None:
-    _case(command, columns, demo_dir, expected)
-
-
-@pytest.mark.exhaustive
-@pytest.mark.parametrize(("command", "columns"), MORE_CASES)
-def test_tables_never_cut_a_number_every_width(
-    command: str, columns: int, demo_dir: Path, expected: dict[str, Any]
-) -> None:
     _case(command, columns, demo_dir, expected)
 
 

@@ -10,7 +10,7 @@ goes through ``safe_io.output_file``: all or nothing, never over a device or a F
 
 from __future__ import annotations
 
-import zlib
+import gzip
 from typing import IO, Any
 
 import msgspec
@@ -47,83 +47,56 @@ def _annotated(raw: bytes, annotations: dict[tuple[Any, ...], dict[str, Any]]) -
 class _Copy:
     """Writes the document back, member by member, as the reader streams it."""
 
-    def __init__(self, out: IO[bytes]) -> None:
+    def __init__(self, out: IO[bytes] | gzip.GzipFile) -> None:
         self.out = out
-        self.members = 0
-        self.in_events = False
-        self.first_event = True
+        self.sep = b"{"  # before the next member
+        self.in_events: bytes | None = None  # inside traceEvents: what goes before its next element
 
     def member(self, key: str, raw: bytes | None) -> None:
         self._close_events()
-        self.out.write((b"{" if self.members == 0 else b", ") + msgspec.json.encode(key) + b": ")
-        self.members += 1
-        if raw is None:  # traceEvents: its elements follow
-            self.out.write(b"[")
-            self.in_events, self.first_event = True, True
-        else:
-            self.out.write(raw)
+        self.out.write(self.sep + msgspec.json.encode(key) + b": " + (b"[" if raw is None else raw))
+        self.sep = b", "
+        self.in_events = b"" if raw is None else None  # None: traceEvents, its elements follow
 
     def events(self, items: list[bytes]) -> None:
-        if not items:
-            return
-        self.out.write((b"" if self.first_event else b", ") + b", ".join(items))
-        self.first_event = False
+        if items and self.in_events is not None:
+            self.out.write(self.in_events + b", ".join(items))
+            self.in_events = b", "
 
     def _close_events(self) -> None:
-        if self.in_events:
+        if self.in_events is not None:
             self.out.write(b"]")
-            self.in_events = False
+            self.in_events = None
 
     def end(self) -> None:
         self._close_events()
-        self.out.write(b"{}" if self.members == 0 else b"}")
+        self.out.write(b"{}" if self.sep == b"{" else b"}")
 
 
-def _copy(replay: str, out: IO[bytes], annotations: dict[tuple[Any, ...], dict[str, Any]]) -> int:
+def _copy(replay: str, out: IO[bytes] | gzip.GzipFile, annotations: dict[tuple[Any, ...], dict[str, Any]]) -> int:
     stream = open_trace(replay)
     copy = _Copy(out)
     stream.on_member = copy.member
     done = 0
     for raws in stream.raw_events():
-        items = []
-        for r in raws:
-            text = bytes(r)
-            new = _annotated(text, annotations)
-            if new is not None:
+        items = [bytes(r) for r in raws]
+        for n, text in enumerate(items):
+            if (new := _annotated(text, annotations)) is not None:
                 done += 1
-                text = new
-            items.append(text)
+                items[n] = new
         copy.events(items)
     copy.end()
     return done
-
-
-class _Gzip:
-    """A write-only gzip stream over ``out`` (``GzipFile`` without a name: nothing but the data)."""
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out = out
-        self.z = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
-
-    def write(self, data: bytes) -> int:
-        self.out.write(self.z.compress(data))
-        return len(data)
-
-    def finish(self) -> None:
-        self.out.write(self.z.flush())
 
 
 def write_annotated(replay: str, out: str, annotations: dict[tuple[Any, ...], dict[str, Any]]) -> int:
     """Write ``replay`` with ``annotations`` added to ``out`` (gzip if it ends in .gz); how many kernels
     gained args. A bad replay is a TraceError naming it; nothing is left at ``out`` then."""
     with output_file(out) as f:
-        if out.endswith(".gz"):
-            z = _Gzip(f)
-            done = _copy(replay, z, annotations)  # type: ignore[arg-type]
-            z.finish()
-        else:
-            done = _copy(replay, f, annotations)
-    return done
+        if not out.endswith(".gz"):
+            return _copy(replay, f, annotations)
+        with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as z:  # no name, no time
+            return _copy(replay, z, annotations)
 
 
 def write_output(out: str, data: bytes) -> None:

@@ -59,8 +59,9 @@ class SegmentDiff(Struct):
         default_factory=lambda: {"added": [], "removed": [], "changed": []}
     )
 
-    def add(self, kind: str, item: Any) -> None:
-        """Counts are kept by the caller; only the first few examples of each kind are kept."""
+    def add(self, kind: str, item: Any, n: int = 1) -> None:
+        """``n`` more ``kind`` (added, removed, changed) ops; only the first few examples of each are kept."""
+        setattr(self, kind, getattr(self, kind) + n)
         if len(self.examples[kind]) < _EXAMPLES:
             self.examples[kind].append(item)
 
@@ -89,11 +90,9 @@ def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[
     d.aligned = False
     ca, cb = Counter(mid_a), Counter(mid_b)
     for k, n in (cb - ca).items():
-        d.added += n
-        d.add("added", {**op_json(keys[k]), "count": n})
+        d.add("added", {**op_json(keys[k]), "count": n}, n)
     for k, n in (ca - cb).items():
-        d.removed += n
-        d.add("removed", {**op_json(keys[k]), "count": n})
+        d.add("removed", {**op_json(keys[k]), "count": n}, n)
 
 
 def _aligned_diff(
@@ -108,7 +107,6 @@ def _aligned_diff(
         for n in range(paired):
             x, y = mid_a[i1 + n], mid_b[j1 + n]
             if keys[x][0] == keys[y][0]:
-                d.changed += 1
                 d.add(
                     "changed",
                     {
@@ -120,15 +118,11 @@ def _aligned_diff(
                     },
                 )
             else:
-                d.removed += 1
-                d.added += 1
                 d.add("removed", {"position": first + i1 + n, **op_json(keys[x])})
                 d.add("added", {"position": first + j1 + n, **op_json(keys[y])})
         for n in range(i1 + paired, i2):
-            d.removed += 1
             d.add("removed", {"position": first + n, **op_json(keys[mid_a[n]])})
         for n in range(j1 + paired, j2):
-            d.added += 1
             d.add("added", {"position": first + n, **op_json(keys[mid_b[n]])})
 
 
@@ -370,8 +364,20 @@ def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
     g.complete = not missing and not beyond
 
 
+def _no_trace(first: GroupCheck, kind: str, found: set[int], present: set[int], disagree: str = "") -> None:
+    """``kind`` ranks (PP stages, DP replicas) of the recorded size that have no trace at all (so no group),
+    reported on the family's ``first`` group."""
+    size = f"{kind.lower()}_size"
+    if len(found) > 1:
+        first.problems.append(f"traces disagree on {size} ({', '.join(map(str, sorted(found)))}){disagree}")
+    elif missing := _gaps(sorted(present), max(found)):
+        first.problems.append(f"{_ranks_text(kind, missing)} missing ({size} {max(found)}): no trace of any TP rank")
+    else:
+        return
+    first.complete = False
+
+
 def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
-    """A pipeline stage with no trace at all has no group: report it on the runner's first stage."""
     sizes: dict[tuple[Any, ...], set[int]] = {}
     runs = run_labels(t.identity.run for t in traces)
     for t in traces:
@@ -383,45 +389,20 @@ def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
             g for g in groups
             if (g.run, g.runner or "", g.capture_index) == (run, runner, index) and g.members[0][0] is not None
         ]
-        stages = {g.pp_rank or 0 for g in family}
-        if len(found) > 1:
-            first = min(family, key=lambda g: g.pp_rank or 0)
-            shown = ", ".join(map(str, sorted(found)))
-            first.problems.append(f"traces disagree on pp_size ({shown}): completeness not checked")
-            first.complete = False
-            continue
-        missing = _gaps(sorted(stages), max(found))
-        if missing:
-            first = min(family, key=lambda g: g.pp_rank or 0)
-            size = max(found)
-            first.problems.append(f"{_ranks_text('PP', missing)} missing (pp_size {size}): no trace of any TP rank")
-            first.complete = False
+        first = min(family, key=lambda g: g.pp_rank or 0)
+        _no_trace(first, "PP", found, {g.pp_rank or 0 for g in family}, ": completeness not checked")
 
 
 def _check_replicas(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
-    """A data-parallel replica with no trace at all has no group: report it on the runner's first replica,
-    from the dp_size the replicas recorded."""
     sizes: dict[tuple[Any, ...], set[int]] = {}
     for t in traces:
         size = _size_of(t, "dp_size")
         if t.identity.tp_rank is not None and t.identity.dp_rank is not None and size is not None:
             sizes.setdefault((t.identity.runner or "", t.identity.capture_index), set()).add(size)
     for (runner, index), found in sorted(sizes.items(), key=repr):
-        family = [
-            g for g in groups
-            if (g.runner or "", g.capture_index) == (runner, index) and g.dp_rank is not None
-        ]
+        family = [g for g in groups if (g.runner or "", g.capture_index) == (runner, index) and g.dp_rank is not None]
         first = min(family, key=lambda g: (g.dp_rank or 0, g.pp_rank or 0))
-        if len(found) > 1:
-            first.problems.append(f"traces disagree on dp_size ({', '.join(map(str, sorted(found)))})")
-            first.complete = False
-            continue
-        missing = _gaps(sorted({g.dp_rank or 0 for g in family}), max(found))
-        if missing:
-            first.problems.append(
-                f"{_ranks_text('DP', missing)} missing (dp_size {max(found)}): no trace of any TP rank"
-            )
-            first.complete = False
+        _no_trace(first, "DP", found, {g.dp_rank or 0 for g in family})
 
 
 def compact_job(path: str, progress: Callable[[int, int], None] | None = None) -> CompactTrace:

@@ -18,7 +18,7 @@ from mixins.formats import STAGING_PREFIX, SUBDIR
 from mixins.helptext import add_command
 
 
-def add_ls(subparsers: Any) -> None:
+def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "ls",

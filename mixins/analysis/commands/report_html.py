@@ -1,13 +1,7 @@
-"""``report``'s page: one self-contained HTML file drawn from the commands' ``--json`` dicts.
-
-``render_report`` is pure: it takes exactly what ``time --json``, ``check --json`` and ``attribute --json``
-print and returns the page, so it does not depend on how those are computed (``report`` obtains them).
-Charts are plotly (the ``[report]`` extra): its bundled plotly.js is embedded, so the page works offline.
-Every string that came from a trace is escaped for where it lands: HTML text and attributes
-(``html.escape``), JSON inside ``<script>`` (``<``, ``>``, ``&``, U+2028/9 as ``\\u`` escapes) and plotly's
-labels (plotly.js reads ``<b>``, ``<a href>``... in text, so labels are entity-escaped and shown as
-written). A Content-Security-Policy with the hashes of our two scripts stops anything else from running
-or loading. Design: docs/DESIGN.md §7.3.
+"""``report``'s page: one self-contained HTML file drawn from exactly what ``time --json``, ``check --json``
+and ``attribute --json`` print (``render_report`` is pure). Charts are plotly's, its bundle embedded (works
+offline); untrusted text is escaped for where it lands and a Content-Security-Policy with our two scripts'
+hashes stops anything else from running (docs/DESIGN.md §7.3).
 """
 
 from __future__ import annotations
@@ -26,7 +20,8 @@ from mixins.analysis.tables import short_runners, unit_of
 from mixins.formats import PHASES  # time --json's phase keys, stacked bottom to top
 from mixins.one_line import one_line
 
-__all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json"]
+__all__ = ["EXTRA", "PHASES", "DATA_ID", "ReportUnavailable", "render_report", "require_plotly", "script_json",
+           "csp_hash"]
 
 EXTRA = "report"  # pyproject.toml [project.optional-dependencies]
 DATA_ID = "capture-trace-data"  # the <script type="application/json"> holding the three dicts as given
@@ -143,10 +138,12 @@ def _run_names(traces: list[dict[str, Any]], runs: list[str]) -> list[str]:
     return names
 
 
+def _more(rows: int, shown: int, where: str = "the page's data (time --json)") -> str:
+    return f"<p>{rows - shown:,} more rows in {where}.</p>" if rows > shown else ""
+
+
 def _largest(cells: dict[Cell, float], keep: int) -> list[Cell]:
-    """The ``keep`` rows of the largest wall time (in any run), in their order (all when there are no more)."""
-    if len(cells) <= keep:
-        return list(cells)
+    """The ``keep`` rows of the largest wall time (in any run), in their order."""
     top = set(sorted(cells, key=lambda c: -cells[c])[:keep])
     return [c for c in cells if c in top]
 
@@ -166,6 +163,10 @@ def _change_of(time_json: dict[str, Any]) -> dict[tuple[Any, ...], list[float | 
         (r.get("runner"), r.get("tp_rank"), r.get("pp_rank"), r.get("capture_index"), r.get("label")): r["change"]
         for r in time_json.get("comparison") or []
     }
+
+
+def _seg(s: dict[str, Any]) -> str:
+    return str(s.get("label", "?"))
 
 
 def _hover(phases: dict[str, Any], div: float, unit: str, change: float | None) -> str:
@@ -192,7 +193,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     for i, s in every:
         label = _axis_runner(traces[i], names[i], short)
         runner_of.setdefault(names[i], label)
-        cell = (names[i], str(s.get("label", "?")))
+        cell = (names[i], _seg(s))
         walls[cell] = max(walls.get(cell, 0.0), s.get("wall_us") or 0.0)
     # grouped by runner (in order of first appearance), shapes in their order within it
     first = {n: k for k, n in enumerate(dict.fromkeys(c[0] for c in walls))}
@@ -210,39 +211,39 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     several = len(runs) > 1
     changes = _change_of(time_json) if several else {}
     bars = []
+
+    def drawn(run: str | None) -> tuple[list[tuple[int, dict[str, Any]]], list[list[int]]]:
+        """The (trace, segment) pairs of ``run`` (None: all) that have a bar, in row order, and their y."""
+        pairs = sorted(((i, s) for i, s in every if run in (None, traces[i].get("run")) and (names[i], _seg(s)) in row),
+                       key=lambda p: row[names[p[0]], _seg(p[1])])
+        return pairs, [[at_runner[names[i]] for i, _ in pairs], [at_shape[_seg(s)] for _, s in pairs]]
+
     if not several:
-        drawn = sorted(((i, s) for i, s in every if (names[i], str(s.get("label", "?"))) in row),
-                       key=lambda p: row[names[p[0]], str(p[1].get("label", "?"))])
-        y = [[at_runner[names[i]] for i, _ in drawn], [at_shape[str(s.get("label", "?"))] for _, s in drawn]]
+        pairs, y = drawn(None)
         for phase in PHASES:
-            us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in drawn]
-            share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in drawn]
+            us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in pairs]
+            share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in pairs]
             bars.append(go.Bar(
                 name=_PHASE_NAMES[phase], orientation="h", y=y, x=[v / div for v in us],
                 customdata=[[v, sh] for v, sh in zip(us, share, strict=True)], marker_color=_COLORS[phase],
                 hovertemplate=f"{_PHASE_NAMES[phase]}: %{{customdata[0]:,.3f}} µs (%{{customdata[1]:.1%}})"
                 "<extra></extra>",
             ))
-    else:
-        for k, run in enumerate(runs):
-            drawn = sorted(((i, s) for i, s in every if traces[i].get("run") == run
-                            and (names[i], str(s.get("label", "?"))) in row),
-                           key=lambda p: row[names[p[0]], str(p[1].get("label", "?"))])
-            hover = []
-            for i, s in drawn:
-                t = traces[i]
-                key = (t.get("runner") or "?", t.get("tp_rank"), t.get("pp_rank") or 0, t.get("capture_index", 1),
-                       s.get("label"))
-                change = changes.get(key, [None] * len(runs))[k] if k else None
-                hover.append(_hover(s.get("phases") or {}, div, unit, change))
-            bars.append(go.Bar(
-                name=_label(run), orientation="h",
-                y=[[at_runner[names[i]] for i, _ in drawn], [at_shape[str(s.get("label", "?"))] for _, s in drawn]],
-                x=[(s.get("wall_us") or 0.0) / div for _, s in drawn],
-                customdata=[s.get("wall_us") or 0.0 for _, s in drawn], hovertext=hover,
-                marker_color=_RUN_COLORS[k % len(_RUN_COLORS)],
-                hovertemplate="%{fullData.name}: %{customdata:,.3f} µs<br>%{hovertext}<extra></extra>",
-            ))
+    for k, run in enumerate(runs if several else []):
+        pairs, y = drawn(run)
+        hover = []
+        for i, s in pairs:
+            t = traces[i]
+            key = (t.get("runner") or "?", t.get("tp_rank"), t.get("pp_rank") or 0, t.get("capture_index", 1),
+                   s.get("label"))
+            change = changes.get(key, [None] * len(runs))[k] if k else None
+            hover.append(_hover(s.get("phases") or {}, div, unit, change))
+        bars.append(go.Bar(
+            name=_label(run), orientation="h", y=y, x=[(s.get("wall_us") or 0.0) / div for _, s in pairs],
+            customdata=[s.get("wall_us") or 0.0 for _, s in pairs], hovertext=hover,
+            marker_color=_RUN_COLORS[k % len(_RUN_COLORS)],
+            hovertemplate="%{fullData.name}: %{customdata:,.3f} µs<br>%{hovertext}<extra></extra>",
+        ))
     per_row = ROW_PX * (len(runs) if several else 1)
     fig = go.Figure(
         data=bars,
@@ -282,12 +283,10 @@ def _comparison_table(time_json: dict[str, Any], runs: list[str], div: float, un
             f" · #{r['capture_index']}" if (r.get("capture_index") or 1) > 1 else "")
         body.append(f'<tr><td>{_h(r.get("runner"))}</td><td>{_h(ranks)}</td><td>{_h(r.get("label"))}</td>'
                     f"{walls}{moved}</tr>")
-    more = (f"<p>{len(rows) - MAX_TABLE_ROWS:,} more rows in the page's data (time --json).</p>"
-            if len(rows) > MAX_TABLE_ROWS else "")
     return (
         '<details open id="comparison"><summary>runs side by side: wall time per runner × shape</summary>'
         f'<table class="comparison"><tr><th>runner</th><th>ranks</th><th>shape</th>{head}</tr>'
-        + "".join(body) + "</table>" + more + "</details>\n"
+        + "".join(body) + "</table>" + _more(len(rows), MAX_TABLE_ROWS) + "</details>\n"
     )
 
 
@@ -313,8 +312,7 @@ def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, uni
             f"<tr><th>segment</th><th>wall ({unit})</th>{head}<th>capture windows</th></tr>"
             + "".join(body)
             + "</table>"
-            + (f"<p>{len(segments) - MAX_TABLE_ROWS:,} more rows in the page's data (time --json).</p>"
-               if len(segments) > MAX_TABLE_ROWS else "")
+            + _more(len(segments), MAX_TABLE_ROWS)
             + "</details>"
         )
     return "\n".join(out)
@@ -485,7 +483,6 @@ def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
         f'<td class="num" data-us="{_num(o.get("gpu_time_us"))}">{(o.get("gpu_time_us") or 0.0):,.3f}</td></tr>'
         for o in ops[:top]
     )
-    more = f"<p>{len(ops) - top:,} more rows in the embedded data (attribute --json).</p>" if len(ops) > top else ""
     unattr = "".join(
         f'<tr><td>{_h(u.get("source"))}</td><td>{_h(u.get("reason"))}</td><td class="num">{_h(u.get("kernels"))}</td>'
         f'<td class="num" data-us="{_num(u.get("gpu_time_us"))}">{(u.get("gpu_time_us") or 0.0):,.3f}</td></tr>'
@@ -498,7 +495,7 @@ def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
         "<th>input dims</th><th>source</th><th>segment</th><th>kernels</th><th>count</th><th>GPU µs</th></tr>"
         + rows
         + "</table>"
-        + more
+        + _more(len(ops), top, "the embedded data (attribute --json)")
         + "</details>"
         + (
             '<details open><summary>unattributed</summary><table class="unattributed"><tr><th>source</th>'
@@ -536,7 +533,8 @@ _INIT = """
 """
 
 
-def _csp_hash(script: str) -> str:
+def csp_hash(script: str) -> str:
+    """A Content-Security-Policy source that lets exactly this inline script run."""
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
 
 
@@ -580,7 +578,7 @@ def render_report(
     shown = ", ".join(_h(p) for p in inputs)
     csp = (
         "default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; "
-        f"script-src {_csp_hash(plotly_js)} {_csp_hash(_INIT)}"
+        f"script-src {csp_hash(plotly_js)} {csp_hash(_INIT)}"
     )
     return "\n".join(
         [
