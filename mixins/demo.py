@@ -1,12 +1,7 @@
-"""``capture-trace demo``: four small runners named like SGLang's EAGLE3 set-up plus a prefill runner
-(``mixins.demo_runners``) capture a tiny model for a few shapes under ``torch.profiler`` and write one
-trace each (the prefill runner through the decorator's profile mode).
-
-The runners, wrapt and torch are imported only when the command runs; without torch (the analyzer-only
-install) the command says how to get it. It says which device ``--device auto`` picked, and it is quiet:
-Kineto's own informational lines (``USDT:… profiler_start``), which its C++ writes straight to file
-descriptor 2 at every profiler start and stop, are filtered out at that descriptor while the demo
-profiles (``--verbose`` keeps them); anything else written there passes through.
+"""``capture-trace demo``: the demo runners (``mixins.demo_runners``) capture a tiny model for a few shapes
+and write one trace each. Torch is imported only when the command runs; Kineto's informational lines,
+which its C++ writes to descriptor 2 at every profiler start and stop, are filtered there (``--verbose``
+keeps them).
 """
 
 from __future__ import annotations

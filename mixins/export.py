@@ -1,17 +1,11 @@
 """Write a ``torch.profiler`` profile as a gzip Chrome/Perfetto trace: fast, atomic, never fatal, safe as root.
 
-Why not ``prof.export_chrome_trace("x.json.gz")``: torch gzips line by line at level 9 (22 s for a
-487k-event capture on a 2-core VM, ~90 % of it compression) and Kineto swallows write errors (a full
-disk leaves a 35-byte gzip with no JSON in it).
-
-The flow (docs/DESIGN.md §1–2): check the output directory's trust policy and hold it open by
-descriptor; sweep staging directories left by dead processes; make a private 0700 staging directory
-inside it; let Kineto write plain JSON there (the only part that blocks the caller); then, in a
-background thread, stream that JSON through zlib in 1 MiB chunks with our ``capture_trace`` metadata
-as the first key, check Kineto's JSON is complete, fsync, ``rename`` into place by descriptor and
-fsync the directory. A reader never sees a partial file under the final name, no name another user
-can change is ever followed, and on any failure the staging directory is removed and one WARNING
-is logged.
+Not ``prof.export_chrome_trace("x.json.gz")``: torch gzips line by line at level 9 (22 s for a 487k-event
+capture) and Kineto swallows write errors. The flow (docs/DESIGN.md §1–2): the trusted output directory
+held by descriptor; a private 0700 staging directory in it; Kineto's plain JSON there (the only part that
+blocks the caller); then, on a background thread, zlib in 1 MiB chunks with our metadata as the first key,
+a completeness check, fsync, ``rename`` by descriptor, fsync of the directory, and a sweep of dead
+processes' staging directories. On any failure the staging directory goes and one WARNING is logged.
 """
 
 from __future__ import annotations

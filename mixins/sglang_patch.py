@@ -1,18 +1,11 @@
 """Patch the installed sglang at import time so every CUDA-graph capture profile becomes a trace file.
 
-What is patched, where and why is data (``mixins.sglang_targets.TARGETS``); this module only knows how
-to apply each strategy. ``PATCH`` is the patch, one object shaped like OpenTelemetry's instrumentors:
-``PATCH.install()`` / ``PATCH.uninstall()``, guarded by a flag (a repeat warns and changes nothing), and
-``PATCH.status()``, which says for every row whether it waits for its module's import, is applied, was
-skipped (and why) or deferred to sglang's native export.
-
-Lazy and order-proof: one ``wrapt`` post-import hook per target module, so it works whether sglang is
-imported before or after ``install()``, and it never imports sglang itself. Any error while patching is
-logged and never breaks sglang's own import.
-
-Activation in every process: ``register()`` is the ``sglang.srt.plugins`` entry point (sglang >= 0.5.13
-calls it in each scheduler process), and the ``sglang_capture_trace.pth`` start-up hook
-(``_sglang_capture_trace_bootstrap``, docs/DESIGN.md §4) covers sglang without a plugin loader.
+What is patched is data (``sglang_targets.TARGETS``); this module applies each strategy. ``PATCH`` is
+shaped like OpenTelemetry's instrumentors (``install()`` / ``uninstall()`` / ``status()``), with one
+``wrapt`` post-import hook per target module, so the import order does not matter and sglang is never
+imported here; a patching error is logged, never raised into sglang's import (docs/DESIGN.md §5).
+``register()`` is the ``sglang.srt.plugins`` entry point; the ``.pth`` start-up hook covers sglang
+without a plugin loader (§4).
 """
 
 from __future__ import annotations
