@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -124,19 +124,16 @@ def export_after_hook(draft_base: type | None) -> Wrapper:
 def _snapshot_redirected(runner: object, draft_base: type | None) -> Iterator[Callable[[Callable[..., Any]], Any]]:
     """The hook's ``_dump_snapshot`` saved beside the runner's trace (``mixins.memory_snapshot``); if setting
     that up fails, the hook runs as sglang wrote it (a debugging aid never stops the hook)."""
-    try:
-        from mixins import memory_snapshot
+    with ExitStack() as stack:
+        try:
+            from mixins import memory_snapshot
 
-        scope = memory_snapshot.redirected(runner, lambda: runner_name_for(runner, draft_base))
-        redirect = scope.__enter__()
-    except Exception as exc:  # noqa: BLE001
-        report_failure(type(runner).__name__, None, exc)
-        yield lambda hook: hook
-        return
-    try:
+            scope = memory_snapshot.redirected(runner, lambda: runner_name_for(runner, draft_base))
+            redirect: Callable[[Callable[..., Any]], Any] = stack.enter_context(scope)
+        except Exception as exc:  # noqa: BLE001
+            report_failure(type(runner).__name__, None, exc)
+            redirect = lambda hook: hook  # noqa: E731
         yield redirect
-    finally:
-        scope.__exit__(None, None, None)
 
 
 # -- per-shape segments ------------------------------------------------------------------------------

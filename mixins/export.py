@@ -67,15 +67,11 @@ def export_cuda_graph_capture_trace(
     pp_size: int | None = None,
     tp_size: int | None = None,
 ) -> Path | None:
-    """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``.
-
-    A no-op returning ``None`` unless ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` is on. Returns ``None``
-    when the export failed (and was logged). In the background mode (the default) the path is returned
-    once Kineto's JSON is safely staged: it is the path the file will have when compression finishes,
-    and a failure after that point is logged; ``wait_for_exports()`` waits for that. With
-    ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` a returned path is a finished file. Upstream's keywords, plus
-    ``tp_size`` (recorded so ``capture-trace check`` can tell a missing rank; discovered when omitted).
-    """
+    """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``; upstream's
+    keywords plus ``tp_size`` (discovered when omitted). None when the switch is off or the export failed
+    (logged). In the background mode (the default) the path is returned once Kineto's JSON is staged, the
+    file's path when compression finishes (``wait_for_exports()``); with ``SGLANG_CAPTURE_TRACE_BACKGROUND=0``
+    it is a finished file."""
     if not settings.trace_enabled():
         return None
     return export_profile(
@@ -100,7 +96,7 @@ def export_profile(
         ranks = discover_ranks(runner, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
         final, index = capture_numbers.reserve(trace_dir(settings.profiler_dir()), trace_stem(name, ranks))
         metadata = build_metadata(name, ranks, index, runner, tp_size=tp_size)
-        job = _Export.stage(prof, final, metadata, runner_name=name)
+        job = StagedExport.stage(prof, final, metadata, runner_name=name)
     except Exception as exc:
         report_failure(runner_name, final, exc)
         return None
@@ -150,8 +146,9 @@ def compress_trace(src: Any, out: Any, metadata: dict[str, Any], level: int, kin
 # -- one export: staged in a private directory, published by descriptor ----------------------------
 
 
-class _Export:
-    """An export whose JSON Kineto has written into our staging directory; ``run`` finishes it."""
+class StagedExport:
+    """An export whose JSON Kineto has written into our staging directory; ``run`` finishes it (a lazy
+    trace drives the steps itself)."""
 
     def __init__(self, final: Path, metadata: dict[str, Any], runner_name: str, out_fd: int, stage: str,
                  stage_fd: int) -> None:
@@ -172,14 +169,14 @@ class _Export:
         self.finished = threading.Event()  # published or failed: only the sweep may still run
 
     @classmethod
-    def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
+    def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:
         """Trust check, name length, staging directory, Kineto's write; the blocking part."""
         job = cls.prepare(final, metadata, runner_name=runner_name)
         job.write(prof)
         return job
 
     @classmethod
-    def prepare(cls, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
+    def prepare(cls, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:
         """``stage`` up to Kineto's write: a caller that must be able to abandon the write holds the job
         first (``write``)."""
         out_fd = output_dir.open_trusted(final.parent)
@@ -509,10 +506,6 @@ def report_failure(runner_name: object, path: Path | None, exc: BaseException) -
         "CUDA graph capture trace of %s not saved to %s: %s: %s",
         one_line(runner_name), where, type(exc).__name__, detail,
     )
-
-
-#: The export of one staged profile, for callers that finish it themselves (``mixins.lazy_trace``).
-StagedExport = _Export
 
 
 class Job(Protocol):

@@ -10,6 +10,7 @@ without a plugin loader (§4).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import threading
@@ -221,12 +222,8 @@ def applicable_class(target: Target, module: types.ModuleType) -> type:
 
 
 def plain_function(attribute: Any) -> Any:
-    """The function under any FunctionWrapper, staticmethod or classmethod."""
-    while True:
-        inner = getattr(attribute, "__wrapped__", None) or getattr(attribute, "__func__", None)
-        if inner is None:
-            return attribute
-        attribute = inner
+    """The function under any FunctionWrapper, staticmethod or classmethod (each has ``__wrapped__``)."""
+    return inspect.unwrap(attribute)
 
 
 def code_names(attribute: Any) -> set[str]:

@@ -67,6 +67,18 @@ def load_class(module_name: str, cls_name: str) -> type | None:
     return cls if isinstance(cls, type) else None
 
 
+def class_or_skip(module_name: str, cls_name: str) -> type:
+    """:func:`load_class`, or a skip naming the sglang version that has no such class."""
+    from importlib import metadata
+
+    import pytest
+
+    cls = load_class(module_name, cls_name)
+    if cls is None:
+        pytest.skip(f"no {module_name}.{cls_name} in sglang {metadata.version('sglang')}")
+    return cls
+
+
 def target_class(target: Any) -> type | None:
     """A row's class as load_class gives it, or None when the row's module needs an ``optional``
     dependency this venv lacks (torch_npu, the diffusion runtime's): as on a server without it."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import types
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +48,6 @@ class StandInCudaTensor(torch.Tensor):
 
 def on_cuda(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.as_subclass(StandInCudaTensor)
-
-
-def load(module: str, name: str) -> tuple[types.ModuleType, type]:
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"no {module}.{name} in this sglang")
-    return importlib.import_module(module), cls
 
 
 @pytest.fixture
@@ -186,7 +178,7 @@ def test_diffusion_runner_lazy_captures(name: str, case: str, trace_dir: Path, f
     segment per shape in capture order, though the diffusion runtime has no --enable-profile-cuda-graph.
     Switch off, or our package not installed: the same captures, no file."""
     module, serve, labels = CASES[name]
-    _, cls = load(module, name)
+    cls = real_sglang.class_or_skip(module, name)
     with real_sglang.activation(case, monkeypatch):
         graphs = serve(cls)
     assert wait_for_exports(60)

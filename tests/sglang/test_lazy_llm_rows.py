@@ -126,9 +126,7 @@ def test_lazy_llm_runner_captures(name: str, case: str, trace_dir: Path, fake_gp
     module, serve, labels = CASES[name]
     if module == DSPARK:
         request.getfixturevalue("fake_dspark_gpu")
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"{name} does not exist in this sglang")
+    cls = real_sglang.class_or_skip(module, name)
     with real_sglang.activation(case, monkeypatch) as flag, real_sglang.sglang_config(enable_profile_cuda_graph=flag):
         from sglang.srt.runtime_context import get_parallel
 

@@ -34,13 +34,6 @@ cpu_shims.prepare()
 TRACE = "cuda_graph_capture-CPUGraphRunner-TP-0.json.gz"
 
 
-def cpu_graph_class() -> type:
-    cls = real_sglang.load_class(real_sglang.CPU_GRAPH, "CPUGraphRunner")
-    if cls is None:
-        pytest.skip(f"no CPUGraphRunner in sglang {metadata.version('sglang')}")
-    return cls
-
-
 def capture(runner: Any) -> None:
     with real_sglang.cpu_graph_context(runner):
         runner.capture()
@@ -51,7 +44,7 @@ def test_cpu_graph_runner_real_capture_writes_one_trace(
 ) -> None:
     """The real capture path under --enable-profile-cuda-graph: one file, the runner's own name, one
     segment per captured batch size (largest first, as sglang captures), torch.compile really ran."""
-    cls = cpu_graph_class()
+    cls = real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner")
     runner = real_sglang.cpu_graph_runner(cls, (1, 2))
     capture(runner)
     assert sorted(runner.graphs) == [1, 2] and all(callable(g) for g in runner.graphs.values())
@@ -74,7 +67,7 @@ def test_cpu_graph_runner_writes_nothing_when_off(
 ) -> None:
     """Either switch off: the capture runs, no profiler is started, nothing is written. The control
     (our package not installed, flag and switch on): sglang itself writes no capture trace."""
-    cls = cpu_graph_class()
+    cls = real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner")
     with real_sglang.activation(off, monkeypatch) as flag:
         runner = real_sglang.cpu_graph_runner(cls, (1, 2), profile_flag=flag)
         capture(runner)
@@ -91,7 +84,7 @@ def test_cpu_graph_runner_defers_to_an_active_profiler(
     write nothing; the per-shape ranges land in that profile."""
     import torch
 
-    runner = real_sglang.cpu_graph_runner(cpu_graph_class(), (1, 2))
+    runner = real_sglang.cpu_graph_runner(real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner"), (1, 2))
     with caplog.at_level(logging.DEBUG, logger="mixins"):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
             capture(runner)
@@ -131,13 +124,6 @@ def _the_one_trace(case: str, name: str, trace_dir: Path, profilers_started: lis
     return real_sglang.the_one_trace(trace_dir, name, case)
 
 
-def token_class(module: str, name: str) -> type:
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"no {name} in sglang {metadata.version('sglang')}")
-    return cls
-
-
 TOKEN_IDS = [name for _, name, _ in real_sglang.TOKEN_RUNNERS]
 
 
@@ -150,7 +136,7 @@ def test_token_runner_real_capture(
     """On: exactly one file named after the runner, a capture::tokens= segment per token count (largest
     first, as sglang captures; prefill's prefix-chunk variants labelled). Either switch off, or our
     package not installed (the control): the capture runs, no profiler starts, nothing is written."""
-    cls = token_class(module, name)
+    cls = real_sglang.class_or_skip(module, name)
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls))
     with real_sglang.activation(case, monkeypatch) as flag:
@@ -185,7 +171,7 @@ def test_runner_without_capture_real_capture(
     exactly one file named after the runner, one range per shape (largest first, as sglang captures).
     Either switch off, or our package not installed (the control): the capture runs, no profiler starts,
     nothing is written."""
-    cls = token_class(module, name)
+    cls = real_sglang.class_or_skip(module, name)
     calls: list[tuple[Any, ...]] = []
     returns = cpu_shims.breakable_graph if name == "BreakableCudaGraphRunner" else None
     monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls, returns))

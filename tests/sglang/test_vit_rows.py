@@ -98,13 +98,6 @@ class TinyKimiTower(torch.nn.Module):
         return [self.proj(pixel_values)]
 
 
-def load(module: str, name: str) -> type:
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"no {name} in sglang {metadata.version('sglang')}")
-    return cls
-
-
 def serve_vit(cls: type, seq_lens: tuple[int, ...]) -> Any:
     """ViTCudaGraphRunner.run() once per input, as Qwen2.5-VL's forward calls it: one image each, then two."""
     runner = cls(TinyViT())
@@ -185,7 +178,7 @@ def test_vit_runner_lazy_captures(
     package not installed (the control: sglang itself writes nothing): the same captures, no profiler
     started, no file."""
     module, serve, graph_count, labels = CASES[name]
-    cls = load(module, name)
+    cls = real_sglang.class_or_skip(module, name)
     with real_sglang.activation(case, monkeypatch) as flag, profile_flag(flag):
         runner = serve(cls)
     assert wait_for_exports(60)
@@ -219,7 +212,6 @@ def vit_npu(monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
     """The real ViTNpuGraphRunner, imported over the torch_npu stand-in, then forgotten again (so no other test
     sees a module this environment cannot import)."""
     import sys
-    from importlib import metadata
 
     from mixins.sglang_targets import TARGETS
 
