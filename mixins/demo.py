@@ -131,16 +131,6 @@ def _profile_replays(runners: list[Any], replays: int, path: Path) -> Path:
     return path
 
 
-def _replays(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return n
-
-
 def run_demo(
     out: Path, device: str = "auto", batch_sizes: list[int] | None = None, replays: int = 0
 ) -> list[Path]:
@@ -230,6 +220,7 @@ def _command(args: argparse.Namespace) -> int:
 
 def add_command(commands: Any) -> None:
     from mixins.helptext import add_command as add_documented
+    from mixins.helptext import int_at_least
 
     parser = add_documented(
         commands,
@@ -254,13 +245,8 @@ def add_command(commands: Any) -> None:
         help="comma-separated batch sizes to capture",
     )
     parser.add_argument(
-        "--replay",
-        type=_replays,
-        default=0,
-        metavar="N",
+        "--replay", type=int_at_least(0, "--replay"), default=0, metavar="N",
         help=f"also profile N replays of each captured graph into {REPLAY_TRACE} (needs CUDA graphs)",
     )
-    parser.add_argument(
-        "--verbose", action="store_true", help="let Kineto's own informational lines through to stderr"
-    )
+    parser.add_argument("--verbose", action="store_true", help="let Kineto's own informational lines through to stderr")
     parser.set_defaults(func=_command)
