@@ -335,20 +335,14 @@ def _from_global_server_args(runner: object) -> Any:
 
 
 def _profile_capture(target: Target, cls: type, tag: str) -> Undo:
-    from mixins.capture_trace import profile_method
+    """PROFILE_CAPTURE and PROFILE_LAZY_CAPTURE: our profiler, unless sglang profiles this capture itself."""
+    from mixins.capture_trace import profile_lazy_capture, profile_method
 
     native = native_profiling(target, cls)
     if native:
         raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
-    return _wrap(target, cls, profile_method(profiling_requested), tag)
-
-
-def _profile_lazy_capture(target: Target, cls: type, tag: str) -> Undo:
-    from mixins.capture_trace import profile_lazy_capture
-
-    native = native_profiling(target, cls)
-    if native:
-        raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
+    if target.strategy is Strategy.PROFILE_CAPTURE:
+        return _wrap(target, cls, profile_method(profiling_requested), tag)
     requested = profiling_requested if target.profile_flag else switch_alone
     return _wrap(target, cls, profile_lazy_capture(requested, target.shape_of, target.graphs), tag)
 
@@ -488,5 +482,5 @@ _STRATEGIES: dict[Strategy, Callable[[Target, type, str], Undo]] = {
     Strategy.LABEL_SHAPES: _label_shapes,
     Strategy.ADOPT_HOOK: _adopt_hook,
     Strategy.PROFILE_CAPTURE: _profile_capture,
-    Strategy.PROFILE_LAZY_CAPTURE: _profile_lazy_capture,
+    Strategy.PROFILE_LAZY_CAPTURE: _profile_capture,
 }

@@ -32,9 +32,6 @@ SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
 #: wheels: ``stream_idx`` and ``variant_label`` from 0.5.14, ``attention_variant`` from 0.5.20).
 #: Any other scalar argument with a non-default value is labelled under its own name.
 SHAPE_LABEL_NAMES = {"variant_label": VARIANT, "stream_idx": "stream", "attention_variant": "attention"}
-#: The unit a per-shape method's size argument counts: decode runners capture per batch size
-#: (``capture::bs=8``), the prefill / piecewise runners per token count (``capture::tokens=8192``).
-#: Defined in ``mixins.formats`` (shared with the analyzer, which must not import this table).
 
 #: sglang's ``--enable-profile-cuda-graph``, read as each release reads it (docs/DESIGN.md §5.1): the
 #: runner's own copy (decode and CPU runners store it in ``__init__``), else the published config
@@ -83,10 +80,8 @@ ATTENTION_DP_FLAG = "enable_dp_attention"
 #: sglang's plugin loader (0.5.13+): its module, the entry-point group, our entry point's name, the allow-list.
 PLUGIN_LOADER = "sglang.srt.plugins"
 PLUGIN_GROUP = "sglang.srt.plugins"
-# Our entry point's name and sglang's allow-list variable are defined once, in the standard-library-only
-# module the start-up bootstrap reads before `mixins` may be imported (docs/DESIGN.md §4).
+# Our entry point's name is defined once, in the module the start-up bootstrap reads (docs/DESIGN.md §4).
 from _sglang_capture_trace_switches import PLUGIN_NAME as PLUGIN_NAME  # noqa: E402
-from _sglang_capture_trace_switches import PLUGINS as PLUGINS_ALLOW_LIST  # noqa: E402, F401
 
 # -- versions ------------------------------------------------------------------------------------------------
 
