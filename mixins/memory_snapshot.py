@@ -32,7 +32,7 @@ logger = logging.getLogger("mixins")
 UPSTREAM_NAMES = ("cuda_graph_runner_memory_usage.pickle", "xpu_graph_runner_memory_usage.pickle")
 #: torch's memory modules whose ``_dump_snapshot`` sglang's hooks call (``torch.xpu`` for XPUGraphRunner).
 _MEMORY_MODULES = ("torch.cuda.memory", "torch.xpu.memory")
-_STAGED = "snapshot.pickle"  # torch's file inside our 0700 staging directory
+_STAGED = output_dir.SNAPSHOT_NAME  # torch's file inside our 0700 staging directory
 
 # runner -> the file name of its latest snapshot: the trace exported after the hook names it
 _saved: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()

@@ -30,12 +30,13 @@ PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: no process has a larger pid, and os.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 DEFAULT_NAME_MAX = 255
 # What an export ever puts in its staging directory: Kineto's JSON, Kineto's own temp name for it (Kineto
-# writes ``<path>.tmp``, then renames it onto ``<path>``), and our gzip. A directory holding anything else
-# is not ours to empty, whatever its name says.
+# writes ``<path>.tmp``, then renames it onto ``<path>``), our gzip, or torch's memory snapshot
+# (``mixins.memory_snapshot``). A directory holding anything else is not ours to empty, whatever its name says.
 RAW_NAME = "trace.json"
 KINETO_STAGING_SUFFIX = ".tmp"
 GZ_NAME = "trace.json.gz"
-STAGING_FILES = frozenset({RAW_NAME, RAW_NAME + KINETO_STAGING_SUFFIX, GZ_NAME})
+SNAPSHOT_NAME = "snapshot.pickle"
+STAGING_FILES = frozenset({RAW_NAME, RAW_NAME + KINETO_STAGING_SUFFIX, GZ_NAME, SNAPSHOT_NAME})
 STAGING_MODE = 0o700
 
 logger = logging.getLogger("mixins")
