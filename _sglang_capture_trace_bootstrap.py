@@ -1,15 +1,9 @@
-"""Start-up hook of sglang-capture-trace: ``sglang_capture_trace.pth`` runs :func:`run` in every interpreter
-of the environment that has an ``SGLANG_*`` variable set (docs/DESIGN.md §4).
+"""Start-up hook: ``sglang_capture_trace.pth`` runs :func:`run` in every interpreter of the environment
+that has an ``SGLANG_*`` variable set (docs/DESIGN.md §4).
 
-Why a top-level module with a unique name, outside the ``mixins`` package: PyPI has other distributions
-with a top-level ``mixins`` (``mixins``, ``django-mixins``); a ``.pth`` line that imports ``mixins.…``
-would run their ``__init__`` or fail in every interpreter. This module uses the standard library only,
-imports nothing beyond ``os`` until the switch says the hook is wanted, then checks that the importable
-``mixins`` is the one this distribution installed (its recorded files) before importing it.
-
-The switch grammar (sglang's ``EnvBool``) and the decision "enabled" live in the leaf module
-``_sglang_capture_trace_switches``, which ``mixins.settings`` imports too: the ``.pth`` and the package
-can never disagree, and no import circle runs through this module (it imports ``mixins.sglang_patch``).
+A top-level module with a unique name, standard library only: PyPI has other top-level ``mixins``
+packages, so nothing beyond ``os`` is imported until the switch says the hook is wanted, and ``mixins``
+only once it is the one this distribution installed (its recorded files).
 """
 
 import os

@@ -1,12 +1,8 @@
 """The switches of sglang-capture-trace and who it is: every environment variable it reads, sglang's
-``EnvBool`` grammar for them, the decision "enabled", and the names of the distribution, its package and
-its ``.pth`` file (docs/DESIGN.md §4).
+``EnvBool`` grammar, the decision "enabled", and the names of the distribution, package and ``.pth``.
 
-Why a top-level module of its own, standard library only: both sides read these, and neither may import
-the other's side first. The start-up bootstrap (``_sglang_capture_trace_bootstrap``) must decide before it
-may import ``mixins`` at all, then imports ``mixins.sglang_patch``; the package (``mixins.settings``,
-``mixins.sglang_targets``, ``capture-trace doctor`` and ``--version``) imports this module. So the
-dependency points from both to this leaf, and no import circle runs through the bootstrap.
+A standard-library-only leaf (docs/DESIGN.md §4): the start-up bootstrap decides with it before it may
+import ``mixins``, and the package imports it too, so no import circle runs through the bootstrap.
 """
 
 import os

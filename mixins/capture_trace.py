@@ -1,12 +1,8 @@
 """Runner-side integration: the class decorator, the mixin, and the wrappers they install.
 
-Two modes (docs/DESIGN.md §1.2). *Hook mode* wraps the runner's post-profile hook (sglang's
-``_post_process_after_profile(prof)``) so that after it returns, the profile it was given is exported
-under the *instance's* class name. *Profile mode* is for runners that profile nothing themselves: it
-runs the capture method inside a ``torch.profiler.profile`` of ours and exports that after the method
-returns. Both export exactly once per outermost call — however many of our wrappers a ``super()``
-chain passes through — and wrap the per-shape capture method so each shape's capture is a labelled
-range inside the one trace.
+Hook mode wraps the runner's post-profile hook and exports the profile it was given; profile mode runs
+the capture method inside a profiler of ours and exports that (docs/DESIGN.md §1.2). Both export once
+per outermost call, and label each shape's capture as a range inside the one trace.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -128,19 +124,16 @@ def export_after_hook(draft_base: type | None) -> Wrapper:
 def _snapshot_redirected(runner: object, draft_base: type | None) -> Iterator[Callable[[Callable[..., Any]], Any]]:
     """The hook's ``_dump_snapshot`` saved beside the runner's trace (``mixins.memory_snapshot``); if setting
     that up fails, the hook runs as sglang wrote it (a debugging aid never stops the hook)."""
-    try:
-        from mixins import memory_snapshot
+    with ExitStack() as stack:
+        try:
+            from mixins import memory_snapshot
 
-        scope = memory_snapshot.redirected(runner, lambda: runner_name_for(runner, draft_base))
-        redirect = scope.__enter__()
-    except Exception as exc:  # noqa: BLE001
-        report_failure(type(runner).__name__, None, exc)
-        yield lambda hook: hook
-        return
-    try:
+            scope = memory_snapshot.redirected(runner, lambda: runner_name_for(runner, draft_base))
+            redirect: Callable[[Callable[..., Any]], Any] = stack.enter_context(scope)
+        except Exception as exc:  # noqa: BLE001
+            report_failure(type(runner).__name__, None, exc)
+            redirect = lambda hook: hook  # noqa: E731
         yield redirect
-    finally:
-        scope.__exit__(None, None, None)
 
 
 # -- per-shape segments ------------------------------------------------------------------------------
@@ -154,6 +147,19 @@ def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
+def _bind(function: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> inspect.BoundArguments | None:
+    """The call's arguments by name, ``self`` first; None when they do not bind. ``function`` is the method
+    as found on the class (``instance`` is prepended) or already bound."""
+    if hasattr(function, "__self__"):
+        instance, function = function.__self__, getattr(function, "__func__", function)
+    signature = _signature(function)
+    try:
+        return None if signature is None else signature.bind(instance, *args, **kwargs)
+    except TypeError:
+        return None
+
+
 def shape_label(
     function: Callable[..., Any],
     instance: Any,
@@ -163,25 +169,17 @@ def shape_label(
 ) -> str | None:
     """``capture::{unit}={size}[,variant=..][,stream=..][,attention=..][,name=value..]`` from the call's own
     arguments (never from counting calls, so repeated and multi-variant captures of one size stay right).
-    ``unit`` is what the size counts (``formats.SHAPE_UNITS``: ``bs``, or ``tokens`` for the
-    prefill / piecewise runners, ``capture::tokens=8192``).
+    ``unit`` is what the size counts (``formats.SHAPE_UNITS``).
 
     After the size, every scalar argument (str, int, float, bool) whose value is not its default is
     labelled: sglang's ``variant_label``, ``stream_idx`` and ``attention_variant`` under their short
     names (``sglang_targets.SHAPE_LABEL_NAMES``), in that order, then any other under its own name — so
-    two captures that differ in any such argument get different labels. ``function`` is the method as
-    found on the class (``instance`` is prepended) or already bound.
+    two captures that differ in any such argument get different labels.
     """
-    if hasattr(function, "__self__"):
-        instance, function = function.__self__, getattr(function, "__func__", function)
-    signature = _signature(function)
-    if signature is None:
+    bound = _bind(function, instance, args, kwargs)
+    if bound is None:
         return None
-    try:
-        bound = signature.bind(instance, *args, **kwargs)
-    except TypeError:
-        return None
-    params = list(signature.parameters.values())[1:]  # after self
+    params = list(bound.signature.parameters.values())[1:]  # after self
     if not params or params[0].name not in bound.arguments:
         return None
     parts: list[tuple[str, object]] = [(unit, bound.arguments[params[0].name])]
@@ -201,13 +199,7 @@ def _distinguishes(value: object, default: object) -> bool:
 
 
 def _profiling_now(instance: object) -> bool:
-    torch = sys.modules.get("torch")
-    if torch is None or not getattr(instance, "enable_profile_cuda_graph", True):
-        return False
-    try:
-        return bool(torch.autograd._profiler_enabled()) and settings.trace_enabled()
-    except Exception:
-        return False
+    return bool(getattr(instance, "enable_profile_cuda_graph", True)) and settings.trace_enabled() and _recording_here()
 
 
 def label_shape_in(unit: str) -> Wrapper:
@@ -414,14 +406,13 @@ def lazy_label(shape_of: ShapeOf | None, function: Callable[..., Any], instance:
                kwargs: dict[str, Any]) -> str:
     """``capture::tokens=N,images=K`` from ``shape_of`` over the call's arguments bound by name;
     ``capture::graph`` when they cannot be read (a DEBUG line says why)."""
-    if hasattr(function, "__self__"):
-        instance, function = function.__self__, getattr(function, "__func__", function)
-    signature = _signature(function)
+    if shape_of is None:
+        return LAZY_UNKNOWN_SHAPE
     try:
-        if shape_of is None or signature is None:
-            return LAZY_UNKNOWN_SHAPE
-        parts = shape_of(signature.bind(instance, *args, **kwargs).arguments)
-        return segment_name((name, int(value)) for name, value in parts)
+        bound = _bind(function, instance, args, kwargs)
+        if bound is None:
+            raise TypeError("its arguments do not bind to its signature")
+        return segment_name((name, int(value)) for name, value in shape_of(bound.arguments))
     except Exception as exc:  # a future signature: still one segment, unlabelled
         logger.debug("%s: cannot read the captured shape (%s); labelled %s", type(instance).__name__, exc,
                      LAZY_UNKNOWN_SHAPE)

@@ -1,12 +1,7 @@
-"""``capture-trace demo``: four small runners named like SGLang's EAGLE3 set-up plus a prefill runner
-(``mixins.demo_runners``) capture a tiny model for a few shapes under ``torch.profiler`` and write one
-trace each (the prefill runner through the decorator's profile mode).
-
-The runners, wrapt and torch are imported only when the command runs; without torch (the analyzer-only
-install) the command says how to get it. It says which device ``--device auto`` picked, and it is quiet:
-Kineto's own informational lines (``USDT:… profiler_start``), which its C++ writes straight to file
-descriptor 2 at every profiler start and stop, are filtered out at that descriptor while the demo
-profiles (``--verbose`` keeps them); anything else written there passes through.
+"""``capture-trace demo``: the demo runners (``mixins.demo_runners``) capture a tiny model for a few shapes
+and write one trace each. Torch is imported only when the command runs; Kineto's informational lines,
+which its C++ writes to descriptor 2 at every profiler start and stop, are filtered there (``--verbose``
+keeps them).
 """
 
 from __future__ import annotations
@@ -136,16 +131,6 @@ def _profile_replays(runners: list[Any], replays: int, path: Path) -> Path:
     return path
 
 
-def _replays(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return n
-
-
 def run_demo(
     out: Path, device: str = "auto", batch_sizes: list[int] | None = None, replays: int = 0
 ) -> list[Path]:
@@ -235,6 +220,7 @@ def _command(args: argparse.Namespace) -> int:
 
 def add_command(commands: Any) -> None:
     from mixins.helptext import add_command as add_documented
+    from mixins.helptext import int_at_least
 
     parser = add_documented(
         commands,
@@ -259,13 +245,8 @@ def add_command(commands: Any) -> None:
         help="comma-separated batch sizes to capture",
     )
     parser.add_argument(
-        "--replay",
-        type=_replays,
-        default=0,
-        metavar="N",
+        "--replay", type=int_at_least(0, "--replay"), default=0, metavar="N",
         help=f"also profile N replays of each captured graph into {REPLAY_TRACE} (needs CUDA graphs)",
     )
-    parser.add_argument(
-        "--verbose", action="store_true", help="let Kineto's own informational lines through to stderr"
-    )
+    parser.add_argument("--verbose", action="store_true", help="let Kineto's own informational lines through to stderr")
     parser.set_defaults(func=_command)

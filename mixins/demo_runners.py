@@ -1,13 +1,7 @@
-"""The demo runners of ``capture-trace demo``, named like SGLang's EAGLE3 set-up plus a prefill runner:
-each captures a tiny model for a few shapes under ``torch.profiler`` and writes one trace. The three
-decode-side runners profile their own capture (hook mode, as sglang's decode runners); the prefill
-runner profiles nothing itself and gets its profile from the decorator's profile mode (as sglang's
-prefill, piecewise and CPU graph runners get theirs from the hook-mode rows).
-
-On CUDA each batch size is warmed up on a side stream and captured into a real ``torch.cuda.CUDAGraph``
-(as sglang does); on CPU the same loop runs eager forward passes, which is enough to see the traces,
-their per-batch-size segments and their metadata. Kept apart from the command (``mixins.demo``) so the
-CLI starts without importing wrapt or torch.
+"""The demo runners, named like sglang's EAGLE3 set-up plus a prefill runner: the decode-side ones
+profile their own capture (hook mode), the prefill runner gets its profile from profile mode. On CUDA
+each shape is captured into a real ``torch.cuda.CUDAGraph``; on CPU the loop runs eager passes. Apart
+from ``mixins.demo`` so the CLI starts without wrapt or torch.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
-from importlib.machinery import all_suffixes
+from importlib.machinery import PathFinder
 from typing import Any
 
 from _sglang_capture_trace_bootstrap import ownership_problem  # noqa: E402
@@ -326,21 +326,15 @@ def _importable(name: str) -> bool:
 
 
 def _locate(name: str) -> bool:
-    """Module ``name`` exists, looked up on disk without importing its packages: ``find_spec("a.b")``
-    imports ``a``, which raises in a broken sglang (and ``PathFinder`` needs namespace parents imported)."""
+    """Module ``name`` exists, looked up on disk level by level without importing its packages:
+    ``find_spec("a.b")`` imports ``a``, which raises in a broken sglang."""
     top, *rest = name.split(".")
-    if not _importable(top):
-        return False
-    spec = importlib.util.find_spec(top)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for index, part in enumerate(rest):
-        paths = [os.path.join(location, part) for location in locations]
-        if index == len(rest) - 1 and any(os.path.isfile(p + suffix) for p in paths for suffix in all_suffixes()):
-            return True
-        locations = [p for p in paths if os.path.isdir(p)]
-        if not locations:
+    spec = importlib.util.find_spec(top) if _importable(top) else None
+    for part in rest:
+        if spec is None or not spec.submodule_search_locations:
             return False
-    return True
+        spec = PathFinder.find_spec(f"{spec.name}.{part}", list(spec.submodule_search_locations))
+    return spec is not None
 
 
 if __name__ == "__main__":

@@ -1,17 +1,11 @@
 """Write a ``torch.profiler`` profile as a gzip Chrome/Perfetto trace: fast, atomic, never fatal, safe as root.
 
-Why not ``prof.export_chrome_trace("x.json.gz")``: torch gzips line by line at level 9 (22 s for a
-487k-event capture on a 2-core VM, ~90 % of it compression) and Kineto swallows write errors (a full
-disk leaves a 35-byte gzip with no JSON in it).
-
-The flow (docs/DESIGN.md §1–2): check the output directory's trust policy and hold it open by
-descriptor; sweep staging directories left by dead processes; make a private 0700 staging directory
-inside it; let Kineto write plain JSON there (the only part that blocks the caller); then, in a
-background thread, stream that JSON through zlib in 1 MiB chunks with our ``capture_trace`` metadata
-as the first key, check Kineto's JSON is complete, fsync, ``rename`` into place by descriptor and
-fsync the directory. A reader never sees a partial file under the final name, no name another user
-can change is ever followed, and on any failure the staging directory is removed and one WARNING
-is logged.
+Not ``prof.export_chrome_trace("x.json.gz")``: torch gzips line by line at level 9 (22 s for a 487k-event
+capture) and Kineto swallows write errors. The flow (docs/DESIGN.md §1–2): the trusted output directory
+held by descriptor; a private 0700 staging directory in it; Kineto's plain JSON there (the only part that
+blocks the caller); then, on a background thread, zlib in 1 MiB chunks with our metadata as the first key,
+a completeness check, fsync, ``rename`` by descriptor, fsync of the directory, and a sweep of dead
+processes' staging directories. On any failure the staging directory goes and one WARNING is logged.
 """
 
 from __future__ import annotations
@@ -73,15 +67,11 @@ def export_cuda_graph_capture_trace(
     pp_size: int | None = None,
     tp_size: int | None = None,
 ) -> Path | None:
-    """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``.
-
-    A no-op returning ``None`` unless ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` is on. Returns ``None``
-    when the export failed (and was logged). In the background mode (the default) the path is returned
-    once Kineto's JSON is safely staged: it is the path the file will have when compression finishes,
-    and a failure after that point is logged; ``wait_for_exports()`` waits for that. With
-    ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` a returned path is a finished file. Upstream's keywords, plus
-    ``tp_size`` (recorded so ``capture-trace check`` can tell a missing rank; discovered when omitted).
-    """
+    """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``; upstream's
+    keywords plus ``tp_size`` (discovered when omitted). None when the switch is off or the export failed
+    (logged). In the background mode (the default) the path is returned once Kineto's JSON is staged, the
+    file's path when compression finishes (``wait_for_exports()``); with ``SGLANG_CAPTURE_TRACE_BACKGROUND=0``
+    it is a finished file."""
     if not settings.trace_enabled():
         return None
     return export_profile(
@@ -106,7 +96,7 @@ def export_profile(
         ranks = discover_ranks(runner, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
         final, index = capture_numbers.reserve(trace_dir(settings.profiler_dir()), trace_stem(name, ranks))
         metadata = build_metadata(name, ranks, index, runner, tp_size=tp_size)
-        job = _Export.stage(prof, final, metadata, runner_name=name)
+        job = StagedExport.stage(prof, final, metadata, runner_name=name)
     except Exception as exc:
         report_failure(runner_name, final, exc)
         return None
@@ -156,8 +146,9 @@ def compress_trace(src: Any, out: Any, metadata: dict[str, Any], level: int, kin
 # -- one export: staged in a private directory, published by descriptor ----------------------------
 
 
-class _Export:
-    """An export whose JSON Kineto has written into our staging directory; ``run`` finishes it."""
+class StagedExport:
+    """An export whose JSON Kineto has written into our staging directory; ``run`` finishes it (a lazy
+    trace drives the steps itself)."""
 
     def __init__(self, final: Path, metadata: dict[str, Any], runner_name: str, out_fd: int, stage: str,
                  stage_fd: int) -> None:
@@ -178,14 +169,14 @@ class _Export:
         self.finished = threading.Event()  # published or failed: only the sweep may still run
 
     @classmethod
-    def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
+    def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:
         """Trust check, name length, staging directory, Kineto's write; the blocking part."""
         job = cls.prepare(final, metadata, runner_name=runner_name)
         job.write(prof)
         return job
 
     @classmethod
-    def prepare(cls, final: Path, metadata: dict[str, Any], *, runner_name: str) -> _Export:
+    def prepare(cls, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:
         """``stage`` up to Kineto's write: a caller that must be able to abandon the write holds the job
         first (``write``)."""
         out_fd = output_dir.open_trusted(final.parent)
@@ -515,10 +506,6 @@ def report_failure(runner_name: object, path: Path | None, exc: BaseException) -
         "CUDA graph capture trace of %s not saved to %s: %s: %s",
         one_line(runner_name), where, type(exc).__name__, detail,
     )
-
-
-#: The export of one staged profile, for callers that finish it themselves (``mixins.lazy_trace``).
-StagedExport = _Export
 
 
 class Job(Protocol):

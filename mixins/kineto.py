@@ -1,29 +1,7 @@
-"""Everything the export assumes about how Kineto writes a trace, in one place.
-
-Checked by hand on torch 2.7.1, 2.8.0, 2.11.0, 2.13.0 and 2.14.1 (CPU builds; all behave the same;
-2.13.0 is re-checked by tests/core/test_kineto.py on every run):
-
-- ``prof.export_chrome_trace(path)`` with a path not ending in ``.gz`` calls Kineto's
-  ``ChromeTraceLogger``, which opens ``path + ".tmp"`` with ``O_WRONLY|O_CREAT|O_TRUNC`` (no
-  ``O_NOFOLLOW``, mode 0666 minus the umask), writes the JSON and ``rename``s it onto ``path``. A failed
-  write (disk full, EFBIG) is swallowed: the call returns normally, and either nothing is at ``path``
-  (the staging write failed) or the file there is empty or truncated.
-- The JSON is one object; ``traceEvents`` comes before ``traceName``, the last key, whose value is
-  ``path`` byte for byte (not JSON-escaped), so the tail tells whether the write finished.
-- A profile can be exported once; the second call raises ``RuntimeError("Trace is already saved.")``.
-- Kineto records one profiler session per process: starting a profiler stops the session running
-  (its ``stop()`` then stops the new one and its profile holds that one's). A profile whose session was
-  ended by another profiler's stop has nothing to save: ``export_chrome_trace`` crashes the process
-  (torch 2.13: SIGSEGV in ``_ProfilerResult.save``). ``_ProfilerResult.trace_start_ns()`` is wall-clock
-  time (``CLOCK_REALTIME``, as ``time.time_ns()``): a session's start always fell inside its ``start()``
-  call, a session started by another profiler after ours at least 0.37 ms after it returned (2.13, 20 runs).
-- Every key after ``traceEvents`` has a scalar value, and timestamps are relative to one base time per
-  process (``baseTimeNanoseconds``, the same in every profile of the process), so the events of several
-  profiles can be joined into one trace (``split_trace``, used by ``mixins.lazy_trace``).
-
-The next torch release that changes any of this should change this file only. Where the tail has no
-``traceName`` (a future layout) the check falls back to "the object closes after ``traceEvents``" and
-says so once in the log.
+"""Everything the export assumes about how Kineto writes a trace, in one place: the facts and the torch
+versions they were checked on are in docs/DESIGN.md §3 (2.13.0 re-checked by tests/core/test_kineto.py on
+every run). The next torch release that changes any of them should change this file only; a tail without
+``traceName`` (a future layout) falls back to "the object closes after ``traceEvents``", said once in the log.
 """
 
 from __future__ import annotations

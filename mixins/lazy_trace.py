@@ -1,17 +1,11 @@
-"""One trace file per runner class and rank for runners that capture lazily: one CUDA graph per new input
-shape, while serving, with no ``capture()`` to wrap (sglang's vision encoders, docs/DESIGN.md §5.1).
+"""One trace file per runner class and rank for runners that capture lazily, one CUDA graph per new input
+shape while serving (docs/DESIGN.md §5.1).
 
-Each lazy capture is profiled on its own (``capture_trace.profile_lazy_capture``) and handed here. A
-``LazyTrace`` keeps the events of every shape profiled so far and re-publishes the runner's one file
-(``cuda_graph_capture-{Runner}-TP-{rank}.json.gz``, the name reserved once) holding all of them, through
-the ordinary export: trust policy, private staging, gzip, atomic rename (docs/DESIGN.md §1–2). A reader
-therefore always finds one complete file, which grows by a segment per shape.
-
-Off the serving thread: everything after the profiler stops — Kineto's JSON, the merge, gzip, the
-rename — runs on one publisher thread per file; captures that arrive meanwhile are published together.
-Bounded: ``MAX_SHAPES`` shapes and ``MAX_EVENT_BYTES`` of Kineto event JSON per file (kept zlib-compressed
-in memory); past either, later captures run without our profiler and the file says how many
-(``shapes_not_profiled`` in its ``capture_trace`` metadata).
+Each lazy capture is profiled on its own (``capture_trace.profile_lazy_capture``) and handed to the
+runner's ``LazyTrace``, which keeps every shape's events and re-publishes the one file with all of them
+through the ordinary export (trust policy, staging, gzip, atomic rename), on one publisher thread per
+file. Bounded by ``MAX_SHAPES`` and ``MAX_EVENT_BYTES``; past either, later captures run unprofiled and
+the file says how many (``shapes_not_profiled``).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""The CUDA memory snapshot of a profiled capture, one file per runner × rank beside its trace.
+"""The CUDA memory snapshot of a profiled capture, one file per runner × rank beside its trace
+(docs/DESIGN.md §1.3).
 
-sglang's decode hooks (``_post_process_after_profile``, 0.5.6–0.5.23; era A's ``capture()``) call
-``torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")``: a relative path in the
-server's working directory, one name for every runner and TP rank, so the last writer wins. While our
-hook wrapper runs the hook (``redirected``), that one function is replaced (wrapt's
-``transient_function_wrapper``: restored when the hook returns) by ``save``, which calls torch's own
-``_dump_snapshot`` with another file name — inside a private staging directory of the exporter's trust
-policy — and publishes that file as
-``graph_capture_profile/cuda_graph_memory-{Runner}{rank_tag}[-n].pickle`` (an open, checked output
-directory; fsync; ``rename`` by descriptor; fsync of the directory), and sglang's log line names that file. Nothing is
-written to the working directory. The trace exported after the hook names its snapshot in its metadata
-(``memory_snapshot``, via ``saved_for``). docs/DESIGN.md §1.3.
-
-Standard library only here (plus wrapt and torch, both already loaded when a hook runs): no numpy.
+sglang's decode hooks call ``torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")``:
+one name in the working directory for every runner and rank. While our hook wrapper runs the hook
+(``redirected``), that function saves through ``save`` instead: into a private staging directory of
+the exporter's trust policy, published atomically as ``cuda_graph_memory-{Runner}{rank_tag}[-n].pickle``;
+sglang's log line names that file and the trace's metadata names it (``memory_snapshot``).
 """
 
 from __future__ import annotations
@@ -39,7 +32,7 @@ logger = logging.getLogger("mixins")
 UPSTREAM_NAMES = ("cuda_graph_runner_memory_usage.pickle", "xpu_graph_runner_memory_usage.pickle")
 #: torch's memory modules whose ``_dump_snapshot`` sglang's hooks call (``torch.xpu`` for XPUGraphRunner).
 _MEMORY_MODULES = ("torch.cuda.memory", "torch.xpu.memory")
-_STAGED = "snapshot.pickle"  # torch's file inside our 0700 staging directory
+_STAGED = output_dir.SNAPSHOT_NAME  # torch's file inside our 0700 staging directory
 
 # runner -> the file name of its latest snapshot: the trace exported after the hook names it
 _saved: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()

@@ -134,10 +134,6 @@ def _torch_dist(call: str) -> int | None:
     return int(value) if _is_int(value) else None
 
 
-def _torch_rank() -> int | None:
-    return _torch_dist("get_rank")
-
-
 def _is_int(value: object) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= 0
 
@@ -155,7 +151,7 @@ def discover_ranks(
         for source, lookup in (
             ("sglang", lambda: _sglang_value(name)),
             ("runner", lambda: _runner_value(runner, name)),
-            ("torch.distributed", lambda: _torch_rank() if name == "tp_rank" else None),
+            ("torch.distributed", lambda: _torch_dist("get_rank") if name == "tp_rank" else None),
         ):
             value = lookup()
             if value is not None and value >= minimum:

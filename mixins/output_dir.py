@@ -1,15 +1,10 @@
 """The output directory: who may control it, a private staging directory inside it, stale-temp sweeping.
 
-Trust policy (docs/DESIGN.md §2): we write only into a directory that no other user can rearrange —
-owned by this process's user or by root, and not writable by others unless the sticky bit is set
-(as on ``/tmp``) — and whose last path component is not a symbolic link someone else owns. Everything
-after the check goes through the directory's file descriptor, never its path again.
-
-Every export works inside its own staging directory, created 0700 in the output directory (same
-filesystem, so the final ``rename`` is atomic) and named ``.capture-trace-tmp.<pid>.<pidns>.<rand>.<host>``
-so the process that owns it can be recognised later: a process's first export into the directory and
-``capture-trace ls`` remove those whose process is gone (same host and pid namespace, pid not running,
-owned by us). Never imports torch: the analyzer uses this module too.
+Trust policy (docs/DESIGN.md §2): write only into a directory no other user can rearrange — owned by us
+or root, not writable by others unless sticky — whose last component is no symbolic link another user
+owns; after the check, everything goes through the directory's descriptor. Each export stages in a 0700
+directory named ``.capture-trace-tmp.<pid>.<pidns>.<rand>.<host>``, removed later by a sweep when its
+process is gone. Never imports torch: the analyzer uses this module too.
 """
 
 from __future__ import annotations
@@ -35,12 +30,13 @@ PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: no process has a larger pid, and os.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 DEFAULT_NAME_MAX = 255
 # What an export ever puts in its staging directory: Kineto's JSON, Kineto's own temp name for it (Kineto
-# writes ``<path>.tmp``, then renames it onto ``<path>``), and our gzip. A directory holding anything else
-# is not ours to empty, whatever its name says.
+# writes ``<path>.tmp``, then renames it onto ``<path>``), our gzip, or torch's memory snapshot
+# (``mixins.memory_snapshot``). A directory holding anything else is not ours to empty, whatever its name says.
 RAW_NAME = "trace.json"
 KINETO_STAGING_SUFFIX = ".tmp"
 GZ_NAME = "trace.json.gz"
-STAGING_FILES = frozenset({RAW_NAME, RAW_NAME + KINETO_STAGING_SUFFIX, GZ_NAME})
+SNAPSHOT_NAME = "snapshot.pickle"
+STAGING_FILES = frozenset({RAW_NAME, RAW_NAME + KINETO_STAGING_SUFFIX, GZ_NAME, SNAPSHOT_NAME})
 STAGING_MODE = 0o700
 
 logger = logging.getLogger("mixins")

@@ -1,12 +1,6 @@
-"""Environment switches, read at call time (never at import) so a running server can be re-configured
-between captures and tests can flip them per case. Standard library only.
-
-Boolean variables follow sglang's ``EnvBool`` exactly: ``true/1/yes/y`` and ``false/0/no/n``,
-case-insensitive, no stripping; anything else logs one warning naming the variable and the accepted
-values, and the default is used. That grammar and the decision "enabled" (:func:`trace_enabled`) live
-in the standard-library-only module ``_sglang_capture_trace_switches``, which the start-up bootstrap reads
-before ``mixins`` may be imported; this module re-exports them so the ``.pth`` hook and the package share
-one definition (docs/DESIGN.md §4).
+"""Environment switches, read at call time (never at import), standard library only. sglang's ``EnvBool``
+grammar and the decision "enabled" live in ``_sglang_capture_trace_switches``, which the start-up hook
+reads before ``mixins`` may be imported; re-exported here so both share one definition (docs/DESIGN.md §4).
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Patch the installed sglang at import time so every CUDA-graph capture profile becomes a trace file.
 
-What is patched, where and why is data (``mixins.sglang_targets.TARGETS``); this module only knows how
-to apply each strategy. ``PATCH`` is the patch, one object shaped like OpenTelemetry's instrumentors:
-``PATCH.install()`` / ``PATCH.uninstall()``, guarded by a flag (a repeat warns and changes nothing), and
-``PATCH.status()``, which says for every row whether it waits for its module's import, is applied, was
-skipped (and why) or deferred to sglang's native export.
-
-Lazy and order-proof: one ``wrapt`` post-import hook per target module, so it works whether sglang is
-imported before or after ``install()``, and it never imports sglang itself. Any error while patching is
-logged and never breaks sglang's own import.
-
-Activation in every process: ``register()`` is the ``sglang.srt.plugins`` entry point (sglang >= 0.5.13
-calls it in each scheduler process), and the ``sglang_capture_trace.pth`` start-up hook
-(``_sglang_capture_trace_bootstrap``, docs/DESIGN.md §4) covers sglang without a plugin loader.
+What is patched is data (``sglang_targets.TARGETS``); this module applies each strategy. ``PATCH`` is
+shaped like OpenTelemetry's instrumentors (``install()`` / ``uninstall()`` / ``status()``), with one
+``wrapt`` post-import hook per target module, so the import order does not matter and sglang is never
+imported here; a patching error is logged, never raised into sglang's import (docs/DESIGN.md §5).
+``register()`` is the ``sglang.srt.plugins`` entry point; the ``.pth`` start-up hook covers sglang
+without a plugin loader (§4).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import threading
@@ -228,12 +222,8 @@ def applicable_class(target: Target, module: types.ModuleType) -> type:
 
 
 def plain_function(attribute: Any) -> Any:
-    """The function under any FunctionWrapper, staticmethod or classmethod."""
-    while True:
-        inner = getattr(attribute, "__wrapped__", None) or getattr(attribute, "__func__", None)
-        if inner is None:
-            return attribute
-        attribute = inner
+    """The function under any FunctionWrapper, staticmethod or classmethod (each has ``__wrapped__``)."""
+    return inspect.unwrap(attribute)
 
 
 def code_names(attribute: Any) -> set[str]:
@@ -345,20 +335,14 @@ def _from_global_server_args(runner: object) -> Any:
 
 
 def _profile_capture(target: Target, cls: type, tag: str) -> Undo:
-    from mixins.capture_trace import profile_method
+    """PROFILE_CAPTURE and PROFILE_LAZY_CAPTURE: our profiler, unless sglang profiles this capture itself."""
+    from mixins.capture_trace import profile_lazy_capture, profile_method
 
     native = native_profiling(target, cls)
     if native:
         raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
-    return _wrap(target, cls, profile_method(profiling_requested), tag)
-
-
-def _profile_lazy_capture(target: Target, cls: type, tag: str) -> Undo:
-    from mixins.capture_trace import profile_lazy_capture
-
-    native = native_profiling(target, cls)
-    if native:
-        raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
+    if target.strategy is Strategy.PROFILE_CAPTURE:
+        return _wrap(target, cls, profile_method(profiling_requested), tag)
     requested = profiling_requested if target.profile_flag else switch_alone
     return _wrap(target, cls, profile_lazy_capture(requested, target.shape_of, target.graphs), tag)
 
@@ -498,5 +482,5 @@ _STRATEGIES: dict[Strategy, Callable[[Target, type, str], Undo]] = {
     Strategy.LABEL_SHAPES: _label_shapes,
     Strategy.ADOPT_HOOK: _adopt_hook,
     Strategy.PROFILE_CAPTURE: _profile_capture,
-    Strategy.PROFILE_LAZY_CAPTURE: _profile_lazy_capture,
+    Strategy.PROFILE_LAZY_CAPTURE: _profile_capture,
 }

@@ -1,17 +1,11 @@
-"""Everything this package knows about sglang: the patch table, the names it relies on, and the versions
-each fact was read in or run against.
+"""Everything this package knows about sglang (docs/DESIGN.md §5): the patch table — what is patched, how,
+why, where it applies, when to drop it — and the sglang names the rest of the package reads (rank
+discovery, per-shape labels, the plugin entry point).
 
-One file is the whole sglang knowledge (docs/DESIGN.md §5): the rows say what is patched, how, why,
-where it applies and when to drop it; the constants below name the sglang modules, methods and
-arguments the rest of the package reads (rank discovery, per-shape labels, the plugin entry point).
-The code in ``sglang_patch`` never compares versions: whether a row applies to the sglang at hand is
-decided by structural checks on the real class (``requires`` / ``absent`` / ``own`` / ``code_names``),
-so a row written for 0.5.6-0.5.13 is a no-op on 0.5.5 or 0.5.23 without anyone asking which version
-is installed. The version fields are evidence, and tests hold them to the CI venvs
-(``tests/sglang/test_targets_data.py``); the README's compatibility table is generated from them
-(``scripts/compat_table.py``).
-
-Modelled on vllm-ascend's patch notes: one entry per patch, with the upstream fact it works around.
+No code compares versions: a row applies when the real class has the shape it patches (``requires`` /
+``absent`` / ``own`` / ``code_names``). The version fields are evidence, held to the CI venvs by
+``tests/sglang/test_targets_data.py``; the README's compatibility table is generated from them
+(``scripts/compat_table.py``). Modelled on vllm-ascend's patch notes.
 """
 
 from __future__ import annotations
@@ -38,9 +32,6 @@ SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
 #: wheels: ``stream_idx`` and ``variant_label`` from 0.5.14, ``attention_variant`` from 0.5.20).
 #: Any other scalar argument with a non-default value is labelled under its own name.
 SHAPE_LABEL_NAMES = {"variant_label": VARIANT, "stream_idx": "stream", "attention_variant": "attention"}
-#: The unit a per-shape method's size argument counts: decode runners capture per batch size
-#: (``capture::bs=8``), the prefill / piecewise runners per token count (``capture::tokens=8192``).
-#: Defined in ``mixins.formats`` (shared with the analyzer, which must not import this table).
 
 #: sglang's ``--enable-profile-cuda-graph``, read as each release reads it (docs/DESIGN.md §5.1): the
 #: runner's own copy (decode and CPU runners store it in ``__init__``), else the published config
@@ -89,15 +80,15 @@ ATTENTION_DP_FLAG = "enable_dp_attention"
 #: sglang's plugin loader (0.5.13+): its module, the entry-point group, our entry point's name, the allow-list.
 PLUGIN_LOADER = "sglang.srt.plugins"
 PLUGIN_GROUP = "sglang.srt.plugins"
-# Our entry point's name and sglang's allow-list variable are defined once, in the standard-library-only
-# module the start-up bootstrap reads before `mixins` may be imported (docs/DESIGN.md §4).
+# Our entry point's name is defined once, in the module the start-up bootstrap reads (docs/DESIGN.md §4).
 from _sglang_capture_trace_switches import PLUGIN_NAME as PLUGIN_NAME  # noqa: E402
-from _sglang_capture_trace_switches import PLUGINS as PLUGINS_ALLOW_LIST  # noqa: E402, F401
 
 # -- versions ------------------------------------------------------------------------------------------------
 
 #: sglang releases this table speaks about, in order (post releases are read as their base version).
 RELEASES: tuple[str, ...] = ("0.4.10", *(f"0.5.{minor}" for minor in range(1, 24)))
+#: The releases whose venvs run tests/sglang in CI (``.ci/Makefile``'s SGLANG_VERSIONS).
+CI_RELEASES = ("0.5.5", "0.5.13", "0.5.20", "0.5.23")
 
 
 def span(first: str, last: str) -> tuple[str, ...]:
@@ -158,8 +149,9 @@ class Target:
     is missing, doctor says the row is skipped for that, not "cannot tell".
 
     Evidence: ``read_in``: releases whose wheel was read and where the row applies; ``verified_in``:
-    the subset run in CI (``.ci/run``), where the test suite checks the row really applies;
-    ``evidence``: what the wheels showed. ``note``: the row's effect for the README table.
+    the subset run in CI (``ci``: the CI venvs that can import the row's module), where the test suite
+    checks the row really applies; ``evidence``: what the wheels showed. ``note``: the row's effect for the
+    README table.
     """
 
     module: str
@@ -170,7 +162,7 @@ class Target:
     drop_when: str
     note: str
     read_in: tuple[str, ...]
-    verified_in: tuple[str, ...] = ()
+    ci: tuple[str, ...] = CI_RELEASES
     evidence: str = ""
     requires: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
@@ -187,6 +179,10 @@ class Target:
     profile_flag: bool = True
     limits: str = ""
     optional: str = ""
+
+    @property
+    def verified_in(self) -> tuple[str, ...]:
+        return tuple(v for v in self.read_in if v in self.ci)
 
     @property
     def qualname(self) -> str:
@@ -215,8 +211,6 @@ _MULTI_LAYER = f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
 _FROZEN = f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner"
 _UNO = f"{_SPEC}.uno_cuda_graph_runner"
 
-#: Releases run in CI (.ci/run) per era; a row's ``verified_in`` lists those where it applies.
-_CI_A, _CI_B, _CI_C = ("0.5.5",), ("0.5.13",), ("0.5.20", "0.5.23")
 _ERA_A, _ERA_B, _ERA_C = span("0.4.10", "0.5.5"), span("0.5.6", "0.5.13"), span("0.5.14", "0.5.23")
 
 #: Releases where each never-profiled runner exists with a capture() (read from every wheel).
@@ -247,10 +241,7 @@ _NO_NATIVE = "drop when the oldest supported sglang exports natively (0.5.14+) a
 
 def _adopt_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str) -> Target:
     return Target(
-        module,
-        cls,
-        HOOK,
-        Strategy.ADOPT_HOOK,
+        module, cls, HOOK, Strategy.ADOPT_HOOK,
         why="plain class whose capture() calls CudaGraphRunner.capture(self), which calls "
         f"self.{INIT}() and self.{HOOK}(prof): the class lacks both, so upstream raises "
         "AttributeError under --enable-profile-cuda-graph. Delegating helpers make profiling work "
@@ -260,7 +251,6 @@ def _adopt_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str) -
         note="sglang crashes here with --enable-profile-cuda-graph; we add the two missing helpers "
         "(delegating to CudaGraphRunner) and export",
         read_in=read_in,
-        verified_in=tuple(v for v in _CI_B if v in read_in),
         evidence=evidence,
         absent=(INIT, HOOK),
         own=False,
@@ -270,10 +260,6 @@ def _adopt_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str) -
         base="CudaGraphRunner",
         base_requires=(INIT, HOOK),
     )
-
-
-def _ci(read_in: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(v for v in (*_CI_A, *_CI_B, *_CI_C) if v in read_in)
 
 
 _PROFILE_WHY = (
@@ -293,11 +279,7 @@ _PROFILE_DROP = "drop when sglang profiles this runner's capture itself (the row
 
 
 def _profile_row(
-    module: str,
-    cls: str,
-    read_in: tuple[str, ...],
-    evidence: str,
-    *,
+    module: str, cls: str, read_in: tuple[str, ...], evidence: str, *,
     method: str = "capture",
     path: tuple[str, ...] = (),
     why: str = _PROFILE_WHY,
@@ -307,15 +289,11 @@ def _profile_row(
     the whole capture (``capture()`` for most; ``path``: the methods it calls on the way to each shape,
     searched for sglang's own profiling). ``note`` is added to the standard one."""
     return Target(
-        module,
-        cls,
-        method,
-        Strategy.PROFILE_CAPTURE,
+        module, cls, method, Strategy.PROFILE_CAPTURE,
         why=why,
         drop_when=_PROFILE_DROP,
         note=_profile_note(method) + (f"; {note}" if note else ""),
         read_in=read_in,
-        verified_in=_ci(read_in),
         evidence=evidence,
         capture_path=path,
     )
@@ -419,24 +397,20 @@ def _lazy_row(
     module: str, cls: str, method: str, read_in: tuple[str, ...], evidence: str, *,
     shape_of: Callable[[Mapping[str, Any]], tuple[tuple[str, int], ...]], path: tuple[str, ...] = (),
     graphs: str | None = None, unit: str = TOKENS, label: tuple[tuple[str, str], ...] = (), own: bool = True,
-    profile_flag: bool = True, note: str = "", verified_in: tuple[str, ...] | None = None, limits: str = "",
+    profile_flag: bool = True, note: str = "", ci: tuple[str, ...] = CI_RELEASES, limits: str = "",
     optional: str = "",
 ) -> Target:
     """A PROFILE_LAZY_CAPTURE row. ``label``: the segment label's fields the note shows, as (name, placeholder) (default
-    ``{unit}=N,…``); ``note`` is added to the standard one; ``verified_in`` defaults to the CI
-    releases among ``read_in``."""
+    ``{unit}=N,…``); ``note`` is added to the standard one."""
     standard = _LAZY_NOTE.format(when=_FLAG_ON if profile_flag else _SWITCH_ALONE,
                                  label=SEGMENT_PREFIX + (label_text(label) if label else f"{unit}=N,…"))
     return Target(
-        module,
-        cls,
-        method,
-        Strategy.PROFILE_LAZY_CAPTURE,
+        module, cls, method, Strategy.PROFILE_LAZY_CAPTURE,
         why=_LAZY_WHY if profile_flag else _DIFFUSION_WHY,
         drop_when=_PROFILE_DROP,
         note=standard + (f"; {note}" if note else ""),
         read_in=read_in,
-        verified_in=_ci(read_in) if verified_in is None else verified_in,
+        ci=ci,
         evidence=evidence,
         own=own,
         capture_path=path,
@@ -450,25 +424,15 @@ def _lazy_row(
 
 
 def _shape_rows(
-    method: str,
-    *,
-    why: str,
-    drop_when: str,
-    rows: tuple[tuple[str, str, tuple[str, ...], str], ...],
+    method: str, *, why: str, drop_when: str, rows: tuple[tuple[str, str, tuple[str, ...], str], ...],
     unit: str = BS,
 ) -> list[Target]:
     """Per-shape methods (one strategy, one reason) for several classes: (module, class, read_in, evidence)."""
     return [
         Target(
-            module,
-            cls,
-            method,
-            Strategy.LABEL_SHAPES,
-            why,
-            drop_when,
+            module, cls, method, Strategy.LABEL_SHAPES, why, drop_when,
             note=f"`{method}` labelled per call (`{SEGMENT_PREFIX}{unit}=N`)",
             read_in=read_in,
-            verified_in=_ci(read_in),
             evidence=evidence,
             unit=unit,
         )
@@ -479,10 +443,7 @@ def _shape_rows(
 TARGETS: tuple[Target, ...] = (
     # -- era A: profiling inline in CudaGraphRunner.capture() ------------------------------------------
     Target(
-        _OLD,
-        "CudaGraphRunner",
-        "capture",
-        Strategy.INLINE_CAPTURE,
+        _OLD, "CudaGraphRunner", "capture", Strategy.INLINE_CAPTURE,
         why="no hook and no export: the profile only feeds key_averages tables. EAGLEDraftCudaGraphRunner "
         "and EAGLEDraftExtendCudaGraphRunner (plain classes) call CudaGraphRunner.capture(self), so this "
         "wrapper sees them as the instance and names their files after their own class",
@@ -490,7 +451,6 @@ TARGETS: tuple[Target, ...] = (
         note="`capture()` wrapped: the profile it creates inline is recorded during that call only, then "
         "exported; EAGLE draft runners are covered through `CudaGraphRunner.capture(self)` under their own name",
         read_in=_ERA_A,
-        verified_in=_CI_A,
         evidence="inline `profile(...)` in capture(), `from torch.profiler import profile`; 0.5.6-0.5.13 use "
         "the hook instead (row skipped: class has the hook); module gone in 0.5.14+",
         absent=(HOOK,),
@@ -499,15 +459,11 @@ TARGETS: tuple[Target, ...] = (
     ),
     # -- era B: hook on CudaGraphRunner, no native export ------------------------------------------------
     Target(
-        _OLD,
-        "CudaGraphRunner",
-        HOOK,
-        Strategy.EXPORT_AFTER_HOOK,
+        _OLD, "CudaGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
         why="the hook logs key_averages and a memory snapshot but never writes a trace",
         drop_when=_NO_NATIVE,
         note="hook wrapped: export after it returns",
         read_in=_ERA_B,
-        verified_in=_CI_B,
         evidence="absent in 0.4.10-0.5.5; module gone in 0.5.14+",
         draft_base=True,
     ),
@@ -520,10 +476,7 @@ TARGETS: tuple[Target, ...] = (
     _adopt_row(_FROZEN, "FrozenKVMTPCudaGraphRunner", span("0.5.12", "0.5.13"), "module absent in 0.5.11"),
     # -- era C: native export in DecodeCudaGraphRunner's hook --------------------------------------------
     Target(
-        _DECODE,
-        "DecodeCudaGraphRunner",
-        HOOK,
-        Strategy.TAKE_OVER_NATIVE,
+        _DECODE, "DecodeCudaGraphRunner", HOOK, Strategy.TAKE_OVER_NATIVE,
         why="native export fails server start-up on a write error, gzips at level 9 on the calling thread "
         "and names a draft worker's plain runner like the target's before 0.5.22; we take it over (one "
         "file per runner x rank, ours) by wrapping the hook and replacing the module's name for the "
@@ -535,7 +488,6 @@ TARGETS: tuple[Target, ...] = (
         "(per-step graphs, SGLANG_ENABLE_SINGLE_CG_DRAFT=0; the default single-graph path is the "
         "OneGraphMultiLayerEagle… row), FrozenKVMTP, UnoDecode (0.5.20+), NPU EAGLE variants",
         read_in=_ERA_C,
-        verified_in=_CI_C,
         evidence=f"the hook calls the module-level name {NATIVE_EXPORT}(prof_context, ...) with "
         "runner_name=type(self).__name__, tp_rank=get_tensor_model_parallel_rank() in 0.5.14-0.5.15; "
         "runner_name=type(self).__name__, tp_rank=get_parallel().tp_rank in 0.5.16-0.5.20; "
@@ -544,23 +496,16 @@ TARGETS: tuple[Target, ...] = (
         draft_base=True,
     ),
     Target(
-        _XPU,
-        "XPUGraphRunner",
-        HOOK,
-        Strategy.EXPORT_AFTER_HOOK,
+        _XPU, "XPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with XPU tables and no super() call, bypassing DecodeCudaGraphRunner's "
         "(exporting) hook",
         drop_when="drop when XPUGraphRunner's override exports or calls super()",
         note="override wrapped: export after it returns",
         read_in=span("0.5.15", "0.5.23"),
-        verified_in=_CI_C,
         evidence="module absent in 0.5.14",
     ),
     Target(
-        _NPU_OLD,
-        "NPUGraphRunner",
-        HOOK,
-        Strategy.EXPORT_AFTER_HOOK,
+        _NPU_OLD, "NPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with `pass`, bypassing CudaGraphRunner's hook",
         drop_when="drop with support for sglang 0.5.6",
         note="`pass` override wrapped: export after it returns",
@@ -568,15 +513,11 @@ TARGETS: tuple[Target, ...] = (
         evidence="0.5.5 has the class without the hook; the module moved in 0.5.7",
     ),
     Target(
-        _NPU,
-        "NPUGraphRunner",
-        HOOK,
-        Strategy.EXPORT_AFTER_HOOK,
+        _NPU, "NPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with `pass`, bypassing the base class's hook (and its native export in 0.5.14+)",
         drop_when="drop when NPUGraphRunner's override exports or calls super()",
         note="`pass` override wrapped: export after it returns (profiling needs torch_npu: not run in CI)",
         read_in=span("0.5.7", "0.5.23"),
-        verified_in=(*_CI_B, *_CI_C),
     ),
     # -- per-shape segments (the seam for per-batch-size labels) ----------------------------------------
     *_shape_rows(
@@ -597,17 +538,13 @@ TARGETS: tuple[Target, ...] = (
         drop_when="drop when sglang labels shapes in the single-file trace itself",
         rows=(
             (
-                _DECODE,
-                "DecodeCudaGraphRunner",
-                _ERA_C,
+                _DECODE, "DecodeCudaGraphRunner", _ERA_C,
                 "(size, forward, stream_idx=None, variant_label=None); attention_variant=None from 0.5.20",
             ),
             (_EAGLE, "EAGLEDraftCudaGraphRunner", _ERA_C, "own override"),
             (_EAGLE_EXTEND, "EAGLEDraftExtendCudaGraphRunner", _ERA_C, "own override"),
             (
-                _MULTI_LAYER,
-                "MultiLayerEagleDraftExtendCudaGraphRunner",
-                _ERA_C,
+                _MULTI_LAYER, "MultiLayerEagleDraftExtendCudaGraphRunner", _ERA_C,
                 "per-step graphs only (SGLANG_ENABLE_SINGLE_CG_DRAFT=0); the single-graph runner (0.5.16+) "
                 "never calls it",
             ),
@@ -617,24 +554,18 @@ TARGETS: tuple[Target, ...] = (
     ),
     # -- runners sglang never profiles: our own profiler around capture() ---------------------------------
     _profile_row(
-        _CPU,
-        "CPUGraphRunner",
-        _CPU_RELEASES,
+        _CPU, "CPUGraphRunner", _CPU_RELEASES,
         "stores enable_profile_cuda_graph in __init__ (model_runner.server_args <= 0.5.13, "
         "get_exec().graph from 0.5.14) and never reads it; capture() torch.compiles the model per batch size",
         path=("_capture",),
     ),
     _profile_row(
-        _PIECEWISE,
-        "PiecewiseCudaGraphRunner",
-        _PIECEWISE_RELEASES,
+        _PIECEWISE, "PiecewiseCudaGraphRunner", _PIECEWISE_RELEASES,
         "capture() loops capture_one_batch_size(num_tokens); no profiler anywhere in the module; "
         "replaced by PrefillCudaGraphRunner",
     ),
     _profile_row(
-        _PREFILL,
-        "PrefillCudaGraphRunner",
-        _PREFILL_RELEASES,
+        _PREFILL, "PrefillCudaGraphRunner", _PREFILL_RELEASES,
         "capture() -> _capture() -> _capture_one_stream() loops capture_one_shape(num_tokens) and, with "
         "chunked-prefix capture, capture_one_shape(num_tokens, prefix_num_chunks=n); no profiler",
         path=("_capture", "_capture_one_stream"),
@@ -662,9 +593,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     # -- runners sglang never profiles, without a capture(): our profiler around the method that captures --
     _profile_row(
-        _BREAKABLE,
-        "BreakableCudaGraphRunner",
-        _BREAKABLE_RELEASES,
+        _BREAKABLE, "BreakableCudaGraphRunner", _BREAKABLE_RELEASES,
         "ModelRunner builds it instead of PiecewiseCudaGraphRunner under --enable-breakable-cuda-graph; no "
         "capture(): __init__ warms up, then _capture_all() loops reversed(capture_num_tokens) calling "
         "_capture_one(num_tokens, pool, stream) (warm-up runs, BreakableCUDAGraphCapture); no profiler in "
@@ -682,9 +611,7 @@ TARGETS: tuple[Target, ...] = (
         unit=TOKENS,
     ),
     _profile_row(
-        _MULTI_LAYER,
-        "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner",
-        _ONE_GRAPH_RELEASES,
+        _MULTI_LAYER, "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner", _ONE_GRAPH_RELEASES,
         "the multi-layer EAGLE worker builds it when SGLANG_ENABLE_SINGLE_CG_DRAFT (EnvBool(True)) is on and "
         "the draft-extend backend supports it; a plain class (base MultiLayerEagleMultiStepDraftExtend"
         "CudaGraphRunner, no profiling helpers) whose __init__ calls _init_and_capture(), overridden to "
@@ -706,19 +633,14 @@ TARGETS: tuple[Target, ...] = (
         drop_when=_PROFILE_DROP,
         rows=(
             (
-                _MULTI_LAYER,
-                "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner",
-                _ONE_GRAPH_RELEASES,
+                _MULTI_LAYER, "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner", _ONE_GRAPH_RELEASES,
                 "(bs, runners)",
             ),
         ),
     ),
     # -- vision encoders: no capture(), one lazy capture per new input shape while serving ---------------
     _lazy_row(
-        _VIT,
-        "ViTCudaGraphRunner",
-        "create_graph",
-        _VIT_RELEASES,
+        _VIT, "ViTCudaGraphRunner", "create_graph", _VIT_RELEASES,
         "run() calls create_graph(x_3d, cu_seqlens, cu_window_seqlens, position_embeddings, ...) for a new "
         "graph key (seq_len <= 0.5.18; (seq_len, attention layout) from 0.5.19, attention_layout_key=None "
         "added), which returns early for a known key, else allocates and calls _create_graph (warm-up, "
@@ -729,10 +651,7 @@ TARGETS: tuple[Target, ...] = (
         graphs="block_graphs",
     ),
     _lazy_row(
-        _INTERN_VIT,
-        "InternViTCudaGraphRunner",
-        "create_graph",
-        _INTERN_VIT_RELEASES,
+        _INTERN_VIT, "InternViTCudaGraphRunner", "create_graph", _INTERN_VIT_RELEASES,
         "run(x) calls create_graph(x [tiles, S, H]) for a new (tiles, S), which returns early for a known "
         "key, else _warmup_once then _capture_graph (torch.cuda.graph); module absent in 0.5.7",
         shape_of=_intern_vit_shape,
@@ -740,10 +659,7 @@ TARGETS: tuple[Target, ...] = (
         graphs="graphs",
     ),
     _lazy_row(
-        _KIMI_VIT,
-        "KimiK3ViTCudaGraphRunner",
-        "_capture",
-        _KIMI_VIT_RELEASES,
+        _KIMI_VIT, "KimiK3ViTCudaGraphRunner", "_capture", _KIMI_VIT_RELEASES,
         "run() calls _capture(key, pixel_values, grid_thws, grid_thw_list, metadata) for a new grid key seen "
         "min_hits times while under capacity (SGLANG_KIMI_K3_VIT_CUDA_GRAPH_*), stores the entry itself, "
         "and falls back to eager when _capture raises; module absent in 0.5.16",
@@ -751,9 +667,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     # -- other lazy captures of the LLM runtime --------------------------------------------------------------
     _lazy_row(
-        "sglang.srt.model_executor.runner.row_bucket_graph_runner",
-        "RowBucketGraphRunner",
-        "_capture",
+        "sglang.srt.model_executor.runner.row_bucket_graph_runner", "RowBucketGraphRunner", "_capture",
         _ROW_BUCKET_RELEASES,
         "a plain class (DeepSeek-V4's replay tail builds one); run() captures, on first use of a (rows, key), "
         "every bucket from max_rows down to it, each through _capture(rows, num_rows, static, forward_batch, "
@@ -763,9 +677,7 @@ TARGETS: tuple[Target, ...] = (
         path=("_record",),
     ),
     _lazy_row(
-        f"{_SPEC}.dspark_components.dspark_sampling_accept_graph",
-        "DsparkSamplingAcceptGraph",
-        "_capture",
+        f"{_SPEC}.dspark_components.dspark_sampling_accept_graph", "DsparkSamplingAcceptGraph", "_capture",
         _DSPARK_RELEASES,
         "DSpark's static verify (SGLANG_OPT_DSV41_SAMPLING_ACCEPT_GRAPH) builds one; run() routes an all-sampled "
         "step to _run(key, region), key = (verify batch size, buffer addresses): the first step of a key runs "
@@ -781,9 +693,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     # -- the NPU vision encoder: the ViT row's lazy capture, overridden -----------------------------------------
     _lazy_row(
-        "sglang.srt.hardware_backend.npu.graph_runner.vit_npu_graph_runner",
-        "ViTNpuGraphRunner",
-        "create_graph",
+        "sglang.srt.hardware_backend.npu.graph_runner.vit_npu_graph_runner", "ViTNpuGraphRunner", "create_graph",
         _VIT_NPU_RELEASES,
         "subclass of ViTCudaGraphRunner overriding create_graph(x_3d, cu_seqlens, rotary_pos_emb_cos, "
         "rotary_pos_emb_sin; attention_layout_key added by 0.5.20) without super(), so the ViT row never sees "
@@ -796,15 +706,13 @@ TARGETS: tuple[Target, ...] = (
         label=((TOKENS, "N"), ("images", "K")),
         note="CPU-side ops and ranges only: torch.profiler records no NPU activity (that takes torch_npu's own "
         "profiler); needs torch_npu: not run in CI",
-        verified_in=(),
+        ci=(),
         limits="CPU-side ops and ranges only: torch.profiler records no NPU kernels (torch_npu's profiler does)",
         optional="torch_npu (an Ascend NPU build of torch)",
     ),
     # -- the diffusion runtime (sglang.multimodal_gen): no --enable-profile-cuda-graph, our switch opts in ----
     _lazy_row(
-        "sglang.multimodal_gen.runtime.breakable_cuda_graph.runner",
-        "DiffusionBreakableCudaGraphRunner",
-        "_capture",
+        "sglang.multimodal_gen.runtime.breakable_cuda_graph.runner", "DiffusionBreakableCudaGraphRunner", "_capture",
         _DIFFUSION_BCG_RELEASES,
         "the denoising stage builds one per DiT (and quality level) under --enable-breakable-cuda-graph; at "
         "warm-up it calls capture(**kwargs) once per prompt bucket (and __call__ captures an unseen "
@@ -817,16 +725,13 @@ TARGETS: tuple[Target, ...] = (
         unit=BS,
         own=False,
         profile_flag=False,
-        verified_in=_DIFFUSION_CI,
+        ci=_DIFFUSION_CI,
         label=((BS, "B"), ("frames", "F"), ("height", "H"), ("width", "W"), ("prompt_tokens", "S")),
         note="labelled from the latents (video; `bs,height,width` for images, `bs,tokens` packed) and the "
         "prompt bucket",
     ),
     _lazy_row(
-        _VLA,
-        "VLAPrefixGraphRunner",
-        "_capture",
-        _VLA_RELEASES,
+        _VLA, "VLAPrefixGraphRunner", "_capture", _VLA_RELEASES,
         "pi05's encode_prefix calls capture_or_run(signature, encode, inputs) (batch 1 only), which captures "
         "through _capture(signature, step_fn, inputs) (one eager warm-up, torch.cuda.graph into the global "
         "pool) for an uncached signature the bounded cache admits, and stores the entry itself; module absent "
@@ -834,15 +739,12 @@ TARGETS: tuple[Target, ...] = (
         shape_of=_vla_prefix_shape,
         unit=BS,
         profile_flag=False,
-        verified_in=_DIFFUSION_CI,
+        ci=_DIFFUSION_CI,
         label=((BS, "B"), (TOKENS, "T"), ("images", "K")),
         note="pi0.5's prefix encoding (images + prompt tokens)",
     ),
     _lazy_row(
-        _VLA,
-        "VLADenoiseGraphRunner",
-        "_capture",
-        _VLA_RELEASES,
+        _VLA, "VLADenoiseGraphRunner", "_capture", _VLA_RELEASES,
         "pi05's denoise_step calls capture_or_run(signature, step_fn, prefix_context, x_t, timestep) for each "
         "action-denoise step; one graph per VLADenoiseGraphSignature (batch, prefix length, action horizon x "
         "dim, dtype, layout) captured through _capture (one eager warm-up, torch.cuda.graph), every later step "
@@ -850,22 +752,19 @@ TARGETS: tuple[Target, ...] = (
         shape_of=_vla_denoise_shape,
         unit=BS,
         profile_flag=False,
-        verified_in=_DIFFUSION_CI,
+        ci=_DIFFUSION_CI,
         label=((BS, "B"), ("prefix_tokens", "P"), ("horizon", "H"), ("action_dim", "D")),
         note="one action-denoise step per signature (the later steps replay it)",
     ),
     _lazy_row(
-        _VLA,
-        "VLATensorGraphRunner",
-        "_capture",
-        _VLA_TENSOR_RELEASES,
+        _VLA, "VLATensorGraphRunner", "_capture", _VLA_TENSOR_RELEASES,
         "FLUX 3 action's observation encoder and denoise loop each build one (named \"FLUX 3 observation\" / "
         "\"FLUX 3 denoise\"); run(fn, inputs, key=) captures through _capture(fn, inputs) for a new (key, input "
         "shapes and dtypes), evicting the oldest past max_entries; class absent in 0.5.20-0.5.21",
         shape_of=_vla_tensor_shape,
         unit=BS,
         profile_flag=False,
-        verified_in=_DIFFUSION_CI,
+        ci=_DIFFUSION_CI,
         label=(("inputs", "K"), ("elements", "N")),
         note="FLUX 3 action's graphs (both instances in one file)",
     ),

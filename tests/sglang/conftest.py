@@ -26,3 +26,11 @@ def installed() -> Iterator[None]:
     sglang_patch.PATCH.install()
     yield
     sglang_patch.PATCH.uninstall()
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.cuda's graph, stream, pool and memory calls STOOD IN for the test (``cpu_shims.stand_in_cuda``)."""
+    import cpu_shims
+
+    cpu_shims.stand_in_cuda(monkeypatch)

@@ -102,20 +102,61 @@ def prepare() -> None:
     install_sgl_kernel_stub()
 
 
-class _Stream:
+# -- the GPU, stood in: graphs record nothing and replay nothing; captured bodies run eagerly on CPU --------
+
+
+class StandInStream:
+    """STANDS IN for a CUDA stream (and for what ``graph_capture()`` yields: its ``stream``)."""
+
     stream = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait_stream(self, other: Any) -> None:
+        pass
+
+
+class StandInGraph:
+    """STANDS IN for torch.cuda.CUDAGraph / sglang's BreakableCUDAGraph / torch_npu's NPUGraph."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._segments: list[Any] = [object()]
+        self._break_fns: list[Any] = []
+
+    def replay(self) -> None:
+        pass
 
 
 @contextlib.contextmanager
-def _graph_capture(*args: Any, **kwargs: Any) -> Iterator[_Stream]:
-    yield _Stream()
+def stand_in_scope(*args: Any, **kwargs: Any) -> Iterator[StandInStream]:
+    """STANDS IN for torch.cuda.graph / torch.cuda.stream / graph_capture / BreakableCUDAGraphCapture and the
+    graph-pool scopes: the body runs eagerly."""
+    yield StandInStream()
+
+
+def stand_in_cuda(monkeypatch: Any) -> None:
+    """``torch.cuda``'s graph, stream, synchronize, pool and memory calls stood in for one test."""
+    import torch
+
+    for name, value in {
+        "CUDAGraph": StandInGraph, "graph": stand_in_scope, "stream": stand_in_scope, "Stream": StandInStream,
+        "current_stream": lambda *a, **k: StandInStream(), "synchronize": lambda *a, **k: None,
+        "empty_cache": lambda: None, "graph_pool_handle": lambda: ("stand-in graph pool",),
+        "memory_allocated": lambda *a, **k: 0, "memory_reserved": lambda *a, **k: 0,
+        "mem_get_info": lambda *a, **k: (0, 0),
+    }.items():
+        monkeypatch.setattr(torch.cuda, name, value)
 
 
 def era_a_capture_shims(module: types.ModuleType) -> dict[str, Any]:
     """Module globals that let the real era-A ``CudaGraphRunner.capture()`` run on CPU with no batch
     sizes to capture (the profiler still starts and stops around the loop)."""
     replacements: dict[str, Any] = {
-        "graph_capture": _graph_capture,
+        "graph_capture": stand_in_scope,
         "get_available_gpu_memory": lambda *a, **k: 0.0,
         "get_tensor_model_parallel_rank": lambda: 1,  # not 0: no tqdm bar
         "save_gemlite_cache": lambda *a, **k: None,

@@ -67,6 +67,18 @@ def load_class(module_name: str, cls_name: str) -> type | None:
     return cls if isinstance(cls, type) else None
 
 
+def class_or_skip(module_name: str, cls_name: str) -> type:
+    """:func:`load_class`, or a skip naming the sglang version that has no such class."""
+    from importlib import metadata
+
+    import pytest
+
+    cls = load_class(module_name, cls_name)
+    if cls is None:
+        pytest.skip(f"no {module_name}.{cls_name} in sglang {metadata.version('sglang')}")
+    return cls
+
+
 def target_class(target: Any) -> type | None:
     """A row's class as load_class gives it, or None when the row's module needs an ``optional``
     dependency this venv lacks (torch_npu, the diffusion runtime's): as on a server without it."""
@@ -166,18 +178,44 @@ def is_ours(path: Path) -> bool:
         return "capture_trace" in json.load(handle)
 
 
-def lazy_file_labels(directory: Path, runner: str, case: str) -> list[str] | None:
-    """A lazy row's outcome: with ``case`` "on", exactly one file of ours named after ``runner`` (its
-    segment labels returned); any other case, no file at all (None)."""
-    from tests.trace_files import load_trace, range_names
+#: The cases of every never-profiled row's test: ours on; either switch off; our package not installed (the
+#: control: sglang itself writes nothing).
+CASES = ("on", "switch off", "--enable-profile-cuda-graph off", "package not installed")
 
+
+@contextmanager
+def activation(case: str, monkeypatch: Any) -> Iterator[bool]:
+    """The patch installed for the block (not for the control), our switch off for "switch off"; yields
+    whether sglang's --enable-profile-cuda-graph is to be on."""
+    from mixins import sglang_patch
+
+    if case == "switch off":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    if case != "package not installed":
+        sglang_patch.PATCH.install()
+    try:
+        yield case != "--enable-profile-cuda-graph off"
+    finally:
+        sglang_patch.PATCH.uninstall()
+
+
+def the_one_trace(directory: Path, runner: str, case: str) -> Path | None:
+    """With ``case`` "on", exactly one file of ours, named after ``runner``; any other case, no file (None)."""
     if case != "on":
         assert trace_names(directory) == []
         return None
     assert trace_names(directory) == [f"cuda_graph_capture-{runner}-TP-0.json.gz"]
     (path,) = traces(directory)
     assert is_ours(path)
-    return range_names(load_trace(path))
+    return path
+
+
+def lazy_file_labels(directory: Path, runner: str, case: str) -> list[str] | None:
+    """:func:`the_one_trace`'s segment labels (None: no file)."""
+    from tests.trace_files import load_trace, range_names
+
+    path = the_one_trace(directory, runner, case)
+    return None if path is None else range_names(load_trace(path))
 
 
 # -- the patch matrix, run in fresh subprocesses ------------------------------------------------------

@@ -16,10 +16,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import types
-from collections.abc import Iterator
-from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +28,7 @@ import cpu_shims  # noqa: E402
 import real_sglang  # noqa: E402
 import torch  # noqa: E402
 
-from mixins import sglang_patch, wait_for_exports  # noqa: E402
+from mixins import wait_for_exports  # noqa: E402
 
 cpu_shims.prepare()
 
@@ -54,54 +50,14 @@ def on_cuda(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.as_subclass(StandInCudaTensor)
 
 
-class StandInGraph:
-    """STANDS IN for torch.cuda.CUDAGraph / sglang's BreakableCUDAGraph: nothing recorded, replay does nothing."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._segments: list[Any] = [object()]
-        self._break_fns: list[Any] = []
-
-    def replay(self) -> None:
-        pass
-
-
-class StandInStream:
-    """STANDS IN for torch.cuda.Stream."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def synchronize(self) -> None:
-        pass
-
-
-@contextmanager
-def stand_in_scope(*args: Any, **kwargs: Any) -> Iterator[None]:
-    """STANDS IN for torch.cuda.graph / torch.cuda.stream / BreakableCUDAGraphCapture: the body runs eagerly."""
-    yield
-
-
-def load(module: str, name: str) -> tuple[types.ModuleType, type]:
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"no {module}.{name} in this sglang")
-    return importlib.import_module(module), cls
-
-
 @pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
-    monkeypatch.setattr(torch.cuda, "graph", stand_in_scope)
-    monkeypatch.setattr(torch.cuda, "stream", stand_in_scope)
-    monkeypatch.setattr(torch.cuda, "Stream", StandInStream)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a, **k: StandInStream())
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
-    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: ("stand-in graph pool",))
+def fake_gpu(fake_gpu: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/sglang/conftest.py's, and the modules' own CUDA-graph helpers."""
     for module, names in ((VLA, {"get_or_create_global_graph_memory_pool": lambda *a: "stand-in pool",
                                  "set_graph_pool_id": lambda *a: None}),
-                          (BCG, {"BreakableCUDAGraph": StandInGraph, "BreakableCUDAGraphCapture": stand_in_scope,
-                                 "enable_breakable_cuda_graph": stand_in_scope})):
+                          (BCG, {"BreakableCUDAGraph": cpu_shims.StandInGraph,
+                                 "BreakableCUDAGraphCapture": cpu_shims.stand_in_scope,
+                                 "enable_breakable_cuda_graph": cpu_shims.stand_in_scope})):
         try:
             loaded = real_sglang.import_optional(module)
         except real_sglang.MissingDependency as exc:  # the diffusion runtime's deps, absent from this venv
@@ -214,7 +170,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", ["on", "switch off", "package not installed"])
+@pytest.mark.parametrize("case", [c for c in real_sglang.CASES if c != "--enable-profile-cuda-graph off"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_diffusion_runner_lazy_captures(name: str, case: str, trace_dir: Path, fake_gpu: None,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,37 +178,9 @@ def test_diffusion_runner_lazy_captures(name: str, case: str, trace_dir: Path, f
     segment per shape in capture order, though the diffusion runtime has no --enable-profile-cuda-graph.
     Switch off, or our package not installed: the same captures, no file."""
     module, serve, labels = CASES[name]
-    _, cls = load(module, name)
-    if case == "switch off":
-        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    if case != "package not installed":
-        sglang_patch.PATCH.install()
-    try:
+    cls = real_sglang.class_or_skip(module, name)
+    with real_sglang.activation(case, monkeypatch):
         graphs = serve(cls)
-    finally:
-        sglang_patch.PATCH.uninstall()
     assert wait_for_exports(60)
     assert graphs == 2  # the real lazy path captured two shapes
     assert real_sglang.lazy_file_labels(trace_dir, name, case) == (labels if case == "on" else None)
-
-
-def test_diffusion_rows_report_profiled_by_us() -> None:
-    """status() (what doctor prints) lists the rows as profiled by us where this sglang has the classes."""
-    for module in (BCG, VLA):
-        try:
-            real_sglang.import_optional(module)
-        except real_sglang.MissingDependency as exc:
-            pytest.skip(str(exc))
-    status = sglang_patch.PATCH.install()
-    try:
-        rows = {s.target.cls: s for s in status if s.target.module in (BCG, VLA)}
-    finally:
-        sglang_patch.PATCH.uninstall()
-    version = metadata.version("sglang").split(".post")[0]
-    for name in CASES:
-        row = rows[name]
-        applies = version in row.target.read_in
-        assert (row.state is sglang_patch.State.APPLIED) == applies, str(row)
-        assert ("profiled by us" in str(row)) == applies
-        # ... and why it profiles without the flag the LLM runtime's rows read
-        assert ("the diffusion runtime has no --enable-profile-cuda-graph" in str(row)) == applies

@@ -29,26 +29,34 @@ def doctor(fake: Path, *args: str, **env: str) -> tuple[int, str]:
     return proc.returncode, proc.stdout
 
 
-def test_doctor_reports_every_row_and_the_routes() -> None:
-    rc, out = doctor(FAKES / "era_c", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_PLUGINS="other")
-    assert f"{DECODE}.{HOOK}: applied" in out
-    assert f"{XPU}.{HOOK}: applied" in out
-    assert f"{EAGLE}.{HOOK}: skipped (EAGLEDraftCudaGraphRunner lacks ['capture'])" in out
-    assert "NPUGraphRunner._post_process_after_profile: skipped (no module " in out
-    assert "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1: on" in out
-    assert "SGLANG_PLUGINS='other': allow-list other: excludes capture_trace" in out
-    assert "live routes: none" in out  # start-up hook off, allow-list without us
-    assert "patch installed for this report only" in out
-    assert rc == 1 and "problem: no activation route is live" in out
+ON = {"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "1"}
+#: (arguments, environment, exit code, lines the report holds) on the era-C fake.
+REPORTS = {
+    "every row and the routes": ((), {**ON, "SGLANG_PLUGINS": "other"}, 1, [
+        f"{DECODE}.{HOOK}: applied", f"{XPU}.{HOOK}: applied",
+        f"{EAGLE}.{HOOK}: skipped (EAGLEDraftCudaGraphRunner lacks ['capture'])",
+        "NPUGraphRunner._post_process_after_profile: skipped (no module ",
+        "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1: on",
+        "SGLANG_PLUGINS='other': allow-list other: excludes capture_trace",
+        "live routes: none",  # start-up hook off, allow-list without us
+        "patch installed for this report only", "problem: no activation route is live"]),
+    # " , " is set and non-empty: an allow-list naming no plugin, so neither route is live
+    "a blank allow-list as sglang and the bootstrap take it": (
+        (), {**ON, "SGLANG_PLUGINS": " , ", "SGLANG_CAPTURE_TRACE_STARTUP_HOOK": "1"}, 1, [
+            "SGLANG_PLUGINS=' , ': an allow-list naming no plugin (sglang loads none): excludes capture_trace",
+            "  live routes: none\n", "problem: no activation route is live"]),
+    "the switch when it is off": ((), {"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "no"}, 1, [
+        "problem: SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE is 'no': set it to 1"]),
+    "rows waiting without the import": (("--no-import",), ON, None, [f"{DECODE}.{HOOK}: waiting for import"]),
+}
 
 
-def test_doctor_takes_a_blank_allow_list_as_sglang_and_the_bootstrap_do() -> None:
-    """``" , "`` is set and non-empty: an allow-list naming no plugin, so neither route is live."""
-    rc, out = doctor(FAKES / "era_c", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_PLUGINS=" , ",
-                     SGLANG_CAPTURE_TRACE_STARTUP_HOOK="1")
-    assert "SGLANG_PLUGINS=' , ': an allow-list naming no plugin (sglang loads none): excludes capture_trace" in out
-    assert "  live routes: none\n" in out
-    assert rc == 1 and "problem: no activation route is live" in out
+@pytest.mark.parametrize("case", list(REPORTS))
+def test_doctor_reports(case: str) -> None:
+    args, env, expected_rc, lines = REPORTS[case]
+    rc, out = doctor(FAKES / "era_c", *args, **env)
+    assert [line for line in lines if line not in out] == [], out
+    assert expected_rc is None or rc == expected_rc
 
 
 @pytest.mark.parametrize("columns", [60, 80, 100, 120])
@@ -65,12 +73,6 @@ def test_doctor_help_is_plain_text_with_whole_option_names(command: list[str], c
     assert "SGLANG_PLUGINS" in done.stdout and "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE" in done.stdout
 
 
-def test_doctor_names_the_switch_when_it_is_off() -> None:
-    rc, out = doctor(FAKES / "era_c", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="no")
-    assert rc == 1
-    assert "problem: SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE is 'no': set it to 1" in out
-
-
 def test_doctor_shows_deferred_rows_and_modules_that_fail_to_import(tmp_path: Path) -> None:
     fake = fake_with(
         tmp_path,
@@ -83,11 +85,6 @@ def test_doctor_shows_deferred_rows_and_modules_that_fail_to_import(tmp_path: Pa
     _, out = doctor(fake, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
     assert f"{DECODE}.{HOOK}: deferred to native (the hook exports natively in a way we cannot take over)" in out
     assert f"{XPU}.{HOOK}: cannot tell (" in out and "capture_trace_no_such_dependency" in out
-
-
-def test_doctor_without_import_leaves_rows_waiting() -> None:
-    _, out = doctor(FAKES / "era_c", "--no-import", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
-    assert f"{DECODE}.{HOOK}: waiting for import" in out
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="sglang is not installed here")

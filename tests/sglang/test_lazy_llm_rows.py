@@ -14,8 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -28,43 +27,23 @@ import cpu_shims  # noqa: E402
 import real_sglang  # noqa: E402
 import torch  # noqa: E402
 
-from mixins import sglang_patch, wait_for_exports  # noqa: E402
+from mixins import wait_for_exports  # noqa: E402
 
 cpu_shims.prepare()
 
 ROW_BUCKET = "sglang.srt.model_executor.runner.row_bucket_graph_runner"
 
 
-class FakeGraph:
-    """STANDS IN for torch.cuda.CUDAGraph / sglang's BreakableCUDAGraph: nothing recorded, replay does nothing."""
-
-    _segments: list[Any] = []
-
-    def replay(self) -> None:
-        pass
-
-
-@contextmanager
-def fake_scope(*args: Any, **kwargs: Any) -> Iterator[Any]:
-    """STANDS IN for torch.cuda.graph, BreakableCUDAGraphCapture, graph_capture and the pool scopes."""
-    yield types.SimpleNamespace(stream=None)
-
-
 @pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
-    monkeypatch.setattr(torch.cuda, "graph", fake_scope)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a, **k: (0, 0))
-    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: ("fake graph pool",))
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a, **k: types.SimpleNamespace(wait_stream=lambda s: None))
+def fake_gpu(fake_gpu: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/sglang/conftest.py's, and the row-bucket module's own CUDA-graph helpers."""
     try:
         row = importlib.import_module(ROW_BUCKET)
     except ModuleNotFoundError:  # before sglang 0.5.23
         pytest.skip(f"{ROW_BUCKET} does not exist in this sglang")
     for name in ("graph_capture", "graph_pool_capture_scope", "graph_pool_replay_scope", "BreakableCUDAGraphCapture"):
-        monkeypatch.setattr(row, name, fake_scope)
-    monkeypatch.setattr(row, "BreakableCUDAGraph", FakeGraph)
+        monkeypatch.setattr(row, name, cpu_shims.stand_in_scope)
+    monkeypatch.setattr(row, "BreakableCUDAGraph", cpu_shims.StandInGraph)
     monkeypatch.setattr(row, "get_or_create_global_graph_memory_pool", lambda *a: "fake pool")
     monkeypatch.setattr(row, "set_graph_pool_id", lambda *a: None)
     monkeypatch.setattr(row, "get_or_create_global_graph_capture_stream", lambda *a: None)
@@ -128,7 +107,7 @@ def fake_dspark_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.skip(str(exc))
     if dspark is None:
         pytest.skip(f"{DSPARK} does not exist in this sglang")
-    monkeypatch.setattr(dspark, "graph_capture", fake_scope)  # pynccl's capture context
+    monkeypatch.setattr(dspark, "graph_capture", cpu_shims.stand_in_scope)  # pynccl's capture context
 
 
 CASES = {
@@ -137,7 +116,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize("case", real_sglang.CASES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_lazy_llm_runner_captures(name: str, case: str, trace_dir: Path, fake_gpu: None,
                                   monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
@@ -147,21 +126,12 @@ def test_lazy_llm_runner_captures(name: str, case: str, trace_dir: Path, fake_gp
     module, serve, labels = CASES[name]
     if module == DSPARK:
         request.getfixturevalue("fake_dspark_gpu")
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"{name} does not exist in this sglang")
-    if case == "switch off":
-        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    if case != "package not installed":
-        sglang_patch.PATCH.install()
-    try:
-        with real_sglang.sglang_config(enable_profile_cuda_graph=case != "--enable-profile-cuda-graph off"):
-            from sglang.srt.runtime_context import get_parallel
+    cls = real_sglang.class_or_skip(module, name)
+    with real_sglang.activation(case, monkeypatch) as flag, real_sglang.sglang_config(enable_profile_cuda_graph=flag):
+        from sglang.srt.runtime_context import get_parallel
 
-            with get_parallel().override(tp_group=cpu_shims.TpGroup()):
-                _, graphs = serve(cls)
-    finally:
-        sglang_patch.PATCH.uninstall()
+        with get_parallel().override(tp_group=cpu_shims.TpGroup()):
+            _, graphs = serve(cls)
     assert wait_for_exports(60)
     assert graphs == 2  # the real lazy path captured two shapes
     assert real_sglang.lazy_file_labels(trace_dir, name, case) == (labels if case == "on" else None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,6 @@ cpu_shims.prepare()
 TRACE = "cuda_graph_capture-CPUGraphRunner-TP-0.json.gz"
 
 
-def cpu_graph_class() -> type:
-    cls = real_sglang.load_class(real_sglang.CPU_GRAPH, "CPUGraphRunner")
-    if cls is None:
-        pytest.skip(f"no CPUGraphRunner in sglang {metadata.version('sglang')}")
-    return cls
-
-
 def capture(runner: Any) -> None:
     with real_sglang.cpu_graph_context(runner):
         runner.capture()
@@ -50,7 +44,7 @@ def test_cpu_graph_runner_real_capture_writes_one_trace(
 ) -> None:
     """The real capture path under --enable-profile-cuda-graph: one file, the runner's own name, one
     segment per captured batch size (largest first, as sglang captures), torch.compile really ran."""
-    cls = cpu_graph_class()
+    cls = real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner")
     runner = real_sglang.cpu_graph_runner(cls, (1, 2))
     capture(runner)
     assert sorted(runner.graphs) == [1, 2] and all(callable(g) for g in runner.graphs.values())
@@ -67,22 +61,16 @@ def test_cpu_graph_runner_real_capture_writes_one_trace(
     assert mm and all("Input Dims" in e["args"] for e in mm)  # record_shapes, the model's own ops
 
 
-@pytest.mark.parametrize("off", ["switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize("off", real_sglang.CASES[1:])
 def test_cpu_graph_runner_writes_nothing_when_off(
     off: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch, profilers_started: list[Any]
 ) -> None:
     """Either switch off: the capture runs, no profiler is started, nothing is written. The control
     (our package not installed, flag and switch on): sglang itself writes no capture trace."""
-    cls = cpu_graph_class()
-    if off == "switch off":
-        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    runner = real_sglang.cpu_graph_runner(cls, (1, 2), profile_flag=off != "--enable-profile-cuda-graph off")
-    if off != "package not installed":
-        sglang_patch.PATCH.install()
-    try:
+    cls = real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner")
+    with real_sglang.activation(off, monkeypatch) as flag:
+        runner = real_sglang.cpu_graph_runner(cls, (1, 2), profile_flag=flag)
         capture(runner)
-    finally:
-        sglang_patch.PATCH.uninstall()
     assert sorted(runner.graphs) == [1, 2]
     assert profilers_started == []
     assert real_sglang.trace_names(trace_dir) == []
@@ -96,7 +84,7 @@ def test_cpu_graph_runner_defers_to_an_active_profiler(
     write nothing; the per-shape ranges land in that profile."""
     import torch
 
-    runner = real_sglang.cpu_graph_runner(cpu_graph_class(), (1, 2))
+    runner = real_sglang.cpu_graph_runner(real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner"), (1, 2))
     with caplog.at_level(logging.DEBUG, logger="mixins"):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
             capture(runner)
@@ -105,52 +93,41 @@ def test_cpu_graph_runner_defers_to_an_active_profiler(
     assert {e.name.split(",")[0] for e in outer.events()} >= {"capture::bs=2", "capture::bs=1"}
 
 
-def test_profile_rows_report_profiled_by_us() -> None:
-    """status() says per row whether we profile it (applied) or sglang does (deferred, with why)."""
+def test_rows_we_profile_say_so() -> None:
+    """status() (what doctor prints) says per PROFILE_CAPTURE / PROFILE_LAZY_CAPTURE row whether we profile it
+    (applied, "profiled by us", and what its trace cannot hold or why it profiles without sglang's flag) or
+    not (sglang profiles it: deferred, with why; or no such class here). Rows whose module needs an optional
+    dependency this venv lacks stay unimported, as on a server without it."""
     real_sglang.import_targets()
     status = sglang_patch.PATCH.install()
-    try:
-        rows = {s.target.qualname: s for s in status if s.target.strategy is Strategy.PROFILE_CAPTURE}
-    finally:
-        sglang_patch.PATCH.uninstall()
+    sglang_patch.PATCH.uninstall()
     version = metadata.version("sglang").split(".post")[0]
-    for target in TARGETS:
-        if target.strategy is not Strategy.PROFILE_CAPTURE:
+    profiled = (Strategy.PROFILE_CAPTURE, Strategy.PROFILE_LAZY_CAPTURE)
+    rows = [s for s in status if s.target.strategy in profiled]
+    assert len(rows) == sum(t.strategy in profiled for t in TARGETS)
+    for row in rows:
+        target = row.target
+        if target.optional and target.module not in sys.modules:
             continue
-        row = rows[target.qualname]
-        if version in target.read_in:
-            assert row.state is sglang_patch.State.APPLIED, str(row)
-            assert "profiled by us" in str(row)
-        else:
-            assert row.state is not sglang_patch.State.APPLIED, str(row)
+        applies = version in target.read_in
+        assert (row.state is sglang_patch.State.APPLIED) == applies, str(row)
+        assert ("profiled by us" in str(row)) == applies
+        assert (target.limits in str(row)) == applies or not target.limits
 
 
 # -- token-count runners: real capture(), the per-shape CUDA-graph capture stood in ------------------
 
 
 def _the_one_trace(case: str, name: str, trace_dir: Path, profilers_started: list[Any]) -> Path | None:
-    """On: the one file, named after the runner, ours, from our one profiler. Any other case: no profiler
-    started and nothing written (None)."""
-    if case != "on":
-        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
-        return None
-    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
-    path: Path = real_sglang.traces(trace_dir)[0]
-    assert real_sglang.is_ours(path) and len(profilers_started) == 1
-    return path
-
-
-def token_class(module: str, name: str) -> type:
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"no {name} in sglang {metadata.version('sglang')}")
-    return cls
+    """``real_sglang.the_one_trace``, from our one profiler when on; no profiler started otherwise."""
+    assert len(profilers_started) == (1 if case == "on" else 0)
+    return real_sglang.the_one_trace(trace_dir, name, case)
 
 
 TOKEN_IDS = [name for _, name, _ in real_sglang.TOKEN_RUNNERS]
 
 
-@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize("case", real_sglang.CASES)
 @pytest.mark.parametrize(("module", "name", "method"), real_sglang.TOKEN_RUNNERS, ids=TOKEN_IDS)
 def test_token_runner_real_capture(
     module: str, name: str, method: str, case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch,
@@ -159,19 +136,12 @@ def test_token_runner_real_capture(
     """On: exactly one file named after the runner, a capture::tokens= segment per token count (largest
     first, as sglang captures; prefill's prefix-chunk variants labelled). Either switch off, or our
     package not installed (the control): the capture runs, no profiler starts, nothing is written."""
-    cls = token_class(module, name)
+    cls = real_sglang.class_or_skip(module, name)
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls))
-    if case == "switch off":
-        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    flag = case != "--enable-profile-cuda-graph off"
-    runner = real_sglang.token_runner(cls, (64, 256), profile_flag=flag)  # ascending, as sglang keeps it
-    if case != "package not installed":
-        sglang_patch.PATCH.install()
-    try:
+    with real_sglang.activation(case, monkeypatch) as flag:
+        runner = real_sglang.token_runner(cls, (64, 256), profile_flag=flag)  # ascending, as sglang keeps it
         real_sglang.run_token_capture(runner, flag)
-    finally:
-        sglang_patch.PATCH.uninstall()
     assert calls and calls[0][0] == 256  # the real loop ran, largest first
     path = _the_one_trace(case, name, trace_dir, profilers_started)
     if path is None:
@@ -190,7 +160,7 @@ def test_token_runner_real_capture(
 CAPTURE_METHOD_IDS = [name for _, name, _ in real_sglang.CAPTURE_METHOD_RUNNERS]
 
 
-@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize("case", real_sglang.CASES)
 @pytest.mark.parametrize(("module", "name", "method"), real_sglang.CAPTURE_METHOD_RUNNERS, ids=CAPTURE_METHOD_IDS)
 def test_runner_without_capture_real_capture(
     module: str, name: str, method: str, case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch,
@@ -201,31 +171,21 @@ def test_runner_without_capture_real_capture(
     exactly one file named after the runner, one range per shape (largest first, as sglang captures).
     Either switch off, or our package not installed (the control): the capture runs, no profiler starts,
     nothing is written."""
-    cls = token_class(module, name)
+    cls = real_sglang.class_or_skip(module, name)
     calls: list[tuple[Any, ...]] = []
     returns = cpu_shims.breakable_graph if name == "BreakableCudaGraphRunner" else None
     monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls, returns))
-    if case == "switch off":
-        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    flag = case != "--enable-profile-cuda-graph off"
-    if name == "BreakableCudaGraphRunner":
-        runner = real_sglang.breakable_runner(cls, (64, 256), profile_flag=flag)
-    else:
-        step_cls = real_sglang.load_class(module, "MultiLayerEagleDraftExtendCudaGraphRunner")
-        monkeypatch.setattr(cls, "_create_runner", cpu_shims.step_runner_stand_in(step_cls, [1, 2], flag))
-        monkeypatch.setattr(cls, "_allocate_buffers", cpu_shims.shared_buffers_stand_in)
-        worker = real_sglang.one_graph_worker(2, profile_flag=flag)
-    if case != "package not installed":
-        sglang_patch.PATCH.install()
-    try:
+    with real_sglang.activation(case, monkeypatch) as flag:
         if name == "BreakableCudaGraphRunner":
+            runner = real_sglang.breakable_runner(cls, (64, 256), profile_flag=flag)
             real_sglang.run_breakable_capture(runner)
             assert sorted(runner.graphs) == [64, 256]
         else:
-            runner = real_sglang.run_one_graph_capture(cls, worker, flag)
+            step_cls = real_sglang.load_class(module, "MultiLayerEagleDraftExtendCudaGraphRunner")
+            monkeypatch.setattr(cls, "_create_runner", cpu_shims.step_runner_stand_in(step_cls, [1, 2], flag))
+            monkeypatch.setattr(cls, "_allocate_buffers", cpu_shims.shared_buffers_stand_in)
+            runner = real_sglang.run_one_graph_capture(cls, real_sglang.one_graph_worker(2, profile_flag=flag), flag)
             assert [r.step for r in runner.runners] == [0, 1]
-    finally:
-        sglang_patch.PATCH.uninstall()
     sizes = [call[0] for call in calls]
     assert sizes == ([256, 64] if name == "BreakableCudaGraphRunner" else [2, 1])  # the real loop ran
     path = _the_one_trace(case, name, trace_dir, profilers_started)

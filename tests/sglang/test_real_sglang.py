@@ -42,13 +42,6 @@ HERE = Path(__file__).resolve().parent
 RUNNER_IDS = [cls for _, cls in RUNNERS]
 
 
-def runner_class(module: str, name: str) -> type:
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"{name} does not exist in sglang {metadata.version('sglang')}")
-    return cls
-
-
 def module_or_skip(name: str):
     """The sglang module, or a skip when this version has none (a missing dependency still fails)."""
     module = real_sglang.import_optional(name)
@@ -68,24 +61,22 @@ def base_runner() -> tuple[str, type]:
 # -- one file per runner class, through each era's real path -----------------------------------------
 
 
+@pytest.mark.parametrize("case", ["on", "package not installed"])
 @pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
-def test_one_trace_per_runner_class(module: str, name: str, trace_dir: Path, installed: None) -> None:
-    cls = runner_class(module, name)
-    real_sglang.run_capture_path(real_sglang.make_runner(cls))
-    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
-    assert real_sglang.is_ours(real_sglang.traces(trace_dir)[0])
-
-
-@pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
-def test_without_the_patch_no_trace_of_ours(module: str, name: str, trace_dir: Path) -> None:
-    """The control for the test above: unpatched sglang writes nothing of ours (era C writes its native
-    file; era B EAGLE runners crash with AttributeError, the upstream bug the patch fixes)."""
-    cls = runner_class(module, name)
-    try:
-        real_sglang.run_capture_path(real_sglang.make_runner(cls))
-    except AttributeError as exc:
-        assert INIT in str(exc) or HOOK in str(exc)
-    assert not any(real_sglang.is_ours(p) for p in real_sglang.traces(trace_dir))
+def test_one_trace_per_runner_class(module: str, name: str, case: str, trace_dir: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """One file of ours per runner class. The control, unpatched sglang, writes nothing of ours (era C writes
+    its native file; era B EAGLE runners crash with AttributeError, the upstream bug the patch fixes)."""
+    cls = real_sglang.class_or_skip(module, name)
+    with real_sglang.activation(case, monkeypatch):
+        try:
+            real_sglang.run_capture_path(real_sglang.make_runner(cls))
+        except AttributeError as exc:
+            assert case != "on" and (INIT in str(exc) or HOOK in str(exc))
+    if case == "on":
+        assert real_sglang.the_one_trace(trace_dir, name, case)
+    else:
+        assert not any(real_sglang.is_ours(p) for p in real_sglang.traces(trace_dir))
 
 
 def test_draft_worker_base_runner_gets_draft_name(trace_dir: Path, installed: None) -> None:
@@ -399,7 +390,7 @@ def test_shape_labels_are_unique_for_the_real_signature(module: str, name: str) 
     from mixins.capture_trace import shape_label
     from mixins.sglang_targets import SHAPE_METHODS
 
-    cls = runner_class(module, name)
+    cls = real_sglang.class_or_skip(module, name)
     method = next((vars(cls)[m] for m in SHAPE_METHODS if m in vars(cls)), None)
     if method is None:
         pytest.skip(f"{name} defines no per-shape method in this sglang")

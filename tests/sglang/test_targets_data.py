@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mixins.sglang_targets import RELEASES, TARGETS, span, version_key
+from mixins.sglang_targets import CI_RELEASES, RELEASES, TARGETS, span, version_key
 
 REPO = Path(__file__).resolve().parents[2]
 CI_STEPS = REPO / ".ci" / "Makefile"
@@ -35,6 +35,7 @@ def ci_versions() -> tuple[str, ...]:
 
 def test_every_verified_version_runs_in_ci() -> None:
     ci = set(ci_versions())
+    assert set(CI_RELEASES) == ci, f"sglang_targets.CI_RELEASES {CI_RELEASES}, .ci/Makefile runs {sorted(ci)}"
     for target in TARGETS:
         assert set(target.verified_in) <= ci, f"{target.qualname}: verified_in {target.verified_in}, CI runs {ci}"
         assert set(target.verified_in) <= set(target.read_in), target.qualname

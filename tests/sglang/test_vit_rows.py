@@ -2,9 +2,8 @@
 
 Each runner's real serving path runs: ``run()`` sees a new input shape, calls the real ``create_graph`` /
 ``_capture`` (buffers, warm-up, the layers' forward inside the capture) and replays. Only what needs a GPU
-is faked, for the duration of a test: ``torch.cuda.CUDAGraph`` / ``torch.cuda.graph`` (the captured layers
-run eagerly on CPU instead), ``torch.cuda.synchronize``, the CUDA memory counters and the graph-pool
-handle; the encoders are tiny CPU modules with the attributes the runners read.
+is stood in (``fake_gpu``: the captured layers run eagerly on CPU); the encoders are tiny CPU modules with
+the attributes the runners read.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ import real_sglang  # noqa: E402
 import torch  # noqa: E402
 
 from mixins import sglang_patch, wait_for_exports  # noqa: E402
-from tests.trace_files import load_trace, range_names  # noqa: E402
 
 cpu_shims.prepare()
 
@@ -36,32 +34,6 @@ VIT = "sglang.srt.multimodal.vit_cuda_graph_runner"
 INTERN_VIT = "sglang.srt.multimodal.internvl_vit_cuda_graph_runner"
 KIMI_VIT = "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner"
 H, HEADS, HEAD_DIM = 8, 2, 4
-
-
-# -- fakes for what needs a GPU ----------------------------------------------------------------------------
-
-
-class FakeCUDAGraph:
-    """Stands in for torch.cuda.CUDAGraph: nothing is recorded, replay does nothing."""
-
-    def replay(self) -> None:
-        pass
-
-
-@contextmanager
-def fake_cuda_graph(graph: Any, *args: Any, **kwargs: Any) -> Iterator[None]:
-    """Stands in for torch.cuda.graph: the body (the encoder's real layers) runs eagerly on CPU."""
-    yield
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeCUDAGraph)
-    monkeypatch.setattr(torch.cuda, "graph", fake_cuda_graph)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a, **k: 0)
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a, **k: 0)
-    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: ("fake graph pool",))
 
 
 # -- tiny CPU encoders with what each runner reads -----------------------------------------------------------
@@ -124,13 +96,6 @@ class TinyKimiTower(torch.nn.Module):
 
     def _forward_eager(self, pixel_values: Any, grid_thws: Any, *, grid_thw_list: Any, forward_metadata: Any) -> Any:
         return [self.proj(pixel_values)]
-
-
-def load(module: str, name: str) -> type:
-    cls = real_sglang.load_class(module, name)
-    if cls is None:
-        pytest.skip(f"no {name} in sglang {metadata.version('sglang')}")
-    return cls
 
 
 def serve_vit(cls: type, seq_lens: tuple[int, ...]) -> Any:
@@ -202,7 +167,7 @@ def trace_dir(trace_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return trace_dir
 
 
-@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize("case", real_sglang.CASES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_vit_runner_lazy_captures(
     name: str, case: str, trace_dir: Path, fake_gpu: None, monkeypatch: pytest.MonkeyPatch,
@@ -213,42 +178,13 @@ def test_vit_runner_lazy_captures(
     package not installed (the control: sglang itself writes nothing): the same captures, no profiler
     started, no file."""
     module, serve, graph_count, labels = CASES[name]
-    cls = load(module, name)
-    if case == "switch off":
-        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    if case != "package not installed":
-        sglang_patch.PATCH.install()
-    try:
-        with profile_flag(case != "--enable-profile-cuda-graph off"):
-            runner = serve(cls)
-    finally:
-        sglang_patch.PATCH.uninstall()
+    cls = real_sglang.class_or_skip(module, name)
+    with real_sglang.activation(case, monkeypatch) as flag, profile_flag(flag):
+        runner = serve(cls)
     assert wait_for_exports(60)
     assert graph_count(runner) == 2  # the real lazy path captured two shapes
-    if case != "on":
-        assert profilers_started == [] and real_sglang.trace_names(trace_dir) == []
-        return
-    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{name}-TP-0.json.gz"]
-    path = real_sglang.traces(trace_dir)[0]
-    assert real_sglang.is_ours(path) and len(profilers_started) == 2
-    assert range_names(load_trace(path)) == labels
-
-
-def test_vit_rows_report_profiled_by_us() -> None:
-    """status() lists the lazy rows as profiled by us where this sglang has the class (doctor prints it)."""
-    for module, _, _, _ in CASES.values():
-        real_sglang.import_optional(module)
-    status = sglang_patch.PATCH.install()
-    try:
-        rows = {s.target.cls: s for s in status if s.target.module in {c[0] for c in CASES.values()}}
-    finally:
-        sglang_patch.PATCH.uninstall()
-    version = metadata.version("sglang").split(".post")[0]
-    assert set(rows) == set(CASES)
-    for row in rows.values():
-        applies = version in row.target.read_in
-        assert (row.state is sglang_patch.State.APPLIED) == applies, str(row)
-        assert ("profiled by us" in str(row)) == applies
+    assert real_sglang.lazy_file_labels(trace_dir, name, case) == (labels if case == "on" else None)
+    assert len(profilers_started) == (2 if case == "on" else 0)
 
 
 # -- the NPU vision encoder: its module imports torch_npu, stood in here ------------------------------------
@@ -260,7 +196,8 @@ def stand_in_torch_npu() -> types.ModuleType:
     """STANDS IN for torch_npu (Ascend's torch backend, which needs an NPU): ``torch_npu.npu.NPUGraph`` and
     ``torch_npu.npu.graph``, as vit_npu_graph_runner uses them; the captured blocks run eagerly on CPU."""
     module = types.ModuleType("torch_npu")
-    module.npu = types.SimpleNamespace(NPUGraph=FakeCUDAGraph, graph=fake_cuda_graph)  # type: ignore[attr-defined]
+    module.npu = types.SimpleNamespace(  # type: ignore[attr-defined]
+        NPUGraph=cpu_shims.StandInGraph, graph=cpu_shims.stand_in_scope)
     return module
 
 
@@ -275,7 +212,6 @@ def vit_npu(monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
     """The real ViTNpuGraphRunner, imported over the torch_npu stand-in, then forgotten again (so no other test
     sees a module this environment cannot import)."""
     import sys
-    from importlib import metadata
 
     from mixins.sglang_targets import TARGETS
 
@@ -303,36 +239,25 @@ def vit_npu(monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
             delattr(parent, "vit_npu_graph_runner")
 
 
-@pytest.mark.parametrize("case", ["on", "switch off", "--enable-profile-cuda-graph off", "package not installed"])
+@pytest.mark.parametrize("case", real_sglang.CASES)
 def test_vit_npu_runner_lazy_captures(case: str, vit_npu: type, trace_dir: Path, fake_gpu: None,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """ViTNpuGraphRunner overrides create_graph without super(), so the ViT row never sees it: its own row
-    profiles each new shape (one file, a segment per shape, CPU side), and nothing when off."""
+    profiles each new shape (one file, a segment per shape, CPU side), and nothing when off; status() (and
+    so doctor) says what this trace lacks on an NPU."""
     vit = TinyViT()
     vit.blocks = torch.nn.ModuleList([AscendBlock(), AscendBlock()])
-    if case == "switch off":
-        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    if case != "package not installed":
-        rows = [s for s in sglang_patch.PATCH.install() if s.target.cls == "ViTNpuGraphRunner"]
-        # status() (and so doctor) says what this trace lacks on an NPU
-        assert [str(s).split(": ", 1)[1] for s in rows] == [
-            "applied (profiled by us: sglang does not profile this capture; CPU-side ops and ranges only: "
-            "torch.profiler records no NPU kernels (torch_npu's profiler does))"]
-    try:
-        with profile_flag(case != "--enable-profile-cuda-graph off", mm_attention_backend="ascend_attn"):
-            runner = vit_npu(vit)
-            for n in (8, 16, 8):
-                cu = torch.tensor([0, n], dtype=torch.int32)
-                runner.run(torch.ones(n, H), cu, rotary_pos_emb_cos=torch.ones(n, HEAD_DIM),
-                           rotary_pos_emb_sin=torch.zeros(n, HEAD_DIM))
-    finally:
-        sglang_patch.PATCH.uninstall()
+    with real_sglang.activation(case, monkeypatch) as flag, profile_flag(flag, mm_attention_backend="ascend_attn"):
+        rows = [str(s).split(": ", 1)[1] for s in sglang_patch.PATCH.status() if s.target.cls == "ViTNpuGraphRunner"]
+        runner = vit_npu(vit)
+        for n in (8, 16, 8):
+            cu = torch.tensor([0, n], dtype=torch.int32)
+            runner.run(torch.ones(n, H), cu, rotary_pos_emb_cos=torch.ones(n, HEAD_DIM),
+                       rotary_pos_emb_sin=torch.zeros(n, HEAD_DIM))
+    assert rows == (["not installed"] if case == "package not installed" else [
+        "applied (profiled by us: sglang does not profile this capture; CPU-side ops and ranges only: "
+        "torch.profiler records no NPU kernels (torch_npu's profiler does))"])
     assert wait_for_exports(60)
     assert len(runner.block_graphs) == 2  # the real lazy path captured two shapes
-    if case != "on":
-        assert real_sglang.trace_names(trace_dir) == []
-        return
-    assert real_sglang.trace_names(trace_dir) == ["cuda_graph_capture-ViTNpuGraphRunner-TP-0.json.gz"]
-    path = real_sglang.traces(trace_dir)[0]
-    assert real_sglang.is_ours(path)
-    assert range_names(load_trace(path)) == ["capture::tokens=8,images=1", "capture::tokens=16,images=1"]
+    assert real_sglang.lazy_file_labels(trace_dir, "ViTNpuGraphRunner", case) == (
+        ["capture::tokens=8,images=1", "capture::tokens=16,images=1"] if case == "on" else None)
