@@ -11,7 +11,6 @@ import gzip
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from mixins.analysis.commands.summary import summary_job as _summary_job  # the 
 from mixins.analysis.model.records import load_record
 from mixins.analysis.read import reader
 from mixins.analysis.read.reader import Limits, TraceError, open_trace
+from tests.second_user import as_nobody
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -115,39 +115,21 @@ def test_missing_file_and_directory_as_trace(run_cli, tmp_path: Path) -> None:  
     assert rc == 2 and err == f"capture-trace: error: {tmp_path}: not a regular file (a directory)\n"
 
 
-def test_unreadable_file(tmp_path: Path) -> None:
-    """A real EACCES even when tests run as root: a forked child drops to uid/gid 65534 (nobody) and
-    reads a mode-000 file in a world-traversable directory."""
-    public = Path(tempfile.mkdtemp(prefix="capture-trace-eacces-"))
-    try:
-        public.chmod(0o755)
-        p = public / "locked.json.gz"
-        p.write_bytes(VLLM.read_bytes())
-        p.chmod(0)
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: never returns into pytest
-            message = "no error"
-            try:
-                if os.geteuid() == 0:  # a non-root run is refused by the mode alone
-                    os.setgid(65534)
-                    os.setuid(65534)
-                load_record(str(p))
-            except TraceError as exc:
-                message = str(exc)
-            except BaseException as exc:  # noqa: BLE001 - reported to the parent as text
-                message = f"unexpected {type(exc).__name__}: {exc}"
-            os.write(write_end, message.encode())
-            os._exit(0)
-        os.close(write_end)
-        os.waitpid(pid, 0)
-        with os.fdopen(read_end, "rb") as pipe:
-            message = pipe.read().decode()
-        assert message == f"{p}: permission denied"
-    finally:
-        for child in public.iterdir():
-            child.unlink()
-        public.rmdir()
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
+def test_unreadable_file(shared: Path) -> None:
+    """A real EACCES even as root: uid 65534 reads a mode-000 file in a world-traversable directory."""
+    p = shared / "locked.json.gz"
+    p.write_bytes(_GOOD)
+    p.chmod(0)
+
+    def read() -> str:
+        try:
+            load_record(str(p))
+        except TraceError as exc:
+            return str(exc)
+        return "no error"
+
+    assert as_nobody(read) == f"{p}: permission denied"
 
 
 def test_directory_without_traces(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

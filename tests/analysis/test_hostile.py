@@ -32,8 +32,8 @@ PAYLOAD = "\x1b[2J\x1b[31mred\x1b]0;owned\x07\x9b1m\nx"
 RAW_BITS = ("\x1b[2J", "\x1b[31m", "\x1b]0;", "\x07", "\x9b")
 
 
-def cli(*argv: Any) -> subprocess.CompletedProcess[str]:
-    return run_child("analyzer_cli", *argv)
+def cli(*argv: Any, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return run_child("analyzer_cli", *argv, timeout=timeout)
 
 
 def one_error(proc: subprocess.CompletedProcess[str], path: Any, what: str) -> None:
