@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.trace_files import load_trace as load_trace  # re-exported: the core tests' one import
+from tests.trace_files import range_names as range_names
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -49,6 +50,18 @@ def python_calls(work: Callable[[], Any]) -> set[str]:
     finally:
         sys.setprofile(None)
     return called
+
+
+def exported(directory: Path) -> dict[str, Any]:
+    """Every trace in ``directory`` by file name, once the background exports are done."""
+    from mixins import wait_for_exports
+
+    assert wait_for_exports(60)
+    return {p.name: load_trace(p) for p in sorted(directory.iterdir())} if directory.exists() else {}
+
+
+def trace_name(cls: type, rank: int = 0) -> str:
+    return f"cuda_graph_capture-{cls.__name__}-TP-{rank}.json.gz"
 
 
 def op_shapes(trace: dict[str, Any], op: str = "aten::mm") -> list[Any]:
