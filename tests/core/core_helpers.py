@@ -4,6 +4,7 @@ tests/sglang), the Python calls a path makes, subprocess environment."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -90,11 +91,24 @@ def child(case: str, *args: str) -> list[str]:
     return [PYTHON, "-m", "core_child", case, *args]
 
 
+def export_env(profiler_dir: Path, **extra: str) -> dict[str, str]:
+    """``child_env`` with the switch on and traces under ``profiler_dir``, plus ``extra``."""
+    return child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(profiler_dir), **extra)
+
+
+def run_case(case: str, *args: str, env: dict[str, str] | None = None,
+             timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """One core_child case run to its end; fails with its stderr's tail unless it exits 0."""
+    done = subprocess.run(child(case, *args), env=child_env() if env is None else env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    return done
+
+
 def strace_log(command: list[str], env: dict[str, str], calls: str, tmp: Path) -> list[str]:
     """System calls ``calls`` (strace -e trace=...) made by a real ``command``; skips where strace or
     ptrace is not available."""
     import shutil
-    import subprocess
 
     import pytest
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import wrapt
-from core_helpers import load_trace, python_calls
+from core_helpers import export_env, load_trace, python_calls, run_case
 
 from mixins import kineto, lazy_trace, wait_for_exports
 from mixins.capture_trace import profile_lazy_capture
@@ -256,13 +256,9 @@ def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
 
 
 def _run_child(case: str, directory: Path, *args: str) -> list[str]:
-    import subprocess
 
-    from core_helpers import child, child_env
 
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(directory))
-    done = subprocess.run(child(case, *args), env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    done = run_case(case, *args, env=export_env(directory))
     return done.stdout.split()
 
 
@@ -331,13 +327,9 @@ def test_staging_of_a_kineto_write_cut_short_at_exit_is_removed(tmp_path: Path) 
     """Exit timeout 0 while a lazy shape's Kineto write is held (a handshake: the write has happened and
     never returns): the step was not tracked, so its staging directory (the whole shape's JSON) stayed
     behind while the WARNING said "not saved". Now nothing is left."""
-    import subprocess
 
-    from core_helpers import child, child_env
 
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0")
-    done = subprocess.run(child("lazy_write_held_at_exit"), env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.split() == ["held"], done.stderr[-2000:]
+    done = run_case("lazy_write_held_at_exit", env=export_env(tmp_path, SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0"))
+    assert done.stdout.split() == ["held"], done.stderr[-2000:]
     assert f"still compressing, not saved: {NAME}" in done.stderr
     assert os.listdir(tmp_path / "graph_capture_profile") == []

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import exported, python_calls, range_names, trace_name
+from core_helpers import export_env, exported, python_calls, range_names, run_case, trace_name
 
 from mixins import CaptureTraceMixin, with_capture_trace
 from mixins.capture_trace import capture_profiler, shape_label
@@ -339,14 +339,9 @@ def test_a_capture_that_runs_its_own_profiler_never_takes_the_process_down(tmp_p
     """A capture method that runs its own ``torch.profiler.profile`` in the same thread ends (or takes over)
     the one Kineto session ours started: exporting ours then crashed the process in Kineto (rc 139). Now
     the process lives, nothing is exported from a session that is not ours, one WARNING per capture."""
-    import subprocess
 
-    from core_helpers import child, child_env
 
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
-    done = subprocess.run(child("capture_runs_its_own_profiler"), env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    done = run_case("capture_runs_its_own_profiler", env=export_env(tmp_path))
     assert done.stdout.split() == ["alive"]
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING ")]
     assert len(warnings) == 3, done.stderr
