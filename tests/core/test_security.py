@@ -45,7 +45,7 @@ def _errno_of(call: Callable[[], Any]) -> str:
     return "succeeded"
 
 
-def swap_everything(directory: Path, secret: Path) -> Callable[[int, int], dict[str, int]]:
+def swap_everything(directory: Path, secret: Path) -> Callable[[Callable[[], None], int, int], dict[str, int]]:
     """The issue's attack as a loop: every name seen in the directory is swapped for a symlink to the
     secret (the chmod-by-path race), gets a symlink planted at ``<name>.tmp`` (Kineto's staging name),
     and, if it is a directory, symlinks planted inside it. On a sync command the round that follows it is
