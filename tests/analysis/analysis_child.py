@@ -93,9 +93,6 @@ def modules_after_cli(*argv: str) -> None:
     print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
 
 
-# -- test_limits.py ------------------------------------------------------------------------------------
-
-
 def bounded_cli(limit: str, *argv: str) -> None:
     """The real CLI under RLIMIT_AS = ``limit`` bytes; its peak RSS (kiB) is the last line on stderr."""
     import resource
