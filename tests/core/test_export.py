@@ -220,10 +220,8 @@ def test_exit_waits_only_as_long_as_the_exit_timeout(tmp_path: Path) -> None:
 
 
 def test_a_forked_child_leaves_its_parents_export_alone(tmp_path: Path) -> None:
-    """A multiprocessing child forked mid-compression inherits the exit hook and the list of running
-    exports, but not their threads: it waited at its exit for an export it could never see finish (the
-    whole exit timeout, 300 s by default). Now the child forgets them at the fork and exits at once, and
-    the parent's trace is saved."""
+    """A multiprocessing child forked mid-compression inherits the exports but not their threads: it
+    forgets them at the fork and exits at once (not after the exit timeout), and the parent's trace is saved."""
     done = run_case("fork_while_compressing", env=export_env(tmp_path, SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="3600"))
     exitcode, path = done.stdout.split()
     assert exitcode == "0" and "not saved" not in done.stderr, done.stderr
@@ -232,8 +230,7 @@ def test_a_forked_child_leaves_its_parents_export_alone(tmp_path: Path) -> None:
 
 
 def test_no_thread_to_be_had_exports_inline(tmp_path: Path) -> None:
-    """A container's pids limit reached: Thread.start raises. The export ran into the caller (a hook in the
-    capture) and leaked its staging directory; a lazy runner's publisher never ran again. Now both run
+    """A container's pids limit reached (Thread.start raises): the export and a lazy runner's publisher run
     inline and their files are saved."""
     done = run_case("no_thread_to_be_had", env=export_env(tmp_path))
     eager, lazy = done.stdout.split()
@@ -271,9 +268,8 @@ def test_saved_line_shows_in_a_default_sglang_log(tmp_path: Path) -> None:
 
 
 def test_saved_line_follows_sglang_into_a_users_logging_config(tmp_path: Path) -> None:
-    """SGLANG_LOGGING_CONFIG_PATH routing the ``sglang`` logger (as its docs suggest) to a handler of its
-    own: the line goes where sglang's capture lines go. Before, logged on ``mixins``, it was dropped:
-    dictConfig disables the loggers that exist outside the tree it names (ours, imported at start-up)."""
+    """SGLANG_LOGGING_CONFIG_PATH routing the ``sglang`` logger to a handler of its own: the line goes where
+    sglang's capture lines go (dictConfig disables loggers outside the tree it names)."""
     config = tmp_path / "logging.json"
     config.write_text(json.dumps({
         "version": 1,
