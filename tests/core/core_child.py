@@ -496,7 +496,7 @@ def gloo_export(rank_arg: str, store: str) -> None:
     path = export_profile(prof, runner_name="GlooRunner", runner=_Bare())
     assert wait_for_exports(60)
     dist.barrier()  # neither rank leaves before both are fully connected
-    print("RESULT " + json.dumps(str(path)))
+    print(RANK_RESULT + json.dumps(str(path)), flush=True)
     dist.destroy_process_group()
 
 

@@ -105,6 +105,38 @@ def run_case(case: str, *args: str, env: dict[str, str] | None = None,
     return done
 
 
+def run_ranks(world_size: int, case: str, *args: str, env: dict[str, str] | None = None) -> list[Any]:
+    """One child per rank (core_child ``case`` with its rank and ``args``), all waited for (a generous
+    deadline: torch import and gloo set-up are slow on a loaded machine) and none left behind; each one's
+    ``RANK-RESULT {json}`` line (torch may print a Gloo banner on stdout too)."""
+    import json
+    import time
+
+    from core_child import RANK_RESULT
+
+    procs = [
+        subprocess.Popen(child(case, str(rank), *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=child_env() if env is None else env)
+        for rank in range(world_size)
+    ]
+    deadline = time.monotonic() + 600
+    try:
+        outputs = [p.communicate(timeout=max(1.0, deadline - time.monotonic())) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    results = []
+    for out, err in outputs:
+        lines = [line for line in out.splitlines() if line.startswith(RANK_RESULT)]
+        assert len(lines) == 1, f"no single {RANK_RESULT!r} line in stdout:\n{out}\n{err[-2000:]}"
+        results.append(json.loads(lines[0].removeprefix(RANK_RESULT)))
+    return results
+
+
 def strace_log(command: list[str], env: dict[str, str], calls: str, tmp: Path) -> list[str]:
     """System calls ``calls`` (strace -e trace=...) made by a real ``command``; skips where strace or
     ptrace is not available."""
