@@ -90,11 +90,9 @@ def secret(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server_env(shared: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+def server_env(shared: Path, trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``trace_env`` with the traces in a shared sticky directory, as a server's default /tmp."""
     monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(shared))
-    for name in ("SGLANG_CAPTURE_TRACE_STRICT", "SGLANG_CAPTURE_TRACE_BACKGROUND"):
-        monkeypatch.delenv(name, raising=False)
     return shared / "graph_capture_profile"
 
 
