@@ -254,8 +254,6 @@ def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
 
 
 def _run_child(case: str, directory: Path, *args: str) -> list[str]:
-
-
     done = run_case(case, *args, env=export_env(directory))
     return done.stdout.split()
 

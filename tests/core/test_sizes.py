@@ -9,7 +9,7 @@ import gzip
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace as _Holder  # a runner, its model_runner, its server_args
 
 import pytest
 from core_helpers import PYTHON, export_env, load_trace, matmul_work, profile_of, run_ranks, subprocess_env
@@ -18,11 +18,6 @@ from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.metadata import distributed_info, trace_header
 from mixins.naming import Ranks, Sizes, discover_sizes
 from tests.interop import import_hta
-
-
-class _Holder:
-    def __init__(self, **attrs: Any) -> None:
-        self.__dict__.update(attrs)
 
 
 def test_sizes_from_the_runner_its_model_runner_and_server_args() -> None:
