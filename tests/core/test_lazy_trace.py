@@ -321,8 +321,6 @@ def test_a_refused_directory_spends_the_shape_limit_and_warns_once(
 def test_staging_of_a_kineto_write_cut_short_at_exit_is_removed(tmp_path: Path) -> None:
     """Exit timeout 0 while a lazy shape's Kineto write is held (a handshake: written, never returns): the
     WARNING says "not saved" and no staging directory is left behind."""
-
-
     done = run_case("lazy_write_held_at_exit", env=export_env(tmp_path, SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0"))
     assert done.stdout.split() == ["held"], done.stderr[-2000:]
     assert f"still compressing, not saved: {NAME}" in done.stderr

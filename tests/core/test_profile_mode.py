@@ -339,8 +339,6 @@ def test_a_capture_that_runs_its_own_profiler_never_takes_the_process_down(tmp_p
     """A capture method that runs its own ``torch.profiler.profile`` in the same thread ends (or takes over)
     the one Kineto session ours started: exporting ours then crashed the process in Kineto (rc 139). Now
     the process lives, nothing is exported from a session that is not ours, one WARNING per capture."""
-
-
     done = run_case("capture_runs_its_own_profiler", env=export_env(tmp_path))
     assert done.stdout.split() == ["alive"]
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING ")]
