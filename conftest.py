@@ -43,6 +43,15 @@ def trace_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
 
 @pytest.fixture
+def shared() -> Iterator[Path]:
+    """A directory like /tmp (root's, mode 1777, sticky) that root and the second user (uid 65534) reach."""
+    from tests.second_user import shared_sticky_dir
+
+    with shared_sticky_dir() as d:
+        yield d
+
+
+@pytest.fixture
 def profilers_started(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The keyword arguments of every torch.profiler.profile created while the test runs (ours is made
     through that name); the real profiler still runs."""

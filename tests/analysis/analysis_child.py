@@ -9,11 +9,14 @@ are for the tests that start them.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 
 
 def command(case: str, *args: object) -> list[str]:
@@ -27,6 +30,37 @@ def child_env(**extra: str) -> dict[str, str]:
     env = {**os.environ, **extra}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def run_child(case: str, *args: object, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """One case in a fresh interpreter, the repository on its path; stdout and stderr captured unless given."""
+    if "stdout" not in kw:
+        kw["capture_output"] = True
+    return subprocess.run(command(case, *args), text=True, env=child_env(PYTHONPATH=str(REPO)), cwd=REPO,
+                          timeout=timeout, errors="surrogateescape", **kw)
+
+
+def bounded(limit: int, *argv: object) -> tuple[subprocess.CompletedProcess[str], int]:
+    """The CLI under RLIMIT_AS = ``limit``: (the process, its stderr without the RSS line; its peak RSS in
+    bytes), the figure printed for docs/DESIGN.md §8.1 (``-rP``)."""
+    proc = run_child("bounded_cli", limit, *argv, timeout=600)
+    *lines, last = proc.stderr.splitlines()
+    assert last.startswith("peak_rss_kib "), proc.stderr[-2000:]
+    proc.stderr = "".join(line + "\n" for line in lines)
+    peak = int(last.split()[1]) * 1024
+    print(f"peak RSS {peak >> 20} MiB: {' '.join(map(str, argv))[:200]}")
+    return proc, peak
+
+
+def broken_pipe(*argv: object) -> tuple[int, str]:
+    """``capture-trace ARGV`` with stdout a pipe whose read end is closed before it runs: (exit, stderr)."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = run_child("analyzer_cli", *argv, stdout=w, stderr=subprocess.PIPE)
+    finally:
+        os.close(w)
+    return proc.returncode, proc.stderr
 
 
 # -- test_bad_input.py ---------------------------------------------------------------------------------
@@ -57,9 +91,6 @@ def modules_after_cli(*argv: str) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         rc = main(list(argv))
     print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
-
-
-# -- test_limits.py ------------------------------------------------------------------------------------
 
 
 def bounded_cli(limit: str, *argv: str) -> None:

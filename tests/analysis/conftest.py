@@ -4,7 +4,6 @@ test may add files beside them, and the analyzer's commands run in-process."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -44,19 +43,8 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+def run_cli() -> Callable[..., tuple[int, str, str]]:
     """Run an analyzer command in-process through argparse, as the console script does."""
-    import argparse
+    from inprocess import run_analyzer
 
-    from mixins.analysis import cli
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        parser = argparse.ArgumentParser(prog="capture-trace")
-        sub = parser.add_subparsers(dest="command", required=True)
-        cli.add_commands(sub)
-        args = parser.parse_args([os.fspath(a) for a in argv])
-        rc = args.func(args)
-        out, err = capsys.readouterr()
-        return rc, out, err
-
-    return run
+    return run_analyzer

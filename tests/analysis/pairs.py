@@ -1,9 +1,6 @@
-"""DERIVED capture/replay pairs, built from the real traces in tests/data (never stored).
-
-Each builder takes loaded trace documents and returns new ones; what it changes is said in its
-docstring. They exist to exercise what the real pair alone cannot: a wrong capture, extra capture
-launches, piecewise graphs, another rank, an NVIDIA-style pair (launches without kernel names), and
-a scaled pair for the benchmark.
+"""DERIVED capture/replay pairs, built from the real traces in tests/data (never stored): each builder takes
+loaded trace documents and returns new ones, for what the real pair alone cannot exercise (a wrong capture,
+extra launches, piecewise graphs, another rank, an NVIDIA-style pair, a scaled pair for the benchmark).
 """
 
 from __future__ import annotations
@@ -14,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
+from tests.trace_files import call
+from tests.trace_files import span as range_  # ``span`` is a local name in scaled()
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 VLLM_CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -125,10 +125,8 @@ def _seg_bs(s: int) -> int:
 
 def scaled(capture: Doc, replay: Doc, segments: int, launches: int) -> tuple[Doc, Doc]:
     """DERIVED large pair: the capture repeated in ``segments`` ``capture::tokens=N`` segments (N = 32, 64, …;
-    identical kernels, so only the replay's size hint tells them apart; vLLM's sizes are token counts), and
-    the replay's graph
-    launch with its kernels repeated ``launches`` times, launch n inside an ``execute_<N>_…`` iteration
-    annotation naming segment n % segments."""
+    identical kernels: only the replay's size hint tells them apart), and the replay's graph launch with its
+    kernels repeated ``launches`` times, launch n inside an ``execute_<N>_…`` annotation naming segment n."""
     cap = clone(capture)
     ev = cap["traceEvents"]
     base = [e for e in ev if e.get("ph") == "X" and "ts" in e and not str(e.get("name")).startswith("capture_")]
@@ -143,8 +141,8 @@ def scaled(capture: Doc, replay: Doc, segments: int, launches: int) -> tuple[Doc
                 c["args"]["correlation"] += s * 10_000_000
             ev.append(c)
     for s in range(segments):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"capture::tokens={_seg_bs(s)}", "pid": begin["pid"],
-                   "tid": begin["tid"], "ts": lo + s * span - 1.0, "dur": span - 500.0, "args": {}})
+        ev.append(range_(f"capture::tokens={_seg_bs(s)}", lo + s * span - 1.0, span - 500.0, pid=begin["pid"],
+                         tid=begin["tid"]))
     rep = clone(replay)
     kernels = graph_kernels(rep)
     launch = next(e for e in rep["traceEvents"] if "GraphLaunch" in e.get("name", ""))
@@ -156,8 +154,7 @@ def scaled(capture: Doc, replay: Doc, segments: int, launches: int) -> tuple[Doc
         g["ts"] = launch["ts"] + n * step if n else g["ts"]
         bs = _seg_bs(n % segments)
         name = f"execute_{bs}_context_0_generation_{bs}"
-        rep["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name, "pid": g["pid"],
-                                   "tid": g["tid"], "ts": g["ts"] - 1.0, "dur": step - 50.0, "args": {}})
+        rep["traceEvents"].append(range_(name, g["ts"] - 1.0, step - 50.0, pid=g["pid"], tid=g["tid"]))
         if n == 0:
             continue
         g["args"]["correlation"] = corr0 + 50_000_000 + n
@@ -214,10 +211,8 @@ def nvidia_pair(h100: Doc, warmup: bool = True, node_ids: bool = False) -> tuple
         cap_events.append(c)
     w_end = max(e["ts"] + e.get("dur", 0) for e in cpu + calls) + off
     marks = [("cudaStreamBeginCapture", hi + 500.0), ("cudaStreamEndCapture", w_end + 10.0)]
-    cap_events += [{"ph": "X", "cat": "cuda_runtime", "name": n, "pid": pid, "tid": tid, "ts": t, "dur": 1.0,
-                    "args": {}} for n, t in marks]
-    cap_events.append({"ph": "X", "cat": "user_annotation", "name": "capture::bs=1", "pid": pid, "tid": tid,
-                       "ts": lo - 1.0, "dur": w_end + 20.0 - lo, "args": {}})
+    cap_events += [call(n, t, 1.0, pid=pid, tid=tid) for n, t in marks]
+    cap_events.append(range_("capture::bs=1", lo - 1.0, w_end + 20.0 - lo, pid=pid, tid=tid))
     capture = {k: v for k, v in h100.items() if k != "traceEvents"} | {"traceEvents": cap_events}
     return capture, _nvidia_replay(h100, calls, work, node_ids)
 
@@ -225,8 +220,7 @@ def nvidia_pair(h100: Doc, warmup: bool = True, node_ids: bool = False) -> tuple
 def _nvidia_replay(h100: Doc, calls: list[dict[str, Any]], work: dict[int, dict[str, Any]], node_ids: bool) -> Doc:
     tid, pid = calls[0]["tid"], calls[0]["pid"]
     first = min(work[c["args"]["correlation"]]["ts"] for c in calls)
-    graph = {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": pid, "tid": tid,
-             "ts": first - 50.0, "dur": 20.0, "args": {"correlation": 77_000_000, "cbid": 311}}
+    graph = call("cudaGraphLaunch", first - 50.0, 20.0, pid=pid, tid=tid, correlation=77_000_000, cbid=311)
     device = []
     for n, c in enumerate(calls):
         k = copy.deepcopy(work[c["args"]["correlation"]])
@@ -256,8 +250,7 @@ def with_replay_range(replay: Doc, name: str) -> Doc:
     """DERIVED: the replay with one more ``record_function`` range around its graph launch."""
     out = clone(replay)
     g = next(e for e in out["traceEvents"] if "GraphLaunch" in e.get("name", ""))
-    out["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name, "pid": g["pid"], "tid": g["tid"],
-                               "ts": g["ts"] - 1.0, "dur": g["dur"] + 2.0, "args": {}})
+    out["traceEvents"].append(range_(name, g["ts"] - 1.0, g["dur"] + 2.0, pid=g["pid"], tid=g["tid"]))
     return out
 
 

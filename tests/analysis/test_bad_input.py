@@ -1,85 +1,111 @@
-"""Bad input: one clean line on stderr, exit 2, never a traceback (CLI, reader, fuzzed)."""
+"""Bad input: one clean line on stderr, exit 2, never a traceback, in bounded memory: broken files, numbers
+too big, deep nesting, huge keys, values and arrays, odd paths; CLI, reader and worker faults.
+
+The memory cases run the CLI in a child under ``RLIMIT_AS`` and read its peak RSS: a blow-up fails the read
+("out of memory") or shows in the figure. The 1 GB inputs are ~1 MB of concatenated gzip members.
+"""
 
 from __future__ import annotations
 
 import gzip
 import json
 import os
-import subprocess
+import shutil
 from pathlib import Path
 
 import pytest
-from analysis_child import child_env, command
+from analysis_child import bounded, run_child
 
+from mixins.analysis.commands.summary import summary_job as _summary_job  # the real one, before a test replaces it
 from mixins.analysis.model.records import load_record
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.read import reader
+from mixins.analysis.read.reader import Limits, TraceError, open_trace
+from tests.second_user import as_nobody
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+GB = 1 << 30
+MIB = 1 << 20
 
 
-def _bad_files(tmp: Path) -> dict[str, tuple[Path, str]]:
-    """name -> (file, expected message)."""
-    good = VLLM.read_bytes()
-    cases = {
-        "truncated_gzip": (
-            good[: len(good) // 2],
-            "truncated gzip stream (file ends before the end-of-stream marker)",
-        ),
-        "corrupt_gzip": (good[:20] + b"\xff" * 200 + good[220:], "corrupt gzip data"),
-        "invalid_json": (gzip.compress(b'{"traceEvents": [{"ph": "X"}, }'), "invalid JSON"),
-        "truncated_json": (
-            gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "a"}, {"ph": "X", "na'),
-            "invalid JSON in traceEvents",
-        ),
-        "no_trace_events": (
-            gzip.compress(b'{"schemaVersion": 1, "events": []}'),
-            "no traceEvents array (not a Kineto/chrome trace; its keys: 'schemaVersion', 'events')",
-        ),
-        "not_an_object": (gzip.compress(b"[1, 2, 3]"), "not a JSON object"),
-        "events_not_array": (gzip.compress(b'{"traceEvents": {"a": 1}}'), "traceEvents is not an array"),
-        "empty": (b"", "empty file"),
-        "empty_gzip": (gzip.compress(b""), "no JSON content"),
-        "garbage_after": (
-            gzip.compress(b'{"traceEvents": []} xyz'), "invalid JSON: extra data after the top-level object"
-        ),
-        "bad_utf8": (gzip.compress(b'{"traceEvents": [{"name": "\xff\xfe"}]}'), "invalid JSON"),
-    }
-    out = {}
-    for name, (data, msg) in cases.items():
-        p = tmp / f"{name}.json.gz"
-        p.write_bytes(data)
-        out[name] = (p, msg)
-    return out
+def _event(**fields: str) -> str:
+    base = {"ph": '"X"', "cat": '"cpu_op"', "name": '"aten::mm"', "ts": "1.0", "dur": "1.0", "pid": "1", "tid": "1"}
+    base.update(fields)
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in base.items()) + "}"
+
+
+def _trace(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_bytes(gzip.compress(text.encode()))
+    return p
+
+
+def _gz(text: str) -> bytes:
+    return gzip.compress(text.encode("utf-8", "surrogateescape"))
+
+
+BIG_FLOAT_INT = "1" + "0" * 309  # 310 digits: more than a double holds
+BIG_INT = "7" * 5000  # more than Python's 4,300-digit int-string limit
+DEEP = 100_000
+RANGE = "invalid JSON: number out of range"
+TOO_DEEP = "invalid JSON: nested too deeply"
+_GOOD = VLLM.read_bytes()
+
+# name -> (the file's bytes, the start of its one error line after "PATH: ")
+ONE_LINE: dict[str, tuple[bytes, str]] = {
+    "truncated_gzip": (_GOOD[: len(_GOOD) // 2], "truncated gzip stream (file ends before the end-of-stream marker)"),
+    "corrupt_gzip": (_GOOD[:20] + b"\xff" * 200 + _GOOD[220:], "corrupt gzip data"),
+    "invalid_json": (_gz('{"traceEvents": [{"ph": "X"}, }'), "invalid JSON"),
+    "truncated_json": (
+        _gz('{"traceEvents": [{"ph": "X", "name": "a"}, {"ph": "X", "na'), "invalid JSON in traceEvents"
+    ),
+    "no_trace_events": (
+        _gz('{"schemaVersion": 1, "events": []}'),
+        "no traceEvents array (not a Kineto/chrome trace; its keys: 'schemaVersion', 'events')",
+    ),
+    "not_an_object": (_gz("[1, 2, 3]"), "not a JSON object"),
+    "events_not_array": (_gz('{"traceEvents": {"a": 1}}'), "traceEvents is not an array"),
+    "empty": (b"", "empty file"),
+    "empty_gzip": (_gz(""), "no JSON content"),
+    "garbage_after": (_gz('{"traceEvents": []} xyz'), "invalid JSON: extra data after the top-level object"),
+    "bad_utf8": (_gz('{"traceEvents": [{"name": "\udcff\udcfe"}]}'), "invalid JSON"),
+    "ts_310_digits": (_gz('{"traceEvents": [' + _event(ts=BIG_FLOAT_INT) + "]}"), RANGE),
+    "ts_exponent": (_gz('{"traceEvents": [' + _event(ts="1e400") + "]}"), RANGE),
+    "dur_310_digits": (_gz('{"traceEvents": [' + _event(dur=BIG_FLOAT_INT) + "]}"), RANGE),
+    "ts_5000_digits": (_gz('{"traceEvents": [' + _event(ts=BIG_INT) + "]}"), RANGE),
+    "external_id": (_gz('{"traceEvents": [' + _event(args='{"External id": ' + BIG_INT + "}") + "]}"), RANGE),
+    "input_dims": (_gz('{"traceEvents": [' + _event(args='{"Input Dims": [[' + BIG_INT + "]]}") + "]}"), RANGE),
+    "top_level_5000_digits": (_gz('{"schemaVersion": ' + BIG_INT + ', "traceEvents": []}'), RANGE),
+    "metadata_5000_digits": (_gz('{"capture_trace": {"tp_rank": ' + BIG_INT + '}, "traceEvents": []}'), RANGE),
+    # after many events, so that the slice holding it is cut by the exact (stdlib) walk at EOF
+    "last_event_5000_digits": (
+        _gz('{"traceEvents": [' + ", ".join([_event()] * 50) + ", " + _event(ts=BIG_INT)[:-1] + ', "x": "}, {"}]}'),
+        RANGE,
+    ),
+    "deep_top_level_value": (_gz('{"deviceProperties": ' + "[" * DEEP + "]" * DEEP + ', "traceEvents": []}'), TOO_DEEP),
+    "deep_event": (_gz('{"traceEvents": [' + "[" * DEEP + "]" * DEEP + "]}"), TOO_DEEP),
+    "deep_args": (_gz('{"traceEvents": [{"name": "a", "args": {"x": ' + "[" * DEEP + "]" * DEEP + "}}]}"), TOO_DEEP),
+    "deep_objects": (_gz('{"traceEvents": [{"name": "a"}, ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "]}"), TOO_DEEP),
+}
 
 
 @pytest.fixture()
 def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
-    return _bad_files(tmp_path)
+    """Every ONE_LINE case as a file: name -> (path, message)."""
+    out = {}
+    for name, (data, msg) in ONE_LINE.items():
+        (tmp_path / f"{name}.json.gz").write_bytes(data)
+        out[name] = (tmp_path / f"{name}.json.gz", msg)
+    return out
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "truncated_gzip",
-        "corrupt_gzip",
-        "invalid_json",
-        "truncated_json",
-        "no_trace_events",
-        "not_an_object",
-        "events_not_array",
-        "empty",
-        "empty_gzip",
-        "garbage_after",
-        "bad_utf8",
-    ],
-)
+@pytest.mark.parametrize("case", list(ONE_LINE))
 def test_summary_bad_file_one_line_exit_2(bad_files, run_cli, case: str) -> None:  # type: ignore[no-untyped-def]
     path, msg = bad_files[case]
     rc, out, err = run_cli("summary", path)
     assert rc == 2 and out == ""
     assert err.count("\n") == 1
-    assert err.startswith(f"capture-trace: error: {path}: {msg}")
+    assert err.startswith(f"capture-trace: error: {path}: {msg}"), err
 
 
 def test_missing_file_and_directory_as_trace(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -89,41 +115,21 @@ def test_missing_file_and_directory_as_trace(run_cli, tmp_path: Path) -> None:  
     assert rc == 2 and err == f"capture-trace: error: {tmp_path}: not a regular file (a directory)\n"
 
 
-def test_unreadable_file(tmp_path: Path) -> None:
-    """A real EACCES even when tests run as root: a forked child drops to uid/gid 65534 (nobody) and
-    reads a mode-000 file in a world-traversable directory."""
-    import tempfile
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
+def test_unreadable_file(shared: Path) -> None:
+    """A real EACCES even as root: uid 65534 reads a mode-000 file in a world-traversable directory."""
+    p = shared / "locked.json.gz"
+    p.write_bytes(_GOOD)
+    p.chmod(0)
 
-    public = Path(tempfile.mkdtemp(prefix="capture-trace-eacces-"))
-    try:
-        public.chmod(0o755)
-        p = public / "locked.json.gz"
-        p.write_bytes(VLLM.read_bytes())
-        p.chmod(0)
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: never returns into pytest
-            message = "no error"
-            try:
-                if os.geteuid() == 0:  # a non-root run is refused by the mode alone
-                    os.setgid(65534)
-                    os.setuid(65534)
-                load_record(str(p))
-            except TraceError as exc:
-                message = str(exc)
-            except BaseException as exc:  # noqa: BLE001 - reported to the parent as text
-                message = f"unexpected {type(exc).__name__}: {exc}"
-            os.write(write_end, message.encode())
-            os._exit(0)
-        os.close(write_end)
-        os.waitpid(pid, 0)
-        with os.fdopen(read_end, "rb") as pipe:
-            message = pipe.read().decode()
-        assert message == f"{p}: permission denied"
-    finally:
-        for child in public.iterdir():
-            child.unlink()
-        public.rmdir()
+    def read() -> str:
+        try:
+            load_record(str(p))
+        except TraceError as exc:
+            return str(exc)
+        return "no error"
+
+    assert as_nobody(read) == f"{p}: permission denied"
 
 
 def test_directory_without_traces(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -141,41 +147,29 @@ def test_ls_reports_bad_files_and_lists_the_rest(bad_files, run_cli, tmp_path: P
     (tmp_path / "good.json.gz").write_bytes(VLLM.read_bytes())
     rc, out, err = run_cli("ls", tmp_path, "--json")
     assert rc == 2
-    assert [Path(r["path"]).name for r in json.loads(out)["traces"]] == ["good.json.gz"]
+    listed = ["good.json.gz", "input_dims.json.gz"]  # ls reads no op's args
+    assert sorted(Path(r["path"]).name for r in json.loads(out)["traces"]) == listed
     lines = err.splitlines()
-    assert len(lines) == len(bad_files)
+    assert len(lines) == len(bad_files) - 1
     assert all(line.startswith("capture-trace: error: ") for line in lines)
 
 
-def test_no_traceback_in_a_real_process(tmp_path: Path) -> None:
-    """Through a fresh interpreter, as a user would run it: stderr is the single error line."""
-    bad = tmp_path / "cut.json.gz"
-    data = VLLM.read_bytes()
-    bad.write_bytes(data[: len(data) // 3])
-    root = Path(__file__).resolve().parents[2]
-    res = subprocess.run(
-        command("analyzer_cli", "summary", bad),
-        capture_output=True,
-        text=True,
-        cwd=root,
-        env=child_env(),
-        timeout=120,
-    )
-    assert res.returncode == 2
-    assert (
-        res.stderr
-        == f"capture-trace: error: {bad}: truncated gzip stream (file ends before the end-of-stream marker)\n"
-    )
-    # the analyzer itself must not import torch
-    res = subprocess.run(
-        command("analyzer_imports_torch"),
-        capture_output=True,
-        text=True,
-        cwd=root,
-        env=child_env(),
-        timeout=120,
-    )
-    assert res.stdout.strip() == "False"
+@pytest.mark.parametrize(("name", "data", "shown", "message"), [
+    ("cut.json.gz", _GOOD[: len(_GOOD) // 3], "cut.json.gz",
+     "truncated gzip stream (file ends before the end-of-stream marker)"),
+    (os.fsdecode(b"bad\n\xff.json.gz"), _gz("not json"), "bad\\n\\udcff.json.gz",
+     "not a JSON object (a Kineto trace is an object with traceEvents)"),
+])
+def test_one_line_in_a_real_process(tmp_path: Path, name: str, data: bytes, shown: str, message: str) -> None:
+    """Through the console script in a fresh interpreter: stderr is the one line, a name's newline and
+    undecodable byte escaped."""
+    (tmp_path / name).write_bytes(data)
+    res = run_child("analyzer_cli", "summary", tmp_path / name)
+    assert (res.returncode, res.stderr) == (2, f"capture-trace: error: {tmp_path}/{shown}: {message}\n")
+
+
+def test_the_analyzer_never_imports_torch() -> None:
+    assert run_child("analyzer_imports_torch").stdout.strip() == "False"
 
 
 def test_reader_error_is_picklable() -> None:
@@ -186,7 +180,9 @@ def test_reader_error_is_picklable() -> None:
 
 
 def test_load_record_raises_trace_error_only(bad_files) -> None:  # type: ignore[no-untyped-def]
-    for path, _ in bad_files.values():
+    for name, (path, _) in bad_files.items():
+        if name == "input_dims":  # shapes are decoded when a command reads them, not by load_record
+            continue
         with pytest.raises(TraceError):
             load_record(str(path))
 
@@ -201,3 +197,300 @@ def test_stdlib_gzip_fallback_gives_the_same_errors(bad_files, run_cli, monkeypa
     rc, _, err = run_cli("summary", path)
     assert rc == 2 and err.startswith(f"capture-trace: error: {path}: {msg}")
     assert load_record(str(VLLM)).events == 131243
+
+
+@pytest.mark.parametrize("digits", [20, 300, 4300])
+@pytest.mark.parametrize("field", ["pid", "tid", "id", "ts", "External id", "correlation", "grid", "Input Dims"])
+def test_big_but_valid_numbers_never_crash(run_cli, tmp_path: Path, field: str, digits: int) -> None:  # type: ignore[no-untyped-def]
+    """Numbers Python can hold are read or refused cleanly in every field, by every command."""
+    number = "9" * digits
+    value = f"[{number}]" if field in ("grid", "Input Dims") else number
+    if field in ("pid", "tid", "id", "ts"):
+        ev = _event(**{field: value})
+    else:
+        ev = _event(cat='"kernel"', args=json.dumps({field: 0}).replace("0", value))
+    # a capture (one capture segment): diff and check read captures only
+    segment = _event(cat='"user_annotation"', name='"capture::bs=1"', ts="0.5", dur="5.0")
+    path = _trace(tmp_path, "t.json.gz", '{"traceEvents": [' + segment + ", " + ev + ", " + _event() + "]}")
+    for cmd in (["summary", path, "--top", "3"], ["ls", path], ["diff", path, path], ["check", path]):
+        rc, _, err = run_cli(*cmd)
+        assert rc in (0, 2), (cmd, err)
+        assert "please report" not in err, err
+        if rc == 2:
+            lines = err.splitlines()  # one per file read (diff reads it twice)
+            assert len(lines) == (2 if cmd[0] == "diff" else 1), err
+            assert all(line.startswith("capture-trace: error: ") and "number out of range" in line for line in lines)
+
+
+@pytest.mark.parametrize("cmd", ["ls", "check"])
+def test_directory_reports_every_file_despite_bad_numbers(run_cli, tmp_path: Path, cmd: str) -> None:  # type: ignore[no-untyped-def]
+    shutil.copy(VLLM, tmp_path / "a_good.json.gz")
+    bad = [(tmp_path / f"{c}.json.gz") for c in ("b_ts_310_digits", "c_top_level_5000_digits", "d_external_id")]
+    for p in bad:
+        p.write_bytes(ONE_LINE[p.name[2:-8]][0])
+    shutil.copy(VLLM, tmp_path / "e_good.json.gz")
+    rc, out, err = run_cli(cmd, tmp_path, "--json")
+    assert rc == 2
+    lines = err.splitlines()
+    assert [line.split(": ")[2] for line in lines] == [str(p) for p in bad]
+    assert all("number out of range" in line for line in lines)
+    doc = json.loads(out)
+    if cmd == "ls":
+        assert [Path(t["path"]).name for t in doc["traces"]] == ["a_good.json.gz", "e_good.json.gz"]
+    else:
+        assert doc["bad_files"] == [str(p) for p in bad] and not doc["ok"]
+        assert sorted(Path(p).name for g in doc["groups"] for p in g["paths"]) == ["a_good.json.gz", "e_good.json.gz"]
+
+
+def test_moderate_nesting_is_fine(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    d = 200
+    path = _trace(tmp_path, "ok.json.gz", '{"x": ' + "[" * d + "]" * d + ', "traceEvents": [' + _event() + "]}")
+    rc, _, err = run_cli("summary", path)
+    assert rc == 0 and err == ""
+
+
+# -- sizes: every buffered key, value and element is bounded; events are capped ----------------------
+
+
+def _members(path: Path, head: bytes, unit: bytes, total: int, tail: bytes) -> Path:
+    """``head + unit * (total // len(unit)) + tail`` as gzip level 9, written one member at a time."""
+    chunk_units = min(total, 64 * MIB) // len(unit)
+    chunk = gzip.compress(unit * chunk_units, 9)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(head, 9))
+        for _ in range(total // (chunk_units * len(unit))):
+            f.write(chunk)
+        f.write(gzip.compress(tail, 9))
+    return path
+
+
+def test_gigabyte_of_empty_events_stops_at_max_events(tmp_path: Path) -> None:
+    """1 GB of ``{},`` (~1 MB gzip) was 3 minutes and 6 GB; now the event cap stops it early and small."""
+    path = _members(tmp_path / "events.json.gz", b'{"traceEvents": [', b"{},", GB, b"{}]}")
+    assert path.stat().st_size < 2 * MIB
+    proc, rss = bounded(512 * MIB, "summary", path, "--max-events", "200000")
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"capture-trace: error: {path}: more than 200,000 events in traceEvents (the limit; see --max-events)\n"
+    )
+    assert rss < 100 * MIB, rss
+
+
+def test_max_events_allows_exactly_the_limit(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = _trace(tmp_path, "t.json.gz", '{"traceEvents": [' + ", ".join([_event()] * 30) + "]}")
+    rc, out, _ = run_cli("ls", path, "--json", "--max-events", "30")
+    assert rc == 0 and json.loads(out)["traces"][0]["events"] == 30
+    rc, _, err = run_cli("ls", path, "--max-events", "29")
+    assert rc == 2 and "more than 29 events in traceEvents" in err
+    # non-object elements count too: they cost time
+    path = _trace(tmp_path, "n.json.gz", '{"traceEvents": [' + ", ".join(["1"] * 40) + "]}")
+    rc, _, err = run_cli("summary", path, "--max-events", "39")
+    assert rc == 2 and "more than 39 events" in err
+
+
+@pytest.mark.parametrize(
+    ("where", "head", "tail", "message"),
+    [
+        ("top_level_value", b'{"x": "', b'", "traceEvents": []}', "a value larger than 64 MiB at byte 6"),
+        ("event", b'{"traceEvents": [{"name": "', b'"}]}', "a traceEvents element larger than 64 MiB at byte 17"),
+    ],
+)
+def test_gigabyte_string_at_default_limits(tmp_path: Path, where: str, head: bytes, tail: bytes, message: str) -> None:
+    """A single 1 GB string was 5.3 GB of memory; the default 64 MiB value limit refuses it early."""
+    path = _members(tmp_path / f"{where}.json.gz", head, b"a", GB, tail)
+    proc, rss = bounded(GB, "summary", path)
+    assert proc.returncode == 2
+    assert proc.stderr == f"capture-trace: error: {path}: {message} (the limit; see --max-value-mib)\n"
+    assert rss < 300 * MIB, rss
+
+
+def test_thirty_megabyte_key_at_default_limits(tmp_path: Path) -> None:
+    """A 30 MB key is below the default limit: read once (linear), in bounded memory."""
+    path = _members(tmp_path / "key.json.gz", b'{"', b"k", 30 * MIB, b'": 1, "traceEvents": [{"name": "a"}]}')
+    proc, rss = bounded(GB, "ls", path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert rss < 300 * MIB, rss
+    proc, _ = bounded(GB, "ls", path, "--max-value-mib", "16")
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"capture-trace: error: {path}: an object key larger than 16 MiB at byte 1 (the limit; see --max-value-mib)\n"
+    )
+
+
+def test_out_of_memory_is_one_line(tmp_path: Path) -> None:
+    """With the value limit raised past what the address space allows, the read fails cleanly."""
+    path = _members(tmp_path / "s.json.gz", b'{"x": "', b"a", GB, b'", "traceEvents": []}')
+    proc, _ = bounded(300 * MIB, "summary", path, "--max-value-mib", "4096")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"capture-trace: error: {path}: out of memory")
+
+
+def test_key_scan_is_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes buffered to read a 30 MB key stay a small multiple of it (never rescanned from its start)."""
+    size = 30 * MIB
+    path = tmp_path / "key.json"
+    path.write_bytes(b'{"' + b"k" * size + b'": 1, "traceEvents": []}')
+    stream = open_trace(str(path))
+    assert [e for batch in stream.events() for e in batch] == []
+    assert stream.top_keys == ["k" * 256, "traceEvents"]
+    assert stream.bytes_buffered < 4 * size, stream.bytes_buffered
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["a\\\\", 'x\\"y', "\\\\\\\\", 'q\\\\\\"r', "\\u00e9\\n"],
+)
+def test_escaped_keys_across_refills(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    """Backslash runs split by a refill still decide whether a quote ends the key."""
+    for pad in range(6):
+        text = '{"' + "p" * pad + key + '": 1, "traceEvents": []}'
+        path = tmp_path / "k.json"
+        path.write_text(text)
+        stream = open_trace(str(path), limits=Limits(max_value_bytes=1 << 10), buffering=reader.Buffering(block=1))
+        list(stream.events())
+        assert stream.top_keys[0] == next(iter(json.loads(text)))
+
+
+def test_value_and_element_limits_are_exact_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the limit reads; past it (when it must be buffered to complete) is refused."""
+    # Slices and reads smaller than the limit, as with the defaults (4 MiB slices, 64 MiB limit);
+    # else a small file is one block, all buffered anyway.
+    small = reader.Buffering(block=4096, min_slice=4096, slice=8192)
+    limits = Limits(max_value_bytes=1 << 16)
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"x": "' + "a" * 60_000 + '", "traceEvents": [{"name": "' + "b" * 60_000 + '"}]}')
+    stream = open_trace(str(ok), limits=limits, buffering=small)
+    assert [e.name for batch in stream.events() for e in batch] == [reader.cut_text("b" * 60_000)]  # read, then cut
+    big = tmp_path / "big.json"
+    big.write_text('{"traceEvents": [{"name": "a"}, {"name": "' + "b" * 200_000 + '"}]}')
+    with pytest.raises(TraceError, match="a traceEvents element larger than 0.0625 MiB"):
+        list(open_trace(str(big), limits=limits, buffering=small).events())
+
+
+def test_a_dead_worker_is_that_files_error(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Fault injected: the worker reading one file is SIGKILLed, as the OOM killer would: one line per file."""
+    from mixins.analysis.commands import compare
+
+    for n in range(3):
+        shutil.copy(VLLM, tmp_path / f"t{n}.json.gz")
+    monkeypatch.setattr(compare, "compact_job", _killed_on_t1)  # the job check runs per file
+    rc, _, err = run_cli("check", tmp_path, "-j", "2")
+    assert rc == 2
+    lines = err.splitlines()
+    assert any(
+        line == f"capture-trace: error: {tmp_path / 't1.json.gz'}: the process reading this file died "
+        "(killed, or out of memory?)"
+        for line in lines
+    ), err
+    assert all(line.startswith("capture-trace: error: ") for line in lines)
+
+
+def _killed_on_t1(path: str, progress: object = None) -> object:
+    import signal
+
+    from mixins.analysis.model.records import compact, load_record
+
+    if path.endswith("t1.json.gz"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return compact(load_record(path))
+
+
+def _buggy_summary_job(path: str, top: int, progress: object = None) -> object:
+    if path.endswith("bad.json.gz"):
+        raise KeyError("oops\nsecond line")
+    return _summary_job(path, top)
+
+
+def test_an_unexpected_error_is_one_line_and_the_rest_is_reported(  # type: ignore[no-untyped-def]
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection (named as such): a bug raising mid-file must not become a traceback/exit 1."""
+    from mixins.analysis.commands import summary
+
+    monkeypatch.setattr(summary, "summary_job", _buggy_summary_job)  # the job summary runs per file
+    shutil.copy(VLLM, tmp_path / "good.json.gz")
+    rc, out, err = run_cli("summary", tmp_path / "bad.json.gz", tmp_path / "good.json.gz", "--json")
+    assert rc == 2
+    assert err == (
+        f"capture-trace: error: {tmp_path / 'bad.json.gz'}: cannot analyse (KeyError: 'oops\\nsecond line'); "
+        "please report this\n"
+    )
+    assert [t["path"] for t in json.loads(out)["traces"]] == [str(tmp_path / "good.json.gz")]
+
+
+@pytest.mark.parametrize("option", ["--max-events", "--max-value-mib"])
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_limit_options_are_validated(run_cli, option: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exc:
+        run_cli("summary", VLLM, option, value)
+    assert exc.value.code == 2
+    assert option in capsys.readouterr().err
+
+
+# -- one line, whatever the path -----------------------------------------------------------------------
+
+
+def test_path_with_newline_and_nul_stays_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    weird = tmp_path / "two\nlines\u2028.json.gz"
+    rc, _, err = run_cli("summary", weird)
+    assert rc == 2
+    assert err == f"capture-trace: error: {tmp_path}/two\\nlines\\u2028.json.gz: no such file\n"
+    weird.write_bytes(b"{")
+    rc, _, err = run_cli("ls", tmp_path)
+    assert rc == 2 and err.count("\n") == 1 and "two\\nlines\\u2028.json.gz: " in err
+    rc, _, err = run_cli("summary", str(tmp_path / "nul\x00.json.gz"))
+    assert rc == 2 and err == f"capture-trace: error: {tmp_path}/nul\\x00.json.gz: invalid path (contains a NUL byte)\n"
+    rc, _, err = run_cli("check", str(tmp_path) + "\x00")
+    assert rc == 2 and err == f"capture-trace: error: {tmp_path}\\x00: invalid path (contains a NUL byte)\n"
+
+
+def test_many_small_top_level_values_are_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each top-level value is parsed from a small window, not the whole buffer; past 100,000 members the
+    trace is refused."""
+    n = 20_000
+    path = tmp_path / "m.json"
+    path.write_bytes(b"{" + b'"a": 0, ' * n + b'"traceEvents": []}')
+    stream = open_trace(str(path))
+    list(stream.events())
+    assert stream.top_keys == ["a", "traceEvents"]
+    assert stream.scans == n and stream.bytes_scanned <= 512 * n
+    path.write_bytes(b"{" + b'"a": 0, ' * 100_001 + b'"traceEvents": []}')
+    with pytest.raises(TraceError, match=r"more than 100,000 top-level members \(the limit\)$"):
+        list(open_trace(str(path)).events())
+
+
+def test_limits_reach_spawned_workers(tmp_path: Path) -> None:
+    """Workers started with "spawn" do not inherit the parent's memory: the limits travel with each job."""
+    for n in range(2):
+        _trace(tmp_path, f"t{n}.json.gz", '{"traceEvents": [' + ", ".join([_event()] * 9) + "]}")
+    res = run_child("spawn_cli", "check", tmp_path, "-j", 2, "--max-events", 5, timeout=300)
+    assert res.returncode == 2
+    assert res.stderr.splitlines() == [
+        f"capture-trace: error: {tmp_path / f't{n}.json.gz'}: more than 5 events in traceEvents "
+        "(the limit; see --max-events)"
+        for n in range(2)
+    ]
+
+
+def test_time_never_reads_args(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``time`` never decodes ``args``: a 5,000-digit correlation or args of the wrong type change nothing,
+    while ``summary``, which reads correlations, refuses the same file on one line."""
+    launch = {"cat": '"cuda_runtime"', "name": '"cudaLaunchKernel"', "ts": "2.0", "dur": "0.5"}
+    clean = '{"traceEvents": [' + _event() + ", " + _event(**launch) + "]}"
+    odd = (
+        '{"traceEvents": ['
+        + _event(args='"not an object"')
+        + ", "
+        + _event(**launch, args='{"correlation": ' + BIG_INT + ', "kernel": [1]}')
+        + "]}"
+    )
+    outputs = []
+    for name, text in (("clean.json.gz", clean), ("odd.json.gz", odd)):
+        rc, out, err = run_cli("time", "--json", _trace(tmp_path, name, text))
+        assert (rc, err) == (0, "")
+        (trace,) = json.loads(out)["traces"]
+        outputs.append({k: v for k, v in trace.items() if k != "path"})
+    assert outputs[0] == outputs[1]
+    assert outputs[0]["totals"]["top"]  # the op and the launch were both timed
+    rc, out, err = run_cli("summary", tmp_path / "odd.json.gz")
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "number out of range" in err, err

@@ -10,32 +10,23 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from analysis_child import child_env, command
-from attacker import NOBODY, as_nobody, shared_sticky_dir
+from analysis_child import run_child
 
 from mixins.formats import STAGING_PREFIX, SUBDIR
 from mixins.output_dir import Here
+from tests.second_user import NOBODY, as_nobody
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURE = ROOT / "tests" / "data" / "vllm_decode_full_graph_capture_rank_0.json.gz"
-ENV = child_env(PYTHONPATH=str(ROOT))
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    with shared_sticky_dir() as d:
-        yield d
+CAPTURE = Path(__file__).resolve().parents[1] / "data" / "vllm_decode_full_graph_capture_rank_0.json.gz"
 
 
 def cli(*argv: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command("analyzer_cli", *argv), capture_output=True, text=True, env=ENV, timeout=120)
+    return run_child("analyzer_cli", *argv)
 
 
 def dead_name(tag: int = 0) -> str:

@@ -1,10 +1,6 @@
-"""Attacks on the analyzer (it often runs as root over shared folders), each performed for real: output
-targets that are not files, unbounded ranks, a whitespace bomb through ``--annotate``, hostile side files
-and metadata, an early-closed pipe, non-finite numbers, terminal escapes, a FIFO or a link at a trace
-name, duplicate keys.
-
-Every case runs the real CLI in a child process (one line on stderr, the exit code, no traceback); the
-memory cases under ``RLIMIT_AS`` with the child's own peak RSS (``bounded_cli``).
+"""Attacks on the analyzer (it often runs as root over shared folders), each performed for real through the
+CLI in a child process: output targets that are not files, unbounded ranks, a whitespace bomb, hostile side
+files and metadata, an early-closed pipe, non-finite numbers, terminal escapes, FIFOs and links, duplicate keys.
 """
 
 from __future__ import annotations
@@ -21,29 +17,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from analysis_child import child_env, command
+from analysis_child import REPO, bounded, broken_pipe, child_env, command, run_child
 from on_a_terminal import run_on_a_terminal
 
 from tests.trace_files import meta, op, span, write_trace
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 VLLM_CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
 VLLM_REPLAY = DATA / "vllm_decode_full_graph_replay_rank_0.json.gz"
 MIB = 1 << 20
-ENV = child_env(PYTHONPATH=str(ROOT))
 
 # What a hostile name or string carries: clear screen, a colour, an OSC window title, a C1 CSI, a newline.
 PAYLOAD = "\x1b[2J\x1b[31mred\x1b]0;owned\x07\x9b1m\nx"
 RAW_BITS = ("\x1b[2J", "\x1b[31m", "\x1b]0;", "\x07", "\x9b")
 
 
-def cli(*argv: Any, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """``capture-trace ARGV`` in a fresh interpreter (stdout/stderr captured through pipes)."""
-    kw.setdefault("capture_output", True)
-    return subprocess.run(
-        command("analyzer_cli", *argv), text=True, env=ENV, timeout=timeout, errors="surrogateescape", **kw
-    )
+def cli(*argv: Any, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return run_child("analyzer_cli", *argv, timeout=timeout)
 
 
 def one_error(proc: subprocess.CompletedProcess[str], path: Any, what: str) -> None:
@@ -57,14 +47,13 @@ def one_error(proc: subprocess.CompletedProcess[str], path: Any, what: str) -> N
 # -- output targets -------------------------------------------------------------------------------------
 
 
-def _attribute_to(target: Any, option: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, target, "-j", "1", **kw)
+def _attribute_to(target: Any, option: str) -> subprocess.CompletedProcess[str]:
+    return cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, target, "-j", "1")
 
 
 class FifoReader:
-    """The read end of a FIFO opened before the writer runs (the handshake: a writer's non-blocking open
-    then finds a reader), plus a write end of our own so that EOF comes only when we close it, after the
-    writer exited; a thread drains it meanwhile, so a writer never blocks on a full pipe."""
+    """A FIFO's read end opened before the writer runs (the handshake), plus a write end of our own so that
+    EOF comes only when we close it; a thread drains it meanwhile."""
 
     def __init__(self, path: Path) -> None:
         self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -110,8 +99,8 @@ def test_output_to_a_fifo_nobody_reads_is_one_line_not_a_hang(tmp_path: Path) ->
 
 
 def test_fifo_reader_closing_early_is_that_outputs_error_line(tmp_path: Path) -> None:
-    """The FIFO's reader takes one byte and leaves; the rest of the annotated replay (well over the 64 KiB
-    a pipe buffers) meets EPIPE: one line for that output, exit 2, not the stdout rule's 141."""
+    """The FIFO's reader takes one byte and leaves: the rest (over a pipe's 64 KiB) meets EPIPE, one line for
+    that output, exit 2, not the stdout rule's 141."""
     fifo = tmp_path / "out.json"
     os.mkfifo(fifo)
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -172,23 +161,9 @@ def test_output_to_a_socket_or_directory_is_refused(tmp_path: Path) -> None:
 # -- ranks and sizes ------------------------------------------------------------------------------------
 
 
-def _bounded(limit: int, *argv: Any) -> tuple[subprocess.CompletedProcess[str], float]:
-    """The CLI under RLIMIT_AS = ``limit``; (process, its own peak RSS in MiB)."""
-    proc = subprocess.run(
-        command("bounded_cli", limit, *argv), capture_output=True, text=True, env=ENV, timeout=600
-    )
-    *lines, last = proc.stderr.splitlines()
-    assert last.startswith("peak_rss_kib "), proc.stderr
-    proc.stderr = "".join(line + "\n" for line in lines)
-    peak = int(last.split()[1]) / 1024
-    print(f"peak RSS {peak:.0f} MiB: {' '.join(map(str, argv[:1]))}")  # the figure of docs/DESIGN.md §8.1 (-rP)
-    return proc, peak
-
-
 def test_check_with_huge_ranks_and_sizes_is_one_line_per_file_and_bounded(tmp_path: Path) -> None:
-    """A file name ``-TP-999999999``, a 250-digit one, metadata tp_size / tp_rank 10^9, a 4,000-digit
-    rank, distributedInfo 10^9: each is its own one line (exit 2), the good pair is still checked, and
-    nothing builds a range of 10^9 (the CLI runs under a 1 GiB address-space limit)."""
+    """Each bad rank or size is one line (exit 2), the good pair is still checked, and nothing builds a
+    range of 10^9 (a 1 GiB address-space limit)."""
     e = [op("aten::mm", 1.0)]
     name = "cuda_graph_capture-DecodeCudaGraphRunner-TP-{}.json.gz"
     bad = {
@@ -202,14 +177,14 @@ def test_check_with_huge_ranks_and_sizes_is_one_line_per_file_and_bounded(tmp_pa
     }
     write_trace(tmp_path / name.format(0), e, meta(0, 3))
     write_trace(tmp_path / name.format(2), e, meta(2, 3))
-    proc, peak = _bounded(1 << 30, "check", tmp_path, "-j", "1")
+    proc, peak = bounded(1 << 30, "check", tmp_path, "-j", "1")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == len(bad)
     for path, what in bad.items():
         assert f"capture-trace: error: {path}: {what}" in lines, proc.stderr
     assert "TP rank 1 missing (tp_size 3)" in proc.stdout
-    assert peak < 300, peak
+    assert peak < 300 * MIB, peak
 
 
 def test_missing_ranks_are_listed_as_runs(tmp_path: Path) -> None:
@@ -241,9 +216,8 @@ def test_ls_long_with_mistyped_metadata(tmp_path: Path) -> None:
 
 @pytest.mark.exhaustive  # half a minute on 2 cores: .ci/run runs it (pytest -m exhaustive)
 def test_annotate_whitespace_bomb_is_bounded(tmp_path: Path) -> None:
-    """1 MB of gzip holding 1 GiB of whitespace after the replay's events, as much as the child's whole
-    address space (a 1 GiB limit), so neither read of the replay (attribution, the annotated copy) could
-    hold it: both stream it, and the child's peak RSS stays small."""
+    """1 MB of gzip holding 1 GiB of whitespace after the replay's events, the child's whole address space:
+    both reads of the replay (attribution, the annotated copy) stream it."""
     doc = gzip.decompress(VLLM_REPLAY.read_bytes())
     head, _, tail = doc.rpartition(b"}")
     assert tail.strip() == b""
@@ -256,19 +230,19 @@ def test_annotate_whitespace_bomb_is_bounded(tmp_path: Path) -> None:
         f.write(gzip.compress(b"}", 6))
     assert replay.stat().st_size < 2 * MIB
     out = tmp_path / "annotated.json.gz"
-    proc, peak = _bounded(1 << 30, "attribute", replay, VLLM_CAPTURE, "--annotate", out, "-j", "1", "--json")
+    proc, peak = bounded(1 << 30, "attribute", replay, VLLM_CAPTURE, "--annotate", out, "-j", "1", "--json")
     assert proc.returncode == 0, proc.stderr
     with gzip.open(out) as f:
         got = json.load(f)
     assert sum("capture_op" in e.get("args", {}) for e in got["traceEvents"]) == 421
-    assert peak < 400, peak
+    assert peak < 400 * MIB, peak
 
 
 def test_annotate_reads_the_file_attributed_even_if_swapped(
     run_cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The attacker's timing, as a handshake: right after attribution another file is renamed over the
-    replay's name. The annotated output is still the replay that was attributed."""
+    """Right after attribution another file is renamed over the replay (a handshake): the annotated output
+    is still the replay that was attributed."""
     from mixins.analysis.commands import attribute as attribute_cmd
 
     replay = tmp_path / "replay-TP-0.json.gz"
@@ -308,28 +282,22 @@ def test_hostile_execution_details(tmp_path: Path, kind: str) -> None:
     else:
         os.mkfifo(details)
         what = "not a regular file (a FIFO)"
-    proc, peak = _bounded(1 << 30, "attribute", VLLM_REPLAY, caps, "-j", "1")
+    proc, peak = bounded(1 << 30, "attribute", VLLM_REPLAY, caps, "-j", "1")
     one_error(proc, details, what)
-    assert peak < 300, peak
+    assert peak < 300 * MIB, peak
 
 
 # -- EPIPE, non-finite numbers ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["summary", "--json", "--top", "50"], ["check"], ["ls", "--long"]])
+@pytest.mark.parametrize("argv", [
+    ["summary", "--json", "--top", "50", "DIR"], ["check", "DIR"], ["ls", "--long", "DIR"],
+    ["--version"], ["--help"], ["summary", "--help"], ["doctor", "--no-import"],  # argparse's, and not ours
+], ids=" ".join)
 def test_reader_gone_exits_141_quietly(tmp_path: Path, argv: list[str]) -> None:
     """stdout is a pipe whose read end is closed before the command runs: exit 141, stderr empty."""
     shutil.copy(VLLM_CAPTURE, tmp_path / VLLM_CAPTURE.name)
-    r, w = os.pipe()
-    os.close(r)
-    try:
-        proc = subprocess.run(
-            command("analyzer_cli", *argv, tmp_path), stdout=w, stderr=subprocess.PIPE, text=True,
-            env=ENV, timeout=120,
-        )
-    finally:
-        os.close(w)
-    assert (proc.returncode, proc.stderr) == (141, "")
+    assert broken_pipe(*(tmp_path if a == "DIR" else a for a in argv)) == (141, "")
 
 
 @pytest.mark.parametrize(
@@ -345,9 +313,8 @@ def test_time_numbers_out_of_range_are_one_line(tmp_path: Path, field: str, valu
 
 
 def test_huge_batch_sizes_in_labels_are_plain_text(tmp_path: Path) -> None:
-    """``capture::bs=<5,000 digits>``, ``capture::tokens=<5,000 digits>``, vLLM's ``capture_<5,000 digits>``,
-    a replay's ``bs=`` / ``tokens=`` hint: never int() of them (past 4,300 digits it raises); the label is kept
-    as text."""
+    """5,000-digit sizes in capture labels (ours and vLLM's) and a replay's hints: never int() of them (past
+    4,300 digits it raises); kept as text."""
     big = "9" * 5000
     events = [span(f"capture::bs={big}", 0.0, 10.0), op("aten::mm", 1.0),
               span(f"capture_{big}", 20.0, 10.0), op("aten::mm", 21.0),
@@ -437,7 +404,7 @@ def test_escapes_never_reach_a_terminal(hostile_dir: Path, argv: list[str]) -> N
     """On a tty rich draws colours of its own (ESC[…m); none of the payload's sequences arrive raw."""
     proc = run_on_a_terminal(
         command("analyzer_cli", *argv, hostile_dir, *(["-j", "1"] if argv[0] in ("check", "time") else [])),
-        {**ENV, "TERM": "xterm-256color", "COLUMNS": "400"}, timeout=120,
+        {**child_env(PYTHONPATH=str(REPO)), "TERM": "xterm-256color", "COLUMNS": "400"}, timeout=120,
     )
     text = proc.terminal.decode("utf-8", "surrogateescape")
     assert proc.returncode in (0, 1), text
@@ -458,7 +425,7 @@ def test_fifo_or_link_at_a_trace_name_is_one_line_not_a_hang(tmp_path: Path, arg
     os.mkfifo(fifo)
     link = tmp_path / "cuda_graph_capture-R-TP-2.json.gz"
     os.symlink(good, link)
-    proc = cli(*argv[:1], tmp_path, *argv[1:], timeout=120)  # a hang would be the timeout
+    proc = cli(*argv[:1], tmp_path, *argv[1:])  # a hang would be the timeout
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
         f"capture-trace: error: {fifo}: not a regular file (a FIFO)",
@@ -469,16 +436,13 @@ def test_fifo_or_link_at_a_trace_name_is_one_line_not_a_hang(tmp_path: Path, arg
 
 @pytest.mark.parametrize("name", ["ls", "check", "summary"])
 def test_trace_flipped_to_a_fifo_after_listing_is_one_line_not_a_hang(tmp_path: Path, name: str) -> None:
-    """The race of the issue, with its timing forced: listed as a regular file, a FIFO when read."""
+    """The race, its timing forced: listed as a regular file, a FIFO when read."""
     for rank in (0, 1):
         write_trace(tmp_path / f"cuda_graph_capture-R-TP-{rank}.json.gz", [op("aten::mm", 1.0)],
                     meta(rank, 2, runner="R"))
     victim = tmp_path / "cuda_graph_capture-R-TP-1.json.gz"
     argv = [name, tmp_path, *(["-j", "1"] if name == "check" else [])]
-    proc = subprocess.run(
-        command("flip_after_listing", victim, *argv), capture_output=True, text=True, env=ENV, timeout=120
-    )
-    one_error(proc, victim, "not a regular file (a FIFO)")
+    one_error(run_child("flip_after_listing", victim, *argv), victim, "not a regular file (a FIFO)")
 
 
 # -- duplicate keys ---------------------------------------------------------------------------------------
@@ -486,8 +450,7 @@ def test_trace_flipped_to_a_fifo_after_listing_is_one_line_not_a_hang(tmp_path: 
 
 @pytest.mark.parametrize("key", ["traceEvents", "capture_trace"])
 def test_duplicate_keys_are_refused_everywhere(tmp_path: Path, key: str) -> None:
-    """One rule for every reader of a trace (summary, time, attribute and its --annotate copy): a key
-    the analyzer reads, given twice, is refused: parsers disagree on which one counts."""
+    """A key the analyzer reads, given twice, is refused by every reader (parsers disagree on which counts)."""
     events = json.dumps([op("aten::mm", 1.0)])
     dup = '"traceEvents": ' + events if key == "traceEvents" else '"capture_trace": ' + json.dumps(meta(1))
     p = tmp_path / "dup.json"
@@ -497,32 +460,3 @@ def test_duplicate_keys_are_refused_everywhere(tmp_path: Path, key: str) -> None
         one_error(cli(*argv), p, what)
     assert not (tmp_path / "o.json").exists()
 
-
-
-@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["summary", "--help"]])
-def test_reader_gone_exits_141_for_help_and_version(argv: list[str]) -> None:
-    """argparse prints help swallowing ``OSError``, and ``--version`` printed outside the broken-pipe rule:
-    both now exit 141 quietly, as every command does."""
-    r, w = os.pipe()
-    os.close(r)
-    try:
-        proc = subprocess.run(
-            command("analyzer_cli", *argv), stdout=w, stderr=subprocess.PIPE, text=True, env=ENV, timeout=120
-        )
-    finally:
-        os.close(w)
-    assert (proc.returncode, proc.stderr) == (141, "")
-
-
-def test_reader_gone_exits_141_for_doctor_too() -> None:
-    """The broken-pipe rule lives in the console script's ``main``: ``doctor`` (not an analyzer command) obeys it."""
-    r, w = os.pipe()
-    os.close(r)
-    try:
-        proc = subprocess.run(
-            command("analyzer_cli", "doctor", "--no-import"), stdout=w, stderr=subprocess.PIPE, text=True,
-            env=ENV, timeout=120,
-        )
-    finally:
-        os.close(w)
-    assert (proc.returncode, proc.stderr) == (141, "")

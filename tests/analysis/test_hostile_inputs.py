@@ -1,8 +1,6 @@
-"""Hostile inputs to the analyzer, round 4: a file name that is not UTF-8, text without a length bound,
-shapes that cost quadratic time (docs/DESIGN.md §7.1, §8.1).
-
-Each test fails on the code before its fix; none is timed: the quadratic shapes are checked by counting
-the steps a structure takes (or by its structure), the memory shapes by what the model keeps.
+"""Hostile inputs to the analyzer: a file name that is not UTF-8, text without a length bound, shapes that
+cost quadratic time (docs/DESIGN.md §7.1, §8.1). None is timed: steps are counted, memory is what the model
+keeps.
 """
 
 from __future__ import annotations
@@ -63,8 +61,7 @@ _EVERY_COMMAND: dict[str, tuple[list[str], str | None]] = {
 
 @pytest.mark.parametrize("name", list(_EVERY_COMMAND))
 def test_every_command_shows_an_undecodable_file_name_escaped(undecodable: dict[str, str], name: str) -> None:
-    """``report`` and ``attribute --csv`` died with ``UnicodeEncodeError … '\\udcff'`` (a traceback,
-    exit 1); every command now runs and shows the byte as ``\\udcff``, never the raw surrogate."""
+    """Every command runs and shows the byte as ``\\udcff``, never the raw surrogate (UnicodeEncodeError)."""
     argv, written = _EVERY_COMMAND[name]
     if name == "report":
         pytest.importorskip("plotly")
@@ -121,8 +118,8 @@ def _brute_innermost(segs: list[Any], ts: float) -> int:
 
 
 def test_segment_lookup_is_a_bisect_however_segments_nest() -> None:
-    """One long segment, N short ones at its start, ops inside the long one after them: each op walked
-    back over all N short segments (N=E=40k: 235 s in ``check``). Now one bisect: ~log2(2N) comparisons."""
+    """One long segment, N short ones at its start, ops inside the long one after them: one bisect an op
+    (~log2(2N) comparisons), not a walk back over all N short segments."""
     from mixins.analysis.model.record import Segment
     from mixins.analysis.model.segments import assigner
 
@@ -179,9 +176,8 @@ def _window_steps(tmp_path: Path, shape: str, n: int, monkeypatch: pytest.Monkey
 
 @pytest.mark.parametrize("shape", ["nested_windows", "sequential_windows"])
 def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
-    """N nested windows were compared each with every window inside it (N=8,000: 89 s, 2.3 GB in
-    ``summary``); N sequential ones each looked through the ends of all before it for its warm-up pass
-    (2,000 → 4,000: 2.7 → 9.4 s). Each window now costs O(log n) comparisons, and owns its own launch."""
+    """N nested or N sequential windows: each costs O(log n) comparisons (not one per window inside it, or
+    before it), and owns its own launch."""
     n = 1500
     steps, got = _window_steps(tmp_path, shape, n, monkeypatch)
     assert len(got) == n
@@ -190,9 +186,7 @@ def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_nested_windows_look_up_each_launch_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each nested window's warm-up pass walked every launch since its segment began, looking each up in
-    the kernels that ran (N=4,000: 8M lookups, 1.5 s of a 1.6 s ``summary``): now every launch is looked
-    up once per capture and each window's warm-up pass is a bisect."""
+    """Every launch is looked up once per capture, not once per nested window's warm-up pass."""
     from hostile_shapes import SHAPES
 
     from mixins.analysis.model import windows
@@ -233,8 +227,7 @@ def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeyp
 
 
 def test_a_long_element_is_scanned_about_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An element longer than the buffer (a 16 MiB name) made the reader re-scan the whole buffer at each
-    doubling, twice the element's bytes in all; now a doubling that read no separator skips the scan."""
+    """An element longer than the buffer (a 16 MiB name): a doubling that read no separator skips the scan."""
     from hostile_shapes import SHAPES
 
     from mixins.analysis.read import reader
@@ -258,9 +251,8 @@ def test_a_long_element_is_scanned_about_once(tmp_path: Path, monkeypatch: pytes
 def test_elements_larger_than_a_slice_are_read_without_regrowing_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After an element larger than a read slice (4 MiB), each next one started again at a slice and grew by
-    doublings, the buffer re-copied each time: 5.3x the bytes of three 16 MiB names. The next buffer now
-    has room for an element of the size just seen."""
+    """After an element larger than a read slice (4 MiB), the next buffer has room for an element of the
+    size just seen (not a slice again, re-copied at each doubling)."""
     from hostile_shapes import SHAPES
 
     from mixins.analysis.read import reader
@@ -297,8 +289,7 @@ class CountedLabel(str):
 
 
 def test_diff_matches_segments_by_hash(tmp_path: Path) -> None:
-    """``diff`` of 100k segments against itself took 144 s (each of B's labels looked up in A's list);
-    labels are now matched through a set and a dict: a few comparisons a segment."""
+    """Labels are matched through a set and a dict (a few comparisons a segment), not a list lookup."""
     from hostile_shapes import many_segments
 
     from mixins.analysis.commands.compare import compact_job, diff_traces
@@ -330,9 +321,8 @@ def _longest_string(value: Any) -> int:
 
 @pytest.mark.parametrize("shape", ["long_names", "long_labels"])
 def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> None:
-    """30 op names (or segment labels) of 60 MiB cost ~2.0 GB (3.7–3.9 GB for labels) in every command:
-    each was held whole, in the model and in every row. Now each is cut where it is read, to MAX_TEXT
-    characters and a marker, and the command says how many it cut."""
+    """Long op names and segment labels are cut where they are read, to MAX_TEXT characters and a marker,
+    and the command says how many it cut."""
     from hostile_shapes import SHAPES
 
     from mixins.analysis.model.timeline import load_timeline
@@ -351,8 +341,7 @@ def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> No
 
 
 def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
-    """A 4 MiB ``runner`` (7 KiB of gzip) was copied whole into every row and every bar of the report
-    (a 5.06 GB page); it is cut as read, like every other text, wherever it goes."""
+    """A 4 MiB ``runner`` is cut as read, like every other text, wherever it goes."""
     from hostile_shapes import many_segments
 
     from mixins.analysis.model.identity import identity_of
@@ -374,9 +363,8 @@ def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["summary", "time", "check", "attribute"])
 def test_distinct_names_and_shapes_are_bounded(tmp_path: Path, command: str) -> None:
-    """3M distinct ops and shapes (43 MB of gzip) cost ~2.0 GB in every command, ~650 B an op: the event
-    limit bounded the events, not what each distinct one holds. Past ``--max-distinct-mib`` the trace is
-    one error line naming the limit; a real capture holds far less than 1 MiB of it."""
+    """Past ``--max-distinct-mib`` of distinct ops and shapes the trace is one error line naming the limit;
+    a real capture holds far less than 1 MiB of it."""
     from hostile_shapes import distinct_ops
 
     path = write_trace(tmp_path / "distinct.json.gz", distinct_ops(5000))  # ~3 MB charged

@@ -11,26 +11,19 @@ import os
 import select
 import stat
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from attacker import Nobody, shared_sticky_dir
 from test_hostile import VLLM_CAPTURE, VLLM_REPLAY, cli, one_error
 
 from mixins.analysis.read import safe_io
 from mixins.analysis.read.reader import TraceError
+from tests.second_user import Nobody, as_nobody
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
 
 REFUSED = "(refused: only this user's or root's are written)"
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    with shared_sticky_dir() as d:
-        yield d
 
 
 def _write_to(option: str, target: Path) -> Any:
@@ -60,7 +53,7 @@ def test_fifo_planted_and_held_by_another_user_is_refused_at_once(shared: Path, 
     before, root wrote all of it to nobody (or blocked in write() forever once the pipe was full)."""
     fifo = shared / "out.html"
 
-    def trap(ready: Any, _release: int) -> dict[str, int]:
+    def trap(ready: Any, _release: int, _reply: int) -> dict[str, int]:
         os.mkfifo(fifo, 0o666)
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         ready()  # the handshake: the FIFO has a reader from here on
@@ -87,7 +80,7 @@ def test_symlink_planted_by_another_user_is_not_followed(shared: Path) -> None:
         mine.write_bytes(b"")
         os.symlink(mine, link)
 
-    Nobody(lambda _ready, _release: plant()).release()
+    as_nobody(plant)
     one_error(_write_to("--csv", link), link, f"cannot write: a symbolic link owned by uid 65534 (nobody) {REFUSED}")
     assert mine.read_bytes() == b"" and os.path.islink(link)
 
@@ -96,7 +89,7 @@ def _attackers_terminal(link: Path | None, where: list[str]) -> Any:
     """nobody opens a pseudo-terminal (its slave device is nobody's), optionally links ``link`` to it,
     and reads whatever arrives on it until released."""
 
-    def trap(ready: Any, release: int) -> dict[str, Any]:
+    def trap(ready: Any, release: int, _reply: int) -> dict[str, Any]:
         main, child = os.openpty()
         name = os.ttyname(child)
         if link is not None:

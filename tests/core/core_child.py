@@ -1,9 +1,5 @@
-"""What each fresh interpreter of the core tests runs: ``python -m core_child CASE [ARG...]``.
-
-One function per child-process body, so ruff and mypy check them like any other code. Only the standard
-library is imported at the top: torch and ``mixins`` are imported inside each case, because some cases
-check what a fresh interpreter has imported. ``core_helpers.child`` builds the command and
-``core_helpers.child_env`` puts this directory on the child's path.
+"""What each fresh interpreter of the core tests runs: ``python -m core_child CASE [ARG...]`` (the command
+from ``core_helpers.child``). Standard library at the top only: some cases check what a child imported.
 """
 
 from __future__ import annotations
@@ -19,12 +15,8 @@ RANK_RESULT = "RANK-RESULT "
 
 
 def _kineto_profile(*, record_shapes: bool = False) -> Any:
-    """A real Kineto CPU profile: ``torch.autograd.profiler.profile``, the profiler that
-    ``torch.profiler.profile`` drives, with the same ``export_chrome_trace``. Not the wrapper itself in
-    these children: its ``start()`` imports ``torch._inductor`` for a CUDA-graph flag (3.3 s of CPU per
-    process in torch 2.13), which a sglang server has paid already and which these export tests never
-    read; the tests in the pytest process, the gloo ranks and the product's own profile mode use the
-    wrapper."""
+    """A real Kineto CPU profile: the profiler ``torch.profiler.profile`` drives, same export, without the
+    wrapper's ``start()`` importing ``torch._inductor`` (3.3 s of CPU a process, paid already on a server)."""
     from torch.autograd import profiler
 
     return profiler.profile(use_kineto=True, record_shapes=record_shapes)
@@ -92,11 +84,9 @@ CONCURRENT_RUNNERS = ("Decode", "Draft", "DraftExtend")
 
 
 def concurrent_exports(ranks_arg: str, go_fd: str) -> None:
-    """Three runners on ``ranks_arg`` TP ranks each, one process each (up to 24), forked from this one once
-    it has imported torch and the exporter (one import, not 24: ~2 s of CPU each). Each profiles, prints
-    ``ready``, blocks reading ``go_fd`` (a pipe all share) until the test closes its write end, waking
-    every process at once, then exports into one directory. Exits 1 as soon as one fails, stopping the
-    others, so that the test never waits for a ``ready`` that cannot come."""
+    """Three runners on ``ranks_arg`` TP ranks each, one forked process each (torch imported once). Each
+    profiles, prints ``ready``, blocks on ``go_fd`` until the test closes its write end (all wake at once),
+    then exports into one directory. Exits 1 as soon as one fails, stopping the others."""
     import signal
     import traceback
 
@@ -134,9 +124,8 @@ def concurrent_exports(ranks_arg: str, go_fd: str) -> None:
 
 
 def slow_export_then_exit() -> None:
-    """A trace still compressing at exit (the test sets the exit timeout to 0). Fault injected: the
-    compression signals that it has started and then never finishes, so the process exits mid-export
-    every run, not only when a big trace happens to be slow enough."""
+    """A trace still compressing at exit (exit timeout 0). Fault injected: the compression signals that it
+    started and never finishes, so the process exits mid-export every run."""
     _log_to_stderr()
     from mixins import export_cuda_graph_capture_trace
 
@@ -169,10 +158,8 @@ def _exit_at_once() -> None:
 
 
 def fork_while_compressing() -> None:
-    """A multiprocessing child forked while this process's export compresses (the test sets an exit
-    timeout of an hour: a child that waited for the export at its exit would not be done in 120 s, the
-    bound on a hang here): prints the child's exit code (None: still waiting) and the path, once the
-    parent's export is done."""
+    """A multiprocessing child forked while this process's export compresses (exit timeout an hour: a child
+    waiting for it would hang): prints the child's exit code (None: still waiting) and the path."""
     import multiprocessing
 
     _log_to_stderr()
@@ -192,8 +179,8 @@ def fork_while_compressing() -> None:
 
 
 def no_thread_to_be_had() -> None:
-    """Thread.start fails as under a container's pids limit (fault injected): the eager export and a lazy
-    runner's publisher run inline; prints each path and what the staging area holds after."""
+    """Thread.start fails as under a pids limit (fault injected): the export and a lazy runner's publisher
+    run inline; prints each path."""
     import threading
 
     _log_to_stderr()
@@ -213,9 +200,8 @@ def no_thread_to_be_had() -> None:
 
 
 def _lazy_runner(hold: int | None = None, *, own_profile: bool = False) -> tuple[Any, Any, Any]:
-    """A lazy runner (one graph per new row count, ``graphs``) wrapped as the ViT rows are; capturing
-    ``hold`` rows signals the first event and waits for the second (a handshake). ``own_profile``: each
-    capture runs inside a ``torch.profiler.profile`` of the runner's own."""
+    """A lazy runner (one graph per new row count) wrapped as the ViT rows are; capturing ``hold`` rows sets
+    the first event and waits for the second. ``own_profile``: each capture runs a profiler of its own."""
     import threading
     from contextlib import nullcontext
 
@@ -246,9 +232,8 @@ def _lazy_runner(hold: int | None = None, *, own_profile: bool = False) -> tuple
 
 
 def two_threads_capture_at_once() -> None:
-    """Two threads of one lazy runner capture new shapes at once: another thread arrives while this one
-    is inside our profiler (a handshake). This one profiles: torch 2.7's Kineto only starts a profiler on
-    the thread that first set it up. Prints the shapes captured."""
+    """Two threads of one lazy runner capture new shapes at once (a handshake: the other arrives while this
+    one is inside our profiler; torch 2.7's Kineto profiles on its first thread only). Prints the shapes."""
     import threading
 
     import torch
@@ -273,8 +258,8 @@ def two_threads_capture_at_once() -> None:
 
 
 def capture_while_another_thread_profiles(out: str) -> None:
-    """Someone profiles the server (the main thread's profiler) while a serving thread captures a new
-    shape: ours must not start a second one. Prints the shapes captured; the user's trace goes to ``out``."""
+    """A user's profiler runs while a serving thread captures a new shape: ours starts no second one.
+    Prints the shapes captured; the user's trace goes to ``out``."""
     import threading
 
     import torch
@@ -295,9 +280,8 @@ def capture_while_another_thread_profiles(out: str) -> None:
 
 
 def lazy_write_held_at_exit() -> None:
-    """A lazy shape's Kineto write still running when the exit timeout (the test sets 0) runs out. Fault
-    injected: once Kineto has written the shape's JSON into our staging directory, the write signals and
-    never returns, so the publisher is inside that step at exit every run. Prints ``held`` first."""
+    """A lazy shape's Kineto write still running at exit (timeout 0). Fault injected: once Kineto wrote the
+    JSON into our staging directory the write never returns. Prints ``held``."""
     import threading
 
     import torch
@@ -321,9 +305,8 @@ def lazy_write_held_at_exit() -> None:
 
 
 def capture_runs_its_own_profiler() -> None:
-    """Profile-mode and lazy runners whose capture runs its own ``torch.profiler.profile`` in the same
-    thread (it ends, or takes over, the one Kineto session ours started): the process must live, nothing of
-    ours is exported from a session that is not ours. Prints the paths in the output directory."""
+    """Profile-mode and lazy runners whose capture runs its own profiler in our thread (ending or taking over
+    our Kineto session): the process lives, nothing is exported from a session not ours. Prints the paths."""
     import torch
 
     from mixins import wait_for_exports, with_capture_trace
@@ -380,8 +363,8 @@ def _export_at_once(profs: list[Any], runner_name: str) -> None:
 
 
 def parallel_exports(threads_arg: str, rounds_arg: str, out: str) -> None:
-    """``threads`` threads export at the same moment, ``rounds`` times; the last round is left to the exit
-    hook. Prints the traces missing after each wait_for_exports()."""
+    """``threads`` threads export at once, ``rounds`` times, the last left to the exit hook. Prints the
+    traces missing after each wait_for_exports()."""
     from mixins import wait_for_exports
 
     threads, rounds = int(threads_arg), int(rounds_arg)
@@ -397,8 +380,8 @@ def parallel_exports(threads_arg: str, rounds_arg: str, out: str) -> None:
 
 
 class _HoldAfterKinetoWrites:
-    """Test synchronisation only: the real profile; once Kineto has written the raw trace into our staging
-    directory, says ``kineto wrote`` and blocks there, mid-export, until the test's signal ends the process."""
+    """The real profile; once Kineto wrote into our staging directory, says ``kineto wrote`` and blocks
+    there until the test's signal ends the process."""
 
     def __init__(self, prof: Any) -> None:
         self.prof = prof
@@ -413,8 +396,7 @@ class _HoldAfterKinetoWrites:
 
 
 def export_then_hold() -> None:
-    """Prints ``profiled``, starts an export and holds it after Kineto's write (``kineto wrote``): the
-    test kills it with SIGTERM mid-export."""
+    """Prints ``profiled``, then holds an export after Kineto's write: the test SIGTERMs it."""
     from mixins import export_cuda_graph_capture_trace
 
     prof = _mm_profile(2000)
@@ -423,8 +405,7 @@ def export_then_hold() -> None:
 
 
 def leave_staging(directory: str) -> None:
-    """Makes a staging directory with a raw trace in it, prints its name and exits as a killed process
-    would: no clean-up."""
+    """A staging directory with a raw trace in it; prints its name and exits without clean-up."""
     from mixins.output_dir import make_staging
 
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -500,8 +481,7 @@ class _Bare:
 
 
 def gloo_export(rank_arg: str, store: str) -> None:
-    """One of two gloo ranks exports the same capture; ranks and sizes come from torch.distributed.
-    Prints ``RESULT "path"``."""
+    """One of two gloo ranks exports the same capture, ranks and sizes from torch.distributed; prints the path."""
     import torch
     import torch.distributed as dist
 
@@ -516,7 +496,7 @@ def gloo_export(rank_arg: str, store: str) -> None:
     path = export_profile(prof, runner_name="GlooRunner", runner=_Bare())
     assert wait_for_exports(60)
     dist.barrier()  # neither rank leaves before both are fully connected
-    print("RESULT " + json.dumps(str(path)))
+    print(RANK_RESULT + json.dumps(str(path)), flush=True)
     dist.destroy_process_group()
 
 
@@ -551,8 +531,8 @@ def lazy_imports() -> None:
 
 
 def kineto_filter() -> None:
-    """Writes to file descriptor 2 inside ``kineto_info_filtered`` (as Kineto's C++ does: no sys.stderr)
-    around a real profiler start and stop, then the same profiler outside it."""
+    """Writes to descriptor 2 inside ``kineto_info_filtered`` (as Kineto's C++ does) around a real profile,
+    then profiles outside it."""
     import warnings
 
     # torch without numpy warns at import through sys.stderr, before the filter: not this test's subject
@@ -581,9 +561,8 @@ def kineto_filter() -> None:
 # ``logging.basicConfig(level=<--log-level>, format="[%(asctime)s<prefix>] %(message)s", force=True)``, or,
 # when SGLANG_LOGGING_CONFIG_PATH is set, ``logging.config.dictConfig`` of that JSON file instead.
 def sglang_logging_export(mode: str, config: str = "") -> None:
-    """An export in a process whose logging sglang configured (``default``: its basicConfig at INFO;
-    ``dict``: a user's SGLANG_LOGGING_CONFIG_PATH file), after our package was imported (as the start-up
-    hook does), with sglang's own capture-progress line logged as its runner module does."""
+    """An export after sglang configured logging (``default``: its basicConfig; ``dict``: a user's
+    SGLANG_LOGGING_CONFIG_PATH file), with sglang's own capture-progress line logged first."""
     import json
     import logging.config
 

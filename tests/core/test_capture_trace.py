@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import load_trace, matmul_work, op_shapes, profile_of
+from core_helpers import exported, matmul_work, op_shapes, profile_of, range_names, trace_name
 
-from mixins import CaptureTraceMixin, wait_for_exports, with_capture_trace
+from mixins import CaptureTraceMixin, with_capture_trace
 from mixins.capture_trace import shape_label
 from mixins.patching import is_wrapped
 
@@ -33,13 +33,6 @@ class PicklableRunner(Runner):
 
 
 with_capture_trace(PicklableRunner)
-
-
-def _files(directory: Path) -> dict[str, Any]:
-    assert wait_for_exports(60)
-    if not directory.exists():
-        return {}
-    return {p.name: load_trace(p) for p in sorted(directory.iterdir())}
 
 
 def _hierarchy(apply: str) -> tuple[type[Runner], type[Runner], type[Runner], type[Runner]]:
@@ -74,10 +67,10 @@ def test_hierarchy_exports_exactly_one_file_per_runner_class(trace_env: Path, ap
     classes = _hierarchy(apply)
     results = [cls().capture() for cls in classes]
     assert results == ["hooked:Base", "hooked:Inheriting", "override+hooked:OverridingWithSuper", "override-only"]
-    files = _files(trace_env)
-    assert sorted(files) == sorted(f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz" for cls in classes)
+    files = exported(trace_env)
+    assert sorted(files) == sorted(trace_name(cls) for cls in classes)
     for cls in classes:
-        trace = files[f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
+        trace = files[trace_name(cls)]
         assert op_shapes(trace) == [[[cls.rows, 8], [8, 3]]]  # the ops that runner ran
         assert trace["capture_trace"]["runner"] == cls.__name__
         assert trace["capture_trace"]["runner_class"].endswith(cls.__qualname__)
@@ -119,7 +112,7 @@ def test_return_value_and_exceptions_pass_through(trace_env: Path) -> None:
 
     with pytest.raises(KeyError, match="boom"):
         Failing().capture()
-    assert _files(trace_env) == {}
+    assert exported(trace_env) == {}
 
 
 @pytest.mark.parametrize("how", ["twice", "class-and-subclass", "decorator-and-mixin"])
@@ -146,7 +139,7 @@ def test_double_application_still_exports_once_per_hook_call(trace_env: Path, ho
     Target.hook_calls = 0
     Target().capture()
     assert Target.hook_calls == 1
-    assert list(_files(trace_env)) == ["cuda_graph_capture-Target-TP-0.json.gz"]
+    assert list(exported(trace_env)) == ["cuda_graph_capture-Target-TP-0.json.gz"]
 
 
 def test_hook_called_through_the_class_with_explicit_self(trace_env: Path) -> None:
@@ -164,7 +157,7 @@ def test_hook_called_through_the_class_with_explicit_self(trace_env: Path) -> No
             return Base._post_process_after_profile(self, prof_context=profile_of(matmul_work(7)))  # type: ignore[arg-type]
 
     assert Eagle().capture() == "hooked:Eagle"
-    trace = _files(trace_env)["cuda_graph_capture-Eagle-TP-0.json.gz"]
+    trace = exported(trace_env)["cuda_graph_capture-Eagle-TP-0.json.gz"]
     assert op_shapes(trace) == [[[7, 8], [8, 3]]]
 
 
@@ -179,7 +172,7 @@ def test_a_classmethod_hook_is_named_by_its_class_and_a_staticmethod_is_refused(
             return "cls"
 
     assert ClassHook()._post_process_after_profile(profile_of(matmul_work(3))) == "cls"
-    assert list(_files(trace_env)) == ["cuda_graph_capture-ClassHook-TP-0.json.gz"]
+    assert list(exported(trace_env)) == ["cuda_graph_capture-ClassHook-TP-0.json.gz"]
     with pytest.raises(TypeError, match=r"StaticHook._post_process_after_profile is a staticmethod: make it a method"):
 
         @with_capture_trace
@@ -195,10 +188,10 @@ def test_profiling_flag_false_skips_export_and_absent_means_on(trace_env: Path) 
         enable_profile_cuda_graph = False
 
     assert Flagged().capture() == "hooked:Flagged"
-    assert _files(trace_env) == {}
+    assert exported(trace_env) == {}
     Flagged.enable_profile_cuda_graph = True
     Flagged().capture()
-    assert list(_files(trace_env)) == ["cuda_graph_capture-Flagged-TP-0.json.gz"]
+    assert list(exported(trace_env)) == ["cuda_graph_capture-Flagged-TP-0.json.gz"]
 
 
 def test_switch_off_runs_the_hook_and_writes_nothing(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,11 +211,19 @@ class _ModelRunner:
         self.tp_rank = tp_rank
 
 
-def test_draft_worker_plain_base_runner_is_named_draft(trace_env: Path) -> None:
-    @with_capture_trace(draft_base=True)
-    class DecodeRunner(Runner):
-        def __init__(self, draft: bool) -> None:
-            self.model_runner = _ModelRunner(draft, tp_rank=2)
+@pytest.mark.parametrize("apply", ["decorator", "mixin"])
+def test_draft_worker_plain_base_runner_is_named_draft(trace_env: Path, apply: str) -> None:
+    if apply == "decorator":
+        @with_capture_trace(draft_base=True)
+        class DecodeRunner(Runner):
+            def __init__(self, draft: bool) -> None:
+                self.model_runner = _ModelRunner(draft, tp_rank=2)
+    else:
+        class DecodeRunner(CaptureTraceMixin, Runner):  # type: ignore[no-redef]
+            capture_trace_draft_base = True
+
+            def __init__(self, draft: bool) -> None:
+                self.model_runner = _ModelRunner(draft, tp_rank=2)
 
     class EagleDraftRunner(DecodeRunner):  # a draft subclass keeps its own name
         pass
@@ -230,28 +231,10 @@ def test_draft_worker_plain_base_runner_is_named_draft(trace_env: Path) -> None:
     DecodeRunner(draft=False).capture()
     DecodeRunner(draft=True).capture()
     EagleDraftRunner(draft=True).capture()
-    assert sorted(_files(trace_env)) == [
+    assert sorted(exported(trace_env)) == [
         "cuda_graph_capture-DecodeRunner-TP-2.json.gz",
         "cuda_graph_capture-DraftDecodeRunner-TP-2.json.gz",
         "cuda_graph_capture-EagleDraftRunner-TP-2.json.gz",
-    ]
-
-
-def test_draft_naming_through_the_mixin_class_attribute(trace_env: Path) -> None:
-    class MixinDecode(CaptureTraceMixin, Runner):
-        capture_trace_draft_base = True
-
-        def __init__(self) -> None:
-            self.model_runner = _ModelRunner(True)
-
-    class MixinDraft(MixinDecode):
-        pass
-
-    MixinDecode().capture()
-    MixinDraft().capture()
-    assert sorted(_files(trace_env)) == [
-        "cuda_graph_capture-DraftMixinDecode-TP-0.json.gz",
-        "cuda_graph_capture-MixinDraft-TP-0.json.gz",
     ]
 
 
@@ -306,19 +289,14 @@ class ShapeRunner:
         pass
 
 
-def _annotations(trace: dict[str, Any]) -> list[str]:
-    events = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
-    return [e["name"] for e in sorted(events, key=lambda e: e["ts"])]
-
-
 def test_segments_labelled_from_call_arguments(trace_env: Path) -> None:
     @with_capture_trace
     class Labelled(ShapeRunner):
         pass
 
     Labelled().capture()
-    trace = _files(trace_env)["cuda_graph_capture-Labelled-TP-0.json.gz"]
-    assert _annotations(trace) == [
+    trace = exported(trace_env)["cuda_graph_capture-Labelled-TP-0.json.gz"]
+    assert range_names(trace) == [
         "capture::bs=8", "capture::bs=8,variant=sparse", "capture::bs=8,variant=dense,stream=1",
         "capture::bs=4", "capture::bs=4,variant=sparse", "capture::bs=4,variant=dense,stream=1",
         "capture::bs=4",

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from core_helpers import PYTHON, child, child_env, load_trace, subprocess_env
+from core_helpers import PYTHON, load_trace, run_case, subprocess_env
 
 from mixins.demo import KINETO_INFO_LINE
 
@@ -42,8 +42,7 @@ def test_demo_says_what_it_does_and_is_quiet(demo: tuple[Path, subprocess.Comple
 
 
 def test_kineto_info_lines_are_filtered_at_the_descriptor_and_nothing_else(tmp_path: Path) -> None:
-    done = subprocess.run(child("kineto_filter"), env=child_env(), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = run_case("kineto_filter")
     inside, outside = done.stderr.split("\n--- outside ---\n")
     ours = [line for line in inside.splitlines() if "kept:" in line]
     assert ours == [

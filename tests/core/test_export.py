@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from core_child import CONCURRENT_RUNNERS
-from core_helpers import child, child_env, load_trace, matmul_work, op_shapes, profile_of
+from core_helpers import child, child_env, export_env, load_trace, matmul_work, op_shapes, profile_of, run_case
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.export import IncompleteTraceError
@@ -33,7 +33,7 @@ def test_switch_off_is_a_noop_that_creates_nothing(tmp_path: Path, monkeypatch: 
 def test_import_and_switched_off_call_import_nothing_heavy(tmp_path: Path) -> None:
     env = child_env(SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
     env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)
-    out = subprocess.run(child("switched_off_imports"), env=env, capture_output=True, text=True, check=True).stdout
+    out = run_case("switched_off_imports", env=env).stdout
     assert out.strip() == "[]"
     assert list(tmp_path.iterdir()) == []
 
@@ -157,8 +157,7 @@ def test_file_size_limit_efbig_leaves_no_file_and_warns(tmp_path: Path, backgrou
         SGLANG_CAPTURE_TRACE_BACKGROUND=background,
     )
     env.pop("SGLANG_CAPTURE_TRACE_STRICT", None)
-    done = subprocess.run(child("efbig", str(tmp_path)), env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    done = run_case("efbig", str(tmp_path), env=env)
     assert "waited True" in done.stdout
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 1, done.stderr
@@ -172,8 +171,7 @@ def test_file_size_limit_efbig_leaves_no_file_and_warns(tmp_path: Path, backgrou
 
 def test_background_export_completes_before_interpreter_exit(tmp_path: Path) -> None:
     """The child exits at once: the exit hook must wait for the compression thread."""
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
-    done = subprocess.run(child("export_then_exit"), env=env, capture_output=True, text=True, check=True)
+    done = run_case("export_then_exit", env=export_env(tmp_path))
     path = Path(done.stdout.strip())
     assert len(op_shapes(load_trace(path))) == 2000
     assert _names(path.parent) == [path.name]
@@ -187,7 +185,7 @@ def test_processes_export_into_one_directory_at_once(tmp_path: Path, ranks: int)
     default; the full 24, TP 8, under the ``exhaustive`` marker; ``core_child.concurrent_exports`` forks
     them from one interpreter): each says ``ready`` once profiled, then all wake at once when the test
     closes the write end of the pipe they block on."""
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    env = export_env(tmp_path)
     go_r, go_w = os.pipe()
     runners = list(CONCURRENT_RUNNERS)
     try:
@@ -214,24 +212,17 @@ def test_processes_export_into_one_directory_at_once(tmp_path: Path, ranks: int)
 
 
 def test_exit_waits_only_as_long_as_the_exit_timeout(tmp_path: Path) -> None:
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0", SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
-    done = subprocess.run(child("slow_export_then_exit"), env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    env = export_env(tmp_path, SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0", SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
+    done = run_case("slow_export_then_exit", env=env)
     assert "still compressing, not saved: cuda_graph_capture-Slow-TP-0.json.gz" in done.stderr
     assert "trace saved to:" not in done.stderr
     assert os.listdir(tmp_path / "graph_capture_profile") == []  # neither the trace nor its staging directory
 
 
 def test_a_forked_child_leaves_its_parents_export_alone(tmp_path: Path) -> None:
-    """A multiprocessing child forked mid-compression inherits the exit hook and the list of running
-    exports, but not their threads: it waited at its exit for an export it could never see finish (the
-    whole exit timeout, 300 s by default). Now the child forgets them at the fork and exits at once, and
-    the parent's trace is saved."""
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="3600")
-    done = subprocess.run(child("fork_while_compressing"), env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    """A multiprocessing child forked mid-compression inherits the exports but not their threads: it
+    forgets them at the fork and exits at once (not after the exit timeout), and the parent's trace is saved."""
+    done = run_case("fork_while_compressing", env=export_env(tmp_path, SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="3600"))
     exitcode, path = done.stdout.split()
     assert exitcode == "0" and "not saved" not in done.stderr, done.stderr
     assert load_trace(path)["traceEvents"]
@@ -239,12 +230,9 @@ def test_a_forked_child_leaves_its_parents_export_alone(tmp_path: Path) -> None:
 
 
 def test_no_thread_to_be_had_exports_inline(tmp_path: Path) -> None:
-    """A container's pids limit reached: Thread.start raises. The export ran into the caller (a hook in the
-    capture) and leaked its staging directory; a lazy runner's publisher never ran again. Now both run
+    """A container's pids limit reached (Thread.start raises): the export and a lazy runner's publisher run
     inline and their files are saved."""
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
-    done = subprocess.run(child("no_thread_to_be_had"), env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    done = run_case("no_thread_to_be_had", env=export_env(tmp_path))
     eager, lazy = done.stdout.split()
     assert load_trace(eager)["traceEvents"] and load_trace(lazy)["traceEvents"]
     assert sorted(os.listdir(tmp_path / "graph_capture_profile")) == sorted(map(os.path.basename, (eager, lazy)))
@@ -265,8 +253,7 @@ SAVED = "CUDA graph capture trace saved to: "
 def _sglang_logged_export(tmp_path: Path, *args: str) -> str:
     done = subprocess.run(
         child("sglang_logging_export", *args), capture_output=True, text=True, timeout=300,
-        env=child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                      SGLANG_CAPTURE_TRACE_BACKGROUND="0"),
+        env=export_env(tmp_path, SGLANG_CAPTURE_TRACE_BACKGROUND="0"),
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -281,9 +268,8 @@ def test_saved_line_shows_in_a_default_sglang_log(tmp_path: Path) -> None:
 
 
 def test_saved_line_follows_sglang_into_a_users_logging_config(tmp_path: Path) -> None:
-    """SGLANG_LOGGING_CONFIG_PATH routing the ``sglang`` logger (as its docs suggest) to a handler of its
-    own: the line goes where sglang's capture lines go. Before, logged on ``mixins``, it was dropped:
-    dictConfig disables the loggers that exist outside the tree it names (ours, imported at start-up)."""
+    """SGLANG_LOGGING_CONFIG_PATH routing the ``sglang`` logger to a handler of its own: the line goes where
+    sglang's capture lines go (dictConfig disables loggers outside the tree it names)."""
     config = tmp_path / "logging.json"
     config.write_text(json.dumps({
         "version": 1,

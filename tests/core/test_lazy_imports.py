@@ -8,13 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core_helpers import child, child_env
+from core_helpers import child_env, export_env, run_case
 
 
 def test_package_and_analyzer_import_without_wrapt_or_torch() -> None:
     env = child_env(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0")
-    done = subprocess.run(child("lazy_imports"), env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = run_case("lazy_imports", env=env, timeout=120)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["before"] == []
     assert result["wrapt_after"] is True and result["same"] is True
@@ -73,8 +72,7 @@ print(json.dumps({"before_torch": ours_before_torch, "importers": importers}))
 def test_the_exporter_side_never_imports_numpy(tmp_path: Path) -> None:
     """The bootstrap, the patch, the decorator and a real export (torch CPU profile, written to disk):
     none of our modules imports numpy (torch may, for itself); before torch, neither is loaded at all."""
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                    SGLANG_CAPTURE_TRACE_BACKGROUND="0", SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0")
+    env = export_env(tmp_path, SGLANG_CAPTURE_TRACE_BACKGROUND="0", SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0")
     done = subprocess.run([sys.executable, "-c", _EXPORTER_CHILD], env=env, capture_output=True, text=True,
                           timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

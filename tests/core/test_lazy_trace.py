@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import wrapt
-from core_helpers import load_trace, python_calls
+from core_helpers import export_env, load_trace, python_calls, run_case
 
 from mixins import kineto, lazy_trace, wait_for_exports
 from mixins.capture_trace import profile_lazy_capture
@@ -217,9 +217,8 @@ def test_split_trace_refuses_another_layout() -> None:
 
 
 def test_split_trace_takes_kinetos_error_list_after_the_events() -> None:
-    """torch 2.7's Kineto on a host without a GPU writes ``"ERROR": ["… gpuGetDeviceCount failed …"]``
-    after the events: every lazy trace of such a process failed ("does not end with its traceEvents
-    array"). A list of strings there is Kineto's layout; other lists still are not."""
+    """torch 2.7's Kineto without a GPU writes ``"ERROR": ["… gpuGetDeviceCount failed …"]`` after the
+    events: a list of strings there is Kineto's layout; other lists still are not."""
     data = (b'{"traceEvents": [ {"x": 1} ],\n  "ERROR": ["ERROR: a ] b \\" c", "d"],\n'
             b'  "traceName": "p", "displayTimeUnit": "ms" }')
     head, events, tail = kineto.split_trace(data)
@@ -228,9 +227,8 @@ def test_split_trace_takes_kinetos_error_list_after_the_events() -> None:
 
 
 def test_split_trace_takes_kinetos_unescaped_trace_name() -> None:
-    """Kineto writes traceName's path as it is: a `"` in a directory name left the tail unmatched and the
-    lazy trace unsaved (where /proc is missing, the staging path is the real one). The tail is kept as
-    written and ``rename_trace`` puts the final name there, escaped."""
+    """Kineto writes traceName's path unescaped (a `"` in a directory name): the tail is kept as written
+    and ``rename_trace`` puts the final name there, escaped."""
     written = '/tmp/q"dir/trace.json'
     data = b'{"traceEvents": [ {"x": 1} ],\n  "traceName": "' + written.encode() + b'",\n  "displayTimeUnit": "ms"\n}'
     head, events, tail = kineto.split_trace(data)
@@ -256,20 +254,13 @@ def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
 
 
 def _run_child(case: str, directory: Path, *args: str) -> list[str]:
-    import subprocess
-
-    from core_helpers import child, child_env
-
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(directory))
-    done = subprocess.run(child(case, *args), env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    done = run_case(case, *args, env=export_env(directory))
     return done.stdout.split()
 
 
 def test_two_threads_capturing_at_once_start_one_profiler(tmp_path: Path) -> None:
-    """Kineto records one profiler per process: the second thread's capture started another, and the
-    process crashed (torch 2.13; torch 2.7 lost both shapes). The second capture now runs unprofiled,
-    the first is the file's one segment."""
+    """Kineto records one profiler per process: the second thread's capture runs unprofiled, the first is
+    the file's one segment (a second profiler crashed torch 2.13)."""
     assert _run_child("two_threads_capture_at_once", tmp_path) == ["3", "5"]  # both graphs captured
     trace = load_trace(tmp_path / "graph_capture_profile" / NAME)
     assert range_names(trace) == ["capture::tokens=3"]
@@ -285,8 +276,8 @@ def test_a_capture_while_another_thread_profiles_starts_no_second_profiler(tmp_p
 
 
 def test_a_published_trace_does_not_keep_its_runner_alive(trace_env: Path, wrapped: type) -> None:
-    """The runner's one trace lives as long as the process; it held the last runner (its CUDA graphs, its
-    memory pool) for as long. It reads the runner weakly now: a dropped runner is freed."""
+    """The runner's trace lives as long as the process and reads the runner weakly: a dropped runner (its
+    CUDA graphs, its memory pool) is freed."""
     import gc
     import weakref
 
@@ -328,16 +319,9 @@ def test_a_refused_directory_spends_the_shape_limit_and_warns_once(
 
 
 def test_staging_of_a_kineto_write_cut_short_at_exit_is_removed(tmp_path: Path) -> None:
-    """Exit timeout 0 while a lazy shape's Kineto write is held (a handshake: the write has happened and
-    never returns): the step was not tracked, so its staging directory (the whole shape's JSON) stayed
-    behind while the WARNING said "not saved". Now nothing is left."""
-    import subprocess
-
-    from core_helpers import child, child_env
-
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0")
-    done = subprocess.run(child("lazy_write_held_at_exit"), env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.split() == ["held"], done.stderr[-2000:]
+    """Exit timeout 0 while a lazy shape's Kineto write is held (a handshake: written, never returns): the
+    WARNING says "not saved" and no staging directory is left behind."""
+    done = run_case("lazy_write_held_at_exit", env=export_env(tmp_path, SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="0"))
+    assert done.stdout.split() == ["held"], done.stderr[-2000:]
     assert f"still compressing, not saved: {NAME}" in done.stderr
     assert os.listdir(tmp_path / "graph_capture_profile") == []

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_child import RANK_RESULT
-from core_helpers import child, child_env
+from core_helpers import run_ranks
 
 from mixins.naming import Ranks, _CaptureNumbers, discover_ranks, trace_stem, validate_runner_name
 
@@ -143,40 +142,7 @@ def test_sglang_state_beats_runner_attributes_once_initialised(fake_sglang_paral
     assert discover_ranks(runner, tp_rank=1).tp_rank == 1
 
 
-def _run_ranks(world_size: int, case: str, *args: str) -> list[dict[str, Any]]:
-    """Start one child per rank (core_child ``case`` with its rank and ``args``), wait for all (generous
-    deadline: torch import and gloo set-up are slow on a loaded machine) and kill every child still
-    running if anything goes wrong: none is left behind.
-    Each child prints one ``RANK-RESULT {json}`` line; everything else on stdout (torch 2.8 prints a Gloo
-    banner there) is ignored."""
-    import json
-    import subprocess
-    import time
-
-    procs = [
-        subprocess.Popen(child(case, str(rank), *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=child_env())
-        for rank in range(world_size)
-    ]
-    deadline = time.monotonic() + 600
-    try:
-        outputs = [p.communicate(timeout=max(1.0, deadline - time.monotonic())) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for p, (_, err) in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, err[-3000:]
-    results = []
-    for out, err in outputs:
-        lines = [line for line in out.splitlines() if line.startswith(RANK_RESULT)]
-        assert len(lines) == 1, f"no single {RANK_RESULT!r} line in stdout:\n{out}\n{err[-2000:]}"
-        results.append(json.loads(lines[0].removeprefix(RANK_RESULT)))
-    return results
-
-
 def test_torch_distributed_rank_is_used_last(tmp_path: Path) -> None:
     """Two real gloo ranks in subprocesses: rank 1 discovers tp_rank 1 without any other source."""
-    ranks = _run_ranks(2, "gloo_discovered_rank", f"{tmp_path}/store")
+    ranks = run_ranks(2, "gloo_discovered_rank", f"{tmp_path}/store")
     assert ranks == [[0, "torch.distributed"], [1, "torch.distributed"]]

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import load_trace, python_calls
+from core_helpers import export_env, exported, python_calls, range_names, run_case, trace_name
 
-from mixins import CaptureTraceMixin, wait_for_exports, with_capture_trace
+from mixins import CaptureTraceMixin, with_capture_trace
 from mixins.capture_trace import capture_profiler, shape_label
 
 
@@ -48,22 +48,6 @@ class TokenRunner:
         return torch.ones(size, 4).sum()
 
 
-def _files(directory: Path) -> dict[str, Any]:
-    assert wait_for_exports(60)
-    if not directory.exists():
-        return {}
-    return {p.name: load_trace(p) for p in sorted(directory.iterdir())}
-
-
-def _annotations(trace: dict[str, Any]) -> list[str]:
-    events = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
-    return [e["name"] for e in sorted(events, key=lambda e: e["ts"])]
-
-
-def _name(cls: type) -> str:
-    return f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"
-
-
 def _hierarchy(apply: str) -> tuple[type, ...]:
     if apply == "decorator":
         @with_capture_trace(profile="capture")
@@ -95,13 +79,13 @@ def test_profile_mode_exports_one_file_per_runner_class(trace_env: Path, apply: 
     assert results == [
         "captured:Base", "captured:Inheriting", "override+captured:OverridingWithSuper", "override-only"
     ]
-    files = _files(trace_env)
-    assert sorted(files) == sorted(_name(cls) for cls in classes)
-    assert _annotations(files[_name(classes[0])]) == ["capture::bs=8", "capture::bs=4"]
-    assert _annotations(files[_name(classes[1])]) == ["capture::bs=2"]
-    assert _annotations(files[_name(classes[2])]) == ["capture::bs=8", "capture::bs=4"]  # one profile, not two
-    assert _annotations(files[_name(classes[3])]) == ["capture::bs=1"]
-    trace = files[_name(classes[0])]
+    files = exported(trace_env)
+    assert sorted(files) == sorted(trace_name(cls) for cls in classes)
+    assert range_names(files[trace_name(classes[0])]) == ["capture::bs=8", "capture::bs=4"]
+    assert range_names(files[trace_name(classes[1])]) == ["capture::bs=2"]
+    assert range_names(files[trace_name(classes[2])]) == ["capture::bs=8", "capture::bs=4"]  # one profile, not two
+    assert range_names(files[trace_name(classes[3])]) == ["capture::bs=1"]
+    trace = files[trace_name(classes[0])]
     assert trace["capture_trace"]["runner"] == "Base"
     assert trace["capture_trace"]["capture_bs"] == [8, 4]
     mms = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"]
@@ -120,9 +104,9 @@ def test_applied_twice_still_profiles_and_exports_once(trace_env: Path, how: str
         base = with_capture_trace(profile="capture")(type("Base2", (PlainRunner,), {}))
         runner_cls = with_capture_trace(profile="capture")(type("Sub2", (base,), {}))
     runner_cls().capture()
-    files = _files(trace_env)
-    assert list(files) == [_name(runner_cls)]
-    assert _annotations(files[_name(runner_cls)]) == ["capture::bs=8", "capture::bs=4"]
+    files = exported(trace_env)
+    assert list(files) == [trace_name(runner_cls)]
+    assert range_names(files[trace_name(runner_cls)]) == ["capture::bs=8", "capture::bs=4"]
 
 
 def test_token_runners_label_tokens_and_non_default_variants(trace_env: Path) -> None:
@@ -131,8 +115,8 @@ def test_token_runners_label_tokens_and_non_default_variants(trace_env: Path) ->
         pass
 
     Prefill().capture()
-    trace = _files(trace_env)[_name(Prefill)]
-    assert _annotations(trace) == [
+    trace = exported(trace_env)[trace_name(Prefill)]
+    assert range_names(trace) == [
         "capture::tokens=512", "capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2"
     ]
 
@@ -167,9 +151,9 @@ def test_switch_off_or_flag_off_calls_the_method_and_nothing_else(
     runner = Quiet()
     runner.enable_profile_cuda_graph = False  # type: ignore[attr-defined]
     assert runner.capture() == "captured:Quiet"
-    assert (created, ranges, _files(trace_env)) == ([], [], {})
+    assert (created, ranges, exported(trace_env)) == ([], [], {})
     Quiet().capture()  # and on: one profiler, two ranges, one file
-    assert len(created) == 1 and len(ranges) == 2 and list(_files(trace_env)) == [_name(Quiet)]
+    assert len(created) == 1 and len(ranges) == 2 and list(exported(trace_env)) == [trace_name(Quiet)]
 
 
 def test_switch_off_adds_no_call_on_the_capture_path(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,7 +187,7 @@ def test_a_profiler_already_recording_is_left_alone(trace_env: Path, caplog: pyt
     with caplog.at_level(logging.DEBUG, logger="mixins"):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
             assert Nested().capture() == "captured:Nested"
-    assert _files(trace_env) == {}
+    assert exported(trace_env) == {}
     assert "already recording in this process" in caplog.text
     names = {e.name for e in outer.events()}
     assert {"capture::bs=8", "capture::bs=4"} <= names
@@ -220,7 +204,7 @@ def test_exceptions_pass_through_and_nothing_is_exported(trace_env: Path) -> Non
     with pytest.raises(ValueError, match="capture failed"):
         Failing().capture()
     assert not torch.autograd._profiler_enabled()  # our profiler was stopped
-    assert _files(trace_env) == {}
+    assert exported(trace_env) == {}
 
 
 def test_profile_mode_options_are_checked() -> None:
@@ -321,14 +305,14 @@ def test_a_runner_sglang_does_not_profile_is_profiled_only_when_sglang_asks(
         off = runner_cls()
         off.enable_profile_cuda_graph = False
         off.capture()
-        assert _files(trace_env) == {}
+        assert exported(trace_env) == {}
         on = runner_cls()
         on.enable_profile_cuda_graph = True
         on.capture()
-        assert list(_files(trace_env)) == ["cuda_graph_capture-Runner-TP-0.json.gz"]
+        assert list(exported(trace_env)) == ["cuda_graph_capture-Runner-TP-0.json.gz"]
         unknown = runner_cls()  # no flag anywhere sglang keeps it: off (sglang would not profile)
         unknown.capture()
-        assert list(_files(trace_env)) == ["cuda_graph_capture-Runner-TP-0.json.gz"]
+        assert list(exported(trace_env)) == ["cuda_graph_capture-Runner-TP-0.json.gz"]
     finally:
         patch.uninstall()
 
@@ -355,14 +339,7 @@ def test_a_capture_that_runs_its_own_profiler_never_takes_the_process_down(tmp_p
     """A capture method that runs its own ``torch.profiler.profile`` in the same thread ends (or takes over)
     the one Kineto session ours started: exporting ours then crashed the process in Kineto (rc 139). Now
     the process lives, nothing is exported from a session that is not ours, one WARNING per capture."""
-    import subprocess
-
-    from core_helpers import child, child_env
-
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
-    done = subprocess.run(child("capture_runs_its_own_profiler"), env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    done = run_case("capture_runs_its_own_profiler", env=export_env(tmp_path))
     assert done.stdout.split() == ["alive"]
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING ")]
     assert len(warnings) == 3, done.stderr

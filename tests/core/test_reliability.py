@@ -18,11 +18,12 @@ import pytest
 from core_helpers import (
     PYTHON,
     child,
-    child_env,
+    export_env,
     load_trace,
     matmul_work,
     op_shapes,
     profile_of,
+    run_case,
     strace_log,
     subprocess_env,
 )
@@ -36,11 +37,9 @@ def test_parallel_exports_in_one_process_are_all_waited_for(tmp_path: Path, roun
     """16 threads export at once, round after round: wait_for_exports() and the exit hook see every
     compression (before the fix 12 rounds lost 12 of 176 traces; 3 rounds by default, 12 in the full run)."""
     threads = 16
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
+    env = export_env(tmp_path)
     out = tmp_path / "graph_capture_profile"
-    done = subprocess.run(child("parallel_exports", str(threads), str(rounds), str(out)), env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr
+    done = run_case("parallel_exports", str(threads), str(rounds), str(out), env=env, timeout=900)
     assert "missing after wait_for_exports: []" in done.stdout, done.stdout
     expected = {f"cuda_graph_capture-R{r}-TP-{i}.json.gz" for r in range(rounds) for i in range(threads)}
     assert set(os.listdir(out)) == expected  # the last round too (exit hook), and no staging left
@@ -56,8 +55,7 @@ def _staging_dirs(directory: Path) -> list[str]:
 
 
 def test_sigterm_during_export_leaves_a_temp_that_the_next_export_removes(trace_env: Path) -> None:
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(trace_env.parent),
-                    SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
+    env = export_env(trace_env.parent, SGLANG_CAPTURE_TRACE_GZIP_LEVEL="9")
     proc = subprocess.Popen(child("export_then_hold"), env=env, stdout=subprocess.PIPE, text=True)
     terminated = False
     try:
@@ -83,8 +81,7 @@ def test_sigterm_during_export_leaves_a_temp_that_the_next_export_removes(trace_
 
 def _dead_process_staging(directory: Path) -> str:
     directory.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(child("leave_staging", str(directory)), env=child_env(),
-                          capture_output=True, text=True, check=True)
+    done = run_case("leave_staging", str(directory))
     return done.stdout.strip()
 
 
@@ -164,9 +161,8 @@ def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatc
 def test_exit_waits_for_the_export_not_for_its_sweep(tmp_path: Path) -> None:
     """A sweep of a directory full of planted names must not hold up interpreter exit once the trace is
     saved (the child's sweep never returns: exit completes, the trace is there, no "not saved")."""
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
-    done = subprocess.run(child("export_with_endless_sweep"), env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "not saved" not in done.stderr, done.stderr
+    done = run_case("export_with_endless_sweep", env=export_env(tmp_path))
+    assert "not saved" not in done.stderr, done.stderr
     path = Path(done.stdout.strip())
     assert load_trace(path)["capture_trace"]["runner"] == "Swept"
 
@@ -294,8 +290,7 @@ def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.Mo
 def test_umask_000_creates_directories_no_other_user_can_write(tmp_path: Path) -> None:
     """Under umask 000 every directory we create is 0755 (it was 0777, then refused, also under 022)."""
     profiler_dir = tmp_path / "new" / "deeper"
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(profiler_dir),
-                    SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    env = export_env(profiler_dir, SGLANG_CAPTURE_TRACE_BACKGROUND="0")
     final = profiler_dir / "graph_capture_profile" / "cuda_graph_capture-Synced-TP-0.json.gz"
     for umask, trace_mode in ((0o000, 0o644), (0o022, 0o644)):
         done = subprocess.run(child("synchronous_export"), env=env, capture_output=True, text=True, umask=umask)
@@ -324,8 +319,7 @@ def test_own_world_writable_directory_is_refused_with_the_fix_named(
 
 def test_infinite_exit_timeout_is_refused_and_the_trace_saved(tmp_path: Path) -> None:
     """``EXIT_TIMEOUT=inf`` made threading._shutdown raise OverflowError: file lost, staging left."""
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                    SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="inf")
+    env = export_env(tmp_path, SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="inf")
     done = subprocess.run(child("export_then_exit"), env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.count("Invalid value 'inf' for SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT") == 1, done.stderr
@@ -338,8 +332,7 @@ def test_live_process_exporting_the_same_name_is_warned_about(
 ) -> None:
     """Two live processes of a run exporting one runner x rank: one WARNING naming both pids. A file
     whose writer has exited (an earlier run) is replaced silently, as upstream does."""
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(trace_env.parent),
-                    SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    env = export_env(trace_env.parent, SGLANG_CAPTURE_TRACE_BACKGROUND="0")
     holder = subprocess.Popen(child("export_and_hold", "Twin", "0"), env=env, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -365,8 +358,7 @@ def test_live_process_exporting_the_same_name_is_warned_about(
 
 
 def test_directory_is_fsynced_after_the_rename(tmp_path: Path) -> None:
-    env = child_env(SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path),
-                    SGLANG_CAPTURE_TRACE_BACKGROUND="0")
+    env = export_env(tmp_path, SGLANG_CAPTURE_TRACE_BACKGROUND="0")
     lines = strace_log(child("synchronous_export"), env, "renameat,renameat2,fsync", tmp_path)
     renames = [i for i, line in enumerate(lines) if '"cuda_graph_capture-Synced-TP-0.json.gz"' in line]
     assert len(renames) == 1

@@ -14,10 +14,8 @@ import logging
 import os
 import re
 import select
-import shutil
 import stat
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,68 +26,11 @@ from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of,
 
 from mixins import export_cuda_graph_capture_trace, lazy_trace, wait_for_exports
 from mixins.output_dir import STAGING_PREFIX, Here, UnsafeDirectoryError
+from tests.second_user import NOBODY, Nobody, as_nobody
 
-NOBODY = 65534
 SECRET = b"root only\n"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
-
-
-def _become_nobody() -> None:
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
-
-
-class Attacker:
-    """``action(control_fd, reply_fd)`` run in a forked child as uid 65534; its JSON result comes back on a
-    pipe. ``control_fd`` carries the test's commands: ``x`` stop, ``s`` sync (:meth:`sync`)."""
-
-    def __init__(self, action: Callable[[int, int], Any]) -> None:
-        self._stop_r, self._stop_w = os.pipe()
-        self._reply_r, reply_w = os.pipe()
-        result_r, result_w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:  # the child touches only os-level calls: no locks another thread may hold
-            code = 0
-            try:
-                os.close(result_r)
-                _become_nobody()
-                payload = json.dumps(action(self._stop_r, reply_w)).encode()
-            except BaseException as exc:  # noqa: B036 - report anything to the parent
-                payload, code = json.dumps({"error": repr(exc)}).encode(), 1
-            os.write(result_w, payload)
-            os._exit(code)
-        os.close(result_w)
-        os.close(reply_w)
-        self._result_r = result_r
-
-    def sync(self) -> list[str]:
-        """A handshake: the attacker starts a whole round after this call and answers with every name it
-        attacked in it, so whatever is in the directory now has provably been attacked."""
-        os.write(self._stop_w, b"s")
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = os.read(self._reply_r, 65536)
-            assert chunk, "the attacker went away"
-            reply += chunk
-        return list(json.loads(reply))
-
-    def finish(self) -> Any:
-        os.write(self._stop_w, b"x")
-        chunks = []
-        while chunk := os.read(self._result_r, 65536):
-            chunks.append(chunk)
-        os.close(self._result_r)
-        _, status = os.waitpid(self.pid, 0)
-        result = json.loads(b"".join(chunks))
-        assert os.waitstatus_to_exitcode(status) == 0, result
-        return result
-
-
-def as_nobody(action: Callable[[], Any]) -> Any:
-    """Run ``action`` once as uid 65534 and return its result."""
-    return Attacker(lambda _control, _reply: action()).finish()
 
 
 def _stopped(stop_fd: int) -> bool:
@@ -104,15 +45,16 @@ def _errno_of(call: Callable[[], Any]) -> str:
     return "succeeded"
 
 
-def swap_everything(directory: Path, secret: Path) -> Callable[[int, int], dict[str, int]]:
+def swap_everything(directory: Path, secret: Path) -> Callable[[Callable[[], None], int, int], dict[str, int]]:
     """The issue's attack as a loop: every name seen in the directory is swapped for a symlink to the
     secret (the chmod-by-path race), gets a symlink planted at ``<name>.tmp`` (Kineto's staging name),
     and, if it is a directory, symlinks planted inside it. On a sync command the round that follows it is
     reported: the names it attacked."""
 
-    def attack(control_fd: int, reply_fd: int) -> dict[str, int]:
+    def attack(ready: Callable[[], None], control_fd: int, reply_fd: int) -> dict[str, int]:
         rounds = swaps = plants = 0
         stop = False
+        ready()
         while not stop or rounds == 0:
             command = os.read(control_fd, 1) if _stopped(control_fd) else b""
             stop = stop or command == b"x"
@@ -140,15 +82,6 @@ def swap_everything(directory: Path, secret: Path) -> Callable[[int, int], dict[
 
 
 @pytest.fixture
-def shared_tmp() -> Iterator[Path]:
-    """A directory like /tmp (root's, mode 1777) that both uids can reach."""
-    base = Path(tempfile.mkdtemp(prefix="capture-trace-security-", dir="/tmp"))
-    os.chmod(base, 0o1777)
-    yield base
-    shutil.rmtree(base)
-
-
-@pytest.fixture
 def secret(tmp_path: Path) -> Path:
     path = tmp_path / "root-only"
     path.write_bytes(SECRET)
@@ -157,12 +90,10 @@ def secret(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server_env(shared_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
-    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(shared_tmp))
-    for name in ("SGLANG_CAPTURE_TRACE_STRICT", "SGLANG_CAPTURE_TRACE_BACKGROUND"):
-        monkeypatch.delenv(name, raising=False)
-    return shared_tmp / "graph_capture_profile"
+def server_env(shared: Path, trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``trace_env`` with the traces in a shared sticky directory, as a server's default /tmp."""
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(shared))
+    return shared / "graph_capture_profile"
 
 
 def _secret_untouched(secret: Path) -> None:
@@ -182,14 +113,14 @@ def test_directory_pre_created_by_another_user_is_refused_while_attacked(
     server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     as_nobody(lambda: os.mkdir(server_env, 0o755))  # the default location, claimed first
-    attacker = Attacker(swap_everything(server_env, secret))
+    attacker = Nobody(swap_everything(server_env, secret))
     try:
         _refused_once(server_env, caplog, "is owned by uid 65534")
         monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
         with pytest.raises(UnsafeDirectoryError, match="owned by uid 65534"):
             export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=0)
     finally:
-        result = attacker.finish()
+        result = attacker.release()
     assert result["rounds"] > 0
     _secret_untouched(secret)
     assert all(p.owner() == "nobody" or p.stat().st_uid == NOBODY for p in server_env.iterdir())  # nothing of ours
@@ -200,11 +131,11 @@ def test_world_writable_directory_without_sticky_bit_is_refused(
 ) -> None:
     server_env.mkdir()
     os.chmod(server_env, 0o777)
-    attacker = Attacker(swap_everything(server_env, secret))
+    attacker = Nobody(swap_everything(server_env, secret))
     try:
         _refused_once(server_env, caplog, "is writable by every user without the sticky bit (mode 0777)")
     finally:
-        attacker.finish()
+        attacker.release()
     _secret_untouched(secret)
     assert all(p.lstat().st_uid == NOBODY for p in server_env.iterdir())
 
@@ -275,7 +206,7 @@ def test_racing_attacker_in_a_shared_sticky_directory_loses(server_env: Path, se
     once every final file is published (each sync's round provably attacked those names)."""
     server_env.mkdir()
     os.chmod(server_env, 0o1777)
-    attacker = Attacker(swap_everything(server_env, secret))
+    attacker = Nobody(swap_everything(server_env, secret))
     staged: list[str] = []
 
     def attack_now(kineto_path: str) -> None:
@@ -292,7 +223,7 @@ def test_racing_attacker_in_a_shared_sticky_directory_loses(server_env: Path, se
         assert wait_for_exports(120)
         published = attacker.sync()
     finally:
-        result = attacker.finish()
+        result = attacker.release()
     assert len(staged) == 8  # every export's staging attacked, before and after Kineto's write
     assert all(path is not None and path.name in published for path in paths)
     assert result["rounds"] > 0 and result["swaps"] == 0
@@ -448,13 +379,13 @@ def hardlinks_unprotected() -> Iterator[bool]:
 
 
 def test_hard_link_to_a_root_symlink_at_the_output_directory_is_refused(
-    server_env: Path, shared_tmp: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    server_env: Path, shared: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Where fs.protected_hardlinks=0 another user can hard-link root's symbolic link (owner root) to the
     output directory's name; one link count too many gives it away. Root's own link (one) still works."""
     roots_dir = tmp_path / "roots"
     roots_dir.mkdir()
-    roots_link = shared_tmp / "roots-link"
+    roots_link = shared / "roots-link"
     os.symlink(roots_dir, roots_link)
     with hardlinks_unprotected() as unprotected:
         if not unprotected:

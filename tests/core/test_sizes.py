@@ -9,20 +9,15 @@ import gzip
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace as _Holder  # a runner, its model_runner, its server_args
 
 import pytest
-from core_helpers import PYTHON, child, child_env, load_trace, matmul_work, profile_of, subprocess_env
+from core_helpers import PYTHON, export_env, load_trace, matmul_work, profile_of, run_ranks, subprocess_env
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.metadata import distributed_info, trace_header
 from mixins.naming import Ranks, Sizes, discover_sizes
 from tests.interop import import_hta
-
-
-class _Holder:
-    def __init__(self, **attrs: Any) -> None:
-        self.__dict__.update(attrs)
 
 
 def test_sizes_from_the_runner_its_model_runner_and_server_args() -> None:
@@ -96,36 +91,9 @@ def test_hta_loads_two_ranks_without_torch_distributed(trace_env: Path) -> None:
         assert trace["distributedInfo"] == {"rank": rank, "source": "sglang-capture-trace"}
 
 
-def _run_gloo_ranks(tmp_path: Path) -> list[Path]:
-    env = child_env(
-        SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1", SGLANG_TORCH_PROFILER_DIR=str(tmp_path / "profiles")
-    )
-    procs = [
-        subprocess.Popen(
-            child("gloo_export", str(rank), str(tmp_path / "store")),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        for rank in (0, 1)
-    ]
-    outputs = []
-    try:
-        for proc in procs:
-            outputs.append(proc.communicate(timeout=300)[0])
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert [p.returncode for p in procs] == [0, 0], outputs
-    lines = [line for out in outputs for line in out.splitlines()]  # torch may print banners: find ours
-    return [Path(json.loads(line.removeprefix("RESULT "))) for line in lines if line.startswith("RESULT ")]
-
-
 def test_two_gloo_ranks_record_sizes_and_check_notices_a_missing_rank(tmp_path: Path) -> None:
-    paths = _run_gloo_ranks(tmp_path)
+    env = export_env(tmp_path / "profiles")
+    paths = [Path(p) for p in run_ranks(2, "gloo_export", str(tmp_path / "store"), env=env)]
     assert [p.name for p in paths] == [f"cuda_graph_capture-GlooRunner-TP-{r}.json.gz" for r in (0, 1)]
     for rank, path in enumerate(paths):
         with gzip.open(path, "rt") as handle:
