@@ -142,13 +142,14 @@ def stand_in_cuda(monkeypatch: Any) -> None:
     """``torch.cuda``'s graph, stream, synchronize, pool and memory calls stood in for one test."""
     import torch
 
-    for name, value in {
+    stand_ins: dict[str, Any] = {
         "CUDAGraph": StandInGraph, "graph": stand_in_scope, "stream": stand_in_scope, "Stream": StandInStream,
         "current_stream": lambda *a, **k: StandInStream(), "synchronize": lambda *a, **k: None,
         "empty_cache": lambda: None, "graph_pool_handle": lambda: ("stand-in graph pool",),
         "memory_allocated": lambda *a, **k: 0, "memory_reserved": lambda *a, **k: 0,
         "mem_get_info": lambda *a, **k: (0, 0),
-    }.items():
+    }
+    for name, value in stand_ins.items():
         monkeypatch.setattr(torch.cuda, name, value)
 
 

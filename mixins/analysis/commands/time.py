@@ -500,7 +500,7 @@ def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | 
 
 
 def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
-    """The TraceTime of a trace's timeline (loaded with or without links); ``vectorised`` False: every
+    """The TraceTime of a trace's timeline; ``vectorised`` False: every
     segment's self time by the stack walk (``_spent``)."""
     segs, source = segments_of(tl.ranges, identity)
     cs = _Calls(tl)
