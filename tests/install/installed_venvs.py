@@ -24,9 +24,9 @@ from tests.built_once import built_once
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-# The runtime dependencies without torch (rich's own: markdown-it-py, mdurl, pygments), pinned to the
-# versions this interpreter has so pip resolves nothing and reuses its cache.
-RUNTIME = ("wrapt", "msgspec", "rich", "markdown-it-py", "mdurl", "pygments")
+# The runtime dependencies without torch (rich's own: markdown-it-py, mdurl, pygments; numpy: the analyzer's
+# columns), pinned to the versions this interpreter has so pip resolves nothing and reuses its cache.
+RUNTIME = ("wrapt", "msgspec", "rich", "numpy", "markdown-it-py", "mdurl", "pygments")
 FOREIGN_MARK = "FOREIGN_MIXINS_IMPORTED"
 
 
