@@ -176,24 +176,41 @@ def test_one_definition_each() -> None:
 UNTIMED = [op("aten::untimed", None), call("cudaLaunchKernel", None), span("capture::bs=9", None)]
 
 
-def test_report_reads_each_trace_once_for_time_and_check(
-    tmp_path: Path, run_cli: Run, monkeypatch: pytest.MonkeyPatch
+# A serving trace replaying the outer window's graph (mm's and add's kernels), written beside the captures
+# as the demo writes it.
+REPLAY = [
+    call("cudaGraphLaunch", 2000, 5, correlation=100),
+    kernel("gemm_kernel", 2010, 3, correlation=100),
+    kernel("add_kernel", 2014, 3, correlation=100),
+]
+
+
+@pytest.mark.parametrize("attributing", [False, True], ids=["time+check", "time+check+attribute"])
+def test_report_reads_each_trace_once(
+    tmp_path: Path, run_cli: Run, monkeypatch: pytest.MonkeyPatch, attributing: bool
 ) -> None:
-    """``report`` reads each capture trace once, for both ``time`` and ``check`` (one model, loaded with
-    Kineto's ids), and its sections equal what the two commands print, untimed events and all."""
+    """``report`` reads each trace once: every capture once for ``time``, ``check`` and (given ``--replay``)
+    ``attribute``'s windows (one model, loaded with Kineto's ids), and a replay lying in the captures'
+    folder only as the replay. Its sections equal what the three commands print, untimed events and all."""
     folder = tmp_path / "graph_capture_profile"
     folder.mkdir()
     for rank in (0, 1):
         write_trace(folder / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{rank}.json.gz", EVENTS + UNTIMED)
+    replay = write_trace(folder / "replay-TP-0.json.gz", REPLAY) if attributing else None
     rc, out, err = run_cli("summary", "--json", folder / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz")
     assert rc == 0, err
     outside = json.loads(out)["traces"][0]["segments"][-1]
     assert (outside["label"], outside["cpu_ops"], outside["launches"]) == ("(outside)", 1, 1)
-    expected = {}
+    expected: dict[str, Any] = {"attribute": None}
     for command in ("time", "check"):
-        rc, out, err = run_cli(command, "--json", folder)
+        rc, out, err = run_cli(command, "--json", folder)  # a replay in the folder: skipped
         assert rc == 0, err
         expected[command] = json.loads(out)
+    if replay is not None:
+        rc, out, err = run_cli("attribute", "--json", "--any-rank", replay, folder)
+        assert rc == 0, err
+        expected["attribute"] = json.loads(out)
+        assert expected["attribute"]["coverage"]["graph_kernels_attributed"] == 2
 
     from mixins.analysis.commands.report import report_dicts
     from mixins.analysis.read import safe_io
@@ -206,11 +223,11 @@ def test_report_reads_each_trace_once_for_time_and_check(
         return open_input(path)
 
     monkeypatch.setattr(safe_io, "open_input", counted)
-    args = argparse.Namespace(traces=[str(folder)], replay=None, jobs=1, any_rank=False)
+    args = argparse.Namespace(traces=[str(folder)], replay=replay and str(replay), jobs=1, any_rank=True)
     got = report_dicts(args)
     assert got is not None
     time_json, check_json, attribute_json = got
-    assert (time_json, check_json, attribute_json) == (expected["time"], expected["check"], None)
+    assert (time_json, check_json, attribute_json) == (expected["time"], expected["check"], expected["attribute"])
     assert sorted(opened) == sorted(str(p) for p in folder.iterdir())  # each once
 
 

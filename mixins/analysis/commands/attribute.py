@@ -39,7 +39,7 @@ from mixins.analysis.read.safe_io import STDOUT_NAMES
 from mixins.helptext import add_command, non_negative_int
 from mixins.usage import DIFFERENT, OK, TROUBLE
 
-__all__ = ["add", "cmd_attribute", "csv_rows", "CSV_COLUMNS"]
+__all__ = ["add", "cmd_attribute", "capture_inputs", "csv_rows", "CSV_COLUMNS"]
 
 LOW_COVERAGE = DIFFERENT  # exit 1: coverage below --min-coverage
 Progress = Callable[[int, int], None]  # the reader's (bytes read, file size) callback: a bar on a terminal
@@ -121,6 +121,15 @@ def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Det
         out.update((f, details) for f in files)
         listed.update(from_listing)
     return out, listed
+
+
+def capture_inputs(paths: list[str], replay: str) -> dict[str, Details]:
+    """:func:`_capture_inputs` for ``report``, which reads the captures itself (once, for three commands):
+    a CAPTURE that is the replay is refused in one line, as ``attribute`` refuses it."""
+    try:
+        return _capture_inputs(paths, _files(replay)[0])[0]
+    except _SameAsReplay as exc:
+        raise _same_file(exc) from None
 
 
 def _capture_job(path: str, details: dict[str, Details], progress: Progress | None = None) -> Capture:
@@ -263,12 +272,15 @@ def _matched_against(caps: list[Capture]) -> tuple[list[Window], list[str]]:
 
 
 def _attribute_all(
-    args: argparse.Namespace, replays: list[str], listed_replays: Collection[str]
+    args: argparse.Namespace, replays: list[str], listed_replays: Collection[str], caps: list[Capture] | None
 ) -> tuple[list[Attribution], bool, int | None]:
-    """Results, whether any file was bad, and the captures' rank."""
-    if _overlaps(args, replays):
+    """Results, whether any file was bad, and the captures' rank; ``caps``: the captures already read."""
+    if caps is not None:
+        rank = _capture_rank(caps, args.any_rank)
+    elif _overlaps(args, replays):
         return _attribute_overlapped(args, replays[0], listed_replays)
-    caps, rank = _load_captures(args, replays)
+    else:
+        caps, rank = _load_captures(args, replays)
     extra = (*_matched_against(caps), bool(args.annotate), rank, args.any_rank)
     results = map_files(_replay_job, replays, extra, args.jobs, not args.json)
     return (*collect_results(results, listed_replays), rank)
@@ -335,13 +347,15 @@ def _outputs(args: argparse.Namespace, results: list[Attribution], capture_rank:
             render.error(warning, "warning")
 
 
-def cmd_attribute(args: argparse.Namespace) -> int:
+def cmd_attribute(args: argparse.Namespace, caps: list[Capture] | None = None) -> int:
+    """``caps``: the CAPTURE arguments already read (``report``'s: :func:`capture_inputs`, then
+    ``windows.capture_of`` on its one model of each); else they are read here."""
     try:
         replays, listed = _files(args.replay)
         _check_options(args, replays)
         # --annotate reads the replay twice: both times from one descriptor opened here (reader.holding)
         with holding(replays[0]) if args.annotate else nullcontext():
-            results, bad, rank = _attribute_all(args, replays, listed)
+            results, bad, rank = _attribute_all(args, replays, listed, caps)
             if results:  # over a directory, the good replays are still shown when one is bad
                 _outputs(args, results, rank)
             if bad:

@@ -1,13 +1,13 @@
 """``report``: obtains the dicts ``time --json``, ``check --json`` and ``attribute --json`` print, hands
 them to ``report_html.render_report`` and writes the page through ``safe_io.output_file``.
 
-An adapter only. Each capture trace is read once (``capture_job``: one model, read with Kineto's ids) and both
-``time``'s computation (``time.build``) and ``check``'s (``check.check_doc`` over the compact records) run
-on it; the dicts are serialised by ``render.print_json`` as those commands print them
-(tests/analysis/test_report.py holds them equal). ``attribute`` is run in this process exactly as the
-console script runs it (its own parser, ``--json``, stdout captured). Nothing is written when an input is
-bad or plotly (extra ``[report]``) is missing. Design: docs/DESIGN.md §7.3.
-"""
+An adapter only. Each trace file is read once: a capture into one model with Kineto's ids (``capture_job``),
+on which ``time``'s computation (``time.build``), ``check``'s (``check.check_doc`` over the compact records)
+and, given ``--replay``, ``attribute``'s capture windows all run; ``attribute`` then runs in this process
+as the console script runs it (its own parser, ``--json``, stdout captured) over those captures, reading
+only the replay. The dicts are serialised by ``render.print_json`` as those commands print them
+(tests/analysis/test_one_model.py and test_report.py hold them equal). Nothing is written when an input is
+bad or plotly (extra ``[report]``) is missing. Design: docs/DESIGN.md §7.3."""
 
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ from mixins.analysis.commands.check import check_doc
 from mixins.analysis.commands.time import time_doc
 from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model.roles import READS
-from mixins.analysis.read.reader import TraceError, current_limits
+from mixins.analysis.read.reader import TraceError
 from mixins.helptext import add_command
 from mixins.one_line import one_line
 
 if TYPE_CHECKING:
+    from mixins.analysis.commands.attribute import Details
     from mixins.analysis.model.record import CompactTrace
+    from mixins.analysis.model.windows import Capture
 
 __all__ = ["add", "cmd_report", "report_dicts", "capture_job"]
 
@@ -67,30 +69,40 @@ def _printed(run: Callable[[], int]) -> tuple[int, Any]:
     return rc, json.loads(text) if text.strip() else None
 
 
-def _command_json(argv: list[str]) -> tuple[int, Any]:
-    """Run one analyzer command as the console script does (its own parser), with ``--json``."""
+def _attribute_json(args: argparse.Namespace, caps: list[Capture]) -> tuple[int, Any]:
+    """``attribute --json`` as the console script runs it (its own parser, so its defaults), over the
+    captures already read: only the replay is read here."""
     from mixins.analysis import cli
+    from mixins.analysis.commands.attribute import cmd_attribute
 
     parser = argparse.ArgumentParser(prog="capture-trace")
-    cli.add_commands(parser.add_subparsers(dest="command", required=True), only=argv[0])
-    args = parser.parse_args([*argv, "--json"])
-    return _printed(lambda: int(args.func(args)))
+    cli.add_commands(parser.add_subparsers(dest="command", required=True), only="attribute")
+    extra = ["--any-rank"] if args.any_rank else []
+    ns = parser.parse_args(["attribute", args.replay, *args.traces, "--jobs", str(args.jobs), *extra, "--json"])
+    return _printed(lambda: cmd_attribute(ns, caps))  # under report's limits (``with_limits``)
 
 
-def capture_job(path: str, progress: Callable[[int, int], None] | None = None) -> tuple[Any, CompactTrace]:
-    """One reading of a capture trace for two commands: ``time --json``'s object for it (default ``--top``)
-    and the compact record ``check`` compares."""
+def capture_job(
+    path: str, details: dict[str, Details] | None = None, progress: Callable[[int, int], None] | None = None
+) -> tuple[Any, Capture | None, CompactTrace]:
+    """One reading of a capture trace for three commands: ``time --json``'s object for it (default ``--top``),
+    its capture windows for ``attribute`` (given its folder's ``details``: attributing) and the compact
+    record ``check`` compares (last: ``jobs.result_identity`` reads its identity)."""
     from mixins.analysis.commands.time import DEFAULT_TOP, build
     from mixins.analysis.model.record import compact
     from mixins.analysis.model.records import record_of
     from mixins.analysis.model.roles import identify
     from mixins.analysis.model.timeline import load_timeline
+    from mixins.analysis.model.windows import capture_of
     from mixins.analysis.read.reader import Event
     from mixins.analysis.serialise import to_json
 
-    tl = load_timeline(path, progress, fields=Event)
+    tl = load_timeline(path, progress, fields=Event)  # the superset: the record's fields hold time's and attribute's
     identity = identify(tl)
-    return to_json(build(path, identity, tl, DEFAULT_TOP)), compact(record_of(tl, identity))
+    time_json, record = to_json(build(path, identity, tl, DEFAULT_TOP)), compact(record_of(tl, identity))
+    capture = None if details is None else capture_of(tl, identity, details.get(path))
+    tl.joined = None  # the model and its joins refer to each other: freed on return, not at the next collection
+    return time_json, capture, record
 
 
 def _as_printed(doc: Any) -> Any:
@@ -106,23 +118,29 @@ def _as_printed(doc: Any) -> Any:
 def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None] | None:
     """(time, check, attribute) as their ``--json`` prints them; None when an input was bad (reported)."""
     files, listed, bad_dir = expand_paths(list(args.traces))
+    details = None
+    if args.replay is not None and not bad_dir:  # attribute's captures, less the replay (a folder may hold both)
+        from mixins.analysis.commands.attribute import capture_inputs
+
+        try:
+            details = capture_inputs(list(args.traces), args.replay)
+        except TraceError as exc:
+            render.error(str(exc))
+            return None
+        files = [f for f in files if f in details]
     failed: list[str] = []
     read, bad = collect_results(
-        map_files(capture_job, files, (), args.jobs, False), listed, failed, ("report", READS["report"])
+        map_files(capture_job, files, (details,), args.jobs, False), listed, failed, ("report", READS["report"])
     )
     if bad or bad_dir:
         return None
-    time_json = _as_printed(time_doc([t for t, _ in read], [c.identity for _, c in read]))
+    time_json = _as_printed(time_doc([t for t, _, _ in read], [c.identity for _, _, c in read]))
     where = args.traces[0] if len(args.traces) == 1 else list(args.traces)
-    check_json = _as_printed(check_doc([c for _, c in read], failed, bad, where))
+    check_json = _as_printed(check_doc([c for _, _, c in read], failed, bad, where))
     attribute_json = None
-    if args.replay is not None:
-        extra = ["--any-rank"] if args.any_rank else []
-        limits = current_limits()
-        common = ["--max-events", str(limits.max_events), "--max-value-mib", str(limits.max_value_bytes >> 20),
-                  "--max-distinct-mib", str(limits.max_distinct_bytes >> 20)]
-        jobs = ["--jobs", str(args.jobs)]
-        rc, attribute_json = _command_json(["attribute", args.replay, *args.traces, *jobs, *extra, *common])
+    if details is not None:
+        caps = {cap.path: cap for _, cap, _ in read if cap is not None}  # a file given twice is one capture
+        rc, attribute_json = _attribute_json(args, list(caps.values()))
         if rc != OK or attribute_json is None:
             return None
     return time_json, check_json, attribute_json
@@ -139,8 +157,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         if dicts is None:
             return TROUBLE
         inputs = [*args.traces, *([] if args.replay is None else [f"replay: {args.replay}"])]
-        text = render_report(*dicts, inputs=inputs, version=distribution_version(PACKAGE))
-        page = text.encode(errors="backslashreplace")  # script_json escapes them already; never a traceback
+        # one expression: the page's text (5 MB of plotly.js and more) is freed once encoded, not held beside it
+        page = render_report(*dicts, inputs=inputs, version=distribution_version(PACKAGE)).encode(
+            errors="backslashreplace"  # script_json escapes them already; never a traceback
+        )
         with output_file(args.output) as f:
             f.write(page)
     except (ReportUnavailable, TraceError) as exc:

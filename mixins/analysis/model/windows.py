@@ -29,7 +29,8 @@ from mixins.analysis.read.reader import MAX_OVERLAPPING_PAIRS, TraceError
 from mixins.analysis.read.safe_io import read_small_json
 
 __all__ = [
-    "Site", "Node", "Window", "Capture", "load_capture", "windows_of", "read_execution_details", "sites_of_calls",
+    "Site", "Node", "Window", "Capture", "load_capture", "capture_of", "windows_of", "read_execution_details",
+    "sites_of_calls",
 ]
 
 NO_MODULE = "NA"  # TraceLens's parent_module when no nn.Module encloses the op
@@ -353,11 +354,15 @@ def load_capture(
 ) -> Capture:
     """Read one capture trace into its windows (raises TraceError on bad input); ``progress`` as the reader's."""
     tl = load_timeline(path, progress)
-    identity = identify(tl)
+    return capture_of(tl, identify(tl), details)
+
+
+def capture_of(tl: Timeline, identity: Identity, details: dict[str, tuple[int, str | None]] | None = None) -> Capture:
+    """The windows of a capture already read (``report`` reads it once, with Kineto's ids, for three commands)."""
     segs, source = segments_of(tl.ranges, identity)
-    got = (details or {}).get(os.path.basename(path))
+    got = (details or {}).get(os.path.basename(tl.path))
     if got is not None and source == "all":
         bs, mode = got
         segs, source = [Segment(vllm_label(bs, mode))], "filename"  # TraceLens indexes vLLM's captures
-    rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
-    return Capture(path, identity, rank, windows_of(tl, identity, segs, source))
+    rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(tl.path)
+    return Capture(tl.path, identity, rank, windows_of(tl, identity, segs, source))
