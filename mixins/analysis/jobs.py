@@ -1,13 +1,6 @@
 """Files in, results out, for every analyzer command: which files a path names, each read in a worker
-process (one per core) under the reader's limits, and one line per file that failed.
-
-Exit codes (``mixins.usage``, as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or
-usage; trouble (2) wins over a difference (1), so a CI gate never passes on an unreadable rank. 141 (128 +
-SIGPIPE, ``BROKEN_PIPE``): the reader of stdout went away (``… | head``), quietly.
-Each worker returns a small summary or compact sequences, never raw events. Whatever goes wrong with
-one file (bad input, a limit, a bug, a dead worker) is that file's one-line error: the other files are
-still reported.
-"""
+process under the reader's limits, and one line per file that failed (whatever went wrong: the other
+files are still reported). Exit codes: ``mixins.usage``; trouble (2) wins over a difference (1)."""
 
 from __future__ import annotations
 
@@ -35,7 +28,6 @@ __all__ = [
     "OK", "DIFFERENT", "TROUBLE", "DIR_HELP", "add_jobs_option", "with_limits", "trace_files", "expand_paths",
     "run_one", "map_files", "gather", "collect_results", "listed_in", "result_identity",
 ]
-
 
 
 def add_jobs_option(p: argparse.ArgumentParser) -> None:
@@ -69,7 +61,6 @@ def with_limits(
         metavar="MIB",
         help=f"refuse a larger key, top-level value or event (default {d.max_value_bytes >> 20})",
     )
-
     p.add_argument(
         "--max-distinct-mib",
         type=int_at_least(1, "--max-distinct-mib"),
@@ -121,8 +112,8 @@ def trace_files(directory: str) -> list[str]:
 
 
 def expand_paths(paths: list[str]) -> tuple[list[str], set[str], bool]:
-    """Files as given, directories as their traces (also returned as ``listed``: see
-    :func:`collect_results`); bad directories reported (``True``)."""
+    """Files as given, directories as their traces (also returned as ``listed``), and whether a
+    directory was bad (reported)."""
     files, listed, bad = [], set(), False
     for path in paths:
         if not os.path.isdir(path):
@@ -160,8 +151,7 @@ def run_one(limits: Limits, job: Callable[..., Any], path: str, *extra: Any) -> 
 
 
 def _note_cut(path: str, n: int) -> None:
-    """One note for a trace whose texts the reader cut (``reader.MAX_TEXT``), so a cut name is never mistaken
-    for the whole one."""
+    """One note for a trace whose texts the reader cut (``reader.MAX_TEXT``)."""
     if n:
         said = f"{n:,} text{'s' * (n != 1)} longer than {MAX_TEXT:,} characters cut"
         render.error(f"{path}: {said} (shown ending in '…[N more characters]')", "note")
@@ -218,15 +208,10 @@ def collect_results(
     failed: list[str] | None = None,
     reads: tuple[str, Collection[str]] | None = None,
 ) -> tuple[list[Any], bool]:
-    """Results in order, and whether any file was bad (each reported on stderr as it comes).
-
-    A file found by listing a folder (``listed``) that holds valid JSON but no trace, and whose name does
-    not say it is one (``execution_details.json``, a config), is skipped with one INFO line: folders as
-    sglang, vLLM and TraceLens lay them out work. Named on the command line, or trace-named, it is an
-    error. ``reads`` = (command, the roles it reads, ``model.roles``): a trace of another role is skipped
-    with one INFO line when a folder listing found it, else it is an error line (exit 2). ``failed``
-    collects the paths reported as errors. A folder all of whose files were skipped held nothing the
-    command reads: that is an error (exit 2), never an empty success."""
+    """Results in order, and whether any file was bad (each reported on stderr as it comes; ``failed``
+    collects their paths). A file a folder listing found (``listed``) that is JSON but no trace, and not
+    trace-named, or of a role the command does not read (``reads``: (command, its roles)), is skipped with
+    one INFO line; a folder where all were skipped is an error (docs/DESIGN.md §7, §7.4)."""
     from mixins.analysis.model.roles import ROLE_NAMES, refusal, role_in
 
     good, bad = [], False

@@ -53,10 +53,9 @@ def check_result(
     """``check --json``'s object for ``files`` (``where``: what was named: a folder, or a list of paths)
     and whether a file was bad (each reported on stderr)."""
     from mixins.analysis.commands.compare import compact_job
-
-    failed: list[str] = []
     from mixins.analysis.model.roles import READS
 
+    failed: list[str] = []
     traces, bad = collect_results(
         map_files(compact_job, files, (), jobs, show), listed, failed, ("check", READS["check"])
     )

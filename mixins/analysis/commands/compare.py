@@ -1,9 +1,6 @@
-"""``diff`` (two traces) and ``check`` (TP ranks of a group): compare ordered op-signature sequences.
-
-Why sequences and not counts: a rank that captured the same ops in another order, or one op with
-other shapes, issues different collectives in a different order; that is how NCCL hangs start.
-Timestamps, durations, pids/tids, correlation and External ids never take part (see ``Op.key``).
-"""
+"""``diff`` (two traces) and ``check`` (TP ranks of a group) compare ordered op-signature sequences
+(``Op.key``), not counts: ops in another order or with other shapes issue other collectives, which is how
+NCCL hangs start."""
 
 from __future__ import annotations
 
@@ -26,7 +23,7 @@ _EXAMPLES = 5
 
 
 class _Keys:
-    """Global interning of op keys so sequences from different files compare as int arrays."""
+    """Op keys interned across files, so sequences compare as int arrays."""
 
     def __init__(self) -> None:
         self.index: dict[tuple[Any, ...], int] = {}
@@ -174,10 +171,8 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
 
 
 def group_key(t: CompactTrace) -> tuple[Any, ...]:
-    """(run, runner, pp_rank, capture index, batch size of an upstream per-batch-size file, data-parallel
-    replica): ranks are compared within one server start (``roles.run_key``), never across two; a trace
-    without a TP rank is its own group, never merged. Each replica is a TP group of its own: two replicas'
-    TP 0 are two ranks 0, not two claims to one."""
+    """(run, runner, pp_rank, capture index, upstream batch size, DP replica): ranks are compared within
+    one run and one replica; a trace without a TP rank is a group of its own."""
     ident = t.identity
     if ident.tp_rank is None:
         return (ident.run, "?", t.path)
@@ -317,8 +312,8 @@ _SHOWN_GAPS = 20  # gaps listed before "N more"
 
 
 def _gaps(present: list[int], size: int) -> list[tuple[int, int]]:
-    """The ranks of ``range(size)`` not in sorted ``present``, as inclusive (first, last) runs: one
-    walk over what is present, never a set of the whole range (sizes are bounded, still no need)."""
+    """The ranks of ``range(size)`` not in sorted ``present``, as inclusive (first, last) runs, by one walk
+    over what is present (never a set of the whole range)."""
     out, expect = [], 0
     for r in present:
         if r >= size:
@@ -365,8 +360,7 @@ def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
 
 
 def _no_trace(first: GroupCheck, kind: str, found: set[int], present: set[int], disagree: str = "") -> None:
-    """``kind`` ranks (PP stages, DP replicas) of the recorded size that have no trace at all (so no group),
-    reported on the family's ``first`` group."""
+    """``kind`` ranks (PP stages, DP replicas) of the recorded size without any trace, on ``first``."""
     size = f"{kind.lower()}_size"
     if len(found) > 1:
         first.problems.append(f"traces disagree on {size} ({', '.join(map(str, sorted(found)))}){disagree}")

@@ -1,8 +1,5 @@
-"""The compact per-trace model: kernels, op signatures, ops, segments, the record, compact sequences.
-
-Why compact: ``summary``, ``diff`` and ``check`` only need, per segment, counts and the ordered
-sequence of op signatures with their kernels; everything here is small, interned and picklable.
-"""
+"""The op-sequence record: per segment, counts and the ordered op signatures with their kernels; small,
+interned and picklable (worker processes send it back)."""
 
 from __future__ import annotations
 
@@ -89,9 +86,8 @@ class Op(Struct):
 
 
 class OpColumns(Struct):
-    """Every op of a trace as columns, by its index in the timeline: what ``summary``, ``diff`` and
-    ``check`` read in bulk. Why columns: one :class:`Op` object per op cost about a second on a
-    half-million-op trace; :attr:`Segment.ops` builds those views only when asked."""
+    """Every op of a trace as columns, by its timeline index: one :class:`Op` per op cost about a second on
+    a half-million-op trace, so :attr:`Segment.ops` builds them only when asked."""
 
     sig: array  # "i": into ``sigs``
     ts: array  # "d"
@@ -127,7 +123,7 @@ class OpColumns(Struct):
 
     def shape_counts(self, members: array) -> Counter[tuple[str, str, str]]:
         """How often each ``Signature.shape_key`` occurs among ``members``, in order of first occurrence
-        (``most_common`` keeps it on ties): one ``np.unique`` over the signature ids."""
+        (``most_common`` keeps it on ties)."""
         import numpy as np
 
         sig = np.frombuffer(self.sig, np.int32)[np.frombuffer(members, np.int32)]
@@ -158,7 +154,7 @@ class Segment(Struct):
 
     @property
     def ops(self) -> list[Op]:
-        """Its ops in time order, as objects (built on each call: the record keeps columns)."""
+        """Its ops in time order, built on each call."""
         table = self.table
         return [] if table is None else list(map(table.op, self.members))
 
@@ -180,10 +176,7 @@ class TraceRecord(Struct):
     segment_source: str  # "capture::" | "filename" | "foreign" | "all"
 
     def segment(self, label: str) -> Segment | None:
-        for s in self.segments:
-            if s.label == label:
-                return s
-        return None
+        return next((s for s in self.segments if s.label == label), None)
 
 
 class CompactTrace(Struct):
