@@ -47,28 +47,14 @@ def with_limits(
             "--wide", action="store_true",
             help="on a narrow terminal keep every table column (default: leave the least important out, with a note)",
         )
-    p.add_argument(
-        "--max-events",
-        type=int_at_least(1, "--max-events"),
-        default=d.max_events,
-        metavar="N",
-        help=f"refuse a trace with more traceEvents elements (default {d.max_events:,})",
-    )
-    p.add_argument(
-        "--max-value-mib",
-        type=int_at_least(1, "--max-value-mib"),
-        default=d.max_value_bytes >> 20,
-        metavar="MIB",
-        help=f"refuse a larger key, top-level value or event (default {d.max_value_bytes >> 20})",
-    )
-    p.add_argument(
-        "--max-distinct-mib",
-        type=int_at_least(1, "--max-distinct-mib"),
-        default=d.max_distinct_bytes >> 20,
-        metavar="MIB",
-        help="refuse a trace whose distinct names, shapes, threads and ranges would take more "
-        f"(default {d.max_distinct_bytes >> 20})",
-    )
+    for flag, default, metavar, what in (
+        ("--max-events", d.max_events, "N", "a trace with more traceEvents elements"),
+        ("--max-value-mib", d.max_value_bytes >> 20, "MIB", "a larger key, top-level value or event"),
+        ("--max-distinct-mib", d.max_distinct_bytes >> 20, "MIB",
+         "a trace whose distinct names, shapes, threads and ranges would take more"),
+    ):
+        p.add_argument(flag, type=int_at_least(1, flag), default=default, metavar=metavar,
+                       help=f"refuse {what} (default {default:,})")
 
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:

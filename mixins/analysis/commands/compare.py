@@ -14,6 +14,7 @@ from msgspec import Struct, field
 from mixins.analysis.model.align import opcodes
 from mixins.analysis.model.record import CompactTrace
 from mixins.analysis.model.roles import run_labels
+from mixins.analysis.model.timeline import Interner
 from mixins.analysis.render import cut
 from mixins.analysis.serialise import op_json
 
@@ -22,22 +23,10 @@ __all__ = ["SegmentDiff", "Divergence", "GroupCheck", "diff_traces", "check_trac
 _EXAMPLES = 5
 
 
-class _Keys:
-    """Op keys interned across files, so sequences compare as int arrays."""
-
-    def __init__(self) -> None:
-        self.index: dict[tuple[Any, ...], int] = {}
-        self.keys: list[tuple[Any, ...]] = []
-
-    def remap(self, t: CompactTrace) -> list[array]:
-        trans = []
-        for key in t.table:
-            j = self.index.get(key)
-            if j is None:
-                j = self.index[key] = len(self.keys)
-                self.keys.append(key)
-            trans.append(j)
-        return [array("i", [trans[x] for x in seq]) for seq in t.seqs]
+def _remap(keys: Interner, t: CompactTrace) -> list[array]:
+    """``t``'s sequences as ids of op keys interned across files, so sequences compare as int arrays."""
+    ids = keys.many(t.table)
+    return [array("i", map(ids.__getitem__, seq)) for seq in t.seqs]
 
 
 class SegmentDiff(Struct):
@@ -148,8 +137,8 @@ def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> Se
 
 def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
     """Per segment (matched by label, A's order then B's extras): what B added, removed, changed."""
-    keys = _Keys()
-    sa, sb = keys.remap(a), keys.remap(b)
+    keys = Interner()
+    sa, sb = _remap(keys, a), _remap(keys, b)
     by_b = dict(zip(b.labels, sb, strict=True))
     out = []
     for label, seq in zip(a.labels, sa, strict=True):
@@ -159,7 +148,7 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
         elif other is None:
             out.append(SegmentDiff(label, "only_a", len(seq), 0, removed=len(seq)))
         else:
-            out.append(_diff_seq(label, seq, other, keys.keys))
+            out.append(_diff_seq(label, seq, other, keys.values))
     in_a = set(a.labels)
     for label, seq in zip(b.labels, sb, strict=True):
         if label not in in_a and seq:
@@ -231,10 +220,10 @@ class GroupCheck(Struct):
 
 
 def _first_divergence(
-    ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: _Keys
+    ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: Interner
 ) -> Divergence | None:
     """The first segment (reference order, then the member's extras) where member ``m`` differs."""
-    seqs = dict(zip(m.labels, keys.remap(m), strict=True))
+    seqs = dict(zip(m.labels, _remap(keys, m), strict=True))
     for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
         a, b = ref_seqs.get(label), seqs.get(label)
         if (a is None or b is None) and not (a or b):
@@ -244,8 +233,8 @@ def _first_divergence(
             return Divergence(label, rank, m.path, None, None, None, len(a or ()), len(b or ()))
         pos = _first_diff(a, b)
         if pos is not None:  # the first divergent op of this rank is what matters
-            at_a = op_json(keys.keys[a[pos]]) if pos < len(a) else None
-            at_b = op_json(keys.keys[b[pos]]) if pos < len(b) else None
+            at_a = op_json(keys.values[a[pos]]) if pos < len(a) else None
+            at_b = op_json(keys.values[b[pos]]) if pos < len(b) else None
             return Divergence(label, rank, m.path, pos, at_a, at_b, len(a), len(b))
     return None
 
@@ -265,7 +254,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
     for t in traces:
         groups.setdefault(group_key(t), []).append(t)
     runs = run_labels(t.identity.run for t in traces)
-    keys = _Keys()
+    keys = Interner()
     out = []
     order = {run: n for n, run in enumerate(runs)}
     for gkey in sorted(groups, key=lambda k: (order[k[0]], repr(k[1:]))):  # runs in the order given
@@ -288,7 +277,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         if len(members) == 1:
             g.notes.append("only one rank: nothing to compare")
             continue
-        ref_seqs = dict(zip(ref.labels, keys.remap(ref), strict=True))
+        ref_seqs = dict(zip(ref.labels, _remap(keys, ref), strict=True))
         for m in members[1:]:
             d = _first_divergence(ref, ref_seqs, m, keys)
             if d is not None:

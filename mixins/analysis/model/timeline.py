@@ -28,7 +28,7 @@ from mixins.analysis.read.reader import (
 
 __all__ = [
     "BareEvent", "Event", "SlimEvent", "Intervals", "Ops", "Timeline", "IdIndex", "ByCorrelation", "Joins",
-    "load_timeline", "innermost",
+    "load_timeline", "innermost", "Interner",
 ]
 
 _NAN = float("nan")
@@ -60,8 +60,8 @@ def _IS_TEXT(x: Any) -> bool:  # noqa: N802 - used as a filter predicate
 _NAME = attrgetter("name")
 
 
-class _Interner:
-    """Values -> small ints, and back."""
+class Interner:
+    """Values -> small ints (``ids``), and back (``values``)."""
 
     def __init__(self) -> None:
         self.ids: dict[Any, int] = {}
@@ -224,16 +224,11 @@ class ByCorrelation:
             lo = hi
 
 
-FlowKey = tuple[int, float]  # (thread index, ts)
-
-
-def _flow_ids(wanted: set[FlowKey], threads: array, ts: array, ids: array) -> dict[FlowKey, int]:
-    """(thread, ts) -> flow id for the wanted keys only; a later flow at the same key wins (as a dict would)."""
-    out: dict[FlowKey, int] = {}
-    for n, key in enumerate(zip(threads, ts, strict=True)):
-        if key in wanted:
-            out[key] = ids[n]
-    return out
+def _flow_ids(rows: list[int], threads: array, ts: array, flows: tuple[array, array, array]) -> list[tuple[int, int]]:
+    """(row, id of the flow at its (thread, ts)) for the rows at one; a later flow at one place wins."""
+    wanted = {(threads[i], ts[i]) for i in rows}
+    found = {key: fid for key, fid in zip(zip(flows[0], flows[1], strict=True), flows[2], strict=True) if key in wanted}
+    return [(i, fid) for i in rows if (fid := found.get((threads[i], ts[i]), -1)) >= 0]
 
 
 class Joins:
@@ -256,17 +251,16 @@ class Joins:
 
     def calls_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
         """correlation (``resolved``: or flow id) -> call index, of the given kinds (none given: any)."""
-        c = self.tl.calls
-        ids = self.launch_corr if resolved else c.corr
-        return cast(IdIndex, self._once(("calls", resolved, *kinds),
-                                        lambda: IdIndex.where(ids, c.kind if kinds else None, *kinds)))
+        return self._by_corr(self.tl.calls, self.launch_corr, kinds, resolved)
 
     def device_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
         """correlation (``resolved``: or flow id) -> device record index, of the given kinds (none: any)."""
-        d = self.tl.device
-        ids = self.kernel_corr if resolved else d.corr
-        return cast(IdIndex, self._once(("device", resolved, *kinds),
-                                        lambda: IdIndex.where(ids, d.kind if kinds else None, *kinds)))
+        return self._by_corr(self.tl.device, self.kernel_corr, kinds, resolved)
+
+    def _by_corr(self, rows: Calls | Device, flowed: array, kinds: tuple[int, ...], resolved: bool) -> IdIndex:
+        ids = flowed if resolved else rows.corr
+        return cast(IdIndex, self._once((type(rows), resolved, *kinds),
+                                        lambda: IdIndex.where(ids, rows.kind if kinds else None, *kinds)))
 
     def device_groups(self) -> ByCorrelation:
         """Device records grouped by their own correlation."""
@@ -294,39 +288,21 @@ class Joins:
 
     def _resolve_flows(self) -> None:
         """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
-        tl = self.tl
-        c, d, flows = tl.calls, tl.device, tl.flows
-        launches = {
-            i: (c.thread[i], c.start[i])
-            for i in range(len(c.kind))
-            if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)
-        } if flows.start[2] else {}
-        if launches:
-            starts = _flow_ids(set(launches.values()), *flows.start)
-            for i, key in launches.items():
-                fid = starts.get(key, -1)
-                if fid >= 0:
-                    self.launch_corr[i] = fid
-                    if self.cpu_of(fid) is None:
-                        self.flow_cpu[fid] = i
-        kernels = {
-            k: (d.thread[k], d.start[k]) for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL
-        } if flows.end[2] else {}
-        if kernels:
-            ends = _flow_ids(set(kernels.values()), *flows.end)
-            for k, key in kernels.items():
-                fid = ends.get(key, -1)
-                if fid >= 0:
-                    self.kernel_corr[k] = fid
+        c, d, flows = self.tl.calls, self.tl.device, self.tl.flows
+        if flows.start[2]:
+            launches = [i for i in range(len(c.kind)) if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)]
+            for i, fid in _flow_ids(launches, c.thread, c.start, flows.start):
+                self.launch_corr[i] = fid
+                if self.calls_by_corr(resolved=False).last(fid) is None:  # no call has it as its own
+                    self.flow_cpu.setdefault(fid, i)
+        if flows.end[2]:
+            kernels = [k for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL]
+            for k, fid in _flow_ids(kernels, d.thread, d.start, flows.end):
+                self.kernel_corr[k] = fid
 
     def annotation_by_ext(self) -> IdIndex:
         """External id -> annotation row (``Timeline.annotations``), the first with it."""
         return cast(IdIndex, self._once(("annotations",), lambda: IdIndex.where(self.tl.annotations.ext)))
-
-    def cpu_of(self, corr: int) -> int | None:
-        """The runtime / driver call (index) with correlation ``corr`` (or flow id)."""
-        got = self.calls_by_corr(resolved=False).last(corr)
-        return got if got is not None else self.flow_cpu.get(corr)
 
 
 class Timeline(Struct):
@@ -440,14 +416,14 @@ class _Builder:
     def __init__(self, tl: Timeline, ids: bool) -> None:
         self.tl = tl
         self.ids = ids
-        self.call_names = _Interner()
+        self.call_names = Interner()
         self.lo = float("inf")
         self.hi = float("-inf")
-        self.threads = _Interner()
-        self.raw_sigs = _Interner()
-        self.concretes = _Interner()
-        self.modules = _Interner()
-        self.kernels = _Interner()
+        self.threads = Interner()
+        self.raw_sigs = Interner()
+        self.concretes = Interner()
+        self.modules = Interner()
+        self.kernels = Interner()
         self.budget = current_limits().max_distinct_bytes
         self.distinct = 0  # bytes charged so far for distinct things held (Limits.max_distinct_bytes)
         self.charged: dict[int, int] = {}  # id of each charged list -> how many of its items are charged
