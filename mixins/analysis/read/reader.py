@@ -15,7 +15,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import IO, Annotated, Any, ClassVar, NamedTuple
+from typing import IO, Annotated, Any, ClassVar, NamedTuple, cast
 
 import msgspec
 from msgspec import Struct
@@ -243,54 +243,48 @@ KEEP_KEYS = frozenset(
 )
 
 
+_ARG_FORMS = {"dims": "raw", "types": "raw", "concrete": "raw", "grid": "ints", "block": "ints", "kernel": "text"}
+
+
+def _pick(v: Any, types: tuple[type, ...]) -> Any:
+    """``v`` if of ``types`` (never a bool), texts cut (:func:`cut_text`); else None."""
+    if isinstance(v, bool) or not isinstance(v, types):
+        return None
+    return cut_text(v) if isinstance(v, str) else v
+
+
+def _tolerant_args(raw_args: dict[str, Any], cls: type[Any]) -> Any:
+    """``cls`` built from a generic ``args`` dict by its fields' JSON names; other ids are 64-bit ints."""
+    values: dict[str, Any] = {}
+    for name, key in zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True):
+        form, v = _ARG_FORMS.get(name), cast(Any, raw_args.get(key))
+        if form == "raw":
+            values[name] = msgspec.Raw(msgspec.json.encode(v)) if key in raw_args else _RAW_EMPTY
+        elif form == "ints":
+            ints = isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+            values[name] = tuple(v) if ints else None
+        else:
+            values[name] = _pick(v, (str,)) if form == "text" else _int64(_pick(v, (int,)), key)
+    return cls(**values)
+
+
 def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
     """Build ``shape``'s event from a generic decoded value, dropping fields of unexpected types."""
     if not isinstance(obj, dict):
         return None
-
-    def pick(d: dict[str, Any], key: str, types: tuple[type, ...]) -> Any:
-        v = d.get(key)
-        if isinstance(v, bool) or not isinstance(v, types):
-            return None
-        return cut_text(v) if isinstance(v, str) else v
-
-    args = None
     raw_args = obj.get("args")
-    if isinstance(raw_args, dict) and "args" in shape.event.__struct_fields__:
-
-        def raw(key: str) -> msgspec.Raw:
-            return msgspec.Raw(msgspec.json.encode(raw_args[key])) if key in raw_args else _RAW_EMPTY
-
-        def ints(key: str) -> tuple[int, ...] | None:
-            v = raw_args.get(key)
-            if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                return tuple(v)
-            return None
-
-        args = _only(
-            shape.args,
-            ext=lambda: _int64(pick(raw_args, "External id", (int,)), "External id"),
-            dims=lambda: raw("Input Dims"),
-            types=lambda: raw("Input type"),
-            concrete=lambda: raw("Concrete Inputs"),
-            correlation=lambda: _int64(pick(raw_args, "correlation", (int,)), "correlation"),
-            kernel=lambda: pick(raw_args, "kernel", (str,)),
-            grid=lambda: ints("grid"),
-            block=lambda: ints("block"),
-            smem=lambda: _int64(pick(raw_args, "shared memory", (int,)), "shared memory"),
-            regs=lambda: _int64(pick(raw_args, "registers per thread", (int,)), "registers per thread"),
-            node=lambda: _int64(pick(raw_args, "graph node id", (int,)), "graph node id"),
-        )
+    keep = isinstance(raw_args, dict) and "args" in shape.event.__struct_fields__
+    args = _tolerant_args(cast(dict[str, Any], raw_args), shape.args) if keep else None
     return _only(
         shape.event,
-        ph=lambda: pick(obj, "ph", (str,)),
-        cat=lambda: pick(obj, "cat", (str,)),
-        name=lambda: pick(obj, "name", (str,)),
-        pid=lambda: pick(obj, "pid", (int, str)),
-        tid=lambda: pick(obj, "tid", (int, str)),
-        ts=lambda: _as_time(pick(obj, "ts", (int, float)), "ts"),
-        dur=lambda: _as_time(pick(obj, "dur", (int, float)), "dur"),
-        id=lambda: pick(obj, "id", (int, str)),
+        ph=lambda: _pick(obj.get("ph"), (str,)),
+        cat=lambda: _pick(obj.get("cat"), (str,)),
+        name=lambda: _pick(obj.get("name"), (str,)),
+        pid=lambda: _pick(obj.get("pid"), (int, str)),
+        tid=lambda: _pick(obj.get("tid"), (int, str)),
+        ts=lambda: _as_time(_pick(obj.get("ts"), (int, float)), "ts"),
+        dur=lambda: _as_time(_pick(obj.get("dur"), (int, float)), "dur"),
+        id=lambda: _pick(obj.get("id"), (int, str)),
         args=lambda: args,
     )
 
