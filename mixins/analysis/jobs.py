@@ -181,8 +181,7 @@ def gather(
 
 
 def result_identity(res: Any) -> Any:
-    """The identity (with role and run) a command's per-file result carries: a record, a capture, a
-    time result, or a tuple ending in one (``report``'s)."""
+    """The identity a command's per-file result carries (a tuple's last item: ``report``'s)."""
     if isinstance(res, tuple) and res:
         res = res[-1]
     return getattr(res, "identity", None)

@@ -40,13 +40,9 @@ class Kernel(Struct, frozen=True):
 
     def merged(self, other: Kernel) -> Kernel:
         """This launch's own view, gaps filled from the kernel record it is linked to."""
-        return Kernel(
-            self.name,
-            self.grid or other.grid,
-            self.block or other.block,
-            self.smem if self.smem is not None else other.smem,
-            self.regs if self.regs is not None else other.regs,
-        )
+        return Kernel(self.name, self.grid or other.grid, self.block or other.block,
+                      self.smem if self.smem is not None else other.smem,
+                      self.regs if self.regs is not None else other.regs)
 
 
 class Signature(Struct, frozen=True):
@@ -75,14 +71,7 @@ class Op(Struct):
     @property
     def key(self) -> tuple[Any, ...]:
         """What diff/check compare: no timestamps, ids, pids or durations."""
-        return (
-            self.sig.name,
-            self.sig.dims,
-            self.sig.types,
-            self.sig.concrete,
-            self.kernels,
-            self.graph_launches,
-        )
+        return (self.sig.name, self.sig.dims, self.sig.types, self.sig.concrete, self.kernels, self.graph_launches)
 
 
 class OpColumns(Struct):
@@ -99,14 +88,8 @@ class OpColumns(Struct):
     plain_keys: list[tuple[Any, ...]] | None = None  # per signature, built once on first use
 
     def op(self, k: int) -> Op:
-        return Op(
-            self.sigs[self.sig[k]],
-            self.ts[k],
-            self.kernels.get(k, ()),
-            self.graphs.get(k, 0),
-            bool(self.has_shapes[k]),
-            self.attributed.get(k, ()),
-        )
+        return Op(self.sigs[self.sig[k]], self.ts[k], self.kernels.get(k, ()), self.graphs.get(k, 0),
+                  bool(self.has_shapes[k]), self.attributed.get(k, ()))
 
     def keys(self, members: array) -> list[tuple[Any, ...]]:
         """``Op.key`` of each op in ``members``; ops that launched nothing share their signature's key."""
@@ -194,12 +177,6 @@ class CompactTrace(Struct):
 def compact(rec: TraceRecord) -> CompactTrace:
     keys = [[] if s.table is None else s.table.keys(s.members) for s in rec.segments]
     index = {key: j for j, key in enumerate(dict.fromkeys(chain.from_iterable(keys)))}  # in order first seen
-    return CompactTrace(
-        rec.path,
-        rec.identity,
-        rec.events,
-        rec.segment_source,
-        [s.label for s in rec.segments],
-        [array("i", map(index.__getitem__, seg)) for seg in keys],
-        list(index),
-    )
+    seqs = [array("i", map(index.__getitem__, seg)) for seg in keys]
+    labels = [s.label for s in rec.segments]
+    return CompactTrace(rec.path, rec.identity, rec.events, rec.segment_source, labels, seqs, list(index))

@@ -92,8 +92,7 @@ def replay_ok(role: Role) -> bool:
 
 
 def refusal(path: str, role: Role, command: str, instead: str | None = None) -> str:
-    """The one line a command says for a file of a role it does not read (without the ``path:`` prefix
-    when ``path`` is empty)."""
+    """The one line a command says for a file of a role it does not read (``path`` "": no prefix)."""
     instead = instead or _INSTEAD_OF_ROLE.get((command, role.role)) or _INSTEAD.get(command, command)
     head = f"{role.evidence}: it is a {ROLE_NAMES[role.role]}; {instead}"
     return f"{path} {head}" if path else head

@@ -232,8 +232,7 @@ def _flow_ids(rows: list[int], threads: array, ts: array, flows: tuple[array, ar
 
 
 class Joins:
-    """The one link pass: every join by Kineto's ids, each index built on first use (docs/DESIGN.md §7,
-    "One link pass")."""
+    """Every join by Kineto's ids, each index built on first use (docs/DESIGN.md §7, "One link pass")."""
 
     def __init__(self, tl: Timeline) -> None:
         self.tl = tl
@@ -341,8 +340,7 @@ class Timeline(Struct):
         return self.joined
 
     def segment_finder(self, segs: list[Segment], source: str) -> Callable[[float, int], int]:
-        """(time, thread) -> index into ``segs`` of the innermost segment of its process around it, -1:
-        none (``segments.assigner``)."""
+        """(time, thread) -> the segment of its process around it (``segments.assigner``), -1: none."""
         if source in ("filename", "all"):
             return lambda ts, thread: 0
         pids = {pid: n for n, pid in enumerate(dict.fromkeys(self.thread_pid))}
@@ -431,8 +429,7 @@ class _Builder:
         self.kernel_ids: dict[tuple[Any, ...], int] = {}
 
     def _charge(self) -> None:
-        """Charge the slice's new distinct values against the budget (docs/DESIGN.md §7.1, "Distinct
-        things")."""
+        """Charge the slice's new distinct values (docs/DESIGN.md §7.1, "Distinct things")."""
         held: list[Any] = [self.call_names.values, self.threads.values, self.raw_sigs.values, self.tl.pids,
                            self.concretes.values, self.modules.values, self.kernels.values, self.tl.ranges]
         for values in held:
@@ -513,8 +510,7 @@ class _Builder:
         tl.rest_pid.fromlist(got)
 
     def _other_linked(self, events: list[Event]) -> None:
-        """Device records other than kernels, copies and sets (linked like them), and ac2g flows; the rest
-        of these kinds to ``rest``."""
+        """Other device records (linked like kernels) and ac2g flows; the rest of these kinds to ``rest``."""
         others, flows, rest = self.tl.others, self.tl.flows, []
         for ev in events:
             if self.categories[ev.cat] == E.CAT_GPU_OTHER and ev.args is not None:

@@ -106,8 +106,7 @@ def sites_of_calls(tl: Timeline, calls: list[int]) -> tuple[list[Site], list[int
 
 
 def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
-    """(thread, begin, end) of each capture window (``Timeline.capture_windows``, the one definition) in
-    time order, on the thread that began it; a window never closed runs to the end."""
+    """(thread that began it, begin, end or inf) of each capture window, in time order."""
     c = tl.calls
     return [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
 

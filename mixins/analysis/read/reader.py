@@ -205,8 +205,7 @@ class SlimEvent(_Common, gc=False):
 
 
 class BareEvent(_Common, gc=False):
-    """:class:`Event` without ``args`` (nor ``ph``, ``id``): what ``time`` reads, which places ops and calls
-    in time by name alone. ``args`` is then never decoded nor checked (``ev.args`` reads None)."""
+    """:class:`Event` without ``args``, never decoded nor checked (``ev.args`` reads None): ``time``'s."""
 
     args: ClassVar[None] = None
 
@@ -540,8 +539,7 @@ class TraceStream:
             self._fill(2 * scan + self.buffering.block)
 
     def _json_end(self, buf: bytes, pos: int, stop: int) -> int:
-        """End of the JSON value at ``buf[pos]`` within ``buf[:stop]`` (stdlib scanner); -1 if incomplete
-        or invalid."""
+        """End of the JSON value at ``buf[pos]`` within ``buf[:stop]``; -1 if incomplete or invalid."""
         self.bytes_scanned += stop - pos
         self.scans += 1
         text = buf[pos:stop].decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
@@ -555,8 +553,7 @@ class TraceStream:
             raise self._error(f"invalid JSON: number out of range near byte {self._base + pos}") from None
 
     def _read_value(self) -> tuple[Any, bytes]:
-        """Parse one complete JSON value (not traceEvents) at the cursor, reading more as needed; the
-        value and its JSON text."""
+        """The complete JSON value (not traceEvents) at the cursor, and its text, reading more as needed."""
         self._skip_ws()
         want = _VALUE_WINDOW
         while True:
@@ -704,8 +701,7 @@ class TraceStream:
 
     # -- public ------------------------------------------------------------------------------------
     def events(self, fields: type = Event) -> Iterator[list[Any]]:
-        """Yield event slices in file order, each event decoded as ``fields`` (:class:`Event`,
-        :class:`SlimEvent` or :class:`BareEvent`); raises TraceError on any bad input."""
+        """Event slices in file order, each event a ``fields``; TraceError on any bad input."""
         return self._slices(_SHAPES[fields])
 
     def raw_events(self) -> Iterator[list[msgspec.Raw]]:
