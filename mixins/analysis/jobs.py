@@ -1,13 +1,6 @@
 """Files in, results out, for every analyzer command: which files a path names, each read in a worker
-process (one per core) under the reader's limits, and one line per file that failed.
-
-Exit codes (``mixins.usage``, as GNU diff): 0 ok, 1 difference/inconsistency found, 2 bad input or
-usage; trouble (2) wins over a difference (1), so a CI gate never passes on an unreadable rank. 141 (128 +
-SIGPIPE, ``BROKEN_PIPE``): the reader of stdout went away (``… | head``), quietly.
-Each worker returns a small summary or compact sequences, never raw events. Whatever goes wrong with
-one file (bad input, a limit, a bug, a dead worker) is that file's one-line error: the other files are
-still reported.
-"""
+process under the reader's limits, and one line per file that failed (whatever went wrong: the other
+files are still reported). Exit codes: ``mixins.usage``; trouble (2) wins over a difference (1)."""
 
 from __future__ import annotations
 
@@ -37,7 +30,6 @@ __all__ = [
 ]
 
 
-
 def add_jobs_option(p: argparse.ArgumentParser) -> None:
     """``-j/--jobs``: how many files are read at once, each in its own worker process."""
     jobs = non_negative_int("--jobs")
@@ -55,29 +47,14 @@ def with_limits(
             "--wide", action="store_true",
             help="on a narrow terminal keep every table column (default: leave the least important out, with a note)",
         )
-    p.add_argument(
-        "--max-events",
-        type=int_at_least(1, "--max-events"),
-        default=d.max_events,
-        metavar="N",
-        help=f"refuse a trace with more traceEvents elements (default {d.max_events:,})",
-    )
-    p.add_argument(
-        "--max-value-mib",
-        type=int_at_least(1, "--max-value-mib"),
-        default=d.max_value_bytes >> 20,
-        metavar="MIB",
-        help=f"refuse a larger key, top-level value or event (default {d.max_value_bytes >> 20})",
-    )
-
-    p.add_argument(
-        "--max-distinct-mib",
-        type=int_at_least(1, "--max-distinct-mib"),
-        default=d.max_distinct_bytes >> 20,
-        metavar="MIB",
-        help="refuse a trace whose distinct names, shapes, threads and ranges would take more "
-        f"(default {d.max_distinct_bytes >> 20})",
-    )
+    for flag, default, metavar, what in (
+        ("--max-events", d.max_events, "N", "a trace with more traceEvents elements"),
+        ("--max-value-mib", d.max_value_bytes >> 20, "MIB", "a larger key, top-level value or event"),
+        ("--max-distinct-mib", d.max_distinct_bytes >> 20, "MIB",
+         "a trace whose distinct names, shapes, threads and ranges would take more"),
+    ):
+        p.add_argument(flag, type=int_at_least(1, flag), default=default, metavar=metavar,
+                       help=f"refuse {what} (default {default:,})")
 
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
@@ -121,8 +98,8 @@ def trace_files(directory: str) -> list[str]:
 
 
 def expand_paths(paths: list[str]) -> tuple[list[str], set[str], bool]:
-    """Files as given, directories as their traces (also returned as ``listed``: see
-    :func:`collect_results`); bad directories reported (``True``)."""
+    """Files as given, directories as their traces (also returned as ``listed``), and whether a
+    directory was bad (reported)."""
     files, listed, bad = [], set(), False
     for path in paths:
         if not os.path.isdir(path):
@@ -160,8 +137,7 @@ def run_one(limits: Limits, job: Callable[..., Any], path: str, *extra: Any) -> 
 
 
 def _note_cut(path: str, n: int) -> None:
-    """One note for a trace whose texts the reader cut (``reader.MAX_TEXT``), so a cut name is never mistaken
-    for the whole one."""
+    """One note for a trace whose texts the reader cut (``reader.MAX_TEXT``)."""
     if n:
         said = f"{n:,} text{'s' * (n != 1)} longer than {MAX_TEXT:,} characters cut"
         render.error(f"{path}: {said} (shown ending in '…[N more characters]')", "note")
@@ -205,8 +181,7 @@ def gather(
 
 
 def result_identity(res: Any) -> Any:
-    """The identity (with role and run) a command's per-file result carries: a record, a capture, a
-    time result, or a tuple ending in one (``report``'s)."""
+    """The identity a command's per-file result carries (a tuple's last item: ``report``'s)."""
     if isinstance(res, tuple) and res:
         res = res[-1]
     return getattr(res, "identity", None)
@@ -218,15 +193,10 @@ def collect_results(
     failed: list[str] | None = None,
     reads: tuple[str, Collection[str]] | None = None,
 ) -> tuple[list[Any], bool]:
-    """Results in order, and whether any file was bad (each reported on stderr as it comes).
-
-    A file found by listing a folder (``listed``) that holds valid JSON but no trace, and whose name does
-    not say it is one (``execution_details.json``, a config), is skipped with one INFO line: folders as
-    sglang, vLLM and TraceLens lay them out work. Named on the command line, or trace-named, it is an
-    error. ``reads`` = (command, the roles it reads, ``model.roles``): a trace of another role is skipped
-    with one INFO line when a folder listing found it, else it is an error line (exit 2). ``failed``
-    collects the paths reported as errors. A folder all of whose files were skipped held nothing the
-    command reads: that is an error (exit 2), never an empty success."""
+    """Results in order, and whether any file was bad (each reported on stderr as it comes; ``failed``
+    collects their paths). A file a folder listing found (``listed``) that is JSON but no trace, and not
+    trace-named, or of a role the command does not read (``reads``: (command, its roles)), is skipped with
+    one INFO line; a folder where all were skipped is an error (docs/DESIGN.md §7, §7.4)."""
     from mixins.analysis.model.roles import ROLE_NAMES, refusal, role_in
 
     good, bad = [], False

@@ -41,8 +41,7 @@ def big_file(path: str) -> bool:
 
 
 def console() -> Console:
-    """Stdout console: on a terminal its width (``COLUMNS`` when set); piped, never wrapping, whatever a stale
-    ``COLUMNS`` says (a row is never broken in two for grep/awk/``less -S``)."""
+    """Stdout console: on a terminal its width; piped, never wrapping, whatever a stale ``COLUMNS`` says."""
     from rich.console import Console
 
     class _Console(Console):
@@ -57,16 +56,14 @@ def console() -> Console:
 
 
 def safe(value: object) -> str:
-    """The one escape of untrusted text before a terminal sees it: ``one_line`` (controls as Python writes
-    them), then rich's markup brackets (``[red]`` in a name is not a style) (docs/DESIGN.md §7.2)."""
+    """The one escape of untrusted text before a terminal sees it (docs/DESIGN.md §7.2)."""
     from rich.markup import escape
 
     return escape(one_line(value))
 
 
 def print_json(obj: Any) -> None:
-    """Every ``--json`` output: results through the one serialisation path, then strict indented JSON
-    (a non-finite number, which JSON cannot hold, is written as null with one warning on stderr)."""
+    """Every ``--json`` output: through ``to_json``, then strict JSON (a non-finite number: null, one warning)."""
     value, bad = finite(to_json(obj))
     if bad:
         error(f"{bad:,} non-finite number(s) (an overflowing total?) written as null", "warning")
@@ -87,7 +84,7 @@ def finite(value: Any) -> tuple[Any, int]:
 
 
 def error(message: str, kind: str = "error") -> None:
-    """The one-line error format of the issue: ``capture-trace: error: <path>: <what>``."""
+    """The one-line error format: ``capture-trace: error: <path>: <what>``."""
     print(f"capture-trace: {kind}: {one_line(message)}", file=sys.stderr)
 
 
@@ -160,9 +157,8 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
 
 
 def render_temps(temps: list[Any], cleaning: bool = False) -> None:
-    """Staging directories of exports (``output_dir.StaleTemp``), one plain line each: not through rich (a
-    directory can hold 100k planted names, rich costs ~1 ms a line). ``ls`` and ``clean`` (``cleaning``)
-    both read ``kept``, so ``ls`` promises only what ``clean`` does."""
+    """Staging directories of exports (``output_dir.StaleTemp``), one plain line each, not through rich
+    (~1 ms a line; a directory can hold 100k planted names). ``ls`` promises only what ``clean`` does."""
     lines = []
     for t in temps:
         if t.removed:
@@ -478,8 +474,7 @@ def _print_group(out: Any, res: dict[str, Any], group: dict[str, Any], keys: lis
 
 
 def render_attribute(results: list[Any], top: int = 30) -> None:
-    """Per replay: ops (or a ``--group-by`` view's rows) ranked by GPU time, a coverage line, and what
-    stayed unattributed and why."""
+    """Per replay: ops (or a ``--group-by`` view) by GPU time, a coverage line, what stayed unattributed."""
     out = console()
     for result in results:
         res = to_json(result)

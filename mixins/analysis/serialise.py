@@ -1,8 +1,5 @@
-"""One serialisation path: every result the analyzer prints as JSON goes through ``to_json``.
-
-Why: ``summary``, ``diff``, ``check`` and ``attribute`` share field names (op, input_dims, kernels …)
-and value forms (signature fields decoded from their compact JSON text); one place keeps them equal.
-"""
+"""One serialisation path: every result the analyzer prints as JSON goes through ``to_json``, so the
+commands share field names and value forms."""
 
 from __future__ import annotations
 
@@ -82,8 +79,8 @@ def _kernels_per_signature(s: Segment) -> tuple[Counter[ShapeKey], dict[ShapeKey
 def _top_signatures(
     counts: Counter[ShapeKey], kernels: dict[ShapeKey, Counter[tuple[Kernel, bool]]], top: int
 ) -> list[tuple[ShapeKey, int]]:
-    """The ``top`` signatures by device work launched, then by how often they ran (by count
-    alone it would be ``aten::empty`` / ``aten::view`` on every real trace: ops that launch nothing)."""
+    """The ``top`` signatures by device work launched, then by how often they ran (by count alone:
+    ``aten::empty`` / ``aten::view``, which launch nothing)."""
     launched = {key: sum(kc.values()) for key, kc in kernels.items()}
     return sorted(counts.items(), key=lambda kv: (-launched.get(kv[0], 0), -kv[1]))[:top]
 

@@ -1,12 +1,5 @@
-"""Width-aware tables: every analyzer table is a list of column specs and rows laid out here, once.
-
-A number, an op and a table's key column are never cut. On a terminal narrower than the table: runner
-names lose the CamelCase tail they all share, columns that read the same on every row move into the
-title, the least important columns are dropped (``Col.drop``: 1 first; a note line names them, unless
-``--wide``), text folds at safe points, never inside a number; keys fold last. Piped output takes its
-natural width (docs/DESIGN.md §7). Times arrive in µs and are shown in one unit per column:
-``unit_of`` is the one unit rule (the report page uses it too).
-"""
+"""The one table layout: column specs and rows laid out here to fit a terminal without cutting a number
+(docs/DESIGN.md §7, ``tables``); ``unit_of`` is the one time-unit rule (the report page's too)."""
 
 from __future__ import annotations
 
@@ -69,13 +62,10 @@ Cell = Union[str, list[str], "Text", float, Us, None]
 
 
 class Col(Struct, frozen=True):
-    """One column. ``kind``: ``key`` (the row's name: never dropped, folds only as a last resort),
-    ``num`` (right-aligned, never dropped unless ``drop`` says, never folded), ``text``.
-    ``drop``: the order in which a narrow terminal leaves it out (1 first; None: always shown).
-    ``fold``: the narrowest it may fold to (None: never folds). ``time``: cells are µs, shown in the
-    unit (added to the header) of the largest value of every column with this same ``time`` name
-    (wall and phases, runners side by side: one unit, so they compare at a glance). ``runner``:
-    cells are runner names, shortened together when narrow."""
+    """One column. ``kind``: ``key`` (never dropped, folds last), ``num`` (never folded), ``text``.
+    ``drop``: the order a narrow terminal leaves it out in (1 first; None: never). ``fold``: the
+    narrowest it may fold to (None: never). ``time``: cells are µs, in one unit with every column of the
+    same ``time`` name. ``runner``: cells are runner names, shortened together."""
 
     header: str
     kind: Literal["key", "num", "text"] = "text"
@@ -109,9 +99,8 @@ _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+|[^A-Za-z0-9]+")
 
 
 def short_runners(names: Iterable[str]) -> dict[str, str]:
-    """Each runner name without the CamelCase words every name ends with (``CudaGraphRunner``): a
-    shared tail carries nothing, and names that differed still differ. Names it cannot shorten (one
-    word, ``?``) map to themselves."""
+    """Each runner name without the CamelCase words every name ends with (``CudaGraphRunner``); names
+    that differed still differ, one word or ``?`` map to themselves."""
     distinct = sorted({n for n in names if n})
     split = {n: w for n in distinct if "".join(w := _WORD.findall(n)) == n and len(w) > 1 and n[0].isalpha()}
     if len(split) < 2:  # one name: nothing to tell apart, and its tail may be all that says what it is
@@ -146,9 +135,7 @@ _AFTER = "-./_:"  # a piece may also end after one of these, but not before a di
 
 def _fold_points(line: str, width: int) -> list[int]:
     """Where to break one line into pieces of at most ``width`` cells: after its last space, comma or
-    ``-./_:`` not followed by a digit (``TP-`` never leaves ``0`` alone), else anywhere but before
-    a digit (a number is never split, and never stands alone looking like a cell of its own: ``tokens``
-    / ``=64``)."""
+    ``-./_:`` not before a digit, else anywhere but before a digit (a number is never split)."""
     cuts, start = [], 0
     while len(line) - start > width:
         end = start + width
@@ -217,10 +204,8 @@ def _room(width: int, n: int) -> int:
 
 
 def _layout(columns: list[_Column], width: int, wide: bool) -> tuple[list[_Column], list[int], list[str], list[str]]:
-    """The columns a terminal ``width`` wide shows, their widths, the headers left out (the note line)
-    and ``header text`` of the columns moved into the title (docs/DESIGN.md §7). Rich's own collapse
-    shrinks the widest columns first whatever their ``min_width`` (and its last resort cuts numbers), so
-    the widths are chosen here and Rich is given each as ``min_width``/``max_width``."""
+    """The columns a terminal ``width`` wide shows, their widths, the headers left out and ``header text``
+    of the columns moved into the title; chosen here because rich's collapse cuts numbers (docs/DESIGN.md §7)."""
     shown, dropped, constant = list(columns), list[str](), list[str]()
 
     def need(fold_keys: bool) -> int:
@@ -266,9 +251,8 @@ def print_table(
     title: str | None = None,
     runners: Iterable[str] = (),
 ) -> None:
-    """Lay out and print one table on ``out`` (``render.console()``), and the note when columns were left out.
-    ``title`` is plain (untrusted) text; ``runners`` are the runner names its cells and headers may hold.
-    Never cropped: a table that cannot fit is printed whole (the terminal wraps it)."""
+    """Print one table on ``out`` (never cropped), and a note when columns were left out. ``title`` is
+    untrusted text; ``runners``: the runner names its cells and headers may hold."""
     from rich.table import Table
     from rich.text import Text
 

@@ -1,12 +1,5 @@
-"""``attribute --annotate``: the replay trace again, each attributed graph kernel with ``capture_*`` args.
-
-The output is the replay unchanged except for the added args: every top-level member and event is
-copied as its own JSON text, streamed through the bounded reader (docs/DESIGN.md §7.1) from the
-descriptor the command opened once (``reader.holding``), so a file swapped in after attribution is
-never the one annotated, and a small gzip of gigabytes of whitespace costs what any trace costs.
-Only device events whose text can match are decoded, given their args and encoded again. The result
-goes through ``safe_io.output_file``: all or nothing, never over a device or a FIFO.
-"""
+"""``attribute --annotate``: the replay copied as its own JSON text through the bounded reader, each
+attributed graph kernel with ``capture_*`` args added (docs/DESIGN.md §7, "Attribution" step 6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What ``attribute`` says about a result beyond its op rows: the ``--group-by`` views and the
-low-coverage warning. Both are computed here, once, from the :class:`Attribution`; the table,
-``--json`` and ``--csv`` only print them (docs/DESIGN.md §7)."""
+"""What ``attribute`` says beyond its op rows, computed once from the :class:`Attribution`: the
+``--group-by`` views and the low-coverage warning (docs/DESIGN.md §7, "Attribution" step 7)."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ def _key(row: Row, by: str) -> tuple[Any, ...]:
 
 
 def group_rows(res: Attribution, by: str) -> list[dict[str, Any]]:
-    """The ``--group-by`` rows: ``op`` is the op rows themselves; otherwise op rows summed per module,
-    per op and shape, or per runner and segment (``ops``: how many op rows each holds). Every view's
-    ``gpu_time_us`` adds up to the attributed time, as the op rows do."""
+    """The ``--group-by`` rows: the op rows themselves (``op``), or op rows summed per ``GROUP_KEYS[by]``
+    (``ops``: how many each holds)."""
     if by == "op":
         return [r.as_json() for r in res.rows]
     groups: dict[tuple[Any, ...], list[Row]] = {}
@@ -82,8 +80,7 @@ _CAUSES = (
 
 def low_coverage(res: Attribution, capture_rank: int | None) -> str | None:
     """The warning for a result with under half its graph kernels or GPU time attributed, naming the
-    likely cause from what the result shows; None when coverage is fine. ``capture_rank``: the
-    captures' rank (they may differ from the replay's only under ``--any-rank``)."""
+    likely cause; None when coverage is fine. ``capture_rank``: the captures' rank."""
     if not res.graph_kernels:  # graph launches without their kernels (``roles``: a replay has launches)
         return (
             f"{res.replay}: no graph kernel recorded for its graph launches: nothing of a CUDA graph to "

@@ -50,13 +50,11 @@ def add(subparsers: Any) -> None:
 def check_result(
     files: list[str], listed: Collection[str], jobs: int, where: object, show: bool
 ) -> tuple[dict[str, Any], bool]:
-    """``check --json``'s object for ``files`` (``where``: what was named: a folder, or a list of paths)
-    and whether a file was bad (each reported on stderr)."""
+    """``check --json``'s object for ``files`` (``where``: the folder or paths named) and whether one was bad."""
     from mixins.analysis.commands.compare import compact_job
-
-    failed: list[str] = []
     from mixins.analysis.model.roles import READS
 
+    failed: list[str] = []
     traces, bad = collect_results(
         map_files(compact_job, files, (), jobs, show), listed, failed, ("check", READS["check"])
     )

@@ -1,9 +1,6 @@
-"""``diff`` (two traces) and ``check`` (TP ranks of a group): compare ordered op-signature sequences.
-
-Why sequences and not counts: a rank that captured the same ops in another order, or one op with
-other shapes, issues different collectives in a different order; that is how NCCL hangs start.
-Timestamps, durations, pids/tids, correlation and External ids never take part (see ``Op.key``).
-"""
+"""``diff`` (two traces) and ``check`` (TP ranks of a group) compare ordered op-signature sequences
+(``Op.key``), not counts: ops in another order or with other shapes issue other collectives, which is how
+NCCL hangs start."""
 
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ from msgspec import Struct, field
 from mixins.analysis.model.align import opcodes
 from mixins.analysis.model.record import CompactTrace
 from mixins.analysis.model.roles import run_labels
+from mixins.analysis.model.timeline import Interner
 from mixins.analysis.render import cut
 from mixins.analysis.serialise import op_json
 
@@ -25,22 +23,10 @@ __all__ = ["SegmentDiff", "Divergence", "GroupCheck", "diff_traces", "check_trac
 _EXAMPLES = 5
 
 
-class _Keys:
-    """Global interning of op keys so sequences from different files compare as int arrays."""
-
-    def __init__(self) -> None:
-        self.index: dict[tuple[Any, ...], int] = {}
-        self.keys: list[tuple[Any, ...]] = []
-
-    def remap(self, t: CompactTrace) -> list[array]:
-        trans = []
-        for key in t.table:
-            j = self.index.get(key)
-            if j is None:
-                j = self.index[key] = len(self.keys)
-                self.keys.append(key)
-            trans.append(j)
-        return [array("i", [trans[x] for x in seq]) for seq in t.seqs]
+def _remap(keys: Interner, t: CompactTrace) -> list[array]:
+    """``t``'s sequences as ids of op keys interned across files, so sequences compare as int arrays."""
+    ids = keys.many(t.table)
+    return [array("i", map(ids.__getitem__, seq)) for seq in t.seqs]
 
 
 class SegmentDiff(Struct):
@@ -151,8 +137,8 @@ def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> Se
 
 def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
     """Per segment (matched by label, A's order then B's extras): what B added, removed, changed."""
-    keys = _Keys()
-    sa, sb = keys.remap(a), keys.remap(b)
+    keys = Interner()
+    sa, sb = _remap(keys, a), _remap(keys, b)
     by_b = dict(zip(b.labels, sb, strict=True))
     out = []
     for label, seq in zip(a.labels, sa, strict=True):
@@ -162,7 +148,7 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
         elif other is None:
             out.append(SegmentDiff(label, "only_a", len(seq), 0, removed=len(seq)))
         else:
-            out.append(_diff_seq(label, seq, other, keys.keys))
+            out.append(_diff_seq(label, seq, other, keys.values))
     in_a = set(a.labels)
     for label, seq in zip(b.labels, sb, strict=True):
         if label not in in_a and seq:
@@ -174,10 +160,8 @@ def diff_traces(a: CompactTrace, b: CompactTrace) -> list[SegmentDiff]:
 
 
 def group_key(t: CompactTrace) -> tuple[Any, ...]:
-    """(run, runner, pp_rank, capture index, batch size of an upstream per-batch-size file, data-parallel
-    replica): ranks are compared within one server start (``roles.run_key``), never across two; a trace
-    without a TP rank is its own group, never merged. Each replica is a TP group of its own: two replicas'
-    TP 0 are two ranks 0, not two claims to one."""
+    """(run, runner, pp_rank, capture index, upstream batch size, DP replica): ranks are compared within
+    one run and one replica; a trace without a TP rank is a group of its own."""
     ident = t.identity
     if ident.tp_rank is None:
         return (ident.run, "?", t.path)
@@ -236,10 +220,10 @@ class GroupCheck(Struct):
 
 
 def _first_divergence(
-    ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: _Keys
+    ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: Interner
 ) -> Divergence | None:
     """The first segment (reference order, then the member's extras) where member ``m`` differs."""
-    seqs = dict(zip(m.labels, keys.remap(m), strict=True))
+    seqs = dict(zip(m.labels, _remap(keys, m), strict=True))
     for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
         a, b = ref_seqs.get(label), seqs.get(label)
         if (a is None or b is None) and not (a or b):
@@ -249,8 +233,8 @@ def _first_divergence(
             return Divergence(label, rank, m.path, None, None, None, len(a or ()), len(b or ()))
         pos = _first_diff(a, b)
         if pos is not None:  # the first divergent op of this rank is what matters
-            at_a = op_json(keys.keys[a[pos]]) if pos < len(a) else None
-            at_b = op_json(keys.keys[b[pos]]) if pos < len(b) else None
+            at_a = op_json(keys.values[a[pos]]) if pos < len(a) else None
+            at_b = op_json(keys.values[b[pos]]) if pos < len(b) else None
             return Divergence(label, rank, m.path, pos, at_a, at_b, len(a), len(b))
     return None
 
@@ -270,7 +254,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
     for t in traces:
         groups.setdefault(group_key(t), []).append(t)
     runs = run_labels(t.identity.run for t in traces)
-    keys = _Keys()
+    keys = Interner()
     out = []
     order = {run: n for n, run in enumerate(runs)}
     for gkey in sorted(groups, key=lambda k: (order[k[0]], repr(k[1:]))):  # runs in the order given
@@ -293,7 +277,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         if len(members) == 1:
             g.notes.append("only one rank: nothing to compare")
             continue
-        ref_seqs = dict(zip(ref.labels, keys.remap(ref), strict=True))
+        ref_seqs = dict(zip(ref.labels, _remap(keys, ref), strict=True))
         for m in members[1:]:
             d = _first_divergence(ref, ref_seqs, m, keys)
             if d is not None:
@@ -317,8 +301,8 @@ _SHOWN_GAPS = 20  # gaps listed before "N more"
 
 
 def _gaps(present: list[int], size: int) -> list[tuple[int, int]]:
-    """The ranks of ``range(size)`` not in sorted ``present``, as inclusive (first, last) runs: one
-    walk over what is present, never a set of the whole range (sizes are bounded, still no need)."""
+    """The ranks of ``range(size)`` not in sorted ``present``, as inclusive (first, last) runs, by one walk
+    over what is present (never a set of the whole range)."""
     out, expect = [], 0
     for r in present:
         if r >= size:
@@ -365,8 +349,7 @@ def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
 
 
 def _no_trace(first: GroupCheck, kind: str, found: set[int], present: set[int], disagree: str = "") -> None:
-    """``kind`` ranks (PP stages, DP replicas) of the recorded size that have no trace at all (so no group),
-    reported on the family's ``first`` group."""
+    """``kind`` ranks (PP stages, DP replicas) of the recorded size without any trace, on ``first``."""
     size = f"{kind.lower()}_size"
     if len(found) > 1:
         first.problems.append(f"traces disagree on {size} ({', '.join(map(str, sorted(found)))}){disagree}")

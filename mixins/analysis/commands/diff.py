@@ -36,8 +36,7 @@ def add(subparsers: Any) -> None:
 
 
 def pair_key(t: CompactTrace) -> tuple[Any, ...]:
-    """What pairs a trace of run A with one of run B: runner, pipeline stage, TP rank, capture index and
-    an upstream per-batch-size file's batch size."""
+    """What pairs a trace of run A with one of run B."""
     i = t.identity
     return (i.runner or "", i.pp_rank or 0, i.tp_rank, i.capture_index, i.bs)
 

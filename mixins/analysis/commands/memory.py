@@ -1,10 +1,5 @@
-"""``memory``: what a capture did to CUDA memory, from the snapshot saved beside each trace
-(``cuda_graph_memory-{Runner}-TP-{rank}.pickle``, ``mixins.memory_snapshot``): memory allocated during each
-shape's ``capture::`` segment (the snapshot's ``device_traces`` times against the segment's time range in
-the trace beside it), how much of it went to CUDA-graph pools, the peak while recording, and the top
-allocation sites still holding memory. The snapshot is read without unpickling any object
-(``read/snapshot.py``).
-"""
+"""``memory``: what a capture did to CUDA memory, from the snapshot saved beside each trace, per
+``capture::`` segment of that trace (docs/DESIGN.md §7.5)."""
 
 from __future__ import annotations
 
@@ -86,8 +81,7 @@ def _site(frames: Any) -> str:
 
 
 def _segments(trace: str) -> tuple[list[tuple[str, float, float]], str | None]:
-    """(label, start µs, end µs) of the trace's capture:: segments on the snapshot's clock (Unix µs):
-    Kineto's ``ts`` are relative to ``baseTimeNanoseconds`` when it writes one."""
+    """(label, start µs, end µs) of the trace's capture:: segments on the snapshot's clock (Unix µs)."""
     from mixins.analysis.model.identity import identity_of
     from mixins.analysis.model.segments import segments_of
     from mixins.analysis.model.timeline import BareEvent, load_timeline

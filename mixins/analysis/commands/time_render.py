@@ -1,8 +1,5 @@
-"""``time`` for people: per trace a table with one bar per segment, its top ops, runners side by side.
-
-Why bars: with dozens of batch sizes and three runners, the slow runner and its slow sizes are seen
-faster than read. Bars share one scale across every trace shown, so lengths compare between runners.
-"""
+"""``time`` for people: per trace a table with one bar per segment (one scale for every trace shown, so
+lengths compare between runners), its top ops, runners side by side."""
 
 from __future__ import annotations
 
@@ -78,10 +75,8 @@ def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Ce
 
 
 def slowest_cells(values: list[float | None], unit: tuple[float, str]) -> list[bool]:
-    """Which cells of a row to mark as the slowest: those that read the same as the largest, as the
-    table shows them in ``unit`` (``tables.shown``), and none when every runner reads the same (a tie
-    has no slowest: starring one of three equal-looking values, or only one of two that read alike,
-    would point at a difference the reader cannot see)."""
+    """Which cells of a row to mark as the slowest: those that read as the largest in ``unit``, and none
+    when every cell reads the same (a tie has no slowest)."""
     text = [None if v is None else shown(v, unit) for v in values]
     present = [v for v in values if v is not None]
     if len(present) < 2 or len({t for t in text if t is not None}) == 1:

@@ -1,9 +1,5 @@
-"""Sequence alignment, the one routine behind naming captured launches by their warm-up pass (the one
-namer, ``windows``) and ``diff``'s changed middles, with its limits in one place.
-
-Why limits: ``difflib.SequenceMatcher`` without autojunk is quadratic in the worst case; past the
-limit (product of the two lengths) nothing is aligned and what stayed unknown is reported as such.
-"""
+"""Sequence alignment behind the one namer (``windows``) and ``diff``'s changed middles. ``SequenceMatcher``
+without autojunk is quadratic at worst: past a limit (product of the lengths) nothing is aligned."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""What a trace event is: Kineto's categories and call names classified in one place, as data.
-
-Why one home: CUDA and HIP name the same things differently (``cudaLaunchKernel`` /
-``hipExtModuleLaunchKernel``, ``cudaStreamBeginCapture`` / ``hipStreamBeginCapture``), and every
-command must agree on what counts as a launch, a graph launch, a kernel, a capture window or one of
-our segment markers: the one model stores ``category`` and ``call_kind``, nobody else asks the strings.
-"""
+"""What a trace event is: Kineto's categories and call names (CUDA and HIP alike) classified once, as
+data; the model stores ``category`` and ``call_kind``, nobody else asks the strings."""
 
 from __future__ import annotations
 
@@ -71,9 +66,8 @@ def is_flow(ev: Event, cat: str) -> bool:
 
 
 def module_events(events: list[_E]) -> list[_E]:
-    """The ``nn.Module`` events (``python_function`` named ``nn.Module: …``) of a slice, in order: one
-    comprehension, because nearly all of a capture's events are ``python_function`` calls and a
-    Python-level test per event is its main cost."""
+    """The ``nn.Module: …`` ``python_function`` events of a slice (one comprehension: they are most of a
+    capture's events)."""
     prefix = _MODULE_PREFIX
     return [
         ev for ev in events if ev.cat == "python_function" and (n := ev.name) is not None and n.startswith(prefix)
@@ -86,12 +80,8 @@ def module_name(name: str) -> str:
 
 
 def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
-    """(label, batch size, ours?) if ``name`` is a capture segment range, else None.
-
-    Ours: ``capture::bs=8`` (any label after ``capture::``). Foreign: vLLM-style ``capture_32_FULL``,
-    whose size is a number of tokens (vLLM V1 keys every CUDA graph by num_tokens): ``tokens=32,variant=FULL``,
-    no batch size.
-    """
+    """(label, batch size, ours?) if ``name`` is a capture segment range (``capture::bs=8``, vLLM's
+    ``capture_32_FULL``, a token count: docs/DESIGN.md §7.4), else None."""
     label = segment_label(name)  # ours: the grammar is mixins.formats'
     if label is not None:
         size = label_size(label)
@@ -103,27 +93,22 @@ def segment_marker(name: str) -> tuple[str, int | None, bool] | None:
 
 
 def vllm_label(tokens: int, variant: str | None) -> str:
-    """The segment label of a vLLM capture size (its ``capture_N_MODE`` range, or TraceLens's index of it):
-    a token count."""
+    """The segment label of a vLLM capture size (a token count)."""
     return label_text([(TOKENS, tokens), *([(VARIANT, variant)] if variant else [])])
 
 
 def may_be_segment_marker(name: str) -> bool:
-    """False for names :func:`segment_marker` certainly refuses (both patterns start with ``capture``):
-    a cheap test, so ranges that can never be segments are not kept."""
+    """False for names :func:`segment_marker` certainly refuses: such ranges are not kept."""
     return name.startswith("capture")
 
 
 def may_be_hint(name: str) -> bool:
-    """False for ranges ``attribute`` can never read a replay hint from (``…bs=N…``, ``…tokens=N…``,
-    ``runner=…``, vLLM's ``execute_N_…``: the patterns of ``attribute_match._Hints`` all need one of these)."""
+    """False for ranges ``attribute_match._Hints`` can never read a replay hint from."""
     return mentions_size(name) or "runner=" in name or name.startswith("execute_")
 
 
 def category(cat: str) -> int:
-    """What an event category is (``CAT_*``): every model asks this, never the strings themselves.
-    Runtime and driver calls (``cuda_runtime``, ``cuda_driver``, ``hip_runtime`` …) carry the
-    ``correlation`` their device work shares; other ``gpu_*`` records are device work of their own."""
+    """What an event category is (``CAT_*``); other ``gpu_*`` records are device work of their own."""
     got = _CATEGORIES.get(cat)
     if got is not None:
         return got

@@ -15,26 +15,21 @@ __all__ = [
     "Identity", "identity_from_name", "identity_of", "is_trace_name", "rank_from_name", "MAX_WORLD", "names_a_trace",
 ]
 
-# The one bound on ranks and group sizes read from a trace or a file name (docs/DESIGN.md §7.1): far
-# above any real world (a few thousand GPUs), small enough that listing or counting every rank is cheap.
-# A rank of 10^9 (or 4,300 digits) once made ``check`` build set(range(10^9)): 2.3 GB, then MemoryError.
+# The one bound on ranks and group sizes read from a trace or a file name (docs/DESIGN.md §7.1).
 MAX_WORLD = 1 << 16
 _MAX_INDEX = 1 << 31  # capture index, batch size: only printed and compared
 _MAX_DIGITS = 10  # int() of a longer digit run is never needed (and past 4,300 digits raises)
 
-_OURS = TRACE_NAME  # the exporter's own name format, defined once with it (mixins.formats)
 _UPSTREAM_BS = re.compile(r"^(?:(?P<runner>.+?)_)?bs_(?P<bs>\d+)_rank(?P<rank>\d+)\.json(?:\.gz)?$")
 _RANK_IN_NAME = re.compile(r"(?:-TP-|(?:^|[_.-])rank_?)(?P<rank>\d+)(?=[_.-]|$)")
 
 
 def names_a_trace(name: str) -> bool:
-    """Whether a file's name says it is a trace (any ``*.json.gz``: gzip is how profilers write them; ours,
-    upstream's per-batch-size files, vLLM's ``graph_capture_rank_N``, torch's ``*.pt.trace.json``, anything
-    with "trace" in it): a broken file so named is an error, where other JSON in a listed folder
-    (``execution_details.json``, a config) is skipped."""
+    """Whether a file's name says it is a trace (``*.json.gz``, "trace" or ``graph_capture`` in it, ours,
+    upstream's): a broken one so named is an error, where other JSON in a listed folder is skipped."""
     base = os.path.basename(name)
     named = base.endswith(".gz") or "trace" in base.lower() or "graph_capture" in base
-    return named or bool(_OURS.match(base) or _UPSTREAM_BS.match(base))
+    return named or bool(TRACE_NAME.match(base) or _UPSTREAM_BS.match(base))
 
 
 def is_trace_name(name: str) -> bool:
@@ -134,7 +129,7 @@ def identity_from_name(path: str) -> Identity | None:
     """Parse our file name, upstream's per-batch-size one or vLLM's ``graph_capture_rank_N``; None if none.
     A number out of range (``-TP-999999999``) is a TraceError naming the file."""
     name = os.path.basename(path)
-    m = _OURS.match(name)
+    m = TRACE_NAME.match(name)
     if m:
         return Identity(
             runner=m["runner"],

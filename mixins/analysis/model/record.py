@@ -1,8 +1,5 @@
-"""The compact per-trace model: kernels, op signatures, ops, segments, the record, compact sequences.
-
-Why compact: ``summary``, ``diff`` and ``check`` only need, per segment, counts and the ordered
-sequence of op signatures with their kernels; everything here is small, interned and picklable.
-"""
+"""The op-sequence record: per segment, counts and the ordered op signatures with their kernels; small,
+interned and picklable (worker processes send it back)."""
 
 from __future__ import annotations
 
@@ -43,13 +40,9 @@ class Kernel(Struct, frozen=True):
 
     def merged(self, other: Kernel) -> Kernel:
         """This launch's own view, gaps filled from the kernel record it is linked to."""
-        return Kernel(
-            self.name,
-            self.grid or other.grid,
-            self.block or other.block,
-            self.smem if self.smem is not None else other.smem,
-            self.regs if self.regs is not None else other.regs,
-        )
+        return Kernel(self.name, self.grid or other.grid, self.block or other.block,
+                      self.smem if self.smem is not None else other.smem,
+                      self.regs if self.regs is not None else other.regs)
 
 
 class Signature(Struct, frozen=True):
@@ -78,20 +71,12 @@ class Op(Struct):
     @property
     def key(self) -> tuple[Any, ...]:
         """What diff/check compare: no timestamps, ids, pids or durations."""
-        return (
-            self.sig.name,
-            self.sig.dims,
-            self.sig.types,
-            self.sig.concrete,
-            self.kernels,
-            self.graph_launches,
-        )
+        return (self.sig.name, self.sig.dims, self.sig.types, self.sig.concrete, self.kernels, self.graph_launches)
 
 
 class OpColumns(Struct):
-    """Every op of a trace as columns, by its index in the timeline: what ``summary``, ``diff`` and
-    ``check`` read in bulk. Why columns: one :class:`Op` object per op cost about a second on a
-    half-million-op trace; :attr:`Segment.ops` builds those views only when asked."""
+    """Every op of a trace as columns, by its timeline index: one :class:`Op` per op cost about a second on
+    a half-million-op trace, so :attr:`Segment.ops` builds them only when asked."""
 
     sig: array  # "i": into ``sigs``
     ts: array  # "d"
@@ -103,14 +88,8 @@ class OpColumns(Struct):
     plain_keys: list[tuple[Any, ...]] | None = None  # per signature, built once on first use
 
     def op(self, k: int) -> Op:
-        return Op(
-            self.sigs[self.sig[k]],
-            self.ts[k],
-            self.kernels.get(k, ()),
-            self.graphs.get(k, 0),
-            bool(self.has_shapes[k]),
-            self.attributed.get(k, ()),
-        )
+        return Op(self.sigs[self.sig[k]], self.ts[k], self.kernels.get(k, ()), self.graphs.get(k, 0),
+                  bool(self.has_shapes[k]), self.attributed.get(k, ()))
 
     def keys(self, members: array) -> list[tuple[Any, ...]]:
         """``Op.key`` of each op in ``members``; ops that launched nothing share their signature's key."""
@@ -127,7 +106,7 @@ class OpColumns(Struct):
 
     def shape_counts(self, members: array) -> Counter[tuple[str, str, str]]:
         """How often each ``Signature.shape_key`` occurs among ``members``, in order of first occurrence
-        (``most_common`` keeps it on ties): one ``np.unique`` over the signature ids."""
+        (``most_common`` keeps it on ties)."""
         import numpy as np
 
         sig = np.frombuffer(self.sig, np.int32)[np.frombuffer(members, np.int32)]
@@ -158,7 +137,7 @@ class Segment(Struct):
 
     @property
     def ops(self) -> list[Op]:
-        """Its ops in time order, as objects (built on each call: the record keeps columns)."""
+        """Its ops in time order, built on each call."""
         table = self.table
         return [] if table is None else list(map(table.op, self.members))
 
@@ -180,10 +159,7 @@ class TraceRecord(Struct):
     segment_source: str  # "capture::" | "filename" | "foreign" | "all"
 
     def segment(self, label: str) -> Segment | None:
-        for s in self.segments:
-            if s.label == label:
-                return s
-        return None
+        return next((s for s in self.segments if s.label == label), None)
 
 
 class CompactTrace(Struct):
@@ -201,12 +177,6 @@ class CompactTrace(Struct):
 def compact(rec: TraceRecord) -> CompactTrace:
     keys = [[] if s.table is None else s.table.keys(s.members) for s in rec.segments]
     index = {key: j for j, key in enumerate(dict.fromkeys(chain.from_iterable(keys)))}  # in order first seen
-    return CompactTrace(
-        rec.path,
-        rec.identity,
-        rec.events,
-        rec.segment_source,
-        [s.label for s in rec.segments],
-        [array("i", map(index.__getitem__, seg)) for seg in keys],
-        list(index),
-    )
+    seqs = [array("i", map(index.__getitem__, seg)) for seg in keys]
+    labels = [s.label for s in rec.segments]
+    return CompactTrace(rec.path, rec.identity, rec.events, rec.segment_source, labels, seqs, list(index))

@@ -1,12 +1,5 @@
-"""The op-sequence record of one trace (``summary``, ``diff``, ``check``): a group-by over the one model.
-
-The pipeline: ``reader`` (slices of typed events) -> ``timeline`` (the one model, read with Kineto's ids:
-``fields=reader.Event``) -> ``segments`` (capture ranges) -> links (op -> launch -> kernel, by
-correlation, else External id, else an ac2g flow: ``timeline.Joins``) -> ``record.TraceRecord``.
-Counts, signatures and each segment's ops in time order are numpy group-bys over the columns; captured
-launches are named by the one namer (``windows.windows_of``). numpy is imported once the trace is read, so
-the reader's peak memory never holds it too. The names other modules and tests import are re-exported here.
-"""
+"""The op-sequence record of one trace (``summary``, ``diff``, ``check``): a group-by over the one model
+(docs/DESIGN.md §7). numpy is imported once the trace is read, so the reader's peak never holds it too."""
 
 from __future__ import annotations
 
@@ -34,7 +27,6 @@ _Launched = dict[int, list[tuple[Kernel, int]]]  # per op: its kernels in launch
 
 
 def _np(column: array) -> Any:
-    """An array column as a numpy view of its buffer."""
     import numpy as np
 
     return np.frombuffer(column, {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}[column.typecode])
@@ -49,8 +41,7 @@ def _ints(values: Any) -> array:
 
 
 def _with_undated(tl: Timeline) -> Timeline:
-    """The timeline with its undated ops, calls and device work after the dated ones (same indexes for
-    those): the record counts every row; queries in time read the dated ones only."""
+    """The timeline with its undated rows after the dated ones (whose indexes stay): the record counts all."""
     u = tl.undated
     if not (len(u.ops) or len(u.calls.kind) or len(u.device.kind)):
         return tl
@@ -63,8 +54,8 @@ def _with_undated(tl: Timeline) -> Timeline:
 
 
 def _signatures(tl: Timeline) -> tuple[array, list[Signature]]:
-    """Per op, its signature (an index into the list returned, in order first seen): one per (label,
-    concrete inputs) pair."""
+    """Per op, its signature: an index into the list returned (one per (label, concrete inputs), in order
+    first seen)."""
     import numpy as np
 
     width = max(len(tl.concretes), 1)
@@ -88,8 +79,8 @@ class _Rows(Struct):
 
 
 def _sources(lk: Joins, rows: _Rows, corr: Any, ext: Any) -> tuple[Any, Any]:
-    """Per device item, whether the CPU row that launched it is known and that row's segment: the call
-    with its correlation (or flow id), else its External id's last op, else that id's first annotation."""
+    """Per device item, whether its launching CPU row is known and that row's segment: the call with its
+    correlation (or flow id), else its External id's last op, else that id's first annotation."""
     import numpy as np
 
     tl = lk.tl
@@ -110,8 +101,8 @@ def _sources(lk: Joins, rows: _Rows, corr: Any, ext: Any) -> tuple[Any, Any]:
 
 
 def _device_segments(lk: Joins, rows: _Rows, place: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
-    """Device work belongs to the segment of the CPU row that launched it, else to its own place in
-    time; the same for other device records and ac2g flow ends. (device's segments, all their counts)"""
+    """Device work (and other device records, flow ends) is in its launcher's segment, else in its own
+    place in time: (device's segments, all of their segments)."""
     import numpy as np
 
     tl = lk.tl
@@ -181,7 +172,6 @@ def _link_kernels(lk: Joins, dev_seg: Any, segs: list[Segment], op_kernels: _Lau
 
 
 def _add(segs: list[Segment], name: str, where: Any) -> None:
-    """Add to each segment's count ``name`` how many of ``where`` (segment indexes) name it."""
     import numpy as np
 
     for j, n in enumerate(np.bincount(where, minlength=len(segs)).tolist()):
@@ -198,10 +188,8 @@ def _count_kinds(tl: Timeline, rows: _Rows, dev_seg: Any, segs: list[Segment]) -
 
 def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Launched,
                graphs: Counter[int], names: dict[int, str]) -> None:
-    """Each op goes to its segment as columns with what it launched, in time order: by start, the longer
-    first where starts tie (a parent before its children, as ``time`` orders calls), file order after
-    that; those without a time last in file order. So one trace written in two orders is one sequence
-    (``diff``). A captured launch the namer named carries that name in ``OpColumns.attributed``."""
+    """Each segment's ops in time order: by start, the longer first (a parent before its children), file
+    order, undated last; so one trace written in two orders is one sequence (``diff``)."""
     import numpy as np
 
     sig, sigs = _signatures(tl)
@@ -226,8 +214,7 @@ def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Laun
 
 
 def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> dict[int, str]:
-    """Kernel names the one namer (``windows.windows_of``: each capture window's warm-up pass) gave
-    launches that named none themselves, by call index."""
+    """call index -> the kernel name the one namer (``windows.windows_of``) gave a launch without one."""
     out: dict[int, str] = {}
     for w in windows_of(tl, identity, segs, source):
         for n in w.nodes:
@@ -238,7 +225,7 @@ def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -
 
 
 def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
-    """The TraceRecord of a timeline (its ids read: ``fields=reader.Event``)."""
+    """The TraceRecord of a timeline read with its ids (``fields=reader.Event``)."""
     import numpy as np
 
     tl = _with_undated(tl)

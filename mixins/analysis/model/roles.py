@@ -1,13 +1,5 @@
-"""What a trace is (its role) and which server start it came from (its run), decided once per trace.
-
-Why: the commands answer questions about one kind of file each — ``time`` and ``check`` about a
-capture's start-up, ``attribute`` about a replay joined to its captures — and files of every kind sit
-side by side in the folders people hand them. A command given the wrong kind used to answer anyway
-(a capture given as the replay: "0/0 graph kernels, 100 %", exit 0). Now each command names the roles it
-reads (:data:`READS`) and refuses another in one line (:func:`refusal`), and in a listed folder skips it
-with one INFO line. Runs keep two server starts apart: the same capture copied into ``before/`` and
-``after/`` is two runs, never two files claiming one rank. Design: docs/DESIGN.md §7.4.
-"""
+"""What a trace is (its role) and which server start it came from (its run), decided once per trace:
+each command reads the roles it names (:data:`READS`) and refuses another in one line (docs/DESIGN.md §7.4)."""
 
 from __future__ import annotations
 
@@ -62,8 +54,7 @@ _INSTEAD_OF_ROLE = {
 
 
 class Role(NamedTuple):
-    """A role and what the file holds that decided it, e.g. ("capture", "holds capture windows and no
-    graph launches"): the second part is said when the role is refused."""
+    """A role and what the file holds that decided it (said when the role is refused)."""
 
     role: str
     evidence: str
@@ -74,10 +65,7 @@ class Role(NamedTuple):
 
 
 def role_of(tl: Timeline, identity: Identity) -> Role:
-    """The role of a trace from what it holds: *capture* (our header, capture windows, or capture
-    segments: ``capture::…``, vLLM's ``capture_N``, an upstream per-batch-size file name), *replay*
-    (graph launches, no capture window), *profile* (CPU ops, runtime calls or device work, no CUDA-graph
-    content) or *foreign* (none of these: not a PyTorch profile)."""
+    """The role of a trace from what it holds (docs/DESIGN.md §7.4)."""
     kinds = set(tl.calls.kind)
     windows = E.C_BEGIN in kinds
     graphs = E.C_GRAPH in kinds
@@ -99,22 +87,19 @@ def role_of(tl: Timeline, identity: Identity) -> Role:
 
 
 def replay_ok(role: Role) -> bool:
-    """``attribute``'s REPLAY: any trace with graph launches (a serving profile; also one that captured
-    too)."""
+    """``attribute``'s REPLAY: any trace with graph launches (also one that captured too)."""
     return role.graph_launches
 
 
 def refusal(path: str, role: Role, command: str, instead: str | None = None) -> str:
-    """The one line a command says for a file of a role it does not read (without the ``path:`` prefix
-    when ``path`` is empty)."""
+    """The one line a command says for a file of a role it does not read (``path`` "": no prefix)."""
     instead = instead or _INSTEAD_OF_ROLE.get((command, role.role)) or _INSTEAD.get(command, command)
     head = f"{role.evidence}: it is a {ROLE_NAMES[role.role]}; {instead}"
     return f"{path} {head}" if path else head
 
 
 def identify(tl: Timeline) -> Identity:
-    """The trace's identity (``identity.identity_of``) with its role and run: how every command reads who
-    wrote a trace and what it is."""
+    """The trace's identity (``identity.identity_of``) with its role and run."""
     identity = identity_of(tl.path, tl.metadata)
     role, evidence = role_of(tl, identity)
     return replace(identity, role=role, role_evidence=evidence, run=run_key(tl.path, identity))
@@ -134,11 +119,9 @@ _SERVER = ("tp_size", "dp_size", "world_size", "sglang_version", "torch_version"
 
 
 def run_key(path: str, identity: Identity) -> RunKey:
-    """Which server start a trace came from: the folder it was found in and, for our traces, what the
-    metadata says of the server (sizes, versions, device). The folder is part of it: the same
-    capture copied into ``before/`` and ``after/`` is two runs (a comparison), and a foreign trace has
-    only its folder. Two starts with one configuration writing into one folder stay one run; their
-    files were told apart by capture index already."""
+    """Which server start a trace came from: its folder and, for our traces, what the metadata says of the
+    server (docs/DESIGN.md §7.4). Two starts of one configuration in one folder are one run (told apart
+    by capture index)."""
     folder = os.path.dirname(path) or "."
     if identity.source != "metadata":
         return (folder,)

@@ -1,10 +1,5 @@
-"""Segments: the capture ranges of a trace (ours ``capture::…``, a per-bs file name, vLLM's ``capture_N``).
-
-Why a module of its own: ``summary``/``check`` count per segment, ``attribute`` looks for capture
-windows inside a segment and ``time`` splits per segment; all must cut a trace the same way.
-A segment's size is in its label in the unit its runner captures by: ``bs=8`` (decode runners),
-``tokens=8192`` (prefill / piecewise runners, ``mixins.formats.SHAPE_UNITS``).
-"""
+"""Segments: the capture ranges of a trace (ours ``capture::…``, a per-bs file name, vLLM's ``capture_N``),
+cut the same way for every command, and the (ts, pid) -> segment rule."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ from mixins.formats import label_size as segment_size
 __all__ = ["Range", "segments_of", "assigner", "segment_tables", "segment_size", "size_json", "by_size"]
 
 def size_json(label: str) -> dict[str, Any]:
-    """``{"unit", "size"}`` of a segment for ``--json``: what its label's size counts (``bs``, ``tokens``)
-    and how many (both null for a label without one): ``bs`` alone says nothing of a token count."""
+    """``{"unit", "size"}`` of a segment's label for ``--json`` (both null without a size)."""
     got = segment_size(label)
     return {"unit": got[0], "size": got[1]} if got else {"unit": None, "size": None}
 
@@ -68,11 +62,8 @@ def _unique_labels(segs: list[Segment]) -> None:
 
 
 def segments_of(ranges: Iterable[Range], identity: Identity) -> tuple[list[Segment], str]:
-    """The trace's segments in time order and where they came from.
-
-    ``capture::`` ranges win; else a per-batch-size file name (one segment holding everything);
-    else vLLM-style ``capture_<bs>[_<variant>]`` ranges; else one segment ``all``.
-    """
+    """The trace's segments in time order and their source: ``capture::`` ranges, else a per-batch-size
+    file name (one segment), else vLLM's ``capture_<bs>[_<variant>]`` ranges, else one segment ``all``."""
     ours: list[Segment] = []
     foreign: list[Segment] = []
     for r in ranges:
@@ -94,10 +85,8 @@ def segments_of(ranges: Iterable[Range], identity: Identity) -> tuple[list[Segme
 
 
 def _innermost_table(segs: list[Segment], idx: list[int]) -> tuple[list[float], list[int], list[int]]:
-    """The innermost segment around every time, as a step function: breakpoints (every start and end),
-    the segment at each breakpoint and the one just after it (-1: none). "Innermost" is the latest start
-    among the segments containing the time (``start <= ts <= end``); built in one sweep with a heap of
-    open segments, so a lookup is one bisect however the segments nest."""
+    """The innermost segment (the latest start among those containing the time) as a step function:
+    breakpoints, the segment at each and just after it (-1: none); one sweep with a heap of open ones."""
     order = sorted(range(len(idx)), key=lambda k: segs[idx[k]].start)  # stable: equal starts keep their order
     points = sorted({p for k in order for p in (segs[idx[k]].start, segs[idx[k]].end) if p == p})
     at: list[int] = []
@@ -123,9 +112,8 @@ Table = tuple[list[float], list[int], list[int]]
 
 
 def segment_tables(segs: list[Segment], pids: dict[Any, int]) -> dict[int | None, Table]:
-    """Per pid index, the step function of :func:`_innermost_table` over its process's segments; ``None``:
-    over all of them (a time of a process that has none). Read by :func:`assigner` (one lookup) and by
-    ``timeline.Timeline.event_segments`` (many at once): one rule."""
+    """Per pid index, :func:`_innermost_table` over its process's segments; ``None``: over all of them.
+    The one rule behind :func:`assigner` and ``Timeline.row_segments``."""
     by_pid: dict[int | None, list[int]] = {}
     for j, s in enumerate(segs):
         by_pid.setdefault(pids.get(s.pid, -1), []).append(j)

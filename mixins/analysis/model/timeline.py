@@ -1,11 +1,5 @@
-"""The one per-trace model: columns per kind (ops, runtime calls, device work, modules, ranges), every
-event's place, Kineto's ids, and the one link pass over them (:class:`Joins`).
-
-Every command is a query over it (docs/DESIGN.md §7): ``time`` (calls, ops, ranges), ``attribute``
-(and device work, modules), ``records`` (and the ids and places). Everything is kept in parallel arrays
-with interned labels, one pass over the streaming reader, so a serving profile costs a few dozen bytes
-per kept event; what a command does not need is not decoded (``load_timeline``'s ``fields``).
-"""
+"""The one per-trace model: columns per kind, interned labels, and the one link pass (:class:`Joins`).
+Every command is a query over it; what a command does not need is not decoded (docs/DESIGN.md §7)."""
 
 from __future__ import annotations
 
@@ -34,7 +28,7 @@ from mixins.analysis.read.reader import (
 
 __all__ = [
     "BareEvent", "Event", "SlimEvent", "Intervals", "Ops", "Timeline", "IdIndex", "ByCorrelation", "Joins",
-    "load_timeline", "innermost",
+    "load_timeline", "innermost", "Interner",
 ]
 
 _NAN = float("nan")
@@ -50,9 +44,7 @@ _DISTINCT_COST = 512  # bytes: what one distinct op signature cost in the model,
 
 
 def _texts(values: list[Any]) -> int:
-    """Characters of text in new interned values: names, (name, raw dims, raw types), kernels, threads."""
-    if not values:
-        return 0
+    """Characters of text in new (never no) interned values: names, (name, raw dims, raw types), kernels."""
     first = values[0]
     if isinstance(first, (str, bytes)):
         return sum(map(len, values))
@@ -68,8 +60,8 @@ def _IS_TEXT(x: Any) -> bool:  # noqa: N802 - used as a filter predicate
 _NAME = attrgetter("name")
 
 
-class _Interner:
-    """Values -> small ints, and back."""
+class Interner:
+    """Values -> small ints (``ids``), and back (``values``)."""
 
     def __init__(self) -> None:
         self.ids: dict[Any, int] = {}
@@ -101,9 +93,7 @@ class Intervals(Struct):
 
 
 class Ops(Intervals):
-    """cpu_ops: intervals, plus whether Input Dims were given, Kineto's External id and Concrete Inputs
-    (these three, as every column only the op-sequence record reads, empty unless the reader's fields hold
-    Kineto's ids: ``load_timeline``)."""
+    """cpu_ops; the last three columns only the record reads: empty unless read with Kineto's ids."""
 
     shapes: array = field(default_factory=lambda: array("b"))
     ext: array = field(default_factory=lambda: array("q"))
@@ -137,8 +127,7 @@ class Device(Struct):
 
 
 class Others(Struct):
-    """Rows with Kineto's ids and nothing else the record reads: device records other than kernels,
-    copies and sets (linked as device work is), annotations with an External id."""
+    """Rows only the record reads, by their ids: other device records, annotations with an External id."""
 
     ts: array = field(default_factory=lambda: array("d"))
     thread: array = field(default_factory=lambda: array("i"))
@@ -154,8 +143,7 @@ class Flows(Struct):
 
 
 class Undated(Struct):
-    """Ops, calls and device work without a timestamp: kept out of the columns every query places in
-    time, kept here for the op-sequence record's counts (they are in no segment but "(outside)")."""
+    """Rows without a timestamp: only the record counts them (in "(outside)")."""
 
     ops: Ops = field(default_factory=Ops)
     calls: Calls = field(default_factory=Calls)
@@ -163,13 +151,8 @@ class Undated(Struct):
 
 
 class IdIndex:
-    """id -> value as two array columns sorted by id (stable), looked up by ``bisect`` one at a time or by
-    ``searchsorted`` many at a time.
-
-    Why not a dict: ~100-170 B per entry (two int objects, a slot, growth by doubling) against 12 B.
-    Among equal ids, ``last`` is the value added last and ``first`` the one added first, as a dict
-    filled in order by assignment / ``setdefault`` would say.
-    """
+    """id -> value as two columns sorted by id (stable): 12 B an entry, a dict ~100-170 B. Among equal
+    ids, ``last`` / ``first`` answer as a dict filled by assignment / ``setdefault`` would."""
 
     __slots__ = ("ids", "values")
 
@@ -200,8 +183,7 @@ class IdIndex:
         return self.values[k] if k < len(ids) and ids[k] == key else None
 
     def many(self, keys: Any, last: bool) -> Any:
-        """:meth:`last` (or :meth:`first`) of each id in a numpy array, -1 where absent: one
-        ``searchsorted`` for all."""
+        """:meth:`last` (or :meth:`first`) of each id in a numpy array, -1 where absent."""
         import numpy as np
 
         ids, values = np.frombuffer(self.ids, np.int64), np.frombuffer(self.values, np.int32)
@@ -213,12 +195,8 @@ class IdIndex:
 
 
 class ByCorrelation:
-    """Device items (indices) grouped by correlation, as sorted columns rather than a dict of lists.
-
-    Why: a dict entry and a list per correlation cost ~200 B per eager kernel; here an item costs nothing
-    when the trace lists device work in correlation order (Kineto does), else 12 B. Within a
-    correlation, items stay in trace order, as when they were grouped in a dict.
-    """
+    """Device items grouped by correlation, in trace order within one: sorted columns, free when the
+    trace is in correlation order (Kineto's), else 12 B an item; a dict of lists cost ~200 B."""
 
     def __init__(self, corr: array) -> None:
         if all(map(le, corr, islice(corr, 1, None))):
@@ -246,32 +224,15 @@ class ByCorrelation:
             lo = hi
 
 
-FlowKey = tuple[int, float]  # (thread index, ts)
-
-
-def _flow_ids(wanted: set[FlowKey], threads: array, ts: array, ids: array) -> dict[FlowKey, int]:
-    """(thread, ts) -> flow id for the wanted keys only; a later flow at the same key wins (as a dict would)."""
-    out: dict[FlowKey, int] = {}
-    for n, key in enumerate(zip(threads, ts, strict=True)):
-        if key in wanted:
-            out[key] = ids[n]
-    return out
+def _flow_ids(rows: list[int], threads: array, ts: array, flows: tuple[array, array, array]) -> list[tuple[int, int]]:
+    """(row, id of the flow at its (thread, ts)) for the rows at one; a later flow at one place wins."""
+    wanted = {(threads[i], ts[i]) for i in rows}
+    found = {key: fid for key, fid in zip(zip(flows[0], flows[1], strict=True), flows[2], strict=True) if key in wanted}
+    return [(i, fid) for i in rows if (fid := found.get((threads[i], ts[i]), -1)) >= 0]
 
 
 class Joins:
-    """The one link pass of a trace: every join by Kineto's ids is built here, once, and nowhere else
-    (``tests/analysis/test_one_home_model.py`` holds it so).
-
-    - flows -> correlation: a kernel launch (or graph launch) and a kernel without a correlation take the id
-      of the ``ac2g`` flow that starts / ends on them (``launch_corr``, ``kernel_corr``);
-    - correlation -> runtime call, correlation -> device work (the first / last of a kind), device work
-      grouped by correlation;
-    - External id -> op, and so call -> op: the op whose External id the call carries. A call without one
-      (a trace read without ids, a capture window's launches for ``attribute``) goes to the innermost op
-      around it on its thread (:func:`innermost`): one rule, External id first, time second.
-
-    Each index is built on first use and kept: what a command does not ask for costs nothing.
-    """
+    """Every join by Kineto's ids, each index built on first use (docs/DESIGN.md §7, "One link pass")."""
 
     def __init__(self, tl: Timeline) -> None:
         self.tl = tl
@@ -289,17 +250,16 @@ class Joins:
 
     def calls_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
         """correlation (``resolved``: or flow id) -> call index, of the given kinds (none given: any)."""
-        c = self.tl.calls
-        ids = self.launch_corr if resolved else c.corr
-        return cast(IdIndex, self._once(("calls", resolved, *kinds),
-                                        lambda: IdIndex.where(ids, c.kind if kinds else None, *kinds)))
+        return self._by_corr(self.tl.calls, self.launch_corr, kinds, resolved)
 
     def device_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
         """correlation (``resolved``: or flow id) -> device record index, of the given kinds (none: any)."""
-        d = self.tl.device
-        ids = self.kernel_corr if resolved else d.corr
-        return cast(IdIndex, self._once(("device", resolved, *kinds),
-                                        lambda: IdIndex.where(ids, d.kind if kinds else None, *kinds)))
+        return self._by_corr(self.tl.device, self.kernel_corr, kinds, resolved)
+
+    def _by_corr(self, rows: Calls | Device, flowed: array, kinds: tuple[int, ...], resolved: bool) -> IdIndex:
+        ids = flowed if resolved else rows.corr
+        return cast(IdIndex, self._once((type(rows), resolved, *kinds),
+                                        lambda: IdIndex.where(ids, rows.kind if kinds else None, *kinds)))
 
     def device_groups(self) -> ByCorrelation:
         """Device records grouped by their own correlation."""
@@ -310,9 +270,8 @@ class Joins:
         return cast(IdIndex, self._once(("ext",), lambda: IdIndex.where(self.tl.ops.ext)))
 
     def ops_of_calls(self, calls: list[int]) -> list[int]:
-        """The op that made each call (index into ``Timeline.ops``, -1: none), by the one rule: the first op
-        with the call's External id, else the innermost op around the call's start on its thread
-        (:func:`innermost`). Kept per call once asked: the record and the namer ask twice."""
+        """The op that made each call (-1: none): the first op with its External id, else the innermost
+        op around its start on its thread. Kept once asked: the record and the namer both ask."""
         known = self._once(("call_op",), dict)
         todo = [i for i in dict.fromkeys(calls) if i not in known]
         if todo:
@@ -326,53 +285,28 @@ class Joins:
                 known[i] = op
         return [known[i] for i in calls]
 
-    def op_of_call(self, i: int) -> int | None:
-        """:meth:`ops_of_calls` for one call; None: no op."""
-        op = self.ops_of_calls([i])[0]
-        return None if op < 0 else op
-
     def _resolve_flows(self) -> None:
         """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
-        tl = self.tl
-        c, d, flows = tl.calls, tl.device, tl.flows
-        launches = {
-            i: (c.thread[i], c.start[i])
-            for i in range(len(c.kind))
-            if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)
-        } if flows.start[2] else {}
-        if launches:
-            starts = _flow_ids(set(launches.values()), *flows.start)
-            for i, key in launches.items():
-                fid = starts.get(key, -1)
-                if fid >= 0:
-                    self.launch_corr[i] = fid
-                    if self.cpu_of(fid) is None:
-                        self.flow_cpu[fid] = i
-        kernels = {
-            k: (d.thread[k], d.start[k]) for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL
-        } if flows.end[2] else {}
-        if kernels:
-            ends = _flow_ids(set(kernels.values()), *flows.end)
-            for k, key in kernels.items():
-                fid = ends.get(key, -1)
-                if fid >= 0:
-                    self.kernel_corr[k] = fid
+        c, d, flows = self.tl.calls, self.tl.device, self.tl.flows
+        if flows.start[2]:
+            launches = [i for i in range(len(c.kind)) if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)]
+            for i, fid in _flow_ids(launches, c.thread, c.start, flows.start):
+                self.launch_corr[i] = fid
+                if self.calls_by_corr(resolved=False).last(fid) is None:  # no call has it as its own
+                    self.flow_cpu.setdefault(fid, i)
+        if flows.end[2]:
+            kernels = [k for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL]
+            for k, fid in _flow_ids(kernels, d.thread, d.start, flows.end):
+                self.kernel_corr[k] = fid
 
     def annotation_by_ext(self) -> IdIndex:
         """External id -> annotation row (``Timeline.annotations``), the first with it."""
         return cast(IdIndex, self._once(("annotations",), lambda: IdIndex.where(self.tl.annotations.ext)))
 
-    def cpu_of(self, corr: int) -> int | None:
-        """The runtime / driver call (index) with correlation ``corr`` (or flow id)."""
-        got = self.calls_by_corr(resolved=False).last(corr)
-        return got if got is not None else self.flow_cpu.get(corr)
-
 
 class Timeline(Struct):
-    """One trace as columns per kind (the one model, docs/DESIGN.md §7). Rows with a time are in ``ops``,
-    ``calls``, ``device``, ``ranges``; rows without one in ``undated`` (the record counts them); every
-    other event's time and process in ``rest_ts`` / ``rest_pid`` (read with ids, as ``Ops.ext``), so each
-    event has a row the record places in a segment."""
+    """One trace as columns per kind (docs/DESIGN.md §7, "One model"); other events' time and process in
+    ``rest_ts`` / ``rest_pid`` (read with ids), so the record places every event in a segment."""
 
     path: str
     size: int = 0
@@ -406,9 +340,7 @@ class Timeline(Struct):
         return self.joined
 
     def segment_finder(self, segs: list[Segment], source: str) -> Callable[[float, int], int]:
-        """(time, thread) -> the segment it belongs to (index into ``segs``), else -1: the innermost
-        segment of its process containing the time (``segments.assigner``); with one segment for the
-        whole trace (``source`` "filename" or "all"), that one. Every command places rows by this rule."""
+        """(time, thread) -> the segment of its process around it (``segments.assigner``), -1: none."""
         if source in ("filename", "all"):
             return lambda ts, thread: 0
         pids = {pid: n for n, pid in enumerate(dict.fromkeys(self.thread_pid))}
@@ -417,9 +349,8 @@ class Timeline(Struct):
         return lambda ts, thread: find(ts, place[thread])
 
     def row_segments(self, segs: list[Segment], source: str, ts: array, where: array, threads: bool = True) -> Any:
-        """Per row (``ts`` and its thread, or ``threads`` False: its process index), its segment as
-        :meth:`segment_finder` places it, and ``len(segs)`` for none, as a numpy array; by columns, one
-        ``searchsorted`` per process over its segments' step function (``segments.segment_tables``)."""
+        """:meth:`segment_finder` for every row by columns (``len(segs)``: none); ``where``: its thread,
+        or its process index when not ``threads``."""
         import numpy as np
 
         if source in ("filename", "all"):
@@ -445,14 +376,9 @@ class Timeline(Struct):
         return out
 
     def capture_windows(self) -> list[tuple[int, int]]:
-        """The one definition of a capture window: (begin call, end call or -1 when never closed).
-
-        Marks are taken in time order. An ``…EndCapture`` closes the latest open ``…BeginCapture`` of
-        its own thread (two streams captured from one thread nest: the inner one ends first); with none
-        open there, the oldest open one of another thread of its process (a capture ended on another
-        thread, as relaxed capture mode allows). An end that closes nothing is ignored; a begin never
-        closed runs to the end of the trace. Both ``time`` and ``attribute`` read windows from here.
-        """
+        """The one definition of a capture window: (begin call, end call or -1 when never closed). An end
+        closes its thread's latest open begin (streams captured from one thread nest), else its
+        process's oldest (relaxed capture mode ends on another thread); one that closes nothing is ignored."""
         c = self.calls
         marks = sorted(
             (c.start[i], c.kind[i] == E.C_END, i)
@@ -483,19 +409,19 @@ class Timeline(Struct):
 
 
 class _Builder:
-    """Fills a Timeline slice by slice; ``ids``: the reader's fields hold Kineto's ids (``Event``)."""
+    """Fills a Timeline slice by slice; ``ids``: read with Kineto's ids (``Event``)."""
 
     def __init__(self, tl: Timeline, ids: bool) -> None:
         self.tl = tl
         self.ids = ids
-        self.call_names = _Interner()
+        self.call_names = Interner()
         self.lo = float("inf")
         self.hi = float("-inf")
-        self.threads = _Interner()
-        self.raw_sigs = _Interner()
-        self.concretes = _Interner()
-        self.modules = _Interner()
-        self.kernels = _Interner()
+        self.threads = Interner()
+        self.raw_sigs = Interner()
+        self.concretes = Interner()
+        self.modules = Interner()
+        self.kernels = Interner()
         self.budget = current_limits().max_distinct_bytes
         self.distinct = 0  # bytes charged so far for distinct things held (Limits.max_distinct_bytes)
         self.charged: dict[int, int] = {}  # id of each charged list -> how many of its items are charged
@@ -503,9 +429,7 @@ class _Builder:
         self.kernel_ids: dict[tuple[Any, ...], int] = {}
 
     def _charge(self) -> None:
-        """Charge what the last slice added to the distinct things held: each costs its text (held as read
-        and as compact text) and ~_DISTINCT_COST of dict, list and struct. Per slice, in C, only the new
-        items; past the budget the trace is refused, as past ``max_events``, naming the limit."""
+        """Charge the slice's new distinct values (docs/DESIGN.md §7.1, "Distinct things")."""
         held: list[Any] = [self.call_names.values, self.threads.values, self.raw_sigs.values, self.tl.pids,
                            self.concretes.values, self.modules.values, self.kernels.values, self.tl.ranges]
         for values in held:
@@ -525,8 +449,7 @@ class _Builder:
         return self.threads((ev.pid, ev.tid))
 
     def kernel_key(self, name: str | None, a: Any) -> tuple[Any, ...]:
-        """A kernel's identity as a plain tuple (hashed in C); with ids, also shared memory and registers
-        (``summary`` shows them)."""
+        """A kernel's identity as a tuple; with ids also shared memory and registers (``summary`` shows them)."""
         if not self.ids:
             return (name, a.grid, a.block) if a is not None else (name, None, None)
         return (name, a.grid, a.block, a.smem, a.regs) if a is not None else (name, None, None, None, None)
@@ -539,11 +462,7 @@ class _Builder:
         return got
 
     def add(self, events: list[Any]) -> None:
-        """One slice. Bulk passes per kind, not a Python loop body per event: a replay is ~all kernels
-        and a capture ~all ``python_function`` calls, hundreds of thousands of each. Each event's kind
-        is looked up once, in C, and each kind's events picked by it in C (``_pick``); those without a
-        timestamp go to ``Timeline.undated`` (nothing can place them in time), those of no kind read
-        here to ``rest`` (their time and process)."""
+        """One slice, by bulk passes per kind, not a loop body per event (docs/DESIGN.md §7, ``timeline``)."""
         dest = self.categories
         for cat in set(map(_CAT, events)).difference(dest):
             dest[cat] = E.category(cat or "")
@@ -570,12 +489,10 @@ class _Builder:
 
     @staticmethod
     def _pick(events: list[Any], kinds: list[int], wanted: frozenset[int]) -> list[Any]:
-        """The events of the ``wanted`` kinds."""
         return list(compress(events, map(wanted.__contains__, kinds)))
 
     @staticmethod
     def _dated(events: list[Any]) -> tuple[list[Any], list[Any]]:
-        """The events with a timestamp, and those without."""
         ts = list(map(_TS, events))
         if None not in ts:
             return events, []
@@ -583,7 +500,6 @@ class _Builder:
         return list(compress(events, timed)), list(compress(events, map(not_, timed)))
 
     def _rest(self, events: list[Any]) -> None:
-        """Events in no column: their time and process, so the record places each in a segment."""
         tl = self.tl
         ts = list(map(_TS, events))
         tl.rest_ts.fromlist([_NAN if t is None else t for t in ts] if None in ts else ts)
@@ -594,8 +510,7 @@ class _Builder:
         tl.rest_pid.fromlist(got)
 
     def _other_linked(self, events: list[Event]) -> None:
-        """Device records other than kernels, copies and sets (linked like them), and ac2g flows; the rest
-        of these kinds to ``rest``."""
+        """Other device records (linked like kernels) and ac2g flows; the rest of these kinds to ``rest``."""
         others, flows, rest = self.tl.others, self.tl.flows, []
         for ev in events:
             if self.categories[ev.cat] == E.CAT_GPU_OTHER and ev.args is not None:
@@ -617,7 +532,6 @@ class _Builder:
         rows.ext.append(E.ident(ev.args.ext))
 
     def _ops(self, ops: list[Any], iv: Ops) -> None:
-        """cpu_op intervals, column by column (a capture-style trace is mostly ops)."""
         starts = [_NAN if (t := ev.ts) is None else t for ev in ops]
         ends = list(map(add, starts, [ev.dur or 0.0 for ev in ops]))
         iv.start.fromlist(starts)
@@ -638,7 +552,6 @@ class _Builder:
             iv.concrete.fromlist(self.concretes.many([bytes(a.concrete) if a is not None else b"" for a in args]))
 
     def _others(self, events: list[Any]) -> None:
-        """Runtime calls and annotation ranges (a few percent of any trace)."""
         tl = self.tl
         lo, hi = self.lo, self.hi
         dest, ids = self.categories, self.ids
@@ -660,7 +573,6 @@ class _Builder:
         self.lo, self.hi = lo, hi
 
     def _modules(self, events: list[Any]) -> None:
-        """``nn.Module`` intervals, column by column (each distinct name is cleaned once)."""
         iv = self.tl.modules
         starts = [ev.ts for ev in events]
         iv.start.fromlist(starts)
@@ -671,10 +583,8 @@ class _Builder:
         iv.label.fromlist(self.modules.many([clean[name] for name in names]))
 
     def _devices(self, events: list[Any], d: Device) -> None:
-        """Kernels, memcpys and memsets, column by column."""
         dest, top = self.categories, E.ID_LIMIT
         args = [ev.args for ev in events]
-        # array.fromlist: about twice array.extend's speed on a list
         d.start.fromlist([_NAN if (t := ev.ts) is None else t for ev in events])
         d.dur.fromlist([ev.dur or 0.0 for ev in events])
         d.kind.fromlist([dest[ev.cat] - E.CAT_KERNEL for ev in events])
@@ -722,10 +632,8 @@ class _Builder:
 def load_timeline(
     path: str, progress: Callable[[int, int], None] | None = None, *, fields: type = SlimEvent
 ) -> Timeline:
-    """Read ``path`` in one streaming pass; raises TraceError for any bad input. ``fields``: the event
-    struct the reader decodes (``reader.Event``: with Kineto's ids and flows, for the op-sequence record;
-    ``SlimEvent``: shapes, correlation, kernels; ``BareEvent``: no ``args`` at all, an op is its name).
-    What is not decoded reads as absent (-1, empty); the model's shape is the same."""
+    """Read ``path`` in one streaming pass (TraceError for any bad input), decoding ``fields``: ``Event``
+    (with Kineto's ids), ``SlimEvent`` or ``BareEvent`` (no ``args``); what is not decoded reads as absent."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
     b = _Builder(tl, fields is Event)
@@ -741,13 +649,8 @@ def load_timeline(
 
 
 def innermost(iv: Intervals, times: list[float], threads: list[int]) -> list[int]:
-    """For each (time, thread) query, the index of the innermost interval containing it, else -1.
-
-    One sweep per thread over intervals sorted by (start, -end) with a stack of open intervals;
-    well-formed traces nest ranges on a thread, which is what makes the stack top the innermost.
-    An interval or query without a time (NaN) places nothing: a NaN key would
-    break the sort and stop the sweep.
-    """
+    """For each (time, thread) query, the innermost interval containing it, else -1: one sweep per thread
+    with a stack of open intervals (ranges nest on a thread). NaN places nothing (it would break the sort)."""
     out = [-1] * len(times)
     queries: dict[int, list[int]] = {}
     for q, th in enumerate(threads):

@@ -1,11 +1,5 @@
-"""Capture side of attribution: capture windows and, per captured node, where it came from.
-
-A capture window is what one ``…StreamBeginCapture`` .. ``…StreamEndCapture`` pair on a thread
-recorded: its kernel launches, memcpys and memsets in order, each with the innermost ``cpu_op``
-(name, input dims, input types) and ``nn.Module`` around it. Kernel identity comes from the launch
-itself on ROCm (``args.kernel``); on NVIDIA launches carry no name, so the segment's eager warm-up
-pass (kernels that really ran, same ops in the same order) names them, or they stay unnamed.
-"""
+"""Capture windows, their nodes and each node's site, named by the launch (ROCm) or by the segment's
+warm-up pass (the one namer): docs/DESIGN.md §7, "Attribution" steps 1-2."""
 
 from __future__ import annotations
 
@@ -113,8 +107,7 @@ def sites_of_calls(tl: Timeline, calls: list[int]) -> tuple[list[Site], list[int
 
 
 def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
-    """(thread, begin, end) of each capture window (``Timeline.capture_windows``, the one definition) in
-    time order, on the thread that began it; a window never closed runs to the end."""
+    """(thread that began it, begin, end or inf) of each capture window, in time order."""
     c = tl.calls
     return [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
 
@@ -122,8 +115,8 @@ def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
 def _nested(
     path: str, spans: list[tuple[int, float, float]], threads: set[int]
 ) -> dict[int, list[tuple[float, float]]]:
-    """Per window of ``threads``, the windows nested in it on its thread (their launches belong to them, not
-    to it): the general rule, for threads whose windows overlap without nesting (else :func:`_owners`)."""
+    """Per window of ``threads`` (whose windows overlap without nesting), the windows nested in it on its
+    thread: their launches are theirs, not its."""
     out: dict[int, list[tuple[float, float]]] = {}
     pairs = 0
     for th, idx in _by_thread(spans).items():
@@ -172,8 +165,8 @@ def _by_thread(spans: list[tuple[int, float, float]]) -> dict[int, list[int]]:
 
 
 def _laminar(spans: list[tuple[int, float, float]], idx: list[int]) -> bool:
-    """Whether a thread's windows (in time order) follow one another or nest, never sharing a point
-    otherwise: then each launch belongs to exactly one window, the innermost around it."""
+    """Whether a thread's windows (in time order) only follow one another or nest: then each launch
+    belongs to the innermost window around it."""
     stack: list[float] = []  # ends of the open windows, innermost last
     for n in idx:
         _, b, e = spans[n]
@@ -188,9 +181,8 @@ def _laminar(spans: list[tuple[int, float, float]], idx: list[int]) -> bool:
 def _owners(
     spans: list[tuple[int, float, float]], by_calls: dict[int, tuple[list[float], list[int]]]
 ) -> tuple[dict[int, list[int]], set[int]]:
-    """Per window, the calls it owns (those of its thread inside it and in no window nested in it), for
-    threads whose windows are laminar: one sweep with a stack of open windows, O(log n) a call. The
-    second value: threads left to the general rule (:func:`_nested`), where windows overlap."""
+    """Per window, the calls it owns (its thread's, inside it, in no window nested in it) on threads whose
+    windows are laminar, by one sweep with a stack; and the threads left to :func:`_nested`."""
     owned: dict[int, list[int]] = {}
     general: set[int] = set()
     for th, idx in _by_thread(spans).items():
@@ -265,12 +257,9 @@ class _Context:
         for i, site, inst in zip(all_calls, sites, insts, strict=True):
             self.site[i] = site
             self.inst[i] = inst
-        # correlation -> the kernel that ran for it (``first``: eager launches have one); sorted columns,
-        # not a dict: a capture's warm-up may be most of it
-        ran = tl.joins().device_by_corr(D_KERNEL, resolved=False)
-        # per thread, its launches whose kernel really ran (start, (site, kernel)), in time order: built once,
-        # so that each window's warm-up pass is a bisect, not a walk over every launch since the segment began
-        # (nested windows each walked all the launches of the windows around them)
+        ran = tl.joins().device_by_corr(D_KERNEL, resolved=False)  # correlation -> the kernel that ran
+        # per thread, its launches whose kernel ran (start, (site, kernel)) in time order: each window's
+        # warm-up pass is then a bisect
         self.ran_by_thread: dict[int, tuple[list[float], list[tuple[Site, Kernel]]]] = {}
         c = tl.calls
         for th, (starts, idx) in self.by_thread.items():
@@ -310,8 +299,7 @@ class _Context:
 
 
 def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
-    """The capture windows of ``tl`` with their nodes, unnamed kernels named by the warm-up pass before
-    each (the one namer: ``attribute`` and the op-sequence record both read it)."""
+    """The capture windows of ``tl`` with their nodes, named by the warm-up pass before each (the one namer)."""
     spans = _spans(tl)
     if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
         return []
@@ -327,9 +315,8 @@ def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: st
         calls = ctx.calls(th, b, e, nested.get(order, [])) if th in general else owned.get(order, [])
         nodes = ctx.nodes(calls)
         named_by_launch = all(n.kernel is not None for n in nodes if n.kind == D_KERNEL)
-        # The warm-up pass: this thread's eager launches since the last of its windows that had ended by
-        # this one's begin (an outer window still open does not count: nested captures), in the segment.
-        # Begins come in time order, so an end at or before this begin stays so for every later one.
+        # the warm-up pass: from the last end of this thread's windows at or before this begin (docs/DESIGN.md
+        # §7, "Attribution" step 2); begins come in time order, so an end popped stays past
         start = seg.start if seg is not None else float("-inf")
         heap = pending.setdefault(th, [])
         while heap and heap[0] <= b:

@@ -1,5 +1,5 @@
-"""The analyzer's one error for bad input: a module of its own (no imports), so the reader and the file
-opener it calls (``safe_io``) both raise it without importing each other."""
+"""The analyzer's one error for bad input, in a module of its own so that ``reader`` and ``safe_io`` both
+raise it without importing each other."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
-"""Streaming reader for Kineto / chrome-trace JSON, gzip or plain, in any layout.
-
-Why not ``json.load``: a 500k-event capture trace is ~200 MB of JSON and ~1.2 GB of Python dicts.
-This reader decompresses in blocks, parses the top-level object by hand, and cuts ``traceEvents``
-into multi-megabyte slices that ``msgspec`` decodes straight into small typed structs, keeping only
-the fields the analyzer uses. Memory stays bounded by the slice size, whatever the file size.
-
-A slice boundary is found without relying on line structure: candidates are ``}`` followed by
-``,{`` or ``]``; a candidate is accepted only if the slice decodes as a JSON array. Because the slice
-starts at a real element boundary, the parse is in sync with the full document, so a successful
-decode proves the cut is a real element boundary (a cut inside a string or nested object cannot
-parse). Every failure becomes one :class:`TraceError` naming the file.
-
-Limits (docs/DESIGN.md §7): hostile input must not cost unbounded memory or time, so one key, one
-top-level value and one ``traceEvents`` element may each hold at most ``Limits.max_value_bytes``, a
-trace at most ``Limits.max_events`` elements and 100,000 top-level members, and a value may nest
-as deep as Python's recursion limit allows (~1,000 levels). Numbers the analyzer reads must fit a
-double (or 4,300 digits for integers), ``ts``/``dur`` ±MAX_TIME_US and ids 64 bits; past any limit the
-error says which one. Strings and keys are scanned once, left to right. A key the analyzer reads given
-twice is refused. The file is opened once, by ``safe_io.open_input`` (no link, no FIFO: §7.2).
+"""Streaming reader for Kineto / chrome-trace JSON, gzip or plain, in any layout: ``json.load`` of a
+500k-event trace is ~1.2 GB of dicts; here ``traceEvents`` is cut into slices that msgspec decodes into
+small typed structs. A cut is a ``}`` before ``,{`` or ``]`` whose slice decodes as a JSON array: the slice
+starts at a real element boundary, so a cut inside a string or object cannot parse. Every bound and
+failure: docs/DESIGN.md §7.1 (one :class:`TraceError` naming the file).
 """
 
 from __future__ import annotations
@@ -30,7 +15,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import IO, Annotated, Any, ClassVar, NamedTuple
+from typing import IO, Annotated, Any, ClassVar, NamedTuple, cast
 
 import msgspec
 from msgspec import Struct
@@ -49,9 +34,7 @@ __all__ = [
 ]
 
 class Buffering(Struct, frozen=True):
-    """How much the reader inflates and decodes at a time. The defaults suit real traces; tests shrink
-    them (``open_trace(..., buffering=Buffering(block=1))``) so every boundary case is a refill or a cut.
-    """
+    """How much the reader inflates and decodes at a time; tests shrink it so every boundary is a cut."""
 
     slice: int = 4 << 20  # bytes of JSON per decode call: big enough to amortise, small enough to bound memory
     min_slice: int = 64 << 10  # ... shrunk down to this when elements are tiny, so that a slice holds about
@@ -65,15 +48,7 @@ _buffering = Buffering()
 
 
 class Limits(Struct, frozen=True):
-    """Bounds on what one trace may cost; the defaults are far above any real capture.
-
-    ``max_events``: ``traceEvents`` elements per trace (a 486k-event capture is 200 MB of JSON, so
-    the default is ~20x the biggest seen). ``max_value_bytes``: one object key, one top-level value
-    or one ``traceEvents`` element, as JSON text (real ones are at most a few KB).
-    ``max_distinct_bytes``: what the model may hold of distinct things (op signatures, names, kernels,
-    threads, processes, kept ranges), each charged its text and a fixed cost (``timeline``): a real
-    capture holds a few MB; 3M distinct ops once cost ~650 B each, 2 GB at 3M events.
-    """
+    """Bounds on what one trace may cost, far above any real capture (docs/DESIGN.md §7.1)."""
 
     max_events: int = 10_000_000
     max_value_bytes: int = 64 << 20
@@ -85,13 +60,9 @@ class Limits(Struct, frozen=True):
 
 _limits = Limits()
 
-# The one cap on a text read from a trace (a name, a label, a kernel, a process or thread name, a metadata
-# string): each is copied into tables, pages and the model, so one 60 MiB name held 30 times was 2 GB. Longer
-# text is cut here, where it is read, with a visible marker (:func:`cut_text`); real names are < 1 KB.
+# The one cap on a text read from a trace, cut where it is read (:func:`cut_text`; docs/DESIGN.md §7.1).
 MAX_TEXT = 4096
-# Window pairs the general rule (``windows._nested``) may compare on threads whose capture windows overlap
-# without nesting: real captures nest or follow one another (the stack sweep); a trace past this is refused,
-# not walked for hours (a staircase of N overlapping windows is N²/2 pairs).
+# Window pairs ``windows._nested`` may compare where capture windows overlap without nesting (§7.1).
 MAX_OVERLAPPING_PAIRS = 2_000_000
 
 _texts_cut = 0  # texts cut in this process so far (``texts_cut``: a command's note counts its own)
@@ -109,6 +80,8 @@ def cut_text(text: str) -> str:
 def texts_cut() -> int:
     """How many texts :func:`cut_text` has cut in this process (a caller subtracts its start)."""
     return _texts_cut
+
+
 _held: dict[str, int] = {}  # path -> the descriptor a command holds open for it (:func:`holding`)
 
 
@@ -118,8 +91,7 @@ def current_limits() -> Limits:
 
 @contextmanager
 def using_buffering(buffering: Buffering) -> Iterator[None]:
-    """Process-wide buffer sizes for streams opened without explicit ones (as :func:`using_limits`):
-    tests shrink them so that every record builder meets refills and cuts at every boundary."""
+    """Process-wide buffer sizes for streams opened without explicit ones (as :func:`using_limits`)."""
     global _buffering
     before, _buffering = _buffering, buffering
     try:
@@ -130,11 +102,8 @@ def using_buffering(buffering: Buffering) -> Iterator[None]:
 
 @contextmanager
 def using_limits(limits: Limits) -> Iterator[None]:
-    """Process-wide limits for streams opened without explicit ones, for the duration of a command.
-
-    Process-wide so that every caller of :func:`open_trace` (the record builders) obeys the CLI's
-    ``--max-events`` / ``--max-value-mib`` without threading them through each signature.
-    """
+    """Process-wide limits for streams opened without explicit ones: every reader obeys the CLI's options
+    without passing them through each signature."""
     global _limits
     before, _limits = _limits, limits
     try:
@@ -145,9 +114,8 @@ def using_limits(limits: Limits) -> Iterator[None]:
 
 @contextmanager
 def holding(path: str) -> Iterator[None]:
-    """Open ``path`` once (:func:`safe_io.open_input`) for the duration; every stream over ``path``
-    in this process reads that descriptor from its start. Why: ``attribute --annotate`` reads the
-    replay twice (attribution, then the copy) and a file swapped in between must not be annotated."""
+    """Open ``path`` once for the duration; every stream over it reads that descriptor from its start
+    (``attribute --annotate`` reads the replay twice: a file swapped in between is never annotated)."""
     from mixins.analysis.read.safe_io import open_input
 
     fd, _ = open_input(path)
@@ -180,32 +148,34 @@ _Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]  # ids go
 _Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
 
 
-class Args(
+class SlimArgs(
     msgspec.Struct,
     gc=False,
-    rename={
-        "ext": "External id",
-        "dims": "Input Dims",
-        "types": "Input type",
-        "concrete": "Concrete Inputs",
-        "smem": "shared memory",
-        "regs": "registers per thread",
-        "node": "graph node id",
-    },
+    rename={"dims": "Input Dims", "types": "Input type", "node": "graph node id"},
 ):
-    """The ``args`` fields the analyzer reads; everything else is skipped by the decoder."""
+    """The ``args`` fields ``attribute`` reads; everything else is skipped by the decoder."""
 
-    ext: _Int64 | None = None
     dims: msgspec.Raw = _RAW_EMPTY  # kept as raw JSON: hashable, compared after removing whitespace
     types: msgspec.Raw = _RAW_EMPTY
-    concrete: msgspec.Raw = _RAW_EMPTY
     correlation: _Int64 | None = None
     kernel: _Text | None = None
     grid: tuple[int, ...] | None = None  # tuples: hashable, so a kernel identity is a plain key
     block: tuple[int, ...] | None = None
+    node: _Int64 | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
+
+
+class Args(
+    SlimArgs,
+    gc=False,
+    rename={"ext": "External id", "concrete": "Concrete Inputs", "smem": "shared memory",
+            "regs": "registers per thread"},
+):
+    """:class:`SlimArgs` and Kineto's ids, inputs and kernel resources (the op-sequence record)."""
+
+    ext: _Int64 | None = None
+    concrete: msgspec.Raw = _RAW_EMPTY
     smem: _Int64 | None = None
     regs: _Int64 | None = None
-    node: _Int64 | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
 
 
 class _Common(msgspec.Struct, gc=False):
@@ -227,36 +197,15 @@ class Event(_Common, gc=False):
     args: Args | None = None
 
 
-class SlimArgs(
-    msgspec.Struct,
-    gc=False,
-    rename={"dims": "Input Dims", "types": "Input type", "node": "graph node id"},
-):
-    """The ``args`` the time-resolved view (``attribute``, ``time``) reads, decoded as in :class:`Args`."""
-
-    dims: msgspec.Raw = _RAW_EMPTY
-    types: msgspec.Raw = _RAW_EMPTY
-    correlation: _Int64 | None = None
-    kernel: _Text | None = None
-    grid: tuple[int, ...] | None = None
-    block: tuple[int, ...] | None = None
-    node: _Int64 | None = None
-
-
 class SlimEvent(_Common, gc=False):
-    """:class:`Event` without the fields the time-resolved view never reads (``ph``, ``id``).
-
-    Why: fields a struct does not declare are skipped by the decoder without building objects; on a
-    half-million-event trace that is ~25 % of the decode time. The fields it has decode exactly as
-    in Event, through the same typed-then-tolerant path.
-    """
+    """:class:`Event` without ``ph``, ``id`` and the args only the record reads: undeclared fields are
+    skipped without building objects, ~25 % of the decode time."""
 
     args: SlimArgs | None = None
 
 
 class BareEvent(_Common, gc=False):
-    """:class:`Event` without ``args`` (nor ``ph``, ``id``): what ``time`` reads, which places ops and calls
-    in time by name alone. ``args`` is then never decoded nor checked (``ev.args`` reads None)."""
+    """:class:`Event` without ``args``, never decoded nor checked (``ev.args`` reads None): ``time``'s."""
 
     args: ClassVar[None] = None
 
@@ -293,54 +242,48 @@ KEEP_KEYS = frozenset(
 )
 
 
+_ARG_FORMS = {"dims": "raw", "types": "raw", "concrete": "raw", "grid": "ints", "block": "ints", "kernel": "text"}
+
+
+def _pick(v: Any, types: tuple[type, ...]) -> Any:
+    """``v`` if of ``types`` (never a bool), texts cut (:func:`cut_text`); else None."""
+    if isinstance(v, bool) or not isinstance(v, types):
+        return None
+    return cut_text(v) if isinstance(v, str) else v
+
+
+def _tolerant_args(raw_args: dict[str, Any], cls: type[Any]) -> Any:
+    """``cls`` built from a generic ``args`` dict by its fields' JSON names; other ids are 64-bit ints."""
+    values: dict[str, Any] = {}
+    for name, key in zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True):
+        form, v = _ARG_FORMS.get(name), cast(Any, raw_args.get(key))
+        if form == "raw":
+            values[name] = msgspec.Raw(msgspec.json.encode(v)) if key in raw_args else _RAW_EMPTY
+        elif form == "ints":
+            ints = isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+            values[name] = tuple(v) if ints else None
+        else:
+            values[name] = _pick(v, (str,)) if form == "text" else _int64(_pick(v, (int,)), key)
+    return cls(**values)
+
+
 def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
     """Build ``shape``'s event from a generic decoded value, dropping fields of unexpected types."""
     if not isinstance(obj, dict):
         return None
-
-    def pick(d: dict[str, Any], key: str, types: tuple[type, ...]) -> Any:
-        v = d.get(key)
-        if isinstance(v, bool) or not isinstance(v, types):
-            return None
-        return cut_text(v) if isinstance(v, str) else v
-
-    args = None
     raw_args = obj.get("args")
-    if isinstance(raw_args, dict) and "args" in shape.event.__struct_fields__:
-
-        def raw(key: str) -> msgspec.Raw:
-            return msgspec.Raw(msgspec.json.encode(raw_args[key])) if key in raw_args else _RAW_EMPTY
-
-        def ints(key: str) -> tuple[int, ...] | None:
-            v = raw_args.get(key)
-            if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                return tuple(v)
-            return None
-
-        args = _only(
-            shape.args,
-            ext=lambda: _int64(pick(raw_args, "External id", (int,)), "External id"),
-            dims=lambda: raw("Input Dims"),
-            types=lambda: raw("Input type"),
-            concrete=lambda: raw("Concrete Inputs"),
-            correlation=lambda: _int64(pick(raw_args, "correlation", (int,)), "correlation"),
-            kernel=lambda: pick(raw_args, "kernel", (str,)),
-            grid=lambda: ints("grid"),
-            block=lambda: ints("block"),
-            smem=lambda: _int64(pick(raw_args, "shared memory", (int,)), "shared memory"),
-            regs=lambda: _int64(pick(raw_args, "registers per thread", (int,)), "registers per thread"),
-            node=lambda: _int64(pick(raw_args, "graph node id", (int,)), "graph node id"),
-        )
+    keep = isinstance(raw_args, dict) and "args" in shape.event.__struct_fields__
+    args = _tolerant_args(cast(dict[str, Any], raw_args), shape.args) if keep else None
     return _only(
         shape.event,
-        ph=lambda: pick(obj, "ph", (str,)),
-        cat=lambda: pick(obj, "cat", (str,)),
-        name=lambda: pick(obj, "name", (str,)),
-        pid=lambda: pick(obj, "pid", (int, str)),
-        tid=lambda: pick(obj, "tid", (int, str)),
-        ts=lambda: _as_time(pick(obj, "ts", (int, float)), "ts"),
-        dur=lambda: _as_time(pick(obj, "dur", (int, float)), "dur"),
-        id=lambda: pick(obj, "id", (int, str)),
+        ph=lambda: _pick(obj.get("ph"), (str,)),
+        cat=lambda: _pick(obj.get("cat"), (str,)),
+        name=lambda: _pick(obj.get("name"), (str,)),
+        pid=lambda: _pick(obj.get("pid"), (int, str)),
+        tid=lambda: _pick(obj.get("tid"), (int, str)),
+        ts=lambda: _as_time(_pick(obj.get("ts"), (int, float)), "ts"),
+        dur=lambda: _as_time(_pick(obj.get("dur"), (int, float)), "dur"),
+        id=lambda: _pick(obj.get("id"), (int, str)),
         args=lambda: args,
     )
 
@@ -371,11 +314,7 @@ def _int64(v: int | None, name: str) -> int | None:
 
 def _decode_slice(data: bytes, shape: _Shape = _FULL) -> tuple[list[Any], int] | None:
     """Decode ``data`` (a JSON array) into (Events, number of elements); None when it is not valid JSON.
-
-    Raises _OutOfRange for a number too big to hold: the slice starts at a real element boundary and
-    its parse is in sync with the document's, so such a number is in the document even when the
-    candidate cut turns out false. RecursionError (too deep) is real for the same reason.
-    """
+    _OutOfRange and RecursionError are real even when the cut is false (docs/DESIGN.md §7.1)."""
     try:
         events = shape.decoder.decode(data)
         return events, len(events)
@@ -421,11 +360,8 @@ class _Cut(NamedTuple):
 
 
 class TraceStream:
-    """One pass over a trace file: ``metadata`` (kept top-level keys) fills in while ``events()`` runs.
-
-    ``progress`` (if given) is called with (compressed bytes consumed, file size) after each slice.
-    ``limits`` default to the process-wide ones (:func:`using_limits`).
-    """
+    """One pass over a trace file: ``metadata`` (kept top-level keys) fills in while ``events()`` runs;
+    ``progress(compressed bytes read, file size)`` after each slice."""
 
     def __init__(
         self,
@@ -515,10 +451,7 @@ class TraceStream:
             raise self._error(f"corrupt gzip data ({exc})") from None
 
     def _fill(self, need: int) -> bool:
-        """Make ``need`` bytes available after ``_pos``; False if EOF came first.
-
-        Callers grow ``need`` geometrically while one value is incomplete, so copying stays linear.
-        """
+        """Make ``need`` bytes available after ``_pos`` (callers grow it geometrically); False at EOF."""
         if len(self._buf) - self._pos >= need:
             return True
         with memoryview(self._buf) as view:
@@ -582,11 +515,8 @@ class TraceStream:
         return key
 
     def _string_end(self) -> int:
-        """Index just past the closing quote of the string that starts at the cursor.
-
-        Linear: ``find`` jumps from quote to quote, and the run of backslashes before a quote (carried
-        over a refill) says whether it is escaped; the buffer grows geometrically, up to the limit.
-        """
+        """Index just past the closing quote of the string at the cursor: from quote to quote, the run of
+        backslashes before one (carried over a refill) says whether it is escaped."""
         scan, slashes = 1, 0  # offset from the cursor; backslashes ending the part scanned so far
         while True:
             buf, pos = self._buf, self._pos
@@ -609,8 +539,7 @@ class TraceStream:
             self._fill(2 * scan + self.buffering.block)
 
     def _json_end(self, buf: bytes, pos: int, stop: int) -> int:
-        """End of the JSON value at ``buf[pos]`` within ``buf[:stop]`` (stdlib scanner); -1 if incomplete
-        or invalid. Only the window is decoded: a million small top-level values stay linear."""
+        """End of the JSON value at ``buf[pos]`` within ``buf[:stop]``; -1 if incomplete or invalid."""
         self.bytes_scanned += stop - pos
         self.scans += 1
         text = buf[pos:stop].decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
@@ -624,8 +553,7 @@ class TraceStream:
             raise self._error(f"invalid JSON: number out of range near byte {self._base + pos}") from None
 
     def _read_value(self) -> tuple[Any, bytes]:
-        """Parse one complete JSON value (not traceEvents) at the cursor, reading more as needed; the
-        value and its JSON text."""
+        """The complete JSON value (not traceEvents) at the cursor, and its text, reading more as needed."""
         self._skip_ws()
         want = _VALUE_WINDOW
         while True:
@@ -773,8 +701,7 @@ class TraceStream:
 
     # -- public ------------------------------------------------------------------------------------
     def events(self, fields: type = Event) -> Iterator[list[Any]]:
-        """Yield event slices in file order, each event decoded as ``fields`` (:class:`Event`,
-        :class:`SlimEvent` or :class:`BareEvent`); raises TraceError on any bad input."""
+        """Event slices in file order, each event a ``fields``; TraceError on any bad input."""
         return self._slices(_SHAPES[fields])
 
     def raw_events(self) -> Iterator[list[msgspec.Raw]]:

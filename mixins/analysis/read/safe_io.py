@@ -1,12 +1,5 @@
-"""Files the analyzer opens or writes because a user (or a directory listing) named them.
-
-Why one module: traces sit in shared, world-writable directories and the analyzer often runs as root
-(docs/DESIGN.md §7.2). An input is opened once, without following a final symbolic link and without
-blocking (a FIFO at a trace name must not hang ``ls``), checked by ``fstat`` on that descriptor, and
-everything is read from it. An output never replaces what is not a regular file: ``--csv /dev/stdout``
-or ``--annotate /dev/null`` as root once renamed a temp file over the device node. Every user-named
-output goes through :func:`output_file`.
-"""
+"""Files the analyzer opens or writes because a user (or a directory listing) named them: traces sit in
+shared directories and the analyzer often runs as root (docs/DESIGN.md §7.2)."""
 
 from __future__ import annotations
 
@@ -61,11 +54,8 @@ def _os_error(path: str, exc: OSError, verb: str = "") -> TraceError:
 
 
 def open_input(path: str) -> tuple[int, os.stat_result]:
-    """A read-only descriptor of the regular file ``path`` and its ``fstat``; TraceError otherwise.
-
-    ``O_NOFOLLOW | O_NONBLOCK``: a symbolic link or a FIFO swapped in at the name is refused, never
-    followed or waited on; the type is checked on the descriptor, so no later swap changes what is read.
-    """
+    """A read-only descriptor of the regular file ``path`` and its ``fstat`` (a link or FIFO at the name
+    is refused, never followed or waited on); TraceError otherwise."""
     try:
         fd = os.open(path, _IN_FLAGS)
     except OSError as exc:
@@ -85,7 +75,7 @@ def open_input(path: str) -> tuple[int, os.stat_result]:
 
 def read_small_json(path: str, what: str, limit: int = SMALL_JSON_BYTES) -> Any:
     """A small JSON side file, read through :func:`open_input` with a size cap; any nesting depth is
-    one error line (msgspec raises RecursionError instead of crashing), never a traceback."""
+    one error line, never a traceback."""
     fd, _ = open_input(path)
     try:
         with os.fdopen(fd, "rb") as f:
@@ -106,19 +96,10 @@ def read_small_json(path: str, what: str, limit: int = SMALL_JSON_BYTES) -> Any:
 
 @contextmanager
 def output_file(path: str) -> Iterator[IO[bytes]]:
-    """A binary file to write the output ``path`` (``--csv``, ``--annotate``, ``report -o``) into; all or nothing.
-
-    - ``-``, ``/dev/stdout``, ``/dev/stderr``: this process's descriptor 1 or 2, written directly.
-    - a FIFO or character device owned by this user or root (``/dev/null``, a terminal, a named pipe of
-      ours): opened for writing without creating, truncating or renaming anything, never blocking: a
-      FIFO nobody reads, or a reader that stops reading for ``STALL_S``, is an error, not a hang.
-    - a FIFO, device or symbolic link another user owns: refused (docs/DESIGN.md §7.2). In a shared
-      directory such as ``/tmp`` anyone may plant one at the name the user is about to give; a symbolic
-      link of this user or root is followed to its target, which the same rules judge.
-    - anything else that exists and is not a regular file (a directory, a socket, a block device): refused.
-    - otherwise (a regular file, or nothing yet): a dot-named temp file beside it, renamed into place at
-      the end, so a failure never leaves a half-written file (the temp file is removed).
-    """
+    """A binary file for the output ``path`` (``--csv``, ``--annotate``, ``report -o``), all or nothing:
+    stdout / stderr by descriptor; a FIFO or character device of this user or root written in place,
+    never blocking; another user's (or their symbolic link) refused, as what is neither; else a temp
+    file renamed into place (docs/DESIGN.md §7.2)."""
     fd_no = STDOUT_NAMES.get(path)
     if fd_no is not None:
         sys.stdout.flush()
@@ -165,9 +146,8 @@ def _owner_text(uid: int) -> str:
 
 
 def _output_target(path: str) -> tuple[str, os.stat_result | None]:
-    """What ``path`` names, by ``lstat``: (the name to open, its lstat) or (path, None) when nothing is
-    there. A symbolic link another user owns is refused; ours (or root's) is followed once, by its
-    resolved path, and the target judged like any output name (a link there is not followed again)."""
+    """(the name to open, its lstat), or (path, None) when nothing is there: a symbolic link another user
+    owns is refused; ours (or root's) is followed once and its target judged like any output name."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -188,8 +168,8 @@ def _output_target(path: str) -> tuple[str, os.stat_result | None]:
 
 
 def _open_special(path: str, target: str, st: os.stat_result) -> int:
-    """A non-blocking write descriptor on the FIFO or character device ``target`` (``path`` or where this
-    user's link at ``path`` points): never created, truncated or replaced; another user's refused."""
+    """A non-blocking write descriptor on the FIFO or character device ``target``: never created,
+    truncated or replaced; another user's refused."""
     if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise TraceError(path, f"cannot write: {file_kind(st.st_mode)}, not a regular file (refused)")
     if _foreign_owner(st):

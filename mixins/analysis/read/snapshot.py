@@ -1,9 +1,5 @@
-"""Read a CUDA memory snapshot (torch's ``_snapshot()`` pickled, as ``_dump_snapshot`` and our exporter
-write it) without ever unpickling an object: unpickling is code execution (a ``__reduce__`` naming
-``os.system`` runs it), so the unpickler admits no global at all. torch's layout needs none: a dict of
-``segments`` and ``device_traces``, made of dicts, lists, tuples, strings, ints, floats, bools and None,
-all of which pickle builds from opcodes alone (docs/DESIGN.md §7.5).
-"""
+"""Read a CUDA memory snapshot (torch's ``_snapshot()`` pickled) without ever unpickling an object: the
+unpickler admits no global at all, and torch's layout needs none (docs/DESIGN.md §7.5)."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ class _Refused(pickle.UnpicklingError):
 
 
 class _BuiltinsOnly(pickle.Unpickler):
-    """Refuses every global (``GLOBAL``, ``STACK_GLOBAL``, ``INST``/``OBJ``, extension codes all go through
-    ``find_class``) and every persistent id: what is left can only build builtin containers and scalars."""
+    """Refuses every global (every opcode naming one goes through ``find_class``) and persistent id."""
 
     def find_class(self, module: str, name: str) -> Any:
         raise _Refused(
