@@ -36,12 +36,12 @@ def _event(**fields: str) -> str:
 
 def _trace(tmp: Path, name: str, text: str) -> Path:
     p = tmp / name
-    p.write_bytes(gzip.compress(text.encode()))
+    p.write_bytes(gzip.compress(text.encode(), mtime=0))
     return p
 
 
 def _gz(text: str) -> bytes:
-    return gzip.compress(text.encode("utf-8", "surrogateescape"))
+    return gzip.compress(text.encode("utf-8", "surrogateescape"), mtime=0)
 
 
 BIG_FLOAT_INT = "1" + "0" * 309  # 310 digits: more than a double holds
