@@ -120,16 +120,10 @@ class TraceTime(Struct):
     segments: list[SegmentTime]
     top: list[TopOp] = field(default_factory=list)  # over all segments
 
-    @property
-    def wall_ns(self) -> int:
-        return sum(s.wall_ns for s in self.segments)
-
-    @property
-    def phases_ns(self) -> dict[str, int]:
-        return {p: sum(s.phases_ns[p] for s in self.segments) for p in PHASES}
-
     def as_json(self) -> dict[str, Any]:
-        wall, phases, shares = phases_json(self.phases_ns, self.wall_ns)
+        segs = self.segments
+        wall, phases, shares = phases_json({p: sum(s.phases_ns[p] for s in segs) for p in PHASES},
+                                           sum(s.wall_ns for s in segs))
         ident = self.identity.as_json()
         return {
             "path": self.path,
@@ -163,54 +157,41 @@ class _Columns(NamedTuple):
 
 
 class _Placed(Struct):
-    """Where segments of a process overlap: the segment of each call, and of each capture window and
-    instantiate (by its begin)."""
+    """The segment of each call, capture window and instantiate, where segments of a process overlap."""
 
     owner: Any
     window_segment: list[int]
     instantiate_segment: list[int]
 
 
-class _Calls:
-    """The timeline's CPU ops and runtime calls as :class:`_Columns` sorted by start, the longer first on a
-    tie (a parent before its children), then ops before calls in file order. Kept in that order, not
-    indexed through a permutation, a segment's calls are a slice of views (memory per event:
+def _columns(tl: Timeline, placed: _Placed | None) -> tuple[_Columns, list[str]]:
+    """The timeline's CPU ops and runtime calls sorted by start, the longer first on a tie (a parent before
+    its children), then ops before calls in file order, and the names their ids index. Kept in that order,
+    not indexed through a permutation, a segment's calls are a slice of views (memory per event:
     tests/analysis/test_bounds.py); ``placed.owner`` is put in the same order."""
+    import numpy as np
 
-    def __init__(self, tl: Timeline, placed: _Placed | None) -> None:
-        import numpy as np
+    ops, calls = tl.ops, tl.calls
+    names: dict[str, int] = {}
+    op_names = np.array([names.setdefault(n, len(names)) for n, _, _ in tl.signatures], np.int32)
+    call_names = np.array([names.setdefault(n, len(names)) for n in tl.call_names], np.int32)
 
-        ops, calls = tl.ops, tl.calls
-        names: dict[str, int] = {}
-        op_names = np.array([names.setdefault(n, len(names)) for n, _, _ in tl.signatures], np.int32)
-        call_names = np.array([names.setdefault(n, len(names)) for n in tl.call_names], np.int32)
-        self.names = list(names)
-        self.pid_index = {p: n for n, p in enumerate(dict.fromkeys(tl.thread_pid))}
-        self.pid = np.array([self.pid_index[p] for p in tl.thread_pid], np.int32)  # per thread
+    def ns(a: array, b: array) -> Any:  # a chunk at a time: no float copy of the whole column
+        out = np.empty(len(a) + len(b), np.int64)
+        for to, us in ((out[: len(a)], a), (out[len(a) :], b)):
+            for i in range(0, len(us), _CHUNK):
+                to[i : i + _CHUNK] = np.rint(np.frombuffer(us, np.float64)[i : i + _CHUNK] * _NS_PER_US)
+        return out
 
-        def ns(a: array, b: array) -> Any:  # a chunk at a time: no float copy of the whole column
-            out = np.empty(len(a) + len(b), np.int64)
-            for to, us in ((out[: len(a)], a), (out[len(a) :], b)):
-                for i in range(0, len(us), _CHUNK):
-                    to[i : i + _CHUNK] = np.rint(np.frombuffer(us, np.float64)[i : i + _CHUNK] * _NS_PER_US)
-            return out
-
-        ts, end = ns(ops.start, calls.start), ns(ops.end, calls.end)
-        order = np.lexsort((np.negative(end, out=end), ts))
-        ts, end = ts[order], np.negative(end, out=end)[order]
-        name = np.concatenate((op_names[np.frombuffer(ops.label, np.int32)],
-                               call_names[np.frombuffer(calls.name, np.int32)]))
-        thread = np.concatenate((np.frombuffer(ops.thread, np.int32), np.frombuffer(calls.thread, np.int32)))
-        self.cols = _Columns(ts, end, thread[order], name[order], order < len(ops.start))
-        if placed is not None:
-            placed.owner = placed.owner[order]
-
-
-def _windows(tl: Timeline, marks: list[tuple[int, int]]) -> list[tuple[Any, int, int]]:
-    """(pid, BeginCapture end, EndCapture end) in ns of each capture window (``marks``: the one definition,
-    ``Timeline.capture_windows``); a window never closed runs to the segment's end."""
-    c = tl.calls
-    return [(tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
+    ts, end = ns(ops.start, calls.start), ns(ops.end, calls.end)
+    order = np.lexsort((np.negative(end, out=end), ts))
+    ts, end = ts[order], np.negative(end, out=end)[order]
+    name = np.concatenate((op_names[np.frombuffer(ops.label, np.int32)],
+                           call_names[np.frombuffer(calls.name, np.int32)]))
+    thread = np.concatenate((np.frombuffer(ops.thread, np.int32), np.frombuffer(calls.thread, np.int32)))
+    if placed is not None:
+        placed.owner = placed.owner[order]
+    return _Columns(ts, end, thread[order], name[order], order < len(ops.start)), list(names)
 
 
 def _placed(tl: Timeline, segs: list[Segment], source: str, begins: list[int], insts: list[int]) -> _Placed | None:
@@ -235,10 +216,11 @@ def _placed(tl: Timeline, segs: list[Segment], source: str, begins: list[int], i
 
 
 class _Context(Struct):
-    """What every segment's computation reads: the calls, windows, instantiates, and where segments of a
-    process overlap, which segment each belongs to."""
+    """What every segment's computation reads."""
 
-    calls: _Calls
+    calls: _Columns
+    names: list[str]
+    thread_pid: list[Any]
     windows: list[tuple[Any, int, int]]
     instantiates: list[tuple[Any, int, int]]
     top: int
@@ -385,49 +367,41 @@ COLUMNS_MAX_CALLS = 1 << 17
 
 
 def _spent(ctx: _Context, calls: _Columns, pieces: _Pieces, s0: int, s1: int) -> Spent:
-    """Each call's self time (its duration less the calls nested in it on its thread), cut by the phases:
-    what lies in a phase counts there and only there, and nothing outside the segment counts. So on one
-    thread a phase's ops never add up to more than the phase (an op starting in warm-up and running on
-    through a capture window gives each phase its own part); threads at work at once each count theirs.
+    """Self time per phase and name: each call's duration less the calls nested in it on its thread, cut by
+    the phases (what lies outside the segment counts nowhere), so on one thread a phase's ops never add up
+    to more than the phase (an op running from warm-up on through a capture gives each its part); threads
+    at work at once each count theirs. Exact integers (``np.subtract.at``), one phase and one chunk of
+    calls at a time (a parent before its children): what is held is one integer a call.
 
-    Which call each is nested in, two ways, one answer: by columns (:func:`_parents`, numpy) when the
-    segment's calls nest properly on each thread, else by a stack of open calls per thread
-    (:func:`_parents_walk`: any nesting); ``ctx.vectorised`` False forces the walk (the property test in
-    tests/analysis/test_time_paths.py holds them equal), and so does a segment of more than
-    ``COLUMNS_MAX_CALLS`` calls."""
+    The call each is nested in, two ways, one answer: by columns (:func:`_parents`) where the calls nest
+    properly on each thread, else by the stack walk (:func:`_parents_walk`: any nesting), which
+    ``ctx.vectorised`` False forces and so do more than ``COLUMNS_MAX_CALLS`` calls
+    (tests/analysis/test_time_paths.py holds the two equal)."""
+    import numpy as np
+
     parent = _parents(calls) if ctx.vectorised and len(calls.ts) <= COLUMNS_MAX_CALLS else None
     parent = _parents_walk(calls) if parent is None else parent
-    return _self_time(calls, parent, pieces, s0, s1, len(ctx.calls.names))
-
-
-def _self_time(calls: _Columns, parent: Any, pieces: _Pieces, s0: int, s1: int, n_names: int, chunk: int = _CHUNK
-               ) -> Spent:
-    """Self time per phase and name: each call's part in each phase (:meth:`_Pieces.cover`) less the part
-    of each call nested in it up to its own end (all of that call when the nesting is proper), exact
-    integers (``np.subtract.at``); one phase at a time and a chunk of calls at a time (a parent comes
-    before its children), so what is held is one integer a call."""
-    import numpy as np
 
     def cover(at: Any, end: Any, k: int) -> Any:
         a = np.clip(calls.ts[at], s0, s1)
         return pieces.cover(a, np.maximum(a, np.clip(end, s0, s1)), k)
 
-    ns = np.zeros((len(PHASES), n_names), np.int64)
+    ns = np.zeros((len(PHASES), len(ctx.names)), np.int64)
     count = np.zeros_like(ns)
     for k in np.flatnonzero(pieces.lengths).tolist():  # a phase the segment lacks holds nothing
         own = np.empty(len(calls.ts), np.int64)
-        for lo in range(0, len(own), chunk):
-            at = slice(lo, lo + chunk)
+        for lo in range(0, len(own), _CHUNK):
+            at = slice(lo, lo + _CHUNK)
             own[at] = cover(at, calls.end[at], k)
             child = lo + np.flatnonzero(parent[at] >= 0)
             up = parent[child]
             np.subtract.at(own, up, cover(child, np.minimum(calls.end[child], calls.end[up]), k))
-        for lo in range(0, len(own), chunk):
-            got = own[lo : lo + chunk]
+        for lo in range(0, len(own), _CHUNK):
+            got = own[lo : lo + _CHUNK]
             spent = got > 0
-            name = calls.name[lo : lo + chunk][spent]
+            name = calls.name[lo : lo + _CHUNK][spent]
             np.add.at(ns[k], name, got[spent])
-            count[k] += np.bincount(name, minlength=n_names)
+            count[k] += np.bincount(name, minlength=ns.shape[1])
     return ns, count
 
 
@@ -472,7 +446,7 @@ def _parents(calls: _Columns) -> Any:
     return None if (e[has] > e[out[has]]).any() else out
 
 
-def _parents_walk(calls: _Columns, chunk: int = _CHUNK) -> Any:
+def _parents_walk(calls: _Columns) -> Any:
     """Per call, the call on top of its thread's stack of open calls at its start (-1: none): any nesting.
     A call is popped once it has ended, so memory is the nesting depth; columns are read a chunk at a time."""
     import numpy as np
@@ -481,8 +455,8 @@ def _parents_walk(calls: _Columns, chunk: int = _CHUNK) -> Any:
     out = array("i" if m < 1 << 31 else "q", [-1]) * m
     stacks: dict[int, list[tuple[int, int]]] = {}  # per thread: (position, end) of the calls open
     n = 0
-    for lo in range(0, m, chunk):
-        at = slice(lo, lo + chunk)
+    for lo in range(0, m, _CHUNK):
+        at = slice(lo, lo + _CHUNK)
         for t, e, thread in zip(calls.ts[at].tolist(), calls.end[at].tolist(), calls.thread[at].tolist(), strict=True):
             stack = stacks.get(thread)
             if stack is None:
@@ -498,7 +472,6 @@ def _parents_walk(calls: _Columns, chunk: int = _CHUNK) -> Any:
 def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | None]:
     import numpy as np
 
-    cs = ctx.calls
     bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
@@ -506,33 +479,33 @@ def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | 
     if ctx.placed is not None:
         at: Any = np.flatnonzero(ctx.placed.owner == j)
     else:
-        lo, hi = int(np.searchsorted(cs.cols.ts, s0, "left")), int(np.searchsorted(cs.cols.ts, s1, "right"))
+        lo, hi = int(np.searchsorted(ctx.calls.ts, s0, "left")), int(np.searchsorted(ctx.calls.ts, s1, "right"))
         at = slice(lo, hi)
         if pid is not None:
-            mine = cs.pid[cs.cols.thread[at]] == cs.pid_index.get(pid, -1)
+            mine = np.array([p == pid for p in ctx.thread_pid], bool)[ctx.calls.thread[at]]
             at = at if mine.all() else lo + np.flatnonzero(mine)
-    calls = cs.cols.take(at)
+    calls = ctx.calls.take(at)
     pieces, n_windows = _pieces(ctx, calls, s0, s1, pid, j)
     phases = dict(zip(PHASES, pieces.lengths, strict=True))
     spent = _spent(ctx, calls, pieces, s0, s1) if ctx.top > 0 else None
-    top = _top(spent, ctx.top, cs.names) if spent is not None else []
+    top = _top(spent, ctx.top, ctx.names) if spent is not None else []
     return SegmentTime(seg.label, seg.bs, E.segment_variant(seg.label), s1 - s0, phases, n_windows, top), spent
 
 
 def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
-    """The TraceTime of a trace's timeline; ``vectorised`` False: every
-    segment's self time by the stack walk (``_spent``)."""
+    """The TraceTime of a trace's timeline; ``vectorised`` False: all self time by the stack walk (``_spent``)."""
     segs, source = segments_of(tl.ranges, identity)
     c = tl.calls
     inst = [i for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
     instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
-    marks = tl.capture_windows()
+    marks = tl.capture_windows()  # the one definition; a window never closed runs to its segment's end
+    windows = [(tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
     placed = _placed(tl, segs, source, [b for b, _ in marks], inst)
-    ctx = _Context(_Calls(tl, placed), _windows(tl, marks), instantiates, top, span, placed, vectorised)
+    ctx = _Context(*_columns(tl, placed), tl.thread_pid, windows, instantiates, top, span, placed, vectorised)
     done = [_segment(ctx, j, s) for j, s in enumerate(segs)]
     spent = [x for _, x in done if x is not None]
-    total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, ctx.calls.names) if spent else []
+    total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, ctx.names) if spent else []
     return TraceTime(path, identity, source, [s for s, _ in done], total)
 
 
@@ -562,10 +535,6 @@ def add(subparsers: Any) -> None:
     )
     add_jobs_option(p)
     p.set_defaults(func=with_limits(cmd_time, p))
-
-
-def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> TraceTime:
-    return time_trace(path, top, progress)
 
 
 def time_doc(traces: list[Any], identities: list[Identity]) -> dict[str, Any]:
@@ -609,7 +578,7 @@ def cmd_time(args: argparse.Namespace) -> int:
 
     files, listed, bad = expand_paths(list(args.paths))
     results, bad_files = collect_results(
-        map_files(_time_job, files, (args.top,), args.jobs, not args.json), listed, reads=("time", READS["time"])
+        map_files(time_trace, files, (args.top,), args.jobs, not args.json), listed, reads=("time", READS["time"])
     )
     if not results and (bad or bad_files):  # each file said why on stderr: no empty document
         return TROUBLE
