@@ -70,6 +70,19 @@ def test_columns_and_walk_agree(calls: list[Any], segments: list[Any], windows: 
     assert columns == walk
 
 
+@given(st.lists(call, max_size=40), st.lists(segment, max_size=3), st.lists(window, max_size=3), st.integers(1, 5))
+def test_chunks_change_nothing(calls: list[Any], segments: list[Any], windows: list[Any], chunk: int) -> None:
+    """Columns are worked a chunk at a time (``_CHUNK`` calls or points, so that what is held stays small):
+    cut in chunks of a few, every carry from one chunk to the next is exercised, and the answer is the same."""
+    doc = _trace(calls, segments, windows, None)
+    whole, default = _both(doc), time_command._CHUNK
+    time_command._CHUNK = chunk
+    try:
+        assert _both(doc) == whole
+    finally:
+        time_command._CHUNK = default
+
+
 @given(st.lists(st.tuples(st.sampled_from(NAMES), st.integers(1, 3), st.integers(0, 6)), min_size=1, max_size=30))
 def test_properly_nested_calls_are_answered_by_the_columns(shape: list[Any]) -> None:
     """Each generated call is nested in the one before it on its thread or follows it (zero-length and

@@ -21,9 +21,9 @@ from __future__ import annotations
 import argparse
 import math
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 from msgspec import Struct, field
 
@@ -120,16 +120,10 @@ class TraceTime(Struct):
     segments: list[SegmentTime]
     top: list[TopOp] = field(default_factory=list)  # over all segments
 
-    @property
-    def wall_ns(self) -> int:
-        return sum(s.wall_ns for s in self.segments)
-
-    @property
-    def phases_ns(self) -> dict[str, int]:
-        return {p: sum(s.phases_ns[p] for s in self.segments) for p in PHASES}
-
     def as_json(self) -> dict[str, Any]:
-        wall, phases, shares = phases_json(self.phases_ns, self.wall_ns)
+        segs = self.segments
+        wall, phases, shares = phases_json({p: sum(s.phases_ns[p] for s in segs) for p in PHASES},
+                                           sum(s.wall_ns for s in segs))
         ident = self.identity.as_json()
         return {
             "path": self.path,
@@ -148,55 +142,59 @@ _WARMUP, _CAPTURE, _INSTANTIATE, _OTHER = range(len(PHASES))  # phase index: PHA
 Spent = tuple[Any, Any]  # self ns and calls per (phase index, name id): two int64 arrays
 
 
-class _Calls:
-    """The timeline's CPU ops, then its runtime calls, as numpy columns (times in integer ns), and their
-    order by start, the longer first on a tie (a parent before its children), file order after that."""
+class _Columns(NamedTuple):
+    """Calls as numpy columns in start order: start and end (integer ns), thread, name id, is a CPU op."""
 
-    def __init__(self, tl: Timeline) -> None:
-        import numpy as np
+    ts: Any
+    end: Any
+    thread: Any
+    name: Any
+    op: Any
 
-        ops, calls = tl.ops, tl.calls
-        names: dict[str, int] = {}
-        op_names = [names.setdefault(n, len(names)) for n, _, _ in tl.signatures]
-        call_names = [names.setdefault(n, len(names)) for n in tl.call_names]
-        self.names = list(names)
-        self.n_ops = len(ops.start)  # indexes below are cpu_ops, the rest runtime calls
-
-        def column(a: array, b: array, kind: Any) -> Any:
-            return np.concatenate((np.frombuffer(a, kind), np.frombuffer(b, kind)))
-
-        def ns(a: array, b: array) -> Any:
-            us = column(a, b, np.float64)
-            return np.rint(np.multiply(us, _NS_PER_US, out=us), out=us).astype(np.int64)
-
-        self.ts, self.end = ns(ops.start, calls.start), ns(ops.end, calls.end)
-        self.thread = column(ops.thread, calls.thread, np.int32)
-        self.name = np.concatenate((np.array(op_names, np.int32)[np.array(ops.label, np.intp)],
-                                    np.array(call_names, np.int32)[np.array(calls.name, np.intp)]))
-        pids = {p: n for n, p in enumerate(dict.fromkeys(tl.thread_pid))}
-        self.pid_index = pids
-        self.pid = np.array([pids[p] for p in tl.thread_pid], np.int32)  # per thread
-        self.order = np.lexsort((-self.end, self.ts)).astype(np.int32 if len(self.ts) < 1 << 31 else np.int64)
-        self.starts = self.ts[self.order]
-
-
-def _windows(tl: Timeline, marks: list[tuple[int, int]]) -> list[tuple[Any, int, int]]:
-    """(pid, BeginCapture end, EndCapture end) in ns of each capture window (``marks``: the one definition,
-    ``Timeline.capture_windows``); a window never closed runs to the segment's end."""
-    c = tl.calls
-    return [(tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
+    def take(self, at: Any) -> _Columns:
+        """The rows ``at`` (a slice: views, no copy)."""
+        return _Columns(*(c[at] for c in self))
 
 
 class _Placed(Struct):
-    """Each segment's calls, and the segment of each capture window and instantiate (by its begin)."""
+    """The segment of each call, capture window and instantiate, where segments of a process overlap."""
 
-    members: list[Any]
+    owner: Any
     window_segment: list[int]
     instantiate_segment: list[int]
 
 
-def _placed(tl: Timeline, segs: list[Segment], source: str, cs: _Calls, begins: list[int], insts: list[int]
-            ) -> _Placed | None:
+def _columns(tl: Timeline, placed: _Placed | None) -> tuple[_Columns, list[str]]:
+    """The timeline's CPU ops and runtime calls sorted by start, the longer first on a tie (a parent before
+    its children), then ops before calls in file order, and the names their ids index. Kept in that order,
+    not indexed through a permutation, a segment's calls are a slice of views (memory per event:
+    tests/analysis/test_bounds.py); ``placed.owner`` is put in the same order."""
+    import numpy as np
+
+    ops, calls = tl.ops, tl.calls
+    names: dict[str, int] = {}
+    op_names = np.array([names.setdefault(n, len(names)) for n, _, _ in tl.signatures], np.int32)
+    call_names = np.array([names.setdefault(n, len(names)) for n in tl.call_names], np.int32)
+
+    def ns(a: array, b: array) -> Any:  # a chunk at a time: no float copy of the whole column
+        out = np.empty(len(a) + len(b), np.int64)
+        for to, us in ((out[: len(a)], a), (out[len(a) :], b)):
+            for i in range(0, len(us), _CHUNK):
+                to[i : i + _CHUNK] = np.rint(np.frombuffer(us, np.float64)[i : i + _CHUNK] * _NS_PER_US)
+        return out
+
+    ts, end = ns(ops.start, calls.start), ns(ops.end, calls.end)
+    order = np.lexsort((np.negative(end, out=end), ts))
+    ts, end = ts[order], np.negative(end, out=end)[order]
+    name = np.concatenate((op_names[np.frombuffer(ops.label, np.int32)],
+                           call_names[np.frombuffer(calls.name, np.int32)]))
+    thread = np.concatenate((np.frombuffer(ops.thread, np.int32), np.frombuffer(calls.thread, np.int32)))
+    if placed is not None:
+        placed.owner = placed.owner[order]
+    return _Columns(ts, end, thread[order], name[order], order < len(ops.start)), list(names)
+
+
+def _placed(tl: Timeline, segs: list[Segment], source: str, begins: list[int], insts: list[int]) -> _Placed | None:
     """Where two segments of one process overlap in time (captures on two threads at once): each call goes
     to one segment, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing one of
     its process), and each capture window and instantiate to its begin's. None when no two overlap: a
@@ -212,18 +210,17 @@ def _placed(tl: Timeline, segs: list[Segment], source: str, cs: _Calls, begins: 
         return None
     find = tl.segment_finder(segs, source)
     c = tl.calls
-    owner = np.array([find(t, th) for t, th in zip(chain(tl.ops.start, c.start), cs.thread.tolist(), strict=True)])
-    placed = owner[cs.order]
-    members = [cs.order[placed == j] for j in range(len(segs))]
-    return _Placed(members, [find(c.start[i], c.thread[i]) for i in begins],
-                   [find(c.start[i], c.thread[i]) for i in insts])
+    starts, threads = chain(tl.ops.start, c.start), chain(tl.ops.thread, c.thread)
+    owner = np.array([find(t, th) for t, th in zip(starts, threads, strict=True)], np.int32)
+    return _Placed(owner, *([find(c.start[i], c.thread[i]) for i in at] for at in (begins, insts)))
 
 
 class _Context(Struct):
-    """What every segment's computation reads: the calls, windows, instantiates, and where segments of a
-    process overlap, which segment each belongs to."""
+    """What every segment's computation reads."""
 
-    calls: _Calls
+    calls: _Columns
+    names: list[str]
+    thread_pid: list[Any]
     windows: list[tuple[Any, int, int]]
     instantiates: list[tuple[Any, int, int]]
     top: int
@@ -232,99 +229,79 @@ class _Context(Struct):
     vectorised: bool = True  # self time by columns where calls nest properly (False: always the stack walk)
 
 
-def _union(a: Any, b: Any) -> tuple[Any, Any]:
-    """The intervals ``[a, b)`` (numpy columns, ``a`` ascending) merged where they touch or overlap, empty
-    ones dropped: one running maximum of the ends, so millions of warm-up ops cost no Python step each."""
+def _union(chunks: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
+    """The intervals ``[a, b)`` (numpy columns, a chunk at a time, ``a`` ascending) merged where they touch or
+    overlap, empty ones dropped: their starts and ends interleaved, a chunk at a time. A running maximum of
+    the ends, so millions of warm-up ops cost no Python step each and no column of their size."""
     import numpy as np
 
-    keep = b > a
-    keep_all = bool(keep.all())  # ``b`` is then overwritten: callers pass a temporary
-    if not keep_all:
+    open_: tuple[Any, Any] | None = None  # the merged interval the next chunk may extend
+    for a, b in chunks:
+        keep = b > a
         a, b = a[keep], b[keep]
-    del keep
-    if not len(a):
-        return a, b
-    reach = np.maximum.accumulate(b, out=b if keep_all else None)
-    last = np.flatnonzero(a[1:] > reach[:-1])  # the last of each merged interval, bar the very last
-    last += 1
-    starts = a[np.concatenate(([0], last))]
-    last -= 1
-    return starts, reach[np.append(last, len(a) - 1)]
+        if open_ is not None:
+            a, b = np.append(open_[0], a), np.append(open_[1], b)
+        if not len(a):
+            continue
+        reach = np.maximum.accumulate(b)
+        first = np.flatnonzero(np.append(True, a[1:] > reach[:-1]))  # the first of each merged interval
+        out = np.empty(2 * len(first) - 2, np.int64)
+        out[::2], out[1::2] = a[first[:-1]], reach[first[1:] - 1]
+        open_ = (a[first[-1]], reach[-1])
+        yield out
+    if open_ is not None:
+        yield np.array(open_, np.int64)
 
 
 class _Pieces:
-    """``[s0, s1)`` cut into consecutive runs, each in one phase (``ends``, ``phase``): where several phases'
-    intervals cover a point the first of capture, instantiate, warm-up has it; what none covers is other.
-    Any ``[a, b)`` is measured per phase by ``searchsorted`` on prefix sums (:meth:`cover`)."""
+    """``[s0, s1)`` cut into consecutive runs, each in one phase: run i is ``[bounds[i], bounds[i + 1])`` in
+    ``phase[i]``; ``lengths``: each phase's total. Any ``[a, b)`` is measured in a phase by ``searchsorted``
+    (:meth:`cover`)."""
 
-    def __init__(self, s0: int, s1: int, sets: dict[int, tuple[Any, Any]]) -> None:
-        """``sets``: each phase's merged intervals, emptied once read (warm-up's can be millions)."""
+    def __init__(self, bounds: Any, phase: Any) -> None:
         import numpy as np
 
-        a, b = sets[_WARMUP]  # one interval per op that never nests (millions): its ends interleave in order
-        few = np.concatenate(([s0, s1], *(np.ravel(sets[k]) for k in (_CAPTURE, _INSTANTIATE))))
-        points = np.empty(2 * len(a) + len(few), np.int64)
-        points[: 2 * len(a) : 2], points[1 : 2 * len(a) : 2], points[2 * len(a) :] = a, b, few
-        points.sort()
-        points = points[:-1]  # each starts a piece (equal points: a piece of nothing, merged with the next)
-        phase = np.full(len(points), _OTHER, np.int8)
-        for lo in range(0, len(points), _CHUNK):
-            at, of = points[lo : lo + _CHUNK], phase[lo : lo + _CHUNK]
-            for k in (_WARMUP, _INSTANTIATE, _CAPTURE):  # the later in precedence overwrite
-                a, b = sets[k]
-                if len(a):
-                    i = np.searchsorted(a, at, "right") - 1
-                    of[(i >= 0) & (b[np.maximum(i, 0)] > at)] = k
-        sets.clear()
-        change = np.ones(len(phase), bool)
-        np.not_equal(phase[1:], phase[:-1], out=change[1:])
-        self.s0, self.phase, starts = s0, phase[change], points[change]
-        del points, phase, change
-        self.ends = np.append(starts, s1)[1:]
-        size = np.subtract(self.ends, starts, out=starts)
-        self.lengths = [int(size.sum(where=self.phase == k)) for k in range(len(PHASES))]
-        self._before: Any = None
+        self.bounds, self.phase = bounds, phase
+        lengths = np.zeros(len(PHASES), np.int64)
+        for lo in range(0, len(phase), _CHUNK):
+            np.add.at(lengths, phase[lo : lo + _CHUNK], np.diff(bounds[lo : lo + _CHUNK + 1]))
+        self.lengths = lengths.tolist()
+        self._before: tuple[int, Any] = (-1, None)
 
-    @property
-    def starts(self) -> Any:  # each run's start, and s1 past the last (an empty run of "other")
+    def cover(self, a: Any, b: Any, k: int) -> Any:
+        """How much of each ``[a, b)`` (within ``[s0, s1]``, ``a <= b``) lies in phase ``k``: from the run ``a``
+        is in when ``b`` is too (the usual case), else by prefix sums (:meth:`_upto`)."""
         import numpy as np
 
-        return np.concatenate(([self.s0], self.ends))
-
-    def cover(self, a: Any, b: Any) -> Any:
-        """Per phase (rows), how much of each ``[a, b)`` (columns; within ``[s0, s1]``, ``a <= b``) lies in it:
-        the run ``a`` is in when ``b`` is too (the usual case), else by prefix sums per phase."""
-        import numpy as np
-
-        out = np.zeros((len(PHASES), len(a)), np.int64)
-        if not len(self.ends):
-            return out
-        i = np.searchsorted(self.ends, a, "right")
-        single = b <= self.ends[np.minimum(i, len(self.ends) - 1)]
-        at = np.flatnonzero(single)
-        out[np.append(self.phase, _OTHER)[i[at]], at] = b[at] - a[at]
+        ends = self.bounds[1:]
+        i = np.minimum(np.searchsorted(ends, a, "right"), len(ends) - 1)  # past the last: a = b = s1
+        single = b <= ends[i]
+        out = np.where(single & (self.phase[i] == k), b - a, 0)
         cross = np.flatnonzero(~single)
         if len(cross):
-            out[:, cross] = self._upto(b[cross]) - self._upto(a[cross])
+            out[cross] = self._upto(b[cross], k) - self._upto(a[cross], k)
         return out
 
-    def _upto(self, t: Any) -> Any:
-        """Per phase (rows), the length of each ``[s0, t)`` that lies in it."""
+    def _upto(self, t: Any, k: int) -> Any:
+        """How much of each ``[s0, t)`` lies in phase ``k``."""
         import numpy as np
 
-        starts = self.starts
-        if self._before is None:  # phase k's length in the runs before run i (made on first use)
-            self._before = np.zeros((len(self.ends) + 1, len(PHASES)), np.int64)
-            self._before[np.arange(1, len(self.ends) + 1), self.phase] = np.diff(starts)
-            np.cumsum(self._before, axis=0, out=self._before)
-        i = np.searchsorted(self.ends, t, "right")
-        got = self._before[i].T.copy()
-        got[np.append(self.phase, _OTHER)[i], np.arange(len(t))] += t - starts[i]
-        return got
+        if self._before[0] != k:  # phase k's length in the runs before each run (made on first use)
+            self._before = (-1, None)
+            before = np.zeros(len(self.bounds), np.int64)
+            np.subtract(self.bounds[1:], self.bounds[:-1], out=before[1:])
+            before[1:][self.phase != k] = 0
+            self._before = (k, np.cumsum(before, out=before))
+        i = np.minimum(np.searchsorted(self.bounds[1:], t, "right"), len(self.phase) - 1)
+        return self._before[1][i] + np.where(self.phase[i] == k, t - self.bounds[i], 0)
 
 
-def _pieces(ctx: _Context, members: Any, s0: int, s1: int, pid: Any, j: int) -> tuple[_Pieces, int]:
-    """Segment ``j``'s phase pieces, and its number of capture windows."""
+def _pieces(ctx: _Context, calls: _Columns, s0: int, s1: int, pid: Any, j: int) -> tuple[_Pieces, int]:
+    """Segment ``j``'s phase pieces, and its number of capture windows. Where several phases' intervals
+    cover a point the first of capture, instantiate, warm-up has it; what none covers is other. The points:
+    the warm-up union's (one interval per op that never nests: millions), each written where it goes, and
+    the few others' (ends, windows, instantiates), in the one column; a point is in warm-up where an odd
+    number of the union's are at or before it."""
     import numpy as np
 
     mine = pid is None
@@ -340,16 +317,36 @@ def _pieces(ctx: _Context, members: Any, s0: int, s1: int, pid: Any, j: int) -> 
         return np.array(sorted((max(a, s0), min(b, s1)) for a, b in ivs if min(b, s1) > max(a, s0)),
                         np.int64).reshape(-1, 2)
 
+    def union(ivs: Any) -> Any:
+        return np.concatenate([np.empty(0, np.int64), *_union([(ivs[:, 0], ivs[:, 1])])])
+
     windows = clipped(ours)
-    capture = _union(*windows.T)
-    first = int(capture[0][0]) if len(capture[0]) else s1
-    cs = ctx.calls
-    warm = members[(members < cs.n_ops) & (cs.ts[members] < first)]  # cpu_ops starting before the first window
-    a, b = cs.ts[warm], np.minimum(cs.end[warm], first)
-    del warm
-    sets = {_WARMUP: _union(a, b), _CAPTURE: capture, _INSTANTIATE: _union(*clipped(theirs).T)}  # a: in order
-    del a, b
-    return _Pieces(s0, s1, sets), len(windows)
+    capture, instantiate = union(windows), union(clipped(theirs))
+    first = int(capture[0]) if len(capture) else s1
+    hi = int(np.searchsorted(calls.ts, first, "left"))  # the calls starting before the first window
+
+    def warmup() -> Iterator[tuple[Any, Any]]:  # their cpu_ops, up to the first window
+        for lo in range(0, hi, _CHUNK):
+            at, op = slice(lo, min(lo + _CHUNK, hi)), calls.op[lo : min(lo + _CHUNK, hi)]
+            yield calls.ts[at][op], np.minimum(calls.end[at][op], first)
+
+    few = np.sort(np.concatenate(([s0, s1], capture, instantiate)))
+    bounds, phase = np.empty(2 * hi + len(few), np.int64), np.empty(2 * hi + len(few), np.int8)
+    x, warm = 0, np.zeros(len(few), np.int64)  # union points so far; per few point, those at or before it
+    for points in _union(warmup()):
+        at = np.arange(x, x + len(points))
+        starts = at % 2 == 0
+        at += np.searchsorted(few, points, "left")
+        bounds[at], phase[at] = points, np.where(starts, _WARMUP, _OTHER)
+        warm += np.searchsorted(points, few, "right")
+        x += len(points)
+    at = np.arange(len(few)) + warm
+    bounds[at], phase[at] = few, np.where(warm % 2, _WARMUP, _OTHER)
+    bounds, phase = bounds[: x + len(few)], phase[: x + len(few) - 1]  # the last point is s1: it starts no run
+    for k, ivs in ((_INSTANTIATE, instantiate), (_CAPTURE, capture)):  # the later in precedence overwrite
+        for lo, up in np.searchsorted(bounds, ivs).reshape(-1, 2).tolist():
+            phase[lo:up] = k
+    return _Pieces(bounds, phase), len(windows)
 
 
 def _top(spent: Spent, n: int, names: list[str]) -> list[TopOp]:
@@ -364,58 +361,51 @@ def _top(spent: Spent, n: int, names: list[str]) -> list[TopOp]:
     return out
 
 
-#: The most calls a segment may have for its nesting by columns (their temporaries then stay a constant
-#: whatever the trace's size); larger segments are nested by the stack walk (~10 B a call).
+#: The most calls a segment may have for its nesting by columns (their sort's temporaries then stay a
+#: constant whatever the trace's size); larger segments are nested by the stack walk (4 B a call).
 COLUMNS_MAX_CALLS = 1 << 17
 
 
-def _spent(ctx: _Context, members: Any, pieces: _Pieces, s0: int, s1: int) -> Spent:
-    """Each call's self time (its duration less the calls nested in it on its thread), cut by the phases:
-    what lies in a phase counts there and only there, and nothing outside the segment counts. So on one
-    thread a phase's ops never add up to more than the phase (an op starting in warm-up and running on
-    through a capture window gives each phase its own part); threads at work at once each count theirs.
+def _spent(ctx: _Context, calls: _Columns, pieces: _Pieces, s0: int, s1: int) -> Spent:
+    """Self time per phase and name: each call's duration less the calls nested in it on its thread, cut by
+    the phases (what lies outside the segment counts nowhere), so on one thread a phase's ops never add up
+    to more than the phase (an op running from warm-up on through a capture gives each its part); threads
+    at work at once each count theirs. Exact integers (``np.subtract.at``), one phase and one chunk of
+    calls at a time (a parent before its children): what is held is one integer a call.
 
-    Which call each is nested in, two ways, one answer: by columns (:func:`_parents`, numpy) when the
-    segment's calls nest properly on each thread, else by a stack of open calls per thread
-    (:func:`_parents_walk`: any nesting); ``ctx.vectorised`` False forces the walk (the property test in
-    tests/analysis/test_time_paths.py holds them equal), and so does a segment of more than
-    ``COLUMNS_MAX_CALLS`` calls (memory per event at the event limit: tests/analysis/test_bounds.py)."""
-    columns = ctx.vectorised and len(members) <= COLUMNS_MAX_CALLS
-    got = _parents(ctx.calls, members) if columns else None
-    return _self_time(ctx.calls, members, _parents_walk(ctx.calls, members) if got is None else got, pieces, s0, s1)
-
-
-def _self_time(cs: _Calls, members: Any, parent: Any, pieces: _Pieces, s0: int, s1: int, chunk: int = _CHUNK
-               ) -> Spent:
-    """Self time per phase and name: each call's part in each phase (:meth:`_Pieces.cover`) less the part
-    of each call nested in it up to its own end (all of that call when the nesting is proper), exact
-    integers (``np.subtract.at``); one phase at a time and a chunk of calls at a time, so what is held is
-    one integer a call."""
+    The call each is nested in, two ways, one answer: by columns (:func:`_parents`) where the calls nest
+    properly on each thread, else by the stack walk (:func:`_parents_walk`: any nesting), which
+    ``ctx.vectorised`` False forces and so do more than ``COLUMNS_MAX_CALLS`` calls
+    (tests/analysis/test_time_paths.py holds the two equal)."""
     import numpy as np
 
+    parent = _parents(calls) if ctx.vectorised and len(calls.ts) <= COLUMNS_MAX_CALLS else None
+    parent = _parents_walk(calls) if parent is None else parent
+
     def cover(at: Any, end: Any, k: int) -> Any:
-        a = np.clip(cs.ts[at], s0, s1)
-        return pieces.cover(a, np.maximum(a, np.clip(end, s0, s1)))[k]
+        a = np.clip(calls.ts[at], s0, s1)
+        return pieces.cover(a, np.maximum(a, np.clip(end, s0, s1)), k)
 
-    name, nested = cs.name[members], np.flatnonzero(parent >= 0)
-    ns = np.zeros((len(PHASES), len(cs.names)), np.int64)
-    calls = np.zeros_like(ns)
+    ns = np.zeros((len(PHASES), len(ctx.names)), np.int64)
+    count = np.zeros_like(ns)
     for k in np.flatnonzero(pieces.lengths).tolist():  # a phase the segment lacks holds nothing
-        own = np.empty(len(members), np.int64)
-        for lo in range(0, len(members), chunk):
-            at = members[lo : lo + chunk]
-            own[lo : lo + chunk] = cover(at, cs.end[at], k)
-        for lo in range(0, len(nested), chunk):
-            child = members[nested[lo : lo + chunk]]
-            up = parent[nested[lo : lo + chunk]]
-            np.subtract.at(own, up, cover(child, np.minimum(cs.end[child], cs.end[members[up]]), k))
-        spent = np.flatnonzero(own > 0)
-        np.add.at(ns[k], name[spent], own[spent])
-        calls[k] = np.bincount(name[spent], minlength=len(cs.names))
-    return ns, calls
+        own = np.empty(len(calls.ts), np.int64)
+        for lo in range(0, len(own), _CHUNK):
+            at = slice(lo, lo + _CHUNK)
+            own[at] = cover(at, calls.end[at], k)
+            child = lo + np.flatnonzero(parent[at] >= 0)
+            up = parent[child]
+            np.subtract.at(own, up, cover(child, np.minimum(calls.end[child], calls.end[up]), k))
+        for lo in range(0, len(own), _CHUNK):
+            got = own[lo : lo + _CHUNK]
+            spent = got > 0
+            name = calls.name[lo : lo + _CHUNK][spent]
+            np.add.at(ns[k], name, got[spent])
+            count[k] += np.bincount(name, minlength=ns.shape[1])
+    return ns, count
 
 
-def _parents(cs: _Calls, members: Any) -> Any:
+def _parents(calls: _Columns) -> Any:
     """Per call (in start order, a parent before its children), the innermost call open at its start on
     its thread (position, -1: none), or None where the calls do not nest: one runs past its parent's end
     or ends before it starts (the stack walk's rule decides those).
@@ -425,7 +415,7 @@ def _parents(cs: _Calls, members: Any) -> Any:
     are not before it); its parent = the last call before it one level up."""
     import numpy as np
 
-    t, e, thread = cs.ts[members], cs.end[members], cs.thread[members]
+    t, e, thread = calls.ts, calls.end, calls.thread
     if (e < t).any():
         return None
     m = len(t)
@@ -456,17 +446,18 @@ def _parents(cs: _Calls, members: Any) -> Any:
     return None if (e[has] > e[out[has]]).any() else out
 
 
-def _parents_walk(cs: _Calls, members: Any, chunk: int = _CHUNK) -> Any:
+def _parents_walk(calls: _Columns) -> Any:
     """Per call, the call on top of its thread's stack of open calls at its start (-1: none): any nesting.
     A call is popped once it has ended, so memory is the nesting depth; columns are read a chunk at a time."""
     import numpy as np
 
-    out = array("q", bytes(8 * len(members)))
+    m = len(calls.ts)
+    out = array("i" if m < 1 << 31 else "q", [-1]) * m
     stacks: dict[int, list[tuple[int, int]]] = {}  # per thread: (position, end) of the calls open
     n = 0
-    for lo in range(0, len(members), chunk):
-        at = members[lo : lo + chunk]
-        for t, e, thread in zip(cs.ts[at].tolist(), cs.end[at].tolist(), cs.thread[at].tolist(), strict=True):
+    for lo in range(0, m, _CHUNK):
+        at = slice(lo, lo + _CHUNK)
+        for t, e, thread in zip(calls.ts[at].tolist(), calls.end[at].tolist(), calls.thread[at].tolist(), strict=True):
             stack = stacks.get(thread)
             if stack is None:
                 stack = stacks[thread] = []
@@ -475,45 +466,46 @@ def _parents_walk(cs: _Calls, members: Any, chunk: int = _CHUNK) -> Any:
             out[n] = stack[-1][0] if stack else -1
             stack.append((n, e))
             n += 1
-    return np.frombuffer(out, np.int64)
+    return np.frombuffer(out, out.typecode)
 
 
 def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | None]:
     import numpy as np
 
-    cs = ctx.calls
     bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
     pid = seg.pid if bounded else None
     if ctx.placed is not None:
-        members = ctx.placed.members[j]
+        at: Any = np.flatnonzero(ctx.placed.owner == j)
     else:
-        members = cs.order[np.searchsorted(cs.starts, s0, "left") : np.searchsorted(cs.starts, s1, "right")]
+        lo, hi = int(np.searchsorted(ctx.calls.ts, s0, "left")), int(np.searchsorted(ctx.calls.ts, s1, "right"))
+        at = slice(lo, hi)
         if pid is not None:
-            members = members[cs.pid[cs.thread[members]] == cs.pid_index.get(pid, -1)]
-    pieces, n_windows = _pieces(ctx, members, s0, s1, pid, j)
+            mine = np.array([p == pid for p in ctx.thread_pid], bool)[ctx.calls.thread[at]]
+            at = at if mine.all() else lo + np.flatnonzero(mine)
+    calls = ctx.calls.take(at)
+    pieces, n_windows = _pieces(ctx, calls, s0, s1, pid, j)
     phases = dict(zip(PHASES, pieces.lengths, strict=True))
-    spent = _spent(ctx, members, pieces, s0, s1) if ctx.top > 0 else None
-    top = _top(spent, ctx.top, cs.names) if spent is not None else []
+    spent = _spent(ctx, calls, pieces, s0, s1) if ctx.top > 0 else None
+    top = _top(spent, ctx.top, ctx.names) if spent is not None else []
     return SegmentTime(seg.label, seg.bs, E.segment_variant(seg.label), s1 - s0, phases, n_windows, top), spent
 
 
 def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
-    """The TraceTime of a trace's timeline; ``vectorised`` False: every
-    segment's self time by the stack walk (``_spent``)."""
+    """The TraceTime of a trace's timeline; ``vectorised`` False: all self time by the stack walk (``_spent``)."""
     segs, source = segments_of(tl.ranges, identity)
-    cs = _Calls(tl)
     c = tl.calls
     inst = [i for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
     instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
-    marks = tl.capture_windows()
-    placed = _placed(tl, segs, source, cs, [b for b, _ in marks], inst)
-    ctx = _Context(cs, _windows(tl, marks), instantiates, top, span, placed, vectorised)
+    marks = tl.capture_windows()  # the one definition; a window never closed runs to its segment's end
+    windows = [(tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
+    placed = _placed(tl, segs, source, [b for b, _ in marks], inst)
+    ctx = _Context(*_columns(tl, placed), tl.thread_pid, windows, instantiates, top, span, placed, vectorised)
     done = [_segment(ctx, j, s) for j, s in enumerate(segs)]
     spent = [x for _, x in done if x is not None]
-    total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, cs.names) if spent else []
+    total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, ctx.names) if spent else []
     return TraceTime(path, identity, source, [s for s, _ in done], total)
 
 
@@ -543,10 +535,6 @@ def add(subparsers: Any) -> None:
     )
     add_jobs_option(p)
     p.set_defaults(func=with_limits(cmd_time, p))
-
-
-def _time_job(path: str, top: int, progress: Callable[[int, int], None] | None = None) -> TraceTime:
-    return time_trace(path, top, progress)
 
 
 def time_doc(traces: list[Any], identities: list[Identity]) -> dict[str, Any]:
@@ -590,7 +578,7 @@ def cmd_time(args: argparse.Namespace) -> int:
 
     files, listed, bad = expand_paths(list(args.paths))
     results, bad_files = collect_results(
-        map_files(_time_job, files, (args.top,), args.jobs, not args.json), listed, reads=("time", READS["time"])
+        map_files(time_trace, files, (args.top,), args.jobs, not args.json), listed, reads=("time", READS["time"])
     )
     if not results and (bad or bad_files):  # each file said why on stderr: no empty document
         return TROUBLE
