@@ -270,3 +270,40 @@ def test_a_trace_of_untimed_events_only_is_one_role_for_every_command(tmp_path: 
         assert rc == 0, err
         roles.append(json.loads(out)["traces"][0]["role"])
     assert roles == ["profile", "profile"]
+
+
+def test_a_launch_is_named_by_its_external_id_before_time_in_every_command(tmp_path: Path, run_cli: Run) -> None:
+    """A launch that lies inside ``aten::inner`` (nested in ``aten::outer`` by time) but carries outer's
+    External id was made by outer: the one rule (External id, else innermost by time). ``attribute``
+    alone read no External id and named inner; ``summary`` and ``report`` named outer."""
+    def forward(t0: float, ext: int, corr: int, ran: bool) -> list[dict[str, Any]]:
+        events = [_op("aten::outer", t0, 40, ext), _op("aten::inner", t0 + 10, 20, ext + 1),
+                  _launch(t0 + 15, corr, ext)]
+        return events + [_kernel("gemm_kernel", t0 + 16, corr, ext)] if ran else events
+
+    capture = [
+        span("capture::bs=1", 0, 1000), *forward(10, 1, 1, True),
+        call("cudaStreamBeginCapture", 100, 5, correlation=10), *forward(110, 3, 11, False),
+        call("cudaStreamEndCapture", 200, 5, correlation=12),
+    ]
+    folder = tmp_path / "graph_capture_profile"
+    folder.mkdir()
+    path = write_trace(folder / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz", capture)
+    replay = write_trace(tmp_path / "replay-TP-0.json.gz", [
+        call("cudaGraphLaunch", 2000, 5, correlation=100), kernel("gemm_kernel", 2010, 3, correlation=100),
+    ])
+    rc, out, err = run_cli("attribute", "--json", replay, path)
+    assert rc == 0, err
+    by_attribute = json.loads(out)
+    assert [o["name"] for o in by_attribute["ops"]] == ["aten::outer"]
+    rc, out, err = run_cli("summary", "--json", path)
+    assert rc == 0, err
+    (seg,) = json.loads(out)["traces"][0]["segments"]
+    named = {row["op"] for row in seg["top"] for k in row["kernels"] if k.get("attributed")}
+    assert named == {"aten::outer"}
+
+    from mixins.analysis.commands.report import report_dicts
+
+    args = argparse.Namespace(traces=[str(folder)], replay=str(replay), jobs=1, any_rank=True)
+    got = report_dicts(args)
+    assert got is not None and got[2] == by_attribute  # report's attribution section: the same answer

@@ -93,7 +93,8 @@ class Intervals(Struct):
 
 
 class Ops(Intervals):
-    """cpu_ops; the last three columns only the record reads: empty unless read with Kineto's ids."""
+    """cpu_ops; ``ext`` read whenever ``args`` are (``Joins.ops_of_calls``), ``shapes`` and ``concrete``
+    only by the record: empty unless read with Kineto's ids."""
 
     shapes: array = field(default_factory=lambda: array("b"))
     ext: array = field(default_factory=lambda: array("q"))
@@ -409,11 +410,13 @@ class Timeline(Struct):
 
 
 class _Builder:
-    """Fills a Timeline slice by slice; ``ids``: read with Kineto's ids (``Event``)."""
+    """Fills a Timeline slice by slice; ``ids``: read with Kineto's ids (``Event``); ``ext``: with External
+    ids (any shape with ``args``), so every command joins a call to its op by the same rule."""
 
-    def __init__(self, tl: Timeline, ids: bool) -> None:
+    def __init__(self, tl: Timeline, ids: bool, ext: bool) -> None:
         self.tl = tl
         self.ids = ids
+        self.ext = ext
         self.call_names = Interner()
         self.lo = float("inf")
         self.hi = float("-inf")
@@ -546,9 +549,10 @@ class _Builder:
         if iv is self.tl.ops and starts:
             self.lo = min(self.lo, min(starts))
             self.hi = max(self.hi, max(ends))
+        if self.ext:
+            iv.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
         if self.ids:
             iv.shapes.fromlist([1 if r[1] else 0 for r in raw])
-            iv.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
             iv.concrete.fromlist(self.concretes.many([bytes(a.concrete) if a is not None else b"" for a in args]))
 
     def _others(self, events: list[Any]) -> None:
@@ -613,7 +617,7 @@ class _Builder:
         c.corr.append(E.ident(a.correlation) if a is not None else -1)
         own = a.kernel if a is not None and kind == E.C_LAUNCH else None
         c.kernel.append(self._kernel_id(self.kernel_key(own, a)) if own is not None else -1)
-        c.ext.append(E.ident(a.ext) if self.ids and a is not None else -1)
+        c.ext.append(E.ident(a.ext) if a is not None else -1)  # BareEvent: args never decoded
 
     def finish(self) -> None:
         tl = self.tl
@@ -636,7 +640,7 @@ def load_timeline(
     (with Kineto's ids), ``SlimEvent`` or ``BareEvent`` (no ``args``); what is not decoded reads as absent."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
-    b = _Builder(tl, fields is Event)
+    b = _Builder(tl, fields is Event, fields is not BareEvent)
     for events in stream.events(fields):
         b.add(events)
     try:

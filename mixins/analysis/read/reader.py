@@ -151,9 +151,10 @@ _Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
 class SlimArgs(
     msgspec.Struct,
     gc=False,
-    rename={"dims": "Input Dims", "types": "Input type", "node": "graph node id"},
+    rename={"dims": "Input Dims", "types": "Input type", "node": "graph node id", "ext": "External id"},
 ):
-    """The ``args`` fields ``attribute`` reads; everything else is skipped by the decoder."""
+    """The ``args`` fields ``attribute`` reads; everything else is skipped by the decoder. ``ext`` (the
+    External id) joins a launch to the op that made it, the rule every command shares (docs/DESIGN.md §7.3)."""
 
     dims: msgspec.Raw = _RAW_EMPTY  # kept as raw JSON: hashable, compared after removing whitespace
     types: msgspec.Raw = _RAW_EMPTY
@@ -162,17 +163,16 @@ class SlimArgs(
     grid: tuple[int, ...] | None = None  # tuples: hashable, so a kernel identity is a plain key
     block: tuple[int, ...] | None = None
     node: _Int64 | None = None  # CUPTI graph node id of a replayed graph kernel (CUDA >= 12)
+    ext: _Int64 | None = None
 
 
 class Args(
     SlimArgs,
     gc=False,
-    rename={"ext": "External id", "concrete": "Concrete Inputs", "smem": "shared memory",
-            "regs": "registers per thread"},
+    rename={"concrete": "Concrete Inputs", "smem": "shared memory", "regs": "registers per thread"},
 ):
-    """:class:`SlimArgs` and Kineto's ids, inputs and kernel resources (the op-sequence record)."""
+    """:class:`SlimArgs` and Kineto's inputs and kernel resources (the op-sequence record)."""
 
-    ext: _Int64 | None = None
     concrete: msgspec.Raw = _RAW_EMPTY
     smem: _Int64 | None = None
     regs: _Int64 | None = None
