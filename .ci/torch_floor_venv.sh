@@ -13,9 +13,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/venv_lib.sh"
 
 version="${1:-2.7.1}"
-# Our runtime dependencies, pinned as in the main test venv (rich's own: markdown-it-py, mdurl, pygments).
+# Our runtime dependencies, pinned as in the main test venv (rich's own: markdown-it-py, mdurl, pygments;
+# numpy: the analyzer's columns, which `ls` and `summary` in tests/core run).
 cached_venv "torch-$version" "$repo/tests/torch-envs/torch-$version-deps.txt" \
-    "import torch, wrapt, msgspec, rich, pytest; assert torch.__version__.startswith('$version'), torch.__version__" \
-    wrapt==2.5.2 msgspec==0.23.0 rich==15.0.0 markdown-it-py==4.3.0 mdurl==0.1.2 pygments==2.21.0
+    "import torch, wrapt, msgspec, rich, numpy, pytest; assert torch.__version__.startswith('$version'), torch.__version__" \
+    wrapt==2.5.2 msgspec==0.23.0 rich==15.0.0 numpy==2.4.6 markdown-it-py==4.3.0 mdurl==0.1.2 pygments==2.21.0
 install_project
 echo "$venv"
