@@ -120,7 +120,7 @@ def child_env() -> dict[str, str]:
     """A measured child's environment: this checkout first on the path, and bytecode cached as an
     installed package has it (pip compiles at install time): PYTHONDONTWRITEBYTECODE dropped, a private
     PYTHONPYCACHEPREFIX, so only a run's first child compiles our sources (~100 ms); best-of-N runs
-    and ``bench_floor``'s import rows fill it before they measure."""
+    fill it before they measure."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONPYCACHEPREFIX=_PYCACHE.name)
     return env

@@ -3,9 +3,8 @@
 Why these rows: a Python reader cannot beat "inflate the file and let msgspec decode exactly the fields
 the command needs" — that is the floor; the goals: each command within 2.5x (summary),
 2.2x (time), 1.8x (attribute) of its own floor in CPU seconds (the child's own rusage), peak RSS not above
-before. Also
-printed: the CLI's import cost for ``attribute --json`` (goal 40 ms: what a user waits for before any
-work) and how directory work scales from one worker to two (goal 1.7x on two idle cores). Every row is
+before. Also printed: how directory work scales from one worker to two (goal 1.7x on two idle cores).
+The CLI's import cost and its goal are ``bench_startup.py``'s (one home for that goal). Every row is
 its own process; all rows come from one run, so the ratios compare like with like on a noisy machine.
 ``json.load`` + walk is not timed here (``bench_analyze.py`` / ``bench_attribute.py`` have it).
 
@@ -17,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,43 +79,12 @@ OURS = {
     """,
 }
 GOAL = {"summary": 2.5, "time": 2.2, "attribute": 1.8}  # ours / floor, CPU seconds (the columnar model's goals)
-IMPORT_GOAL_MS, SCALING_GOAL = 40.0, 1.7
+SCALING_GOAL = 1.7
 
 
 def best(kind: str, trace: Path, repeat: int) -> dict[str, Any]:
     runs = [bench_analyze.measure(kind, trace, sys.executable) for _ in range(max(1, repeat))]
     return min(runs, key=lambda r: float(r["cpu_s"]))
-
-
-def import_ms(repeat: int) -> tuple[float, float, float]:
-    """Median wall ms of the interpreter alone, of the libraries any run of ``attribute`` needs doing
-    their least (the floor: import msgspec; argparse parses ``attribute --json R C`` with a two-argument
-    sub-command, which is when argparse imports ``shutil`` and ``gettext``/``locale``), and of building
-    and parsing our ``attribute --json`` CLI (every module that run imports: ``tests/analysis/test_startup.py``).
-
-    With bytecode cached, as an installed package has it (``bench_analyze.child_env``; without it every
-    import recompiles our sources, ~100 ms more): each code runs once unmeasured first."""
-    env = bench_analyze.child_env()
-
-    def run(code: str) -> float:
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True, env=env)
-        return (time.perf_counter() - t) * 1000
-
-    def median(code: str) -> float:
-        run(code)  # fills the bytecode cache
-        return statistics.median(run(code) for _ in range(repeat * 5))
-
-    parse = (
-        "from mixins.cli import build_parser; "
-        "build_parser('attribute').parse_args(['attribute', '--json', 'r', 'c'])"
-    )
-    libraries = (
-        "import argparse, msgspec; p = argparse.ArgumentParser(); c = p.add_subparsers().add_parser('attribute'); "
-        "c.add_argument('--json', action='store_true'); c.add_argument('replay'); c.add_argument('capture'); "
-        "p.parse_args(['attribute', '--json', 'r', 'c'])"
-    )
-    return median("pass"), median(libraries), median(parse)
 
 
 def scaling(trace: Path, repeat: int) -> tuple[float, float]:
@@ -155,10 +122,6 @@ def main() -> int:
         ratio = ours["cpu_s"] / floor["cpu_s"]
         print(f"{command:<10} {floor['cpu_s']:11.2f} {ours['cpu_s']:10.2f} {ratio:9.2f}x {floor['rss_mib']:9.0f} "
               f"{ours['rss_mib']:8.0f}  <= {GOAL[command]}x: {'met' if ratio <= GOAL[command] else 'not met'}")
-    bare, libraries, cli = import_ms(args.repeat)
-    print(f"CLI import for attribute --json: {cli - bare:.0f} ms over a bare interpreter ({bare:.0f} ms); its floor, "
-          f"the libraries any run needs (msgspec; argparse parsing such a line): {libraries - bare:.0f} ms"
-          f"  (goal <= {IMPORT_GOAL_MS:.0f} ms: {'met' if cli - bare <= IMPORT_GOAL_MS else 'not met'})")
     one, two = scaling(trace, args.repeat)
     print(f"check of 4 traces: -j 1 {one:.2f} s, -j 2 {two:.2f} s: {one / two:.2f}x"
           f"  (goal >= {SCALING_GOAL}x on two idle cores: {'met' if one / two >= SCALING_GOAL else 'not met'})")
