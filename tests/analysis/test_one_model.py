@@ -9,6 +9,7 @@ ended on another, and an op that starts in the warm-up pass and runs on through 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import random
@@ -229,6 +230,35 @@ def test_report_reads_each_trace_once(
     time_json, check_json, attribute_json = got
     assert (time_json, check_json, attribute_json) == (expected["time"], expected["check"], expected["attribute"])
     assert sorted(opened) == sorted(str(p) for p in folder.iterdir())  # each once
+
+
+def test_report_names_each_capture_once_and_frees_its_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The windows are named once per model (the record's names for unnamed launches and ``attribute``'s
+    windows read the same computation), and the model holds no cycle: a report job frees it on return."""
+    from mixins.analysis.commands.report import capture_job, report_dicts
+    from mixins.analysis.model import windows
+    from mixins.analysis.model.timeline import Timeline
+
+    folder = tmp_path / "graph_capture_profile"
+    folder.mkdir()
+    paths = [write_trace(folder / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{rank}.json.gz", EVENTS + UNTIMED)
+             for rank in (0, 1)]
+    replay = write_trace(tmp_path / "replay-TP-0.json.gz", REPLAY)
+    named: list[str] = []
+    windows_of = windows.windows_of
+    monkeypatch.setattr(windows, "windows_of", lambda tl, *args: named.append(tl.path) or windows_of(tl, *args))
+    args = argparse.Namespace(traces=[str(folder)], replay=str(replay), jobs=1, any_rank=True)
+    got = report_dicts(args)
+    assert got is not None and got[2]["coverage"]["graph_kernels_attributed"] == 2
+    assert sorted(named) == sorted(map(str, paths))  # once each, though the record needed names too
+    gc.collect()
+    gc.disable()  # what is freed now was freed by reference counting, not by a collection
+    try:
+        capture_job(str(paths[0]), {str(paths[0]): None})
+        left = [o for o in gc.get_objects() if isinstance(o, Timeline) and o.path == str(paths[0])]
+    finally:
+        gc.enable()
+    assert left == []
 
 
 def _innermost(segs: list[Segment], pids: dict[Any, int], ts: float, pid: int) -> int:

@@ -101,7 +101,6 @@ def capture_job(
     identity = identify(tl)
     time_json, record = to_json(build(path, identity, tl, DEFAULT_TOP)), compact(record_of(tl, identity))
     capture = None if details is None else capture_of(tl, identity, details.get(path))
-    tl.joined = None  # the model and its joins refer to each other: freed on return, not at the next collection
     return time_json, capture, record
 
 

@@ -17,7 +17,7 @@ from mixins.analysis.model.record import OUTSIDE, Kernel, OpColumns, Segment, Si
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import segments_of
 from mixins.analysis.model.timeline import Joins, Timeline, load_timeline
-from mixins.analysis.model.windows import windows_of
+from mixins.analysis.model.windows import named_windows
 from mixins.analysis.read.reader import Event, TraceError
 from mixins.analysis.serialise import summarize
 
@@ -83,29 +83,28 @@ def _sources(lk: Joins, rows: _Rows, corr: Any, ext: Any) -> tuple[Any, Any]:
     correlation (or flow id), else its External id's last op, else that id's first annotation."""
     import numpy as np
 
-    tl = lk.tl
     call = lk.calls_by_corr(resolved=False).many(corr, last=True)
     if lk.flow_cpu:
         flow = np.fromiter((lk.flow_cpu.get(c, -1) for c in corr.tolist()), np.int64, len(corr))
         call = np.where(call < 0, flow, call)
-    found, seg = call >= 0, rows.calls[np.maximum(call, 0)] if len(tl.calls.kind) else call
+    found, seg = call >= 0, rows.calls[np.maximum(call, 0)] if len(lk.calls.kind) else call
     by_ext = ~found & (ext >= 0)
     if by_ext.any():
         op = lk.op_by_ext().many(ext, last=True)
         note = lk.annotation_by_ext().many(ext, last=False)
-        via = np.where(op >= 0, rows.ops[np.maximum(op, 0)] if len(tl.ops) else -1,
-                       rows.annotations[np.maximum(note, 0)] if len(tl.annotations.ts) else -1)
+        via = np.where(op >= 0, rows.ops[np.maximum(op, 0)] if len(lk.ops) else -1,
+                       rows.annotations[np.maximum(note, 0)] if len(lk.annotations.ts) else -1)
         seg = np.where(by_ext, via, seg)
         found = found | (by_ext & ((op >= 0) | (note >= 0)))
     return found, seg
 
 
-def _device_segments(lk: Joins, rows: _Rows, place: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
+def _device_segments(tl: Timeline, rows: _Rows, place: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
     """Device work (and other device records, flow ends) is in its launcher's segment, else in its own
     place in time: (device's segments, all of their segments)."""
     import numpy as np
 
-    tl = lk.tl
+    lk = tl.joins()
     d, o, (thread, ts, ids) = tl.device, tl.others, tl.flows.end
     out = []
     for own_ts, own_thread, corr, ext in (
@@ -118,13 +117,13 @@ def _device_segments(lk: Joins, rows: _Rows, place: Callable[[Any, Any], Any]) -
     return out[0], np.concatenate(out)
 
 
-def _link_launches(lk: Joins, rows: _Rows, segs: list[Segment], op_kernels: _Launched,
+def _link_launches(tl: Timeline, rows: _Rows, segs: list[Segment], op_kernels: _Launched,
                    graphs: Counter[int]) -> None:
     """Each kernel launch gives its op one kernel (named by the launch or the first kernel record
     with its correlation); one with neither is unnamed until the namer names it."""
     import numpy as np
 
-    tl = lk.tl
+    lk = tl.joins()
     c, d = tl.calls, tl.device
     kind = _np(c.kind)
     graph_calls = np.flatnonzero(kind == E.C_GRAPH).tolist()
@@ -148,11 +147,11 @@ def _link_launches(lk: Joins, rows: _Rows, segs: list[Segment], op_kernels: _Lau
             op_kernels.setdefault(op, []).append((info, i))
 
 
-def _link_kernels(lk: Joins, dev_seg: Any, segs: list[Segment], op_kernels: _Launched) -> None:
+def _link_kernels(tl: Timeline, dev_seg: Any, segs: list[Segment], op_kernels: _Launched) -> None:
     """Kernels reach an op through their launch's External id, or their own when no launch was seen."""
     import numpy as np
 
-    tl = lk.tl
+    lk = tl.joins()
     d = tl.device
     kernels = np.flatnonzero(_np(d.kind) == E.D_KERNEL)
     corr, ext = _np(lk.kernel_corr)[kernels], _np(d.ext)[kernels]
@@ -213,10 +212,10 @@ def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Laun
         s.table = table
 
 
-def _names(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> dict[int, str]:
-    """call index -> the kernel name the one namer (``windows.windows_of``) gave a launch without one."""
+def _names(tl: Timeline, identity: Identity) -> dict[int, str]:
+    """call index -> the kernel name the one namer (``windows.named_windows``) gave a launch without one."""
     out: dict[int, str] = {}
-    for w in windows_of(tl, identity, segs, source):
+    for w in named_windows(tl, identity):
         for n in w.nodes:
             if n.kind == E.D_KERNEL and n.kernel is not None and n.kernel.name is not None and n.call >= 0:
                 if tl.calls.kernel[n.call] < 0:  # not the launch's own name
@@ -228,7 +227,7 @@ def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
     """The TraceRecord of a timeline read with its ids (``fields=reader.Event``)."""
     import numpy as np
 
-    tl = _with_undated(tl)
+    dated, tl = tl, _with_undated(tl)  # the windows are named on the dated model, as ``attribute`` reads it
     segs, source = segments_of(tl.ranges, identity)
     all_segs = segs + [Segment(OUTSIDE)]
 
@@ -237,16 +236,15 @@ def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
 
     rows = _Rows(place(tl.ops.start, tl.ops.thread), place(tl.calls.start, tl.calls.thread),
                  place(tl.annotations.ts, tl.annotations.thread))
-    lk = tl.joins()
-    dev_seg, linked = _device_segments(lk, rows, place)
+    dev_seg, linked = _device_segments(tl, rows, place)
     rest = tl.row_segments(segs, source, tl.rest_ts, tl.rest_pid, threads=False)
     _add(all_segs, "events", np.concatenate([rows.ops, rows.calls, linked, rest]))
     op_kernels: _Launched = {}
     graphs: Counter[int] = Counter()
-    _link_launches(lk, rows, all_segs, op_kernels, graphs)
-    _link_kernels(lk, dev_seg, all_segs, op_kernels)
+    _link_launches(tl, rows, all_segs, op_kernels, graphs)
+    _link_kernels(tl, dev_seg, all_segs, op_kernels)
     _count_kinds(tl, rows, dev_seg, all_segs)
-    names = _names(tl, identity, segs, source) if any(s.unnamed_launches for s in all_segs) else {}
+    names = _names(dated, identity) if any(s.unnamed_launches for s in all_segs) else {}
     _place_ops(tl, rows.ops, all_segs, op_kernels, graphs, names)
     result = list(segs)
     if all_segs[-1].events:

@@ -233,17 +233,18 @@ def _flow_ids(rows: list[int], threads: array, ts: array, flows: tuple[array, ar
 
 
 class Joins:
-    """Every join by Kineto's ids, each index built on first use (docs/DESIGN.md §7, "One link pass")."""
+    """Every join by Kineto's ids, each index built on first use (docs/DESIGN.md §7, "One link pass"). It
+    holds the columns it joins, not the model: the model holds it, and a cycle would outlive the command."""
 
     def __init__(self, tl: Timeline) -> None:
-        self.tl = tl
+        self.ops, self.calls, self.device, self.annotations = tl.ops, tl.calls, tl.device, tl.annotations
         self.launch_corr = array("q", tl.calls.corr)  # per call: its correlation, or its ac2g flow's id
         self.kernel_corr = array("q", tl.device.corr)  # per device record: the same
         self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call
         self._made: dict[tuple[Any, ...], Any] = {}
-        self._resolve_flows()
+        self._resolve_flows(tl.flows)
 
-    def _once(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    def once(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         got = self._made.get(key)
         if got is None:
             got = self._made[key] = build()
@@ -251,44 +252,44 @@ class Joins:
 
     def calls_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
         """correlation (``resolved``: or flow id) -> call index, of the given kinds (none given: any)."""
-        return self._by_corr(self.tl.calls, self.launch_corr, kinds, resolved)
+        return self._by_corr(self.calls, self.launch_corr, kinds, resolved)
 
     def device_by_corr(self, *kinds: int, resolved: bool = True) -> IdIndex:
         """correlation (``resolved``: or flow id) -> device record index, of the given kinds (none: any)."""
-        return self._by_corr(self.tl.device, self.kernel_corr, kinds, resolved)
+        return self._by_corr(self.device, self.kernel_corr, kinds, resolved)
 
     def _by_corr(self, rows: Calls | Device, flowed: array, kinds: tuple[int, ...], resolved: bool) -> IdIndex:
         ids = flowed if resolved else rows.corr
-        return cast(IdIndex, self._once((type(rows), resolved, *kinds),
+        return cast(IdIndex, self.once((type(rows), resolved, *kinds),
                                         lambda: IdIndex.where(ids, rows.kind if kinds else None, *kinds)))
 
     def device_groups(self) -> ByCorrelation:
         """Device records grouped by their own correlation."""
-        return cast(ByCorrelation, self._once(("groups",), lambda: ByCorrelation(self.tl.device.corr)))
+        return cast(ByCorrelation, self.once(("groups",), lambda: ByCorrelation(self.device.corr)))
 
     def op_by_ext(self) -> IdIndex:
         """External id -> op index."""
-        return cast(IdIndex, self._once(("ext",), lambda: IdIndex.where(self.tl.ops.ext)))
+        return cast(IdIndex, self.once(("ext",), lambda: IdIndex.where(self.ops.ext)))
 
     def ops_of_calls(self, calls: list[int]) -> list[int]:
         """The op that made each call (-1: none): the first op with its External id, else the innermost
         op around its start on its thread. Kept once asked: the record and the namer both ask."""
-        known = self._once(("call_op",), dict)
+        known = self.once(("call_op",), dict)
         todo = [i for i in dict.fromkeys(calls) if i not in known]
         if todo:
-            c, by_ext = self.tl.calls, self.op_by_ext()
+            c, by_ext = self.calls, self.op_by_ext()
             for i in todo:
                 got = by_ext.first(ext) if (ext := c.ext[i]) >= 0 else None
                 known[i] = -1 if got is None else got
             timed = [i for i in todo if known[i] < 0]
-            for i, op in zip(timed, innermost(self.tl.ops, [c.start[i] for i in timed],
+            for i, op in zip(timed, innermost(self.ops, [c.start[i] for i in timed],
                                               [c.thread[i] for i in timed]), strict=True):
                 known[i] = op
         return [known[i] for i in calls]
 
-    def _resolve_flows(self) -> None:
+    def _resolve_flows(self, flows: Flows) -> None:
         """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
-        c, d, flows = self.tl.calls, self.tl.device, self.tl.flows
+        c, d = self.calls, self.device
         if flows.start[2]:
             launches = [i for i in range(len(c.kind)) if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)]
             for i, fid in _flow_ids(launches, c.thread, c.start, flows.start):
@@ -302,7 +303,7 @@ class Joins:
 
     def annotation_by_ext(self) -> IdIndex:
         """External id -> annotation row (``Timeline.annotations``), the first with it."""
-        return cast(IdIndex, self._once(("annotations",), lambda: IdIndex.where(self.tl.annotations.ext)))
+        return cast(IdIndex, self.once(("annotations",), lambda: IdIndex.where(self.annotations.ext)))
 
 
 class Timeline(Struct):

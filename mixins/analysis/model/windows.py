@@ -8,9 +8,10 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from mixins.analysis.model.align import matching_runs
 from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL, vllm_label
@@ -24,7 +25,7 @@ from mixins.analysis.read.safe_io import read_small_json
 
 __all__ = [
     "Site", "Node", "Window", "Capture", "load_capture", "capture_of", "windows_of", "read_execution_details",
-    "sites_of_calls",
+    "sites_of_calls", "named_windows",
 ]
 
 NO_MODULE = "NA"  # TraceLens's parent_module when no nn.Module encloses the op
@@ -344,12 +345,18 @@ def load_capture(
     return capture_of(tl, identify(tl), details)
 
 
+def named_windows(tl: Timeline, identity: Identity) -> list[Window]:
+    """The windows of ``tl`` named once per model: the record's names for launches without one and
+    ``attribute``'s windows are this one computation (``report`` asks for both)."""
+    return cast(list[Window], tl.joins().once(
+        ("windows",), lambda: windows_of(tl, identity, *segments_of(tl.ranges, identity))))
+
+
 def capture_of(tl: Timeline, identity: Identity, details: dict[str, tuple[int, str | None]] | None = None) -> Capture:
     """The windows of a capture already read (``report`` reads it once, with Kineto's ids, for three commands)."""
-    segs, source = segments_of(tl.ranges, identity)
+    windows = named_windows(tl, identity)
     got = (details or {}).get(os.path.basename(tl.path))
-    if got is not None and source == "all":
-        bs, mode = got
-        segs, source = [Segment(vllm_label(bs, mode))], "filename"  # TraceLens indexes vLLM's captures
+    if got is not None and segments_of(tl.ranges, identity)[1] == "all":  # TraceLens indexes vLLM's captures
+        windows = [replace(w, segment=vllm_label(*got)) for w in windows]  # one segment either way
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(tl.path)
-    return Capture(tl.path, identity, rank, windows_of(tl, identity, segs, source))
+    return Capture(tl.path, identity, rank, windows)
