@@ -33,15 +33,14 @@ def json_value(text: str) -> Any:
     return msgspec.json.decode(text) if text else None
 
 
+def _op_fields(name: str, dims: str, types: str) -> dict[str, Any]:
+    return {"op": name, "input_dims": json_value(dims), "input_types": json_value(types)}
+
+
 def op_json(key: tuple[Any, ...]) -> dict[str, Any]:
     """Human/JSON form of an op key (see ``Op.key``)."""
     name, dims, types, concrete, kernels, graphs = key
-    out: dict[str, Any] = {
-        "op": name,
-        "input_dims": json_value(dims),
-        "input_types": json_value(types),
-        "concrete": json_value(concrete),
-    }
+    out = {**_op_fields(name, dims, types), "concrete": json_value(concrete)}
     if kernels:
         out["kernels"] = [k.as_json() for k in kernels]
     if graphs:
@@ -76,32 +75,22 @@ def _kernels_per_signature(s: Segment) -> tuple[Counter[ShapeKey], dict[ShapeKey
     return counts, kernels
 
 
-def _top_signatures(
-    counts: Counter[ShapeKey], kernels: dict[ShapeKey, Counter[tuple[Kernel, bool]]], top: int
-) -> list[tuple[ShapeKey, int]]:
-    """The ``top`` signatures by device work launched, then by how often they ran (by count alone:
-    ``aten::empty`` / ``aten::view``, which launch nothing)."""
-    launched = {key: sum(kc.values()) for key, kc in kernels.items()}
-    return sorted(counts.items(), key=lambda kv: (-launched.get(kv[0], 0), -kv[1]))[:top]
-
-
 def _segment_json(s: Segment, top: int) -> dict[str, Any]:
+    """A segment's counts and its ``top`` signatures by device work launched, then by how often they ran
+    (by count alone: ``aten::empty`` / ``aten::view``, which launch nothing)."""
     counts, kernels = _kernels_per_signature(s)
-    top_rows = []
-    for (name, dims, types), count in _top_signatures(counts, kernels, top):
-        kc = kernels.get((name, dims, types), Counter())
-        top_rows.append(
-            {
-                "op": name,
-                "input_dims": json_value(dims),
-                "input_types": json_value(types),
-                "count": count,
-                "kernels": [
-                    {**k.as_json(), "count": c, **({"attributed": True} if attributed else {})}
-                    for (k, attributed), c in kc.most_common()
-                ],
-            }
-        )
+    launched = {key: sum(kc.values()) for key, kc in kernels.items()}
+    top_rows = [
+        {
+            **_op_fields(*key),
+            "count": count,
+            "kernels": [
+                {**k.as_json(), "count": c, **({"attributed": True} if attributed else {})}
+                for (k, attributed), c in kernels.get(key, Counter()).most_common()
+            ],
+        }
+        for key, count in sorted(counts.items(), key=lambda kv: (-launched.get(kv[0], 0), -kv[1]))[:top]
+    ]
     return {
         "label": s.label,
         "bs": s.bs,

@@ -50,53 +50,42 @@ def test_segments_identity_and_counts(cpu_traces, run_cli) -> None:  # type: ign
     assert len(bs1["top"]) == 3
 
 
-def test_identity_from_file_name(cpu_traces) -> None:  # type: ignore[no-untyped-def]
-    rec = load_record(str(cpu_traces["nometa"]))
-    ident = rec.identity
-    assert ident.source == "filename"
-    assert (ident.runner, ident.tp_rank, ident.pp_rank, ident.capture_index) == (
-        "EAGLEDraftCudaGraphRunner",
-        3,
-        1,
-        2,
-    )
-    assert [s.label for s in rec.segments] == ["bs=2", "(outside)"]
-
-
-def _without_capture_ranges(src: Path, dst: Path) -> None:
+def _without_capture_ranges(src: Path, dst: Path, header: bool = True) -> None:
     doc = load_trace(src)
     for e in doc["traceEvents"]:
         if e.get("cat") == "user_annotation":
             e["name"] = "forward"
+    if not header:
+        del doc["capture_trace"]
     dst.write_text(json.dumps(doc))
 
 
-def test_upstream_per_bs_name_makes_one_segment(cpu_traces, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    dst = tmp_path / "bs_16_rank3.json"
-    _without_capture_ranges(cpu_traces["r0"], dst)
-    rec = load_record(str(dst))
-    assert [s.label for s in rec.segments] == ["bs=16"]
-    assert rec.segments[0].events == rec.events
-    # metadata still names the runner and rank; the file name supplies the batch size
-    assert rec.identity.source == "metadata" and rec.identity.tp_rank == 0
-    plain = tmp_path / "DecodeCudaGraphRunner_bs_8_rank5.json"
-    doc = json.loads(dst.read_text())
-    del doc["capture_trace"]
-    plain.write_text(json.dumps(doc))
-    rec = load_record(str(plain))
-    assert (rec.identity.source, rec.identity.runner, rec.identity.tp_rank) == (
-        "filename",
-        "DecodeCudaGraphRunner",
-        5,
-    )
-    assert [s.label for s in rec.segments] == ["bs=8"]
-
-
-def test_no_ranges_no_name_gives_one_segment_all(cpu_traces, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    dst = tmp_path / "whatever.json"
-    _without_capture_ranges(cpu_traces["nometa"], dst)
-    rec = load_record(str(dst))
-    assert [s.label for s in rec.segments] == ["all"] and rec.identity.source == "none"
+@pytest.mark.parametrize(
+    ("trace", "name", "ranges", "identity", "labels"),
+    [
+        # our file name (no metadata): runner, TP, PP and capture index; the capture:: ranges cut segments
+        ("nometa", None, True, ("filename", "EAGLEDraftCudaGraphRunner", 3, 1, 2), ["bs=2", "(outside)"]),
+        # upstream's per-bs name: metadata still names the runner and rank; the file name the batch size
+        ("r0", "bs_16_rank3.json", False, ("metadata", "DecodeCudaGraphRunner", 0, 0, 1), ["bs=16"]),
+        ("r0", "DecodeCudaGraphRunner_bs_8_rank5.json", None, ("filename", "DecodeCudaGraphRunner", 5, 0, 1),
+         ["bs=8"]),
+        # no capture range, no name: one segment
+        ("nometa", "whatever.json", False, ("none", None, None, None, 1), ["all"]),
+    ],
+)
+def test_identity_and_segments_from_the_file_name(  # type: ignore[no-untyped-def]
+    cpu_traces, tmp_path: Path, trace: str, name: str | None, ranges: bool | None, identity: tuple, labels: list[str]
+) -> None:
+    """``ranges`` False: the capture ranges renamed; None: that and the metadata header dropped too."""
+    path = cpu_traces[trace]
+    if name is not None:
+        path = tmp_path / name
+        _without_capture_ranges(cpu_traces[trace], path, header=ranges is not None)
+    rec = load_record(str(path))
+    ident = rec.identity
+    assert (ident.source, ident.runner, ident.tp_rank, ident.pp_rank, ident.capture_index) == identity
+    assert [s.label for s in rec.segments] == labels
+    assert sum(s.events for s in rec.segments) == rec.events
 
 
 def test_diff_identical_ranks_is_clean(cpu_traces, run_cli) -> None:  # type: ignore[no-untyped-def]

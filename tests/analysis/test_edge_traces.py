@@ -58,45 +58,34 @@ def test_an_untimed_segment_marker_bounds_nothing(tmp_path: Path, run_cli: Run) 
     """A ``capture::`` range without a time made a NaN segment that broke the segments' order: ops moved."""
     events = []
     for n, bs in enumerate((1, 2, 8)):
-        events += [
-            span(f"capture::bs={bs}", n * 100, 50),
-            op(f"op_in_bs={bs}", n * 100 + 5, 5),
-        ]
+        events += [span(f"capture::bs={bs}", n * 100, 50), op(f"op_in_bs={bs}", n * 100 + 5, 5)]
     tops = []
     for extra in ([], [span("capture::bs=4", None, None)]):
-        rc, out, err = run_cli(
-            "summary", "--json", write_trace(tmp_path / f"s{len(extra)}.json", events + extra)
-        )
+        rc, out, err = run_cli("summary", "--json", write_trace(tmp_path / f"s{len(extra)}.json", events + extra))
         assert rc == 0, err
         segments = json.loads(out)["traces"][0]["segments"]
         tops.append({s["label"]: [t["op"] for t in s["top"]] for s in segments if s["label"] != "(outside)"})
     assert tops[0] == tops[1] == {f"bs={bs}": [f"op_in_bs={bs}"] for bs in (1, 2, 8)}
 
 
-def test_untimed_ops_come_last_whatever_the_file_order(tmp_path: Path, run_cli: Run) -> None:
-    """The same events in two file orders are the same trace: ops by time, those without one last."""
-    x, y, untimed = op("aten::x", 5, 1), op("aten::y", 3, 1), op("aten::u", None, None)
-    a = write_trace(tmp_path / "a.json", [CAPTURED, x, untimed, y])
-    b = write_trace(tmp_path / "b.json", [y, x, untimed, CAPTURED])
-    for path in (a, b):
-        assert [op.sig.name for s in load_record(str(path)).segments for op in s.ops] == [
-            "aten::y",
-            "aten::x",
-            "aten::u",
-        ]
-    assert run_cli("diff", a, b)[0] == 0
-
-
-def test_ops_starting_together_are_ordered_the_longer_first_whatever_the_file_order(
-    tmp_path: Path, run_cli: Run
+@pytest.mark.parametrize(
+    ("events", "order"),
+    [
+        # ops by time, those without one last
+        ([op("aten::x", 5, 1), op("aten::u", None, None), op("aten::y", 3, 1)], ["aten::y", "aten::x", "aten::u"]),
+        # a parent and its first child start at one timestamp: the longer first, as ``time`` orders calls
+        ([op("aten::linear", 10, 9), op("aten::t", 10, 2)], ["aten::linear", "aten::t"]),
+    ],
+    ids=["untimed_last", "longer_first"],
+)
+def test_ops_are_in_one_order_whatever_the_file_order(
+    tmp_path: Path, run_cli: Run, events: list[dict], order: list[str]
 ) -> None:
-    """A parent and its first child start at one timestamp: file order decided which came first, so one
-    trace written in two orders was "changed". The longer comes first now, as ``time`` orders calls."""
-    parent, child = op("aten::linear", 10, 9), op("aten::t", 10, 2)
-    a = write_trace(tmp_path / "a.json", [CAPTURED, parent, child])
-    b = write_trace(tmp_path / "b.json", [child, parent, CAPTURED])
+    """The same events in two file orders are the same trace (file order decided ties: "changed")."""
+    a = write_trace(tmp_path / "a.json", [CAPTURED, *events])
+    b = write_trace(tmp_path / "b.json", [*events[::-1], CAPTURED])
     for path in (a, b):
-        assert [op.sig.name for s in load_record(str(path)).segments for op in s.ops] == ["aten::linear", "aten::t"]
+        assert [op.sig.name for s in load_record(str(path)).segments for op in s.ops] == order
     assert run_cli("diff", a, b)[0] == 0
 
 
@@ -134,15 +123,8 @@ def test_a_top_level_number_cut_at_the_window_end_is_read(tmp_path: Path, run_cl
     assert json.loads(out)["traces"][0]["totals"]["cpu_ops"] == 1
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "cudaLaunchCooperativeKernel",
-        "cudaLaunchCooperativeKernelMultiDevice",
-        "cuLaunchCooperativeKernel",
-        "hipLaunchCooperativeKernel",
-    ],
-)
+@pytest.mark.parametrize("name", ["cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernelMultiDevice",
+                                  "cuLaunchCooperativeKernel", "hipLaunchCooperativeKernel"])
 def test_cooperative_launches_are_launches(name: str) -> None:
     assert call_kind(name) == C_LAUNCH
 

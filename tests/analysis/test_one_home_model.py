@@ -6,6 +6,7 @@ the source, so a command that builds its own index again fails here, naming the 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import mixins.analysis
@@ -50,14 +51,16 @@ def builds(tree: ast.AST) -> list[tuple[int, str]]:
     return out
 
 
+def _found(scan: Callable[[ast.AST], list[tuple[int, str]]], skip: tuple[Path, ...] = ()) -> list[str]:
+    return [
+        f"{path.relative_to(ANALYSIS)}:{line}: {what}"
+        for path in sorted(ANALYSIS.rglob("*.py")) if path not in skip
+        for line, what in scan(ast.parse(path.read_text(), str(path)))
+    ]
+
+
 def test_joins_and_segment_assignment_are_built_in_the_model_only() -> None:
-    found = []
-    for path in sorted(ANALYSIS.rglob("*.py")):
-        if path in (HOME, RULES):
-            continue
-        for line, what in builds(ast.parse(path.read_text(), str(path))):
-            found.append(f"{path.relative_to(ANALYSIS)}:{line}: {what}")
-    assert found == []
+    assert _found(builds, (HOME, RULES)) == []
 
 
 def test_the_home_builds_them() -> None:
@@ -102,12 +105,7 @@ def second_shapes(tree: ast.AST) -> list[tuple[int, str]]:
 def test_the_model_has_one_shape() -> None:
     """No ``Links`` beside the timeline, no ``timed()`` copy, no load flags: a command picks the fields
     the reader decodes, never another model."""
-    found = [
-        f"{path.relative_to(ANALYSIS)}:{line}: {what}"
-        for path in sorted(ANALYSIS.rglob("*.py"))
-        for line, what in second_shapes(ast.parse(path.read_text(), str(path)))
-    ]
-    assert found == []
+    assert _found(second_shapes) == []
 
 
 def test_a_second_shape_is_found() -> None:

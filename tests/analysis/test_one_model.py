@@ -22,6 +22,7 @@ import pytest
 
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.segments import assigner
+from mixins.analysis.model import windows
 from mixins.analysis.model.windows import load_capture
 from tests.trace_files import call, kernel, op, span, write_trace
 
@@ -224,38 +225,30 @@ def test_report_reads_each_trace_once(
         return open_input(path)
 
     monkeypatch.setattr(safe_io, "open_input", counted)
+    named: list[str] = []  # the windows are named once per capture: the record's names and attribute's windows
+    sites_of = windows.sites_of_calls  # once per naming (``windows._Context``)
+    monkeypatch.setattr(windows, "sites_of_calls", lambda tl, calls: named.append(tl.path) or sites_of(tl, calls))
     args = argparse.Namespace(traces=[str(folder)], replay=replay and str(replay), jobs=1, any_rank=True)
     got = report_dicts(args)
     assert got is not None
     time_json, check_json, attribute_json = got
     assert (time_json, check_json, attribute_json) == (expected["time"], expected["check"], expected["attribute"])
     assert sorted(opened) == sorted(str(p) for p in folder.iterdir())  # each once
+    assert sorted(named) == sorted(str(p) for p in folder.glob("cuda_graph_capture-*"))
 
 
-def test_report_names_each_capture_once_and_frees_its_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The windows are named once per model (the record's names for unnamed launches and ``attribute``'s
-    windows read the same computation), and the model holds no cycle: a report job frees it on return."""
-    from mixins.analysis.commands.report import capture_job, report_dicts
-    from mixins.analysis.model import windows
+def test_a_report_job_frees_its_model_on_return(tmp_path: Path) -> None:
+    """The model holds its joins and they hold only its columns: no cycle, so reference counting frees the
+    model when ``report``'s job returns, not a later collection (a worker reads trace after trace)."""
+    from mixins.analysis.commands.report import capture_job
     from mixins.analysis.model.timeline import Timeline
 
-    folder = tmp_path / "graph_capture_profile"
-    folder.mkdir()
-    paths = [write_trace(folder / f"cuda_graph_capture-DecodeCudaGraphRunner-TP-{rank}.json.gz", EVENTS + UNTIMED)
-             for rank in (0, 1)]
-    replay = write_trace(tmp_path / "replay-TP-0.json.gz", REPLAY)
-    named: list[str] = []
-    windows_of = windows.windows_of
-    monkeypatch.setattr(windows, "windows_of", lambda tl, *args: named.append(tl.path) or windows_of(tl, *args))
-    args = argparse.Namespace(traces=[str(folder)], replay=str(replay), jobs=1, any_rank=True)
-    got = report_dicts(args)
-    assert got is not None and got[2]["coverage"]["graph_kernels_attributed"] == 2
-    assert sorted(named) == sorted(map(str, paths))  # once each, though the record needed names too
+    path = str(write_trace(tmp_path / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz", EVENTS + UNTIMED))
     gc.collect()
-    gc.disable()  # what is freed now was freed by reference counting, not by a collection
+    gc.disable()
     try:
-        capture_job(str(paths[0]), {str(paths[0]): None})
-        left = [o for o in gc.get_objects() if isinstance(o, Timeline) and o.path == str(paths[0])]
+        capture_job(path, {path: None})  # time, check and attribute's windows, as ``report --replay`` asks
+        left = [o for o in gc.get_objects() if isinstance(o, Timeline) and o.path == path]
     finally:
         gc.enable()
     assert left == []

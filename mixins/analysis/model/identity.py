@@ -57,15 +57,8 @@ class Identity(Struct):
     run: tuple[Any, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "runner": self.runner,
-            "runner_class": self.runner_class,
-            "tp_rank": self.tp_rank,
-            "pp_rank": self.pp_rank,
-            "dp_rank": self.dp_rank,
-            "capture_index": self.capture_index,
-            "identity_source": self.source,
-        }
+        shown = ("runner", "runner_class", "tp_rank", "pp_rank", "dp_rank", "capture_index")
+        return {**{k: getattr(self, k) for k in shown}, "identity_source": self.source}
 
 
 def _int_or_none(v: Any) -> int | None:

@@ -107,12 +107,6 @@ def sites_of_calls(tl: Timeline, calls: list[int]) -> tuple[list[Site], list[int
     return sites, ops
 
 
-def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
-    """(thread that began it, begin, end or inf) of each capture window, in time order."""
-    c = tl.calls
-    return [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
-
-
 def _nested(
     path: str, spans: list[tuple[int, float, float]], threads: set[int]
 ) -> dict[int, list[tuple[float, float]]]:
@@ -247,7 +241,6 @@ class _Context:
 
     def __init__(self, tl: Timeline, segs: list[Segment], source: str) -> None:
         self.tl = tl
-        self.segs = segs
         self.segment = tl.segment_finder(segs, source)  # (time, thread) -> segment index, -1: none
         self.by_thread = _calls_by_thread(tl)
         all_calls = [i for _, idx in self.by_thread.values() for i in idx]
@@ -266,7 +259,7 @@ class _Context:
         for th, (starts, idx) in self.by_thread.items():
             ran_starts, kernels = [], []
             for t, i in zip(starts, idx, strict=True):
-                k = ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
+                k = ran.get(c.corr[i], last=False) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
                 at = self.site[i]
                 if k is not None and at is not None:
                     ran_starts.append(t)
@@ -301,7 +294,8 @@ class _Context:
 
 def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
     """The capture windows of ``tl`` with their nodes, named by the warm-up pass before each (the one namer)."""
-    spans = _spans(tl)
+    c = tl.calls  # (thread that began it, begin, end or inf) of each window, in time order
+    spans = [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
     if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
         return []
     ctx = _Context(tl, segs, source)
