@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from mixins.analysis.model import windows
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.segments import assigner
-from mixins.analysis.model import windows
 from mixins.analysis.model.windows import load_capture
 from tests.trace_files import call, kernel, op, span, write_trace
 
