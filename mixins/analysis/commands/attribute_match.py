@@ -625,7 +625,7 @@ def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
     tl, d = rp.tl, rp.tl.device
     # by correlation group, not item by item: a replay is ~all graph kernels (a few groups of many)
     work = sorted(i for c, idx in rp.by_corr.items() if c not in graph_corrs for i in idx)
-    calls = [-1 if (call := rp.eager_call.get(d.corr[i], last=True)) is None else call for i in work]
+    calls = [-1 if (call := rp.eager_call.last(d.corr[i])) is None else call for i in work]
     linked = [c for c in calls if c >= 0]
     sites, insts = sites_of_calls(tl, linked)
     site_of = dict(zip(linked, zip(sites, insts, strict=True), strict=True))

@@ -173,14 +173,18 @@ class IdIndex:
         at = at[np.argsort(column[at], kind="stable")]
         return cls(array("q", column[at].tobytes()), array("i", at.astype(np.int32).tobytes()))
 
-    def get(self, key: int, last: bool) -> int | None:
-        """The value of the last (or first) entry with id ``key``; None when none has it."""
+    def last(self, key: int) -> int | None:
         ids = self.ids
-        k = bisect_right(ids, key) - 1 if last else bisect_left(ids, key)
-        return self.values[k] if 0 <= k < len(ids) and ids[k] == key else None
+        k = bisect_right(ids, key) - 1
+        return self.values[k] if k >= 0 and ids[k] == key else None
+
+    def first(self, key: int) -> int | None:
+        ids = self.ids
+        k = bisect_left(ids, key)
+        return self.values[k] if k < len(ids) and ids[k] == key else None
 
     def many(self, keys: Any, last: bool) -> Any:
-        """:meth:`get` of each id in a numpy array, -1 where absent."""
+        """:meth:`last` (or :meth:`first`) of each id in a numpy array, -1 where absent."""
         import numpy as np
 
         ids, values = np.frombuffer(self.ids, np.int64), np.frombuffer(self.values, np.int32)
@@ -275,7 +279,7 @@ class Joins:
         if todo:
             c, by_ext = self.calls, self.op_by_ext()
             for i in todo:
-                got = by_ext.get(ext, last=False) if (ext := c.ext[i]) >= 0 else None
+                got = by_ext.first(ext) if (ext := c.ext[i]) >= 0 else None
                 known[i] = -1 if got is None else got
             timed = [i for i in todo if known[i] < 0]
             for i, op in zip(timed, innermost(self.ops, [c.start[i] for i in timed],
@@ -290,7 +294,7 @@ class Joins:
             launches = [i for i in range(len(c.kind)) if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)]
             for i, fid in _flow_ids(launches, c.thread, c.start, flows.start):
                 self.launch_corr[i] = fid
-                if self.calls_by_corr(resolved=False).get(fid, last=True) is None:  # no call has it as its own
+                if self.calls_by_corr(resolved=False).last(fid) is None:  # no call has it as its own
                     self.flow_cpu.setdefault(fid, i)
         if flows.end[2]:
             kernels = [k for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL]

@@ -107,6 +107,12 @@ def sites_of_calls(tl: Timeline, calls: list[int]) -> tuple[list[Site], list[int
     return sites, ops
 
 
+def _spans(tl: Timeline) -> list[tuple[int, float, float]]:
+    """(thread that began it, begin, end or inf) of each capture window, in time order."""
+    c = tl.calls
+    return [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
+
+
 def _nested(
     path: str, spans: list[tuple[int, float, float]], threads: set[int]
 ) -> dict[int, list[tuple[float, float]]]:
@@ -259,7 +265,7 @@ class _Context:
         for th, (starts, idx) in self.by_thread.items():
             ran_starts, kernels = [], []
             for t, i in zip(starts, idx, strict=True):
-                k = ran.get(c.corr[i], last=False) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
+                k = ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
                 at = self.site[i]
                 if k is not None and at is not None:
                     ran_starts.append(t)
@@ -294,8 +300,7 @@ class _Context:
 
 def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: str) -> list[Window]:
     """The capture windows of ``tl`` with their nodes, named by the warm-up pass before each (the one namer)."""
-    c = tl.calls  # (thread that began it, begin, end or inf) of each window, in time order
-    spans = [(c.thread[b], c.start[b], c.start[e] if e >= 0 else float("inf")) for b, e in tl.capture_windows()]
+    spans = _spans(tl)
     if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
         return []
     ctx = _Context(tl, segs, source)
