@@ -44,17 +44,11 @@ def clone(doc: Any) -> Any:
     return msgspec.json.decode(msgspec.json.encode(doc))
 
 
-def _window(doc: Doc) -> tuple[float, float]:
-    ev = doc["traceEvents"]
-    begin = next(e["ts"] for e in ev if "StreamBeginCapture" in e.get("name", ""))
-    end = next(e["ts"] for e in ev if "StreamEndCapture" in e.get("name", ""))
-    return begin, end
-
-
 def window_launches(doc: Doc) -> list[dict[str, Any]]:
     """The capture window's kernel launches, in time order."""
-    b, e = _window(doc)
     ev = doc["traceEvents"]
+    marks = ("StreamBeginCapture", "StreamEndCapture")
+    b, e = (next(x["ts"] for x in ev if mark in x.get("name", "")) for mark in marks)
     got = [x for x in ev if x.get("cat") == "cuda_runtime" and "LaunchKernel" in x["name"] and b <= x["ts"] <= e]
     return sorted(got, key=lambda x: x["ts"])
 

@@ -138,14 +138,11 @@ COMMANDS = ("summary", "diff", "check", "time", "attribute")
 def cli_args(command: str, trace: Path) -> list[str]:
     """``capture-trace`` arguments running ``command`` on one trace in one process (``-j 1``); for
     ``attribute`` the trace is both the replay and (hard-linked under another directory) the capture."""
-    if command == "summary":
-        return ["summary", str(trace)]
-    if command == "diff":
-        return ["diff", str(trace), str(trace)]
-    if command == "check":
-        return ["check", str(trace.parent), "-j", "1"]
-    if command == "time":
-        return ["time", str(trace), "-j", "1"]
+    simple: dict[str, list[Path | str]] = {
+        "summary": [trace], "diff": [trace, trace], "check": [trace.parent, "-j", "1"], "time": [trace, "-j", "1"],
+    }
+    if command in simple:
+        return [command, *map(str, simple[command])]
     capture = trace.parent / "capture" / trace.name  # a replay is never its own capture: another name
     if not capture.exists():
         capture.parent.mkdir()

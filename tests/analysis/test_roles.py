@@ -17,22 +17,11 @@ from typing import Any
 import pytest
 from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, as_ours, load, save, with_rank
 
-from mixins.analysis.model.roles import CAPTURE, PROFILE, REPLAY, identify
-from mixins.analysis.model.timeline import BareEvent, load_timeline
+from mixins.analysis.model.roles import CAPTURE, PROFILE, REPLAY
 
 Run = Any
 REAL = {"capture": VLLM_CAPTURE, "replay": VLLM_REPLAY, "profile": H100}
 ROLE_LINE = re.compile(r"it is a (capture|replay \(serving\) trace|plain profile|foreign trace);")
-
-
-def _role(path: Path) -> str:
-    role = identify(load_timeline(str(path), fields=BareEvent)).role
-    assert role is not None
-    return role
-
-
-def test_each_real_trace_has_its_role() -> None:
-    assert {name: _role(p) for name, p in REAL.items()} == {"capture": CAPTURE, "replay": REPLAY, "profile": PROFILE}
 
 
 def test_swapped_attribute_arguments_are_refused_by_role(run_cli: Run) -> None:

@@ -178,13 +178,6 @@ def _add(segs: list[Segment], name: str, where: Any) -> None:
             setattr(segs[j], name, getattr(segs[j], name) + n)
 
 
-def _count_kinds(tl: Timeline, rows: _Rows, dev_seg: Any, segs: list[Segment]) -> None:
-    _add(segs, "kernels", dev_seg[_np(tl.device.kind) == E.D_KERNEL])
-    kind = _np(tl.calls.kind)
-    _add(segs, "launches", rows.calls[kind == E.C_LAUNCH])
-    _add(segs, "graph_launches", rows.calls[kind == E.C_GRAPH])
-
-
 def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Launched,
                graphs: Counter[int], names: dict[int, str]) -> None:
     """Each segment's ops in time order: by start, the longer first (a parent before its children), file
@@ -243,7 +236,9 @@ def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
     graphs: Counter[int] = Counter()
     _link_launches(tl, rows, all_segs, op_kernels, graphs)
     _link_kernels(tl, dev_seg, all_segs, op_kernels)
-    _count_kinds(tl, rows, dev_seg, all_segs)
+    _add(all_segs, "kernels", dev_seg[_np(tl.device.kind) == E.D_KERNEL])
+    for name, kind in (("launches", E.C_LAUNCH), ("graph_launches", E.C_GRAPH)):
+        _add(all_segs, name, rows.calls[_np(tl.calls.kind) == kind])
     names = _names(dated, identity) if any(s.unnamed_launches for s in all_segs) else {}
     _place_ops(tl, rows.ops, all_segs, op_kernels, graphs, names)
     result = list(segs)

@@ -48,16 +48,8 @@ def _texts(values: list[Any]) -> int:
     first = values[0]
     if isinstance(first, (str, bytes)):
         return sum(map(len, values))
-    if isinstance(first, tuple):
-        return sum(map(len, filter(_IS_TEXT, chain.from_iterable(values))))
-    return sum(map(len, filter(_IS_TEXT, map(_NAME, values))))  # Kernel, Range
-
-
-def _IS_TEXT(x: Any) -> bool:  # noqa: N802 - used as a filter predicate
-    return isinstance(x, (str, bytes))
-
-
-_NAME = attrgetter("name")
+    items = chain.from_iterable(values) if isinstance(first, tuple) else map(attrgetter("name"), values)  # Kernel
+    return sum(len(x) for x in items if isinstance(x, (str, bytes)))
 
 
 class Interner:
