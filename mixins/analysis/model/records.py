@@ -207,13 +207,11 @@ def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Laun
 
 def _names(tl: Timeline, identity: Identity) -> dict[int, str]:
     """call index -> the kernel name the one namer (``windows.named_windows``) gave a launch without one."""
-    out: dict[int, str] = {}
-    for w in named_windows(tl, identity):
-        for n in w.nodes:
-            if n.kind == E.D_KERNEL and n.kernel is not None and n.kernel.name is not None and n.call >= 0:
-                if tl.calls.kernel[n.call] < 0:  # not the launch's own name
-                    out[n.call] = n.kernel.name
-    return out
+    return {
+        n.call: n.kernel.name for w in named_windows(tl, identity) for n in w.nodes
+        if n.kind == E.D_KERNEL and n.kernel is not None and n.kernel.name is not None and n.call >= 0
+        and tl.calls.kernel[n.call] < 0  # not the launch's own name
+    }
 
 
 def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
