@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
-import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +19,6 @@ from typing import Any
 import pytest
 
 from mixins.analysis.model import windows
-from mixins.analysis.model.record import Segment
-from mixins.analysis.model.segments import assigner
 from mixins.analysis.model.windows import load_capture
 from tests.trace_files import call, kernel, op, span, write_trace
 
@@ -252,35 +248,6 @@ def test_a_report_job_frees_its_model_on_return(tmp_path: Path) -> None:
     finally:
         gc.enable()
     assert left == []
-
-
-def _innermost(segs: list[Segment], pids: dict[Any, int], ts: float, pid: int) -> int:
-    """The rule ``assigner`` implements, written out plainly: the segment starting last (the later in
-    ``segs`` on a tie) of those containing ``ts``, both ends included; -1 when none does."""
-    own = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid]
-    mine = own or range(len(segs))
-    inside = [j for j in mine if segs[j].start <= ts <= segs[j].end]  # False for any NaN
-    return max(inside, key=lambda j: (segs[j].start, j), default=-1)
-
-
-def test_events_go_to_the_innermost_segment_of_their_process() -> None:
-    """Nested, crossing and touching segments, equal starts, two processes and one without segments of
-    its own, segments of an unknown process, events without a time: the placement (prefix maxima and
-    a backward walk) says what the rule says for each event."""
-    rng = random.Random(17)
-    for case in range(300):
-        procs = ["p0", "p1", "p2"]
-        pids = {p: n for n, p in enumerate(procs)}
-        segs = []
-        for j in range(rng.randint(0, 6)):
-            start = float(rng.randint(0, 40))
-            end = start + rng.choice([0, 1, 5, 20, 50])
-            segs.append(Segment(f"bs={j}", j, start, end, rng.choice(["p0", "p1", "unknown"])))
-        n = rng.randint(0, 60)
-        ts = [math.nan if rng.random() < 0.05 else float(rng.randint(-5, 100)) for _ in range(n)]
-        pid = [rng.randrange(len(procs)) for _ in range(n)]
-        got = list(map(assigner(segs, pids), ts, pid))
-        assert got == [_innermost(segs, pids, t, p) for t, p in zip(ts, pid, strict=True)], case
 
 
 def test_a_trace_of_untimed_events_only_is_one_role_for_every_command(tmp_path: Path, run_cli: Run) -> None:
