@@ -223,7 +223,12 @@ def test_report_reads_each_trace_once(
     monkeypatch.setattr(safe_io, "open_input", counted)
     named: list[str] = []  # the windows are named once per capture: the record's names and attribute's windows
     sites_of = windows.sites_of_calls  # once per naming (``windows._Context``)
-    monkeypatch.setattr(windows, "sites_of_calls", lambda tl, calls: named.append(tl.path) or sites_of(tl, calls))
+
+    def naming(tl: Any, calls: list[int]) -> Any:
+        named.append(tl.path)
+        return sites_of(tl, calls)
+
+    monkeypatch.setattr(windows, "sites_of_calls", naming)
     args = argparse.Namespace(traces=[str(folder)], replay=replay and str(replay), jobs=1, any_rank=True)
     got = report_dicts(args)
     assert got is not None
@@ -243,7 +248,7 @@ def test_a_report_job_frees_its_model_on_return(tmp_path: Path) -> None:
     gc.collect()
     gc.disable()
     try:
-        capture_job(path, {path: None})  # time, check and attribute's windows, as ``report --replay`` asks
+        capture_job(path, {path: {}})  # time, check and attribute's windows, as ``report --replay`` asks
         left = [o for o in gc.get_objects() if isinstance(o, Timeline) and o.path == path]
     finally:
         gc.enable()
