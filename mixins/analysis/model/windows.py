@@ -347,8 +347,8 @@ def load_capture(
 def named_windows(tl: Timeline, identity: Identity) -> list[Window]:
     """The windows of ``tl`` named once per model: the record's names for launches without one and
     ``attribute``'s windows are this one computation (``report`` asks for both)."""
-    return cast(list[Window], tl.joins().once(
-        ("windows",), lambda: windows_of(tl, identity, *segments_of(tl.ranges, identity))))
+    key = ("windows", identity.runner, identity.bs)  # what of the identity the windows read
+    return cast(list[Window], tl.joins().once(key, lambda: windows_of(tl, identity, *segments_of(tl.ranges, identity))))
 
 
 def capture_of(tl: Timeline, identity: Identity, details: dict[str, tuple[int, str | None]] | None = None) -> Capture:
