@@ -21,6 +21,7 @@ import msgspec
 from msgspec import Struct
 
 from mixins.analysis.read.errors import TraceError
+from mixins.analysis.read.safe_io import open_input
 
 try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 MB); not required
     from isal import igzip as _fast_gzip  # type: ignore[import-untyped]
@@ -44,9 +45,6 @@ class Buffering(Struct, frozen=True):
     fast_tries: int = 8  # candidate cuts tried before falling back to an exact element-by-element split
 
 
-_buffering = Buffering()
-
-
 class Limits(Struct, frozen=True):
     """Bounds on what one trace may cost, far above any real capture (docs/DESIGN.md §7.1)."""
 
@@ -54,11 +52,9 @@ class Limits(Struct, frozen=True):
     max_value_bytes: int = 64 << 20
     max_distinct_bytes: int = 256 << 20
 
-    def mib(self) -> str:
-        return f"{self.max_value_bytes / (1 << 20):g} MiB"
 
-
-_limits = Limits()
+# Process-wide settings for streams opened without explicit ones (:func:`_using`).
+_current: dict[type, Any] = {Limits: Limits(), Buffering: Buffering()}
 
 # The one cap on a text read from a trace, cut where it is read (:func:`cut_text`; docs/DESIGN.md §7.1).
 MAX_TEXT = 4096
@@ -86,38 +82,28 @@ _held: dict[str, int] = {}  # path -> the descriptor a command holds open for it
 
 
 def current_limits() -> Limits:
-    return _limits
+    return cast(Limits, _current[Limits])
 
 
 @contextmanager
-def using_buffering(buffering: Buffering) -> Iterator[None]:
-    """Process-wide buffer sizes for streams opened without explicit ones (as :func:`using_limits`)."""
-    global _buffering
-    before, _buffering = _buffering, buffering
+def _using(setting: Limits | Buffering) -> Iterator[None]:
+    """``setting`` process-wide for streams opened without explicit ones: every reader obeys the CLI's
+    options without passing them through each signature."""
+    kind = type(setting)
+    before, _current[kind] = _current[kind], setting
     try:
         yield
     finally:
-        _buffering = before
+        _current[kind] = before
 
 
-@contextmanager
-def using_limits(limits: Limits) -> Iterator[None]:
-    """Process-wide limits for streams opened without explicit ones: every reader obeys the CLI's options
-    without passing them through each signature."""
-    global _limits
-    before, _limits = _limits, limits
-    try:
-        yield
-    finally:
-        _limits = before
+using_limits = using_buffering = _using
 
 
 @contextmanager
 def holding(path: str) -> Iterator[None]:
     """Open ``path`` once for the duration; every stream over it reads that descriptor from its start
     (``attribute --annotate`` reads the replay twice: a file swapped in between is never annotated)."""
-    from mixins.analysis.read.safe_io import open_input
-
     fd, _ = open_input(path)
     _held[path] = fd
     try:
@@ -129,6 +115,11 @@ def holding(path: str) -> Iterator[None]:
 
 class _OutOfRange(Exception):
     """A number msgspec or float() cannot hold (more than ~308 digits, or 4,300 for an integer)."""
+
+
+def _after_ws(buf: bytes, pos: int) -> int:
+    """The index of the first byte at or after ``pos`` that is not JSON whitespace."""
+    return cast(re.Match[bytes], _WS.match(buf, pos)).end()  # the pattern matches anywhere, if only ""
 
 
 def _has_separator(buf: bytes, lo: int, hi: int) -> bool:
@@ -243,6 +234,9 @@ KEEP_KEYS = frozenset(
 
 
 _ARG_FORMS = {"dims": "raw", "types": "raw", "concrete": "raw", "grid": "ints", "block": "ints", "kernel": "text"}
+# The JSON types an event field may have (``ts`` and ``dur`` then go through :func:`_as_time`).
+_EVENT_TYPES = {"ph": (str,), "cat": (str,), "name": (str,), "pid": (int, str), "tid": (int, str), "id": (int, str),
+                "ts": (int, float), "dur": (int, float), "args": (dict,)}
 
 
 def _pick(v: Any, types: tuple[type, ...]) -> Any:
@@ -267,30 +261,17 @@ def _tolerant_args(raw_args: dict[str, Any], cls: type[Any]) -> Any:
     return cls(**values)
 
 
-def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
-    """Build ``shape``'s event from a generic decoded value, dropping fields of unexpected types."""
+def _tolerant_event(obj: Any, shape: _Shape) -> Any:
+    """Build ``shape``'s event from a generic decoded value, dropping fields of unexpected types; a field
+    the event does not declare is neither read nor checked."""
     if not isinstance(obj, dict):
         return None
-    raw_args = obj.get("args")
-    keep = isinstance(raw_args, dict) and "args" in shape.event.__struct_fields__
-    args = _tolerant_args(cast(dict[str, Any], raw_args), shape.args) if keep else None
-    return _only(
-        shape.event,
-        ph=lambda: _pick(obj.get("ph"), (str,)),
-        cat=lambda: _pick(obj.get("cat"), (str,)),
-        name=lambda: _pick(obj.get("name"), (str,)),
-        pid=lambda: _pick(obj.get("pid"), (int, str)),
-        tid=lambda: _pick(obj.get("tid"), (int, str)),
-        ts=lambda: _as_time(_pick(obj.get("ts"), (int, float)), "ts"),
-        dur=lambda: _as_time(_pick(obj.get("dur"), (int, float)), "dur"),
-        id=lambda: _pick(obj.get("id"), (int, str)),
-        args=lambda: args,
-    )
-
-
-def _only(cls: type[Any], **fields: Callable[[], Any]) -> Any:
-    """``cls`` built from the fields it declares (a field it does not declare is neither read nor checked)."""
-    return cls(**{name: fields[name]() for name in cls.__struct_fields__})
+    values = {name: _pick(obj.get(name), _EVENT_TYPES[name]) for name in shape.event.__struct_fields__}
+    if values.get("args") is not None:  # first: a number out of range there is named before one in ts or dur
+        values["args"] = _tolerant_args(values["args"], shape.args)
+    for name in ("ts", "dur"):
+        values[name] = _as_time(values[name], name)
+    return shape.event(**values)
 
 
 def _as_time(v: int | float | None, name: str) -> float | None:
@@ -360,8 +341,8 @@ class _Cut(NamedTuple):
 
 
 class TraceStream:
-    """One pass over a trace file: ``metadata`` (kept top-level keys) fills in while ``events()`` runs;
-    ``progress(compressed bytes read, file size)`` after each slice."""
+    """One pass over a trace file (single use): ``metadata`` (kept top-level keys) fills in while ``events()``
+    runs; ``progress(compressed bytes read, file size)`` after each slice."""
 
     def __init__(
         self,
@@ -372,8 +353,8 @@ class TraceStream:
     ) -> None:
         self.path = path
         self.progress = progress
-        self.limits = limits if limits is not None else _limits
-        self.buffering = buffering if buffering is not None else _buffering
+        self.limits = limits if limits is not None else current_limits()
+        self.buffering = buffering if buffering is not None else _current[Buffering]
         # work done, for the tests that hold the reader linear: bytes held after each refill that grew
         # the buffer (summed), and bytes the stdlib scanner was given for top-level values (summed)
         self.bytes_buffered = 0
@@ -400,15 +381,12 @@ class TraceStream:
         return TraceError(self.path, message, not_a_trace)
 
     def _too_big(self, what: str) -> TraceError:
-        return self._error(
-            f"{what} larger than {self.limits.mib()} at byte {self._offset()} (the limit; see --max-value-mib)"
-        )
+        mib = self.limits.max_value_bytes / (1 << 20)
+        return self._error(f"{what} larger than {mib:g} MiB at byte {self._offset()} (the limit; see --max-value-mib)")
 
     def _open(self) -> None:
         """Open the file once (or take the descriptor the command holds for it, :func:`holding`), by
         descriptor from then on: a name flipped to a FIFO or a link after a check changes nothing."""
-        from mixins.analysis.read.safe_io import open_input
-
         held = _held.get(self.path)
         if held is not None:
             fd, st = os.dup(held), os.fstat(held)
@@ -475,9 +453,7 @@ class TraceStream:
 
     def _skip_ws(self) -> None:
         while True:
-            m = _WS.match(self._buf, self._pos)
-            assert m is not None
-            self._pos = m.end()
+            self._pos = _after_ws(self._buf, self._pos)
             if self._pos < len(self._buf) or not self._fill(1):
                 return
 
@@ -538,20 +514,6 @@ class TraceStream:
                 raise self._error(f"invalid JSON: unterminated object key at byte {self._offset()}")
             self._fill(2 * scan + self.buffering.block)
 
-    def _json_end(self, buf: bytes, pos: int, stop: int) -> int:
-        """End of the JSON value at ``buf[pos]`` within ``buf[:stop]``; -1 if incomplete or invalid."""
-        self.bytes_scanned += stop - pos
-        self.scans += 1
-        text = buf[pos:stop].decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
-        try:
-            return pos + int(_JSON_TEXT.raw_decode(text)[1])
-        except json.JSONDecodeError:
-            return -1
-        except RecursionError:  # the parse starts at a real value, so the depth is real
-            raise self._error(f"invalid JSON: nested too deeply near byte {self._base + pos}") from None
-        except ValueError:  # an integer of more than 4,300 digits (Python's int-string limit)
-            raise self._error(f"invalid JSON: number out of range near byte {self._base + pos}") from None
-
     def _read_value(self) -> tuple[Any, bytes]:
         """The complete JSON value (not traceEvents) at the cursor, and its text, reading more as needed."""
         self._skip_ws()
@@ -559,7 +521,16 @@ class TraceStream:
         while True:
             self._fill(want)
             stop = min(len(self._buf), self._pos + want)
-            end = self._json_end(self._buf, self._pos, stop)
+            self.bytes_scanned += stop - self._pos
+            self.scans += 1
+            try:  # latin-1: 1 byte = 1 char, so offsets stay byte offsets
+                end = self._pos + _JSON_TEXT.raw_decode(self._buf[self._pos : stop].decode("latin-1"))[1]
+            except json.JSONDecodeError:  # incomplete (or invalid: never complete)
+                end = -1
+            except RecursionError:  # the parse starts at a real value, so the depth is real
+                raise self._error(f"invalid JSON: nested too deeply near byte {self._offset()}") from None
+            except ValueError:  # an integer of more than 4,300 digits (Python's int-string limit)
+                raise self._error(f"invalid JSON: number out of range near byte {self._offset()}") from None
             at_eof = self._eof and stop == len(self._buf)
             # A value is only known complete when a byte follows it that cannot continue a number.
             if end >= 0 and ((end < stop and not _NUMBER_TAIL.fullmatch(self._buf, end, stop)) or at_eof):
@@ -612,11 +583,11 @@ class TraceStream:
                 cut = None
             else:
                 cut = self._cut(buf, start, limit, exact=False)
+            if cut is None and self._eof and limit == len(buf):  # nothing more will come: the exact walk names
+                self._cut(buf, start, limit, exact=True)  # the fault it finds, if any
+                raise self._error(f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}")
             if cut is None:
                 fruitless = (self._base + start, self._base + limit)
-                if self._eof and limit == len(buf):
-                    yield from self._exact_split()
-                    return
                 if limit - start > self.limits.max_value_bytes:  # the first element is not complete yet
                     raise self._too_big("a traceEvents element")
                 want = min(2 * (limit - start), self.limits.max_value_bytes + self.buffering.block)
@@ -652,10 +623,8 @@ class TraceStream:
         text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
         pos, last_end, resume, closed = start, -1, -1, False
         while pos < limit:
-            m = _WS.match(buf, pos)  # the stdlib scanner does not skip leading whitespace
-            assert m is not None
-            try:
-                _, end = _JSON_TEXT.raw_decode(text, m.end())
+            try:  # the stdlib scanner does not skip leading whitespace
+                _, end = _JSON_TEXT.raw_decode(text, _after_ws(buf, pos))
             except json.JSONDecodeError:
                 break
             except RecursionError:  # the walk is in sync with the document: the depth is real
@@ -664,9 +633,7 @@ class TraceStream:
                 ) from None
             except ValueError:  # an integer of more than 4,300 digits
                 raise _OutOfRange from None
-            m = _WS.match(buf, end)
-            assert m is not None
-            nxt = m.end()
+            nxt = _after_ws(buf, end)
             if nxt >= len(buf):
                 break  # the separator is not in the buffer yet
             sep = buf[nxt : nxt + 1]
@@ -677,27 +644,14 @@ class TraceStream:
                 if nxt == end and _NUMBER_TAIL.fullmatch(buf, end):  # a number cut at the buffer's end
                     break
                 raise self._error(f"invalid JSON in traceEvents at byte {self._base + nxt}")
-            m = _WS.match(buf, nxt + 1)
-            assert m is not None
-            last_end, resume = end, m.end()
-            pos = resume
+            last_end = end
+            pos = resume = _after_ws(buf, nxt + 1)
         if last_end < 0:
             return None
         got = _decode_slice(_bracketed(buf, start, last_end), self._shape)
         if got is None:
             raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
         return _Cut(got[0], got[1], resume, closed)
-
-    def _exact_split(self) -> Iterator[list[Any]]:
-        while True:
-            cut = self._cut(self._buf, self._pos, len(self._buf), exact=True)
-            if cut is None:
-                raise self._error(f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}")
-            self._pos = cut.resume
-            self._count(cut.elements)
-            yield cut.events
-            if cut.closed:
-                return
 
     # -- public ------------------------------------------------------------------------------------
     def events(self, fields: type = Event) -> Iterator[list[Any]]:
@@ -802,11 +756,4 @@ def compact_json(raw: bytes, cache: dict[bytes, str]) -> str:
     return got
 
 
-def open_trace(
-    path: str,
-    progress: Callable[[int, int], None] | None = None,
-    limits: Limits | None = None,
-    buffering: Buffering | None = None,
-) -> TraceStream:
-    """A single-use stream over ``path``; iterate ``.events()`` then read ``.metadata``."""
-    return TraceStream(path, progress, limits, buffering)
+open_trace = TraceStream

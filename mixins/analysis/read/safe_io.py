@@ -132,17 +132,17 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
                 os.unlink(tmp)
 
 
-_TRUSTED_OWNERS_NOTE = "only this user's or root's are written"
-
-
 def _foreign_owner(st: os.stat_result) -> bool:
     return st.st_uid not in (os.geteuid(), 0)
 
 
-def _owner_text(uid: int) -> str:
-    from mixins.output_dir import who  # the one wording of "uid N (name)"
+def _refuse_foreign(path: str, st: os.stat_result) -> None:
+    """A FIFO, device or symbolic link another user owns is refused: anyone may plant one in ``/tmp``."""
+    if _foreign_owner(st):
+        from mixins.output_dir import who  # the one wording of "uid N (name)"
 
-    return who(uid)
+        raise TraceError(path, f"cannot write: {file_kind(st.st_mode)} owned by {who(st.st_uid)} "
+                               "(refused: only this user's or root's are written)")
 
 
 def _output_target(path: str) -> tuple[str, os.stat_result | None]:
@@ -156,9 +156,7 @@ def _output_target(path: str) -> tuple[str, os.stat_result | None]:
         raise _os_error(path, exc, "cannot write: ") from None
     if not stat.S_ISLNK(st.st_mode):
         return path, st
-    if _foreign_owner(st):
-        raise TraceError(path, f"cannot write: a symbolic link owned by {_owner_text(st.st_uid)} "
-                               f"(refused: {_TRUSTED_OWNERS_NOTE})")
+    _refuse_foreign(path, st)
     target = os.path.realpath(path)
     try:
         got = os.lstat(target)
@@ -172,9 +170,7 @@ def _open_special(path: str, target: str, st: os.stat_result) -> int:
     truncated or replaced; another user's refused."""
     if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise TraceError(path, f"cannot write: {file_kind(st.st_mode)}, not a regular file (refused)")
-    if _foreign_owner(st):
-        raise TraceError(path, f"cannot write: {file_kind(st.st_mode)} owned by {_owner_text(st.st_uid)} "
-                               f"(refused: {_TRUSTED_OWNERS_NOTE})")
+    _refuse_foreign(path, st)
     try:
         fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
