@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from functools import partial
 from pathlib import Path
 
 import pytest
-from analysis_child import child_env, command
+from analysis_child import bounded
 from shapes import POOL, REPLAY_MODES, cli_args, replay_sequences, window_names, write_shape
 
 from mixins.analysis.commands import attribute_match as attribute
@@ -24,7 +23,6 @@ from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.windows import Node, Site, Window
 from tests.trace_files import call, kernel, op, write_trace
 
-ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 GRID, BLOCK = (4, 1, 1), (64, 1, 1)
 SITE = Site("aten::mm", "NA", "[[8,8]]", '["float"]')
@@ -46,17 +44,9 @@ CAPS = {
 
 def _peak_rss(argv: list[str]) -> int:
     """Peak RSS (bytes) of the real CLI in a child (its own VmHWM), which must succeed."""
-    res = subprocess.run(
-        command("bounded_cli", 4 << 30, *argv),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=child_env(PYTHONPATH=str(ROOT)),
-        timeout=600,
-    )
-    *lines, last = res.stderr.splitlines()
-    assert res.returncode in (0, 1) and last.startswith("peak_rss_kib "), res.stderr[-2000:]
-    return int(last.split()[1]) * 1024
+    proc, peak = bounded(4 << 30, *argv)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return peak
 
 
 @pytest.mark.slow
@@ -79,19 +69,9 @@ def test_memory_per_event_at_the_event_limit(tmp_path: Path, cmd: str, shape: st
 
 def _windows(names_per_window: list[list[str]]) -> list[Window]:
     kernels: dict[str, Kernel] = {}
-    return [
-        Window(
-            "capture.json.gz",
-            None,
-            "all",
-            None,
-            w,
-            [Node(D_KERNEL, kernels.setdefault(n, Kernel(n, GRID, BLOCK)), SITE, w) for n in names],
-            0,
-            "launch",
-        )
-        for w, names in enumerate(names_per_window)
-    ]
+    nodes = [[Node(D_KERNEL, kernels.setdefault(n, Kernel(n, GRID, BLOCK)), SITE, w) for n in names]
+             for w, names in enumerate(names_per_window)]
+    return [Window("capture.json.gz", None, "all", None, w, ns, 0, "launch") for w, ns in enumerate(nodes)]
 
 
 def _replay(names: list[str]) -> list[tuple[int, Kernel]]:

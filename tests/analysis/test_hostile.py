@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from analysis_child import REPO, bounded, broken_pipe, child_env, command, run_child
+from hostile_shapes import gzip_members
 from on_a_terminal import run_on_a_terminal
 
 from tests.trace_files import meta, op, span, write_trace
@@ -218,16 +219,9 @@ def test_ls_long_with_mistyped_metadata(tmp_path: Path) -> None:
 def test_annotate_whitespace_bomb_is_bounded(tmp_path: Path) -> None:
     """1 MB of gzip holding 1 GiB of whitespace after the replay's events, the child's whole address space:
     both reads of the replay (attribution, the annotated copy) stream it."""
-    doc = gzip.decompress(VLLM_REPLAY.read_bytes())
-    head, _, tail = doc.rpartition(b"}")
+    head, _, tail = gzip.decompress(VLLM_REPLAY.read_bytes()).rpartition(b"}")
     assert tail.strip() == b""
-    block = gzip.compress(b" " * (64 * MIB), 9)
-    replay = tmp_path / "replay-TP-0.json.gz"
-    with open(replay, "wb") as f:
-        f.write(gzip.compress(head, 6))
-        for _ in range(16):  # 16 x 64 MiB = 1 GiB of whitespace, as concatenated gzip members
-            f.write(block)
-        f.write(gzip.compress(b"}", 6))
+    replay = gzip_members(tmp_path / "replay-TP-0.json.gz", head, b" ", 1 << 30, b"}")
     assert replay.stat().st_size < 2 * MIB
     out = tmp_path / "annotated.json.gz"
     proc, peak = bounded(1 << 30, "attribute", replay, VLLM_CAPTURE, "--annotate", out, "-j", "1", "--json")

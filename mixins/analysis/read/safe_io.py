@@ -26,19 +26,13 @@ SMALL_JSON_BYTES = 16 << 20  # a side file such as TraceLens's execution_details
 _IN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
+# ``ls -l``'s type letter (``stat.filemode``) -> what a non-regular file is, for an error line
+_KINDS = {"d": "a directory", "p": "a FIFO", "c": "a character device", "b": "a block device", "s": "a socket",
+          "l": "a symbolic link"}
+
+
 def file_kind(mode: int) -> str:
-    """What a non-regular file is, for an error line."""
-    for test, kind in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISLNK, "a symbolic link"),
-    ):
-        if test(mode):
-            return kind
-    return "not a regular file"
+    return _KINDS.get(stat.filemode(mode)[0], "not a regular file")
 
 
 def _os_error(path: str, exc: OSError, verb: str = "") -> TraceError:
