@@ -15,6 +15,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from itertools import islice
 from typing import IO, Annotated, Any, ClassVar, NamedTuple, cast
 
 import msgspec
@@ -201,19 +202,12 @@ class BareEvent(_Common, gc=False):
     args: ClassVar[None] = None
 
 
-class _Shape(NamedTuple):
-    """What a slice decodes into: the typed decoder, and the struct types the tolerant path builds."""
-
-    decoder: msgspec.json.Decoder[Any]
-    event: type[Any]
-    args: type[Any]
-
-
-_FULL = _Shape(msgspec.json.Decoder(list[Event]), Event, Args)
-_SLIM = _Shape(msgspec.json.Decoder(list[SlimEvent]), SlimEvent, SlimArgs)
-_BARE = _Shape(msgspec.json.Decoder(list[BareEvent]), BareEvent, SlimArgs)  # args: never built
-_SHAPES = {shape.event: shape for shape in (_FULL, _SLIM, _BARE)}
-_RAW = _Shape(msgspec.json.Decoder(list[msgspec.Raw]), msgspec.Raw, msgspec.Raw)  # elements as their text
+# What a slice decodes into (msgspec.Raw: each element as its text), and the args the tolerant path builds
+_SLICE: dict[type, msgspec.json.Decoder[Any]] = {
+    Event: msgspec.json.Decoder(list[Event]), SlimEvent: msgspec.json.Decoder(list[SlimEvent]),
+    BareEvent: msgspec.json.Decoder(list[BareEvent]), msgspec.Raw: msgspec.json.Decoder(list[msgspec.Raw]),
+}
+_ARGS_OF: dict[type, type] = {Event: Args, SlimEvent: SlimArgs}  # BareEvent's args are never built
 _ANY = msgspec.json.Decoder()
 _ELEMENT: dict[type, msgspec.json.Decoder[Any]] = {}  # one element's typed decoder, made when first needed
 _WS = re.compile(rb"[ \t\r\n]*")
@@ -261,17 +255,17 @@ def _tolerant_args(raw_args: dict[str, Any], cls: type[Any]) -> Any:
     return cls(**values)
 
 
-def _tolerant_event(obj: Any, shape: _Shape) -> Any:
-    """Build ``shape``'s event from a generic decoded value, dropping fields of unexpected types; a field
+def _tolerant_event(obj: Any, kind: type[Any]) -> Any:
+    """Build a ``kind`` event from a generic decoded value, dropping fields of unexpected types; a field
     the event does not declare is neither read nor checked."""
     if not isinstance(obj, dict):
         return None
-    values = {name: _pick(obj.get(name), _EVENT_TYPES[name]) for name in shape.event.__struct_fields__}
+    values = {name: _pick(obj.get(name), _EVENT_TYPES[name]) for name in kind.__struct_fields__}
     if values.get("args") is not None:  # first: a number out of range there is named before one in ts or dur
-        values["args"] = _tolerant_args(values["args"], shape.args)
+        values["args"] = _tolerant_args(values["args"], _ARGS_OF[kind])
     for name in ("ts", "dur"):
         values[name] = _as_time(values[name], name)
-    return shape.event(**values)
+    return kind(**values)
 
 
 def _as_time(v: int | float | None, name: str) -> float | None:
@@ -293,23 +287,23 @@ def _int64(v: int | None, name: str) -> int | None:
     return v
 
 
-def _decode_slice(data: bytes, shape: _Shape = _FULL) -> tuple[list[Any], int] | None:
+def _decode_slice(data: bytes, kind: type[Any]) -> tuple[list[Any], int] | None:
     """Decode ``data`` (a JSON array) into (Events, number of elements); None when it is not valid JSON.
     _OutOfRange and RecursionError are real even when the cut is false (docs/DESIGN.md §7.1)."""
     try:
-        events = shape.decoder.decode(data)
+        events = _SLICE[kind].decode(data)
         return events, len(events)
     except msgspec.ValidationError:
         pass  # valid JSON of unexpected types, or invalid JSON caught early: decide below
     except msgspec.DecodeError:
         return None
     try:
-        elements = _RAW.decoder.decode(data)
+        elements = _SLICE[msgspec.Raw].decode(data)
     except msgspec.DecodeError:
         return None
     # Element by element, so that an element decodes the same whatever shares its slice: a well-typed
     # one as on the fast path (a number out of range in a field nobody reads is never looked at).
-    one = _ELEMENT.get(shape.event) or _ELEMENT.setdefault(shape.event, msgspec.json.Decoder(shape.event))
+    one = _ELEMENT.get(kind) or _ELEMENT.setdefault(kind, msgspec.json.Decoder(kind))
     events = []
     for element in elements:
         try:
@@ -319,7 +313,7 @@ def _decode_slice(data: bytes, shape: _Shape = _FULL) -> tuple[list[Any], int] |
                 value = _ANY.decode(element)
             except msgspec.ValidationError:  # the untyped decoder only refuses numbers out of range
                 raise _OutOfRange from None
-            ev = _tolerant_event(value, shape)
+            ev = _tolerant_event(value, kind)
         if ev is not None:
             events.append(ev)
     return events, len(elements)
@@ -371,7 +365,7 @@ class TraceStream:
         self._pos = 0
         self._eof = False
         self._base = 0  # bytes dropped from the front of _buf, for error offsets
-        self._shape = _FULL
+        self._kind: type[Any] = Event
         # called with (key, raw JSON of the value) for each top-level member in file order, and with
         # ("traceEvents", None) where that array starts (its elements are the slices): ``raw_events``
         self.on_member: Callable[[str, bytes | None], None] | None = None
@@ -461,12 +455,18 @@ class TraceStream:
         self._skip_ws()
         return self._buf[self._pos : self._pos + 1]
 
+    def _take(self, char: bytes) -> bool:
+        """Whether ``char`` is next (after whitespace); if so the cursor moves past it."""
+        if self._peek() != char:
+            return False
+        self._pos += 1
+        return True
+
     def _expect(self, char: bytes, what: str) -> None:
-        got = self._peek()
-        if got != char:
+        if not self._take(char):
+            got = self._peek()
             found = f"{got.decode('latin-1')!r}" if got else "end of data"
             raise self._error(f"invalid JSON: expected {what}, found {found} at byte {self._offset()}")
-        self._pos += 1
 
     def _offset(self) -> int:
         return self._base + self._pos
@@ -557,9 +557,19 @@ class TraceStream:
             )
 
     def _cut(self, buf: bytes, start: int, limit: int, exact: bool) -> _Cut | None:
-        """The longest decodable run of elements in ``buf[start:limit]`` (see _find_cut / _exact_cut)."""
+        """The longest decodable run of elements in ``buf[start:limit]``: unless ``exact``, the last few
+        candidate boundaries first; then (also without candidates: elements need not be objects) an exact walk."""
         try:
-            return self._exact_cut(buf, start, limit) if exact else self._find_cut(buf, start, limit)
+            if not exact:
+                b = self.buffering
+                cands = list(_CUT.finditer(buf, max(start, limit - b.tail_window), limit))
+                if not cands and limit - start > b.tail_window:
+                    cands = list(_CUT.finditer(buf, start, limit))
+                for m in islice(reversed(cands), b.fast_tries):
+                    got = _decode_slice(_bracketed(buf, start, m.start() + 1), self._kind)
+                    if got is not None:
+                        return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
+            return self._exact_cut(buf, start, limit)
         except _OutOfRange as exc:
             what = str(exc) or "invalid JSON: number out of range"
             raise self._error(f"{what} in traceEvents near byte {self._base + start}") from None
@@ -567,8 +577,7 @@ class TraceStream:
     def _event_slices(self) -> Iterator[list[Any]]:
         """Yield decoded slices of the traceEvents array; the cursor ends after its ``]``."""
         self._expect(b"[", "'[' after \"traceEvents\"")
-        if self._peek() == b"]":
-            self._pos += 1
+        if self._take(b"]"):
             return
         want = min(self.buffering.slice, self.buffering.min_slice)  # the first slice measures element sizes
         # (absolute start, absolute limit) of the last scan that found no complete element: while the first
@@ -605,19 +614,6 @@ class TraceStream:
             if per_event > b.slice:  # elements larger than a slice: room for the next one at once, not by doublings
                 want = min(2 * int(per_event), self.limits.max_value_bytes + b.block)
 
-    def _find_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
-        """Fast path: try the last few candidate boundaries; fall back to an exact walk."""
-        cands = list(_CUT.finditer(buf, max(start, limit - self.buffering.tail_window), limit))
-        if not cands and limit - start > self.buffering.tail_window:
-            cands = list(_CUT.finditer(buf, start, limit))
-        for tries, m in enumerate(reversed(cands)):
-            if tries >= self.buffering.fast_tries:
-                break
-            got = _decode_slice(_bracketed(buf, start, m.start() + 1), self._shape)
-            if got is not None:
-                return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
-        return self._exact_cut(buf, start, limit)  # also without candidates: elements need not be objects
-
     def _exact_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
         """Slow but exact: walk elements one by one with the stdlib scanner (rarely needed)."""
         text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
@@ -648,7 +644,7 @@ class TraceStream:
             pos = resume = _after_ws(buf, nxt + 1)
         if last_end < 0:
             return None
-        got = _decode_slice(_bracketed(buf, start, last_end), self._shape)
+        got = _decode_slice(_bracketed(buf, start, last_end), self._kind)
         if got is None:
             raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
         return _Cut(got[0], got[1], resume, closed)
@@ -656,15 +652,15 @@ class TraceStream:
     # -- public ------------------------------------------------------------------------------------
     def events(self, fields: type = Event) -> Iterator[list[Any]]:
         """Event slices in file order, each event a ``fields``; TraceError on any bad input."""
-        return self._slices(_SHAPES[fields])
+        return self._slices(fields)
 
     def raw_events(self) -> Iterator[list[msgspec.Raw]]:
         """:meth:`events` as each element's JSON text (same checks and limits): ``--annotate`` copies the
         replay through this, with ``on_member`` receiving the other top-level members."""
-        return self._slices(_RAW)
+        return self._slices(msgspec.Raw)
 
-    def _slices(self, shape: _Shape) -> Iterator[list[Any]]:
-        self._shape = shape
+    def _slices(self, kind: type[Any]) -> Iterator[list[Any]]:
+        self._kind = kind
         gc_was_enabled = gc.isenabled()
         gc.disable()  # decoding creates millions of acyclic objects; collections only cost time
         try:
@@ -677,9 +673,7 @@ class TraceStream:
             if first != b"{":
                 raise self._error("not a JSON object (a Kineto trace is an object with traceEvents)", not_a_trace=True)
             self._pos += 1
-            if self._peek() == b"}":
-                self._pos += 1
-            else:
+            if not self._take(b"}"):
                 yield from self._members()
             if self._peek():
                 raise self._error(f"invalid JSON: extra data after the top-level object at byte {self._offset()}")
@@ -731,14 +725,10 @@ class TraceStream:
                     self.metadata[key] = value
                 if self.on_member is not None:
                     self.on_member(key, raw)
-            sep = self._peek()
-            if sep == b",":
-                self._pos += 1
-                continue
-            if sep == b"}":
-                self._pos += 1
+            if self._take(b"}"):
                 return
-            raise self._error(f"invalid JSON: expected ',' or '}}' at byte {self._offset()}")
+            if not self._take(b","):
+                raise self._error(f"invalid JSON: expected ',' or '}}' at byte {self._offset()}")
 
 
 def compact_json(raw: bytes, cache: dict[bytes, str]) -> str:
