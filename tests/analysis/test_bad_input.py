@@ -258,16 +258,27 @@ def test_moderate_nesting_is_fine(run_cli, tmp_path: Path) -> None:  # type: ign
 # -- sizes: every buffered key, value and element is bounded; events are capped ----------------------
 
 
-def test_gigabyte_of_empty_events_stops_at_max_events(tmp_path: Path) -> None:
-    """1 GB of ``{},`` (~1 MB gzip) was 3 minutes and 6 GB; now the event cap stops it early and small."""
-    path = gzip_members(tmp_path / "events.json.gz", b'{"traceEvents": [', b"{},", GB, b"{}]}")
+VALUE_LIMIT = "(the limit; see --max-value-mib)"
+
+
+@pytest.mark.parametrize(("head", "unit", "tail", "options", "space", "message", "peak"), [
+    # 1 GB of ``{},`` was 3 minutes and 6 GB; now the event cap stops it early and small
+    (b'{"traceEvents": [', b"{},", b"{}]}", ["--max-events", "200000"], 512 * MIB,
+     "more than 200,000 events in traceEvents (the limit; see --max-events)", 100 * MIB),
+    # a single 1 GB string was 5.3 GB of memory; the default 64 MiB value limit refuses it early
+    (b'{"x": "', b"a", b'", "traceEvents": []}', [], GB,
+     f"a value larger than 64 MiB at byte 6 {VALUE_LIMIT}", 300 * MIB),
+    (b'{"traceEvents": [{"name": "', b"a", b'"}]}', [], GB,
+     f"a traceEvents element larger than 64 MiB at byte 17 {VALUE_LIMIT}", 300 * MIB),
+], ids=["events", "top_level_value", "event"])
+def test_a_gigabyte_is_refused_early_in_bounded_memory(
+    tmp_path: Path, head: bytes, unit: bytes, tail: bytes, options: list[str], space: int, message: str, peak: int
+) -> None:
+    path = gzip_members(tmp_path / "big.json.gz", head, unit, GB, tail)
     assert path.stat().st_size < 2 * MIB
-    proc, rss = bounded(512 * MIB, "summary", path, "--max-events", "200000")
-    assert proc.returncode == 2
-    assert proc.stderr == (
-        f"capture-trace: error: {path}: more than 200,000 events in traceEvents (the limit; see --max-events)\n"
-    )
-    assert rss < 100 * MIB, rss
+    proc, rss = bounded(space, "summary", path, *options)
+    assert (proc.returncode, proc.stderr) == (2, f"capture-trace: error: {path}: {message}\n")
+    assert rss < peak, rss
 
 
 def test_max_events_allows_exactly_the_limit(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -282,22 +293,6 @@ def test_max_events_allows_exactly_the_limit(run_cli, tmp_path: Path) -> None:  
     assert rc == 2 and "more than 39 events" in err
 
 
-@pytest.mark.parametrize(
-    ("where", "head", "tail", "message"),
-    [
-        ("top_level_value", b'{"x": "', b'", "traceEvents": []}', "a value larger than 64 MiB at byte 6"),
-        ("event", b'{"traceEvents": [{"name": "', b'"}]}', "a traceEvents element larger than 64 MiB at byte 17"),
-    ],
-)
-def test_gigabyte_string_at_default_limits(tmp_path: Path, where: str, head: bytes, tail: bytes, message: str) -> None:
-    """A single 1 GB string was 5.3 GB of memory; the default 64 MiB value limit refuses it early."""
-    path = gzip_members(tmp_path / f"{where}.json.gz", head, b"a", GB, tail)
-    proc, rss = bounded(GB, "summary", path)
-    assert proc.returncode == 2
-    assert proc.stderr == f"capture-trace: error: {path}: {message} (the limit; see --max-value-mib)\n"
-    assert rss < 300 * MIB, rss
-
-
 def test_thirty_megabyte_key_at_default_limits(tmp_path: Path) -> None:
     """A 30 MB key is below the default limit: read once (linear), in bounded memory."""
     path = gzip_members(tmp_path / "key.json.gz", b'{"', b"k", 30 * MIB, b'": 1, "traceEvents": [{"name": "a"}]}')
@@ -306,9 +301,7 @@ def test_thirty_megabyte_key_at_default_limits(tmp_path: Path) -> None:
     assert rss < 300 * MIB, rss
     proc, _ = bounded(GB, "ls", path, "--max-value-mib", "16")
     assert proc.returncode == 2
-    assert proc.stderr == (
-        f"capture-trace: error: {path}: an object key larger than 16 MiB at byte 1 (the limit; see --max-value-mib)\n"
-    )
+    assert proc.stderr == f"capture-trace: error: {path}: an object key larger than 16 MiB at byte 1 {VALUE_LIMIT}\n"
 
 
 def test_out_of_memory_is_one_line(tmp_path: Path) -> None:
@@ -454,13 +447,8 @@ def test_time_never_reads_args(run_cli, tmp_path: Path) -> None:  # type: ignore
     while ``summary``, which reads correlations, refuses the same file on one line."""
     launch = {"cat": '"cuda_runtime"', "name": '"cudaLaunchKernel"', "ts": "2.0", "dur": "0.5"}
     clean = '{"traceEvents": [' + _event() + ", " + _event(**launch) + "]}"
-    odd = (
-        '{"traceEvents": ['
-        + _event(args='"not an object"')
-        + ", "
-        + _event(**launch, args='{"correlation": ' + BIG_INT + ', "kernel": [1]}')
-        + "]}"
-    )
+    odd_launch = _event(**launch, args='{"correlation": ' + BIG_INT + ', "kernel": [1]}')
+    odd = '{"traceEvents": [' + _event(args='"not an object"') + ", " + odd_launch + "]}"
     outputs = []
     for name, text in (("clean.json.gz", clean), ("odd.json.gz", odd)):
         rc, out, err = run_cli("time", "--json", _trace(tmp_path, name, text))

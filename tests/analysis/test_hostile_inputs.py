@@ -152,25 +152,19 @@ def test_segment_lookup_agrees_with_the_definition() -> None:
         assert find(float("nan"), 0) == -1
 
 
-def _window_steps(tmp_path: Path, shape: str, n: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[Any]]:
-    """(comparisons made with window times, the windows) of ``load_capture`` on a generated shape."""
+@pytest.mark.parametrize("shape", ["nested_windows", "sequential_windows"])
+def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+    """N nested or N sequential windows: each costs O(log n) comparisons with window times (not one per
+    window inside it, or before it), and owns its own launch."""
+    n = 1500
     path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](n))
     spans = windows._spans
     monkeypatch.setattr(windows, "_spans", lambda tl: [(th, Counted(b), Counted(e)) for th, b, e in spans(tl)])
     Counted.steps = 0
-    capture = windows.load_capture(str(path))
-    return Counted.steps, capture.windows
-
-
-@pytest.mark.parametrize("shape", ["nested_windows", "sequential_windows"])
-def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
-    """N nested or N sequential windows: each costs O(log n) comparisons (not one per window inside it, or
-    before it), and owns its own launch."""
-    n = 1500
-    steps, got = _window_steps(tmp_path, shape, n, monkeypatch)
+    got = windows.load_capture(str(path)).windows
     assert len(got) == n
     assert all(len(w.nodes) == 1 for w in got), sorted({len(w.nodes) for w in got})
-    assert steps <= 40 * n, f"{steps / n:.0f} comparisons a window"
+    assert Counted.steps <= 40 * n, f"{Counted.steps / n:.0f} comparisons a window"
 
 
 def test_nested_windows_look_up_each_launch_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
