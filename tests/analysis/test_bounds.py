@@ -174,21 +174,18 @@ def test_pool_makes_every_adversarial_window_distinct() -> None:
     assert len({tuple(window_names(w, 500)) for w in range(1000)}) == 1000
 
 
-def _flow_trace(tmp: Path) -> Path:
-    """A launch and its kernel without correlation ids, paired only by an ac2g flow (older Kineto)."""
+def test_launch_and_kernel_paired_by_a_flow_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A launch and its kernel without correlation ids, paired only by an ac2g flow (older Kineto): the
+    column collector resolves the flow as the per-event one did, and the op gets its kernel."""
     mm = {"External id": 5, "Input Dims": [[8, 8], [8, 8]], "Input type": ["float", "float"]}
-    return write_trace(tmp / "flows.json.gz", [
+    path = write_trace(tmp_path / "flows.json.gz", [
         op("aten::mm", 5, 20, **mm), call("cudaLaunchKernel", 10, 2, **{"External id": 5}),
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 1, "tid": 1, "ts": 10},
         kernel("gemm", 30, 3, grid=[1, 1, 1], block=[32, 1, 1]),
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 30, "bp": "e"},
         call("cudaLaunchKernel", 40, 2, correlation=3, **{"External id": 9}), kernel("orphan", 50, 3),
     ])
-
-
-def test_launch_and_kernel_paired_by_a_flow_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The column collector resolves ac2g flows as the per-event one did: the op gets its kernel."""
-    rc, out, err = run_cli("summary", _flow_trace(tmp_path), "--json")
+    rc, out, err = run_cli("summary", path, "--json")
     assert rc == 0, err
     (seg,) = json.loads(out)["traces"][0]["segments"]
     assert (seg["cpu_ops"], seg["launches"], seg["kernels"], seg["linked_kernels"]) == (1, 2, 2, 1)

@@ -10,6 +10,7 @@ import random
 import shutil
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hostile_shapes import SHAPES, distinct_ops, many_segments
@@ -108,13 +109,10 @@ for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__"):
     setattr(Counted, _name, _counting(getattr(float, _name)))
 
 
-def _brute_innermost(segs: list[Any], ts: float) -> int:
-    """The latest-starting segment containing ``ts`` (the definition, by brute force)."""
-    best = -1
-    for j in sorted(range(len(segs)), key=lambda j: segs[j].start):
-        if segs[j].start <= ts <= segs[j].end:
-            best = j
-    return best
+def _brute_innermost(segs: list[Any], among: list[int], ts: float) -> int:
+    """The latest-starting segment of ``among`` containing ``ts`` (the definition, by brute force)."""
+    inside = [j for j in sorted(among, key=lambda j: segs[j].start) if segs[j].start <= ts <= segs[j].end]
+    return inside[-1] if inside else -1
 
 
 def test_segment_lookup_is_a_bisect_however_segments_nest() -> None:
@@ -143,12 +141,9 @@ def test_segment_lookup_agrees_with_the_definition() -> None:
         pids: dict[Any, int] = {1: 0, 2: 1}
         find = assigner(segs, pids)
         for pid_index, pid in ((0, 1), (1, 2), (5, None)):
-            mine = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid_index]
-            table = [segs[j] for j in mine] if mine else segs
+            mine = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid_index] or list(range(len(segs)))
             for t in [x / 2 for x in range(-2, 62)]:
-                want = _brute_innermost(table, t)
-                want = (mine[want] if mine else want) if want >= 0 else -1
-                assert find(t, pid_index) == want, (segs, t, pid)
+                assert find(t, pid_index) == _brute_innermost(segs, mine, t), (segs, t, pid)
         assert find(float("nan"), 0) == -1
 
 
@@ -167,21 +162,13 @@ def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.Monkey
     assert Counted.steps <= 40 * n, f"{Counted.steps / n:.0f} comparisons a window"
 
 
-def test_nested_windows_look_up_each_launch_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nested_windows_look_up_each_launch_once(tmp_path: Path) -> None:
     """Every launch is looked up once per capture, not once per nested window's warm-up pass."""
     n = 1500
     path = write_trace(tmp_path / "nested.json.gz", SHAPES["nested_windows"](n))
-    lookups = 0
-    first = IdIndex.first
-
-    def counted(self: IdIndex, key: int) -> int | None:
-        nonlocal lookups
-        lookups += 1
-        return first(self, key)
-
-    monkeypatch.setattr(IdIndex, "first", counted)
-    assert len(windows.load_capture(str(path)).windows) == n
-    assert lookups <= 2 * n, f"{lookups / n:.0f} lookups a window"
+    with mock.patch.object(IdIndex, "first", autospec=True, side_effect=IdIndex.first) as first:
+        assert len(windows.load_capture(str(path)).windows) == n
+    assert first.call_count <= 2 * n, f"{first.call_count / n:.0f} lookups a window"
 
 
 def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

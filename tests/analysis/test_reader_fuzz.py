@@ -142,8 +142,7 @@ def test_mutated_real_trace_never_crashes(
     data = bytearray(small_trace)
     for pos, byte in flips:
         data[pos % len(data)] = byte
-    raw = bytes(data)
-    blob = gzip.compress(raw) if gz else raw
+    blob = gzip.compress(data) if gz else bytes(data)
     blob = blob[: cut % (len(blob) + 1)]
     p = tmp_path / "t.json.gz"
     p.write_bytes(blob)

@@ -90,10 +90,8 @@ def read_small_json(path: str, what: str, limit: int = SMALL_JSON_BYTES) -> Any:
 
 @contextmanager
 def output_file(path: str) -> Iterator[IO[bytes]]:
-    """A binary file for the output ``path`` (``--csv``, ``--annotate``, ``report -o``), all or nothing:
-    stdout / stderr by descriptor; a FIFO or character device of this user or root written in place,
-    never blocking; another user's (or their symbolic link) refused, as what is neither; else a temp
-    file renamed into place (docs/DESIGN.md §7.2)."""
+    """A binary file for the output ``path`` (``--csv``, ``--annotate``, ``report -o``), all or nothing, by
+    the rules of docs/DESIGN.md §7.2 (stdout by descriptor, FIFOs and devices in place, else a renamed temp file)."""
     fd_no = STDOUT_NAMES.get(path)
     if fd_no is not None:
         sys.stdout.flush()
@@ -221,7 +219,5 @@ def _writing(path: str, fd: int, stdout: bool = False) -> Iterator[IO[bytes]]:
         if stdout:
             raise
         raise TraceError(path, "cannot write: its reader closed it (broken pipe)") from None
-    except TimeoutError as exc:
-        raise TraceError(path, f"cannot write: {exc.strerror}") from None
-    except OSError as exc:
+    except OSError as exc:  # a stalled reader too: _Deadlined's TimeoutError says how long it waited
         raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None
