@@ -681,8 +681,6 @@ class TraceStream:
                 found = f"; its keys: {keys}{more}" if keys else "; an empty object"
                 raise self._error(f"no traceEvents array (not a Kineto/chrome trace{found})", not_a_trace=True)
             self._report()
-        except TraceError:
-            raise
         except MemoryError:
             raise self._error("out of memory while reading") from None
         except RecursionError:
