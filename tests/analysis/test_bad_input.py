@@ -94,11 +94,9 @@ ONE_LINE: dict[str, tuple[bytes, str]] = {
 @pytest.fixture()
 def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     """Every ONE_LINE case as a file: name -> (path, message)."""
-    out = {}
-    for name, (data, msg) in ONE_LINE.items():
+    for name, (data, _) in ONE_LINE.items():
         (tmp_path / f"{name}.json.gz").write_bytes(data)
-        out[name] = (tmp_path / f"{name}.json.gz", msg)
-    return out
+    return {name: (tmp_path / f"{name}.json.gz", msg) for name, (_, msg) in ONE_LINE.items()}
 
 
 @pytest.mark.parametrize("case", list(ONE_LINE))

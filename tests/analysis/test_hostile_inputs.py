@@ -80,8 +80,7 @@ def test_every_command_shows_an_undecodable_file_name_escaped(undecodable: dict[
     assert rc == 0, err
     assert "\udcff" not in out + err  # a surrogate would be an encoding error on a real stdout
     if written is not None:
-        text = (Path(undecodable["out"]) / written).read_bytes().decode()  # strict UTF-8
-        assert SHOWN in text
+        assert SHOWN in (Path(undecodable["out"]) / written).read_bytes().decode()  # strict UTF-8
     elif name not in ("clean", "attribute --annotate", "check", "attribute"):
         assert SHOWN in out
 
@@ -286,9 +285,9 @@ def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> No
 def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
     """A 4 MiB ``runner`` is cut as read, like every other text, wherever it goes."""
     runner = "R" * LONG
-    path = write_trace(tmp_path / "runner.json.gz", many_segments(3), {"runner": runner, "runner_class": runner,
-                                                                      "tp_rank": 0})
-    ident = identity_of(str(path), {"capture_trace": {"runner": runner, "runner_class": runner, "tp_rank": 0}})
+    meta = {"runner": runner, "runner_class": runner, "tp_rank": 0}
+    path = write_trace(tmp_path / "runner.json.gz", many_segments(3), meta)
+    ident = identity_of(str(path), {"capture_trace": meta})
     assert ident.runner is not None and ident.runner_class is not None
     assert len(ident.runner) <= MAX_TEXT + 40 and len(ident.runner_class) <= MAX_TEXT + 40
     rc, out, err = run_analyzer("check", "--json", "-j", "1", path)
