@@ -7,7 +7,9 @@ share the one definition. ``n`` is the shape's size: the benchmark doubles it.
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from tests.trace_files import call, event, op, span
@@ -89,13 +91,20 @@ def many_segments(n: int) -> Iterator[dict[str, Any]]:
         yield op("aten::mm", 10.0 * k + 1, 1.0)
 
 
-SHAPES: dict[str, Callable[[int], Iterator[dict[str, Any]]]] = {
-    "long_names": long_names,
-    "long_labels": long_labels,
-    "distinct_ops": distinct_ops,
-    "nested_segments": nested_segments,
-    "nested_windows": nested_windows,
-    "sequential_windows": sequential_windows,
-    "many_segments": many_segments,
-    "overlapping_windows": overlapping_windows,
-}
+def gzip_members(path: Path, head: bytes, unit: bytes, total: int, tail: bytes) -> Path:
+    """``head + unit * (total // len(unit)) + tail`` as gzip level 9, written one member at a time: a
+    gigabyte in about a megabyte."""
+    chunk_units = min(total, 64 << 20) // len(unit)
+    chunk = gzip.compress(unit * chunk_units, 9)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(head, 9))
+        for _ in range(total // (chunk_units * len(unit))):
+            f.write(chunk)
+        f.write(gzip.compress(tail, 9))
+    return path
+
+
+SHAPES: dict[str, Callable[[int], Iterator[dict[str, Any]]]] = {shape.__name__: shape for shape in (
+    long_names, long_labels, distinct_ops, nested_segments, nested_windows, sequential_windows, many_segments,
+    overlapping_windows,
+)}

@@ -10,11 +10,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 
 import pytest
 from analysis_child import bounded, run_child
+from hostile_shapes import gzip_members
 
 from mixins.analysis.commands.summary import summary_job as _summary_job  # the real one, before a test replaces it
 from mixins.analysis.model.records import load_record
@@ -92,27 +94,52 @@ ONE_LINE: dict[str, tuple[bytes, str]] = {
 @pytest.fixture()
 def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     """Every ONE_LINE case as a file: name -> (path, message)."""
-    out = {}
-    for name, (data, msg) in ONE_LINE.items():
+    for name, (data, _) in ONE_LINE.items():
         (tmp_path / f"{name}.json.gz").write_bytes(data)
-        out[name] = (tmp_path / f"{name}.json.gz", msg)
-    return out
+    return {name: (tmp_path / f"{name}.json.gz", msg) for name, (_, msg) in ONE_LINE.items()}
 
 
 @pytest.mark.parametrize("case", list(ONE_LINE))
 def test_summary_bad_file_one_line_exit_2(bad_files, run_cli, case: str) -> None:  # type: ignore[no-untyped-def]
+    """The CLI's one line, and ``load_record``'s TraceError (shapes are decoded when a command reads them,
+    not by ``load_record``)."""
     path, msg = bad_files[case]
     rc, out, err = run_cli("summary", path)
     assert rc == 2 and out == ""
     assert err.count("\n") == 1
     assert err.startswith(f"capture-trace: error: {path}: {msg}"), err
+    if case != "input_dims":
+        with pytest.raises(TraceError):
+            load_record(str(path))
 
 
-def test_missing_file_and_directory_as_trace(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    rc, _, err = run_cli("summary", tmp_path / "nope.json.gz")
-    assert rc == 2 and err == f"capture-trace: error: {tmp_path / 'nope.json.gz'}: no such file\n"
-    rc, _, err = run_cli("diff", tmp_path, VLLM)
-    assert rc == 2 and err == f"capture-trace: error: {tmp_path}: not a regular file (a directory)\n"
+NO_TRACES = "no traces (*.json.gz or *.json) in this directory"
+NUL = "invalid path (contains a NUL byte)"
+# {tmp}: "empty" holds a dotfile (a temp file, not a trace) and notes.txt, "odd" a file of "{" named with a newline
+IN_TMP = {"empty/.hidden.json.gz": b"x", "empty/notes.txt": b"x", "odd/two\nlines\u2028.json.gz": b"{"}
+# case -> (argv, the one error line after "capture-trace: error: ", names escaped)
+BAD_PATHS = {
+    "missing file": (["summary", "{tmp}/nope.json.gz"], "{tmp}/nope.json.gz: no such file"),
+    "folder as a trace": (["diff", "{tmp}/empty", str(VLLM)], "{tmp}/empty: not a regular file (a directory)"),
+    "missing folder": (["check", "{tmp}/missing"], "{tmp}/missing: no such directory"),
+    "no traces ls": (["ls", "{tmp}/empty"], f"{{tmp}}/empty: {NO_TRACES}"),
+    "no traces check": (["check", "{tmp}/empty"], f"{{tmp}}/empty: {NO_TRACES}"),
+    "newline": (["summary", "{tmp}/two\nlines\u2028.json.gz"], "{tmp}/two\\nlines\\u2028.json.gz: no such file"),
+    "NUL in a name": (["summary", "{tmp}/nul\x00.json.gz"], "{tmp}/nul\\x00.json.gz: " + NUL),
+    "NUL in a folder": (["check", "{tmp}\x00"], "{tmp}\\x00: " + NUL),
+    "newline listed": (["ls", "{tmp}/odd"], "{tmp}/odd/two\\nlines\\u2028.json.gz: not gzip (the name ends in .gz, "
+                       "the file has no gzip header)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PATHS))
+def test_bad_paths_are_one_line(run_cli, tmp_path: Path, case: str) -> None:  # type: ignore[no-untyped-def]
+    for name, data in IN_TMP.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    argv, line = BAD_PATHS[case]
+    rc, out, err = run_cli(*(a.format(tmp=tmp_path) for a in argv))
+    assert (rc, out, err) == (2, "", f"capture-trace: error: {line.format(tmp=tmp_path)}\n")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
@@ -130,17 +157,6 @@ def test_unreadable_file(shared: Path) -> None:
         return "no error"
 
     assert as_nobody(read) == f"{p}: permission denied"
-
-
-def test_directory_without_traces(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / ".hidden.json.gz").write_bytes(b"x")  # dotfiles are temp files, not traces
-    (tmp_path / "notes.txt").write_text("x")
-    for cmd in ("ls", "check"):
-        rc, out, err = run_cli(cmd, tmp_path)
-        assert rc == 2 and out == ""
-        assert err == f"capture-trace: error: {tmp_path}: no traces (*.json.gz or *.json) in this directory\n"
-    rc, _, err = run_cli("check", tmp_path / "missing")
-    assert rc == 2 and err == f"capture-trace: error: {tmp_path / 'missing'}: no such directory\n"
 
 
 def test_ls_reports_bad_files_and_lists_the_rest(bad_files, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -173,25 +189,13 @@ def test_the_analyzer_never_imports_torch() -> None:
 
 
 def test_reader_error_is_picklable() -> None:
-    import pickle
-
     err = pickle.loads(pickle.dumps(TraceError("a.json", "bad")))
     assert isinstance(err, TraceError) and str(err) == "a.json: bad" and err.message == "bad"
-
-
-def test_load_record_raises_trace_error_only(bad_files) -> None:  # type: ignore[no-untyped-def]
-    for name, (path, _) in bad_files.items():
-        if name == "input_dims":  # shapes are decoded when a command reads them, not by load_record
-            continue
-        with pytest.raises(TraceError):
-            load_record(str(path))
 
 
 @pytest.mark.parametrize("case", ["truncated_gzip", "corrupt_gzip"])
 def test_stdlib_gzip_fallback_gives_the_same_errors(bad_files, run_cli, monkeypatch, case: str) -> None:  # type: ignore[no-untyped-def]
     """isal is optional: without it the stdlib gzip module reads, with the same messages."""
-    from mixins.analysis.read import reader
-
     monkeypatch.setattr(reader, "_fast_gzip", None)
     path, msg = bad_files[case]
     rc, _, err = run_cli("summary", path)
@@ -252,28 +256,27 @@ def test_moderate_nesting_is_fine(run_cli, tmp_path: Path) -> None:  # type: ign
 # -- sizes: every buffered key, value and element is bounded; events are capped ----------------------
 
 
-def _members(path: Path, head: bytes, unit: bytes, total: int, tail: bytes) -> Path:
-    """``head + unit * (total // len(unit)) + tail`` as gzip level 9, written one member at a time."""
-    chunk_units = min(total, 64 * MIB) // len(unit)
-    chunk = gzip.compress(unit * chunk_units, 9)
-    with open(path, "wb") as f:
-        f.write(gzip.compress(head, 9))
-        for _ in range(total // (chunk_units * len(unit))):
-            f.write(chunk)
-        f.write(gzip.compress(tail, 9))
-    return path
+VALUE_LIMIT = "(the limit; see --max-value-mib)"
 
 
-def test_gigabyte_of_empty_events_stops_at_max_events(tmp_path: Path) -> None:
-    """1 GB of ``{},`` (~1 MB gzip) was 3 minutes and 6 GB; now the event cap stops it early and small."""
-    path = _members(tmp_path / "events.json.gz", b'{"traceEvents": [', b"{},", GB, b"{}]}")
+@pytest.mark.parametrize(("head", "unit", "tail", "options", "space", "message", "peak"), [
+    # 1 GB of ``{},`` was 3 minutes and 6 GB; now the event cap stops it early and small
+    (b'{"traceEvents": [', b"{},", b"{}]}", ["--max-events", "200000"], 512 * MIB,
+     "more than 200,000 events in traceEvents (the limit; see --max-events)", 100 * MIB),
+    # a single 1 GB string was 5.3 GB of memory; the default 64 MiB value limit refuses it early
+    (b'{"x": "', b"a", b'", "traceEvents": []}', [], GB,
+     f"a value larger than 64 MiB at byte 6 {VALUE_LIMIT}", 300 * MIB),
+    (b'{"traceEvents": [{"name": "', b"a", b'"}]}', [], GB,
+     f"a traceEvents element larger than 64 MiB at byte 17 {VALUE_LIMIT}", 300 * MIB),
+], ids=["events", "top_level_value", "event"])
+def test_a_gigabyte_is_refused_early_in_bounded_memory(
+    tmp_path: Path, head: bytes, unit: bytes, tail: bytes, options: list[str], space: int, message: str, peak: int
+) -> None:
+    path = gzip_members(tmp_path / "big.json.gz", head, unit, GB, tail)
     assert path.stat().st_size < 2 * MIB
-    proc, rss = bounded(512 * MIB, "summary", path, "--max-events", "200000")
-    assert proc.returncode == 2
-    assert proc.stderr == (
-        f"capture-trace: error: {path}: more than 200,000 events in traceEvents (the limit; see --max-events)\n"
-    )
-    assert rss < 100 * MIB, rss
+    proc, rss = bounded(space, "summary", path, *options)
+    assert (proc.returncode, proc.stderr) == (2, f"capture-trace: error: {path}: {message}\n")
+    assert rss < peak, rss
 
 
 def test_max_events_allows_exactly_the_limit(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -288,38 +291,20 @@ def test_max_events_allows_exactly_the_limit(run_cli, tmp_path: Path) -> None:  
     assert rc == 2 and "more than 39 events" in err
 
 
-@pytest.mark.parametrize(
-    ("where", "head", "tail", "message"),
-    [
-        ("top_level_value", b'{"x": "', b'", "traceEvents": []}', "a value larger than 64 MiB at byte 6"),
-        ("event", b'{"traceEvents": [{"name": "', b'"}]}', "a traceEvents element larger than 64 MiB at byte 17"),
-    ],
-)
-def test_gigabyte_string_at_default_limits(tmp_path: Path, where: str, head: bytes, tail: bytes, message: str) -> None:
-    """A single 1 GB string was 5.3 GB of memory; the default 64 MiB value limit refuses it early."""
-    path = _members(tmp_path / f"{where}.json.gz", head, b"a", GB, tail)
-    proc, rss = bounded(GB, "summary", path)
-    assert proc.returncode == 2
-    assert proc.stderr == f"capture-trace: error: {path}: {message} (the limit; see --max-value-mib)\n"
-    assert rss < 300 * MIB, rss
-
-
 def test_thirty_megabyte_key_at_default_limits(tmp_path: Path) -> None:
     """A 30 MB key is below the default limit: read once (linear), in bounded memory."""
-    path = _members(tmp_path / "key.json.gz", b'{"', b"k", 30 * MIB, b'": 1, "traceEvents": [{"name": "a"}]}')
+    path = gzip_members(tmp_path / "key.json.gz", b'{"', b"k", 30 * MIB, b'": 1, "traceEvents": [{"name": "a"}]}')
     proc, rss = bounded(GB, "ls", path, "--json")
     assert proc.returncode == 0, proc.stderr
     assert rss < 300 * MIB, rss
     proc, _ = bounded(GB, "ls", path, "--max-value-mib", "16")
     assert proc.returncode == 2
-    assert proc.stderr == (
-        f"capture-trace: error: {path}: an object key larger than 16 MiB at byte 1 (the limit; see --max-value-mib)\n"
-    )
+    assert proc.stderr == f"capture-trace: error: {path}: an object key larger than 16 MiB at byte 1 {VALUE_LIMIT}\n"
 
 
 def test_out_of_memory_is_one_line(tmp_path: Path) -> None:
     """With the value limit raised past what the address space allows, the read fails cleanly."""
-    path = _members(tmp_path / "s.json.gz", b'{"x": "', b"a", GB, b'", "traceEvents": []}')
+    path = gzip_members(tmp_path / "s.json.gz", b'{"x": "', b"a", GB, b'", "traceEvents": []}')
     proc, _ = bounded(300 * MIB, "summary", path, "--max-value-mib", "4096")
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"capture-trace: error: {path}: out of memory")
@@ -377,11 +362,8 @@ def test_a_dead_worker_is_that_files_error(run_cli, tmp_path: Path, monkeypatch:
     rc, _, err = run_cli("check", tmp_path, "-j", "2")
     assert rc == 2
     lines = err.splitlines()
-    assert any(
-        line == f"capture-trace: error: {tmp_path / 't1.json.gz'}: the process reading this file died "
-        "(killed, or out of memory?)"
-        for line in lines
-    ), err
+    died = "the process reading this file died (killed, or out of memory?)"
+    assert f"capture-trace: error: {tmp_path / 't1.json.gz'}: {died}" in lines, err
     assert all(line.startswith("capture-trace: error: ") for line in lines)
 
 
@@ -427,23 +409,6 @@ def test_limit_options_are_validated(run_cli, option: str, value: str, capsys: p
     assert option in capsys.readouterr().err
 
 
-# -- one line, whatever the path -----------------------------------------------------------------------
-
-
-def test_path_with_newline_and_nul_stays_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    weird = tmp_path / "two\nlines\u2028.json.gz"
-    rc, _, err = run_cli("summary", weird)
-    assert rc == 2
-    assert err == f"capture-trace: error: {tmp_path}/two\\nlines\\u2028.json.gz: no such file\n"
-    weird.write_bytes(b"{")
-    rc, _, err = run_cli("ls", tmp_path)
-    assert rc == 2 and err.count("\n") == 1 and "two\\nlines\\u2028.json.gz: " in err
-    rc, _, err = run_cli("summary", str(tmp_path / "nul\x00.json.gz"))
-    assert rc == 2 and err == f"capture-trace: error: {tmp_path}/nul\\x00.json.gz: invalid path (contains a NUL byte)\n"
-    rc, _, err = run_cli("check", str(tmp_path) + "\x00")
-    assert rc == 2 and err == f"capture-trace: error: {tmp_path}\\x00: invalid path (contains a NUL byte)\n"
-
-
 def test_many_small_top_level_values_are_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each top-level value is parsed from a small window, not the whole buffer; past 100,000 members the
     trace is refused."""
@@ -477,13 +442,8 @@ def test_time_never_reads_args(run_cli, tmp_path: Path) -> None:  # type: ignore
     while ``summary``, which reads correlations, refuses the same file on one line."""
     launch = {"cat": '"cuda_runtime"', "name": '"cudaLaunchKernel"', "ts": "2.0", "dur": "0.5"}
     clean = '{"traceEvents": [' + _event() + ", " + _event(**launch) + "]}"
-    odd = (
-        '{"traceEvents": ['
-        + _event(args='"not an object"')
-        + ", "
-        + _event(**launch, args='{"correlation": ' + BIG_INT + ', "kernel": [1]}')
-        + "]}"
-    )
+    odd_launch = _event(**launch, args='{"correlation": ' + BIG_INT + ', "kernel": [1]}')
+    odd = '{"traceEvents": [' + _event(args='"not an object"') + ", " + odd_launch + "]}"
     outputs = []
     for name, text in (("clean.json.gz", clean), ("odd.json.gz", odd)):
         rc, out, err = run_cli("time", "--json", _trace(tmp_path, name, text))

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from functools import partial
 from pathlib import Path
 
 import pytest
-from analysis_child import child_env, command
+from analysis_child import bounded
 from shapes import POOL, REPLAY_MODES, cli_args, replay_sequences, window_names, write_shape
 
 from mixins.analysis.commands import attribute_match as attribute
@@ -24,7 +23,6 @@ from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.windows import Node, Site, Window
 from tests.trace_files import call, kernel, op, write_trace
 
-ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 GRID, BLOCK = (4, 1, 1), (64, 1, 1)
 SITE = Site("aten::mm", "NA", "[[8,8]]", '["float"]')
@@ -46,17 +44,9 @@ CAPS = {
 
 def _peak_rss(argv: list[str]) -> int:
     """Peak RSS (bytes) of the real CLI in a child (its own VmHWM), which must succeed."""
-    res = subprocess.run(
-        command("bounded_cli", 4 << 30, *argv),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=child_env(PYTHONPATH=str(ROOT)),
-        timeout=600,
-    )
-    *lines, last = res.stderr.splitlines()
-    assert res.returncode in (0, 1) and last.startswith("peak_rss_kib "), res.stderr[-2000:]
-    return int(last.split()[1]) * 1024
+    proc, peak = bounded(4 << 30, *argv)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return peak
 
 
 @pytest.mark.slow
@@ -79,19 +69,9 @@ def test_memory_per_event_at_the_event_limit(tmp_path: Path, cmd: str, shape: st
 
 def _windows(names_per_window: list[list[str]]) -> list[Window]:
     kernels: dict[str, Kernel] = {}
-    return [
-        Window(
-            "capture.json.gz",
-            None,
-            "all",
-            None,
-            w,
-            [Node(D_KERNEL, kernels.setdefault(n, Kernel(n, GRID, BLOCK)), SITE, w) for n in names],
-            0,
-            "launch",
-        )
-        for w, names in enumerate(names_per_window)
-    ]
+    nodes = [[Node(D_KERNEL, kernels.setdefault(n, Kernel(n, GRID, BLOCK)), SITE, w) for n in names]
+             for w, names in enumerate(names_per_window)]
+    return [Window("capture.json.gz", None, "all", None, w, ns, 0, "launch") for w, ns in enumerate(nodes)]
 
 
 def _replay(names: list[str]) -> list[tuple[int, Kernel]]:
@@ -194,21 +174,18 @@ def test_pool_makes_every_adversarial_window_distinct() -> None:
     assert len({tuple(window_names(w, 500)) for w in range(1000)}) == 1000
 
 
-def _flow_trace(tmp: Path) -> Path:
-    """A launch and its kernel without correlation ids, paired only by an ac2g flow (older Kineto)."""
+def test_launch_and_kernel_paired_by_a_flow_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A launch and its kernel without correlation ids, paired only by an ac2g flow (older Kineto): the
+    column collector resolves the flow as the per-event one did, and the op gets its kernel."""
     mm = {"External id": 5, "Input Dims": [[8, 8], [8, 8]], "Input type": ["float", "float"]}
-    return write_trace(tmp / "flows.json.gz", [
+    path = write_trace(tmp_path / "flows.json.gz", [
         op("aten::mm", 5, 20, **mm), call("cudaLaunchKernel", 10, 2, **{"External id": 5}),
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 1, "tid": 1, "ts": 10},
         kernel("gemm", 30, 3, grid=[1, 1, 1], block=[32, 1, 1]),
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 30, "bp": "e"},
         call("cudaLaunchKernel", 40, 2, correlation=3, **{"External id": 9}), kernel("orphan", 50, 3),
     ])
-
-
-def test_launch_and_kernel_paired_by_a_flow_only(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The column collector resolves ac2g flows as the per-event one did: the op gets its kernel."""
-    rc, out, err = run_cli("summary", _flow_trace(tmp_path), "--json")
+    rc, out, err = run_cli("summary", path, "--json")
     assert rc == 0, err
     (seg,) = json.loads(out)["traces"][0]["segments"]
     assert (seg["cpu_ops"], seg["launches"], seg["kernels"], seg["linked_kernels"]) == (1, 2, 2, 1)

@@ -6,13 +6,24 @@ keeps.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+from hostile_shapes import SHAPES, distinct_ops, many_segments
 from inprocess import run_analyzer
 
+from mixins.analysis.commands.compare import compact_job, diff_traces
+from mixins.analysis.model import windows
+from mixins.analysis.model.identity import identity_of
+from mixins.analysis.model.record import Segment
+from mixins.analysis.model.segments import assigner
+from mixins.analysis.model.timeline import IdIndex, load_timeline
+from mixins.analysis.read import reader
+from mixins.analysis.read.reader import MAX_TEXT
 from tests.trace_files import write_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -69,8 +80,7 @@ def test_every_command_shows_an_undecodable_file_name_escaped(undecodable: dict[
     assert rc == 0, err
     assert "\udcff" not in out + err  # a surrogate would be an encoding error on a real stdout
     if written is not None:
-        text = (Path(undecodable["out"]) / written).read_bytes().decode()  # strict UTF-8
-        assert SHOWN in text
+        assert SHOWN in (Path(undecodable["out"]) / written).read_bytes().decode()  # strict UTF-8
     elif name not in ("clean", "attribute --annotate", "check", "attribute"):
         assert SHOWN in out
 
@@ -83,46 +93,30 @@ class Counted(float):
     so a test can say how many steps a lookup took without timing it."""
 
     steps = 0
-
-    def _count(self, other: object, op: Any) -> Any:
-        Counted.steps += 1
-        return op(float(self), float(other))  # type: ignore[arg-type]
-
-    def __lt__(self, o: object) -> bool:
-        return bool(self._count(o, float.__lt__))
-
-    def __le__(self, o: object) -> bool:
-        return bool(self._count(o, float.__le__))
-
-    def __gt__(self, o: object) -> bool:
-        return bool(self._count(o, float.__gt__))
-
-    def __ge__(self, o: object) -> bool:
-        return bool(self._count(o, float.__ge__))
-
-    def __eq__(self, o: object) -> bool:
-        return bool(self._count(o, float.__eq__))
-
     __hash__ = float.__hash__
 
 
-def _brute_innermost(segs: list[Any], ts: float) -> int:
-    """The latest-starting segment containing ``ts`` (the definition, by brute force)."""
-    best, best_start = -1, None
-    for j in sorted(range(len(segs)), key=lambda j: segs[j].start):
-        s = segs[j]
-        if s.start <= ts <= s.end:
-            best, best_start = j, s.start
-    del best_start
-    return best
+def _counting(compare: Any) -> Any:
+    def counted(self: float, other: object) -> bool:
+        Counted.steps += 1
+        return bool(compare(float(self), float(other)))  # type: ignore[arg-type]
+
+    return counted
+
+
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__"):
+    setattr(Counted, _name, _counting(getattr(float, _name)))
+
+
+def _brute_innermost(segs: list[Any], among: list[int], ts: float) -> int:
+    """The latest-starting segment of ``among`` containing ``ts`` (the definition, by brute force)."""
+    inside = [j for j in sorted(among, key=lambda j: segs[j].start) if segs[j].start <= ts <= segs[j].end]
+    return inside[-1] if inside else -1
 
 
 def test_segment_lookup_is_a_bisect_however_segments_nest() -> None:
     """One long segment, N short ones at its start, ops inside the long one after them: one bisect an op
     (~log2(2N) comparisons), not a walk back over all N short segments."""
-    from mixins.analysis.model.record import Segment
-    from mixins.analysis.model.segments import assigner
-
     n = 4000
     segs = [Segment("long", None, 0.0, 10.0 * n + 10, 1)]
     segs += [Segment(f"bs={k}", None, 1.0 + k, 1.5 + k, 1) for k in range(n)]
@@ -137,11 +131,6 @@ def test_segment_lookup_is_a_bisect_however_segments_nest() -> None:
 def test_segment_lookup_agrees_with_the_definition() -> None:
     """The step function gives what the definition gives: nested, overlapping, equal and touching
     segments, times at every start and end and between them, two processes and a foreign one."""
-    import random
-
-    from mixins.analysis.model.record import Segment
-    from mixins.analysis.model.segments import assigner
-
     rng = random.Random(7)
     for _ in range(200):
         segs = []
@@ -151,60 +140,34 @@ def test_segment_lookup_agrees_with_the_definition() -> None:
         pids: dict[Any, int] = {1: 0, 2: 1}
         find = assigner(segs, pids)
         for pid_index, pid in ((0, 1), (1, 2), (5, None)):
-            mine = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid_index]
-            table = [segs[j] for j in mine] if mine else segs
+            mine = [j for j, s in enumerate(segs) if pids.get(s.pid, -1) == pid_index] or list(range(len(segs)))
             for t in [x / 2 for x in range(-2, 62)]:
-                want = _brute_innermost(table, t)
-                want = (mine[want] if mine else want) if want >= 0 else -1
-                assert find(t, pid_index) == want, (segs, t, pid)
+                assert find(t, pid_index) == _brute_innermost(segs, mine, t), (segs, t, pid)
         assert find(float("nan"), 0) == -1
-
-
-def _window_steps(tmp_path: Path, shape: str, n: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[Any]]:
-    """(comparisons made with window times, the windows) of ``load_capture`` on a generated shape."""
-    from hostile_shapes import SHAPES
-
-    from mixins.analysis.model import windows
-
-    path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](n))
-    spans = windows._spans
-    monkeypatch.setattr(windows, "_spans", lambda tl: [(th, Counted(b), Counted(e)) for th, b, e in spans(tl)])
-    Counted.steps = 0
-    capture = windows.load_capture(str(path))
-    return Counted.steps, capture.windows
 
 
 @pytest.mark.parametrize("shape", ["nested_windows", "sequential_windows"])
 def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
-    """N nested or N sequential windows: each costs O(log n) comparisons (not one per window inside it, or
-    before it), and owns its own launch."""
+    """N nested or N sequential windows: each costs O(log n) comparisons with window times (not one per
+    window inside it, or before it), and owns its own launch."""
     n = 1500
-    steps, got = _window_steps(tmp_path, shape, n, monkeypatch)
+    path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](n))
+    spans = windows._spans
+    monkeypatch.setattr(windows, "_spans", lambda tl: [(th, Counted(b), Counted(e)) for th, b, e in spans(tl)])
+    Counted.steps = 0
+    got = windows.load_capture(str(path)).windows
     assert len(got) == n
     assert all(len(w.nodes) == 1 for w in got), sorted({len(w.nodes) for w in got})
-    assert steps <= 40 * n, f"{steps / n:.0f} comparisons a window"
+    assert Counted.steps <= 40 * n, f"{Counted.steps / n:.0f} comparisons a window"
 
 
-def test_nested_windows_look_up_each_launch_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nested_windows_look_up_each_launch_once(tmp_path: Path) -> None:
     """Every launch is looked up once per capture, not once per nested window's warm-up pass."""
-    from hostile_shapes import SHAPES
-
-    from mixins.analysis.model import windows
-    from mixins.analysis.model.timeline import IdIndex
-
     n = 1500
     path = write_trace(tmp_path / "nested.json.gz", SHAPES["nested_windows"](n))
-    lookups = 0
-    first = IdIndex.first
-
-    def counted(self: IdIndex, key: int) -> int | None:
-        nonlocal lookups
-        lookups += 1
-        return first(self, key)
-
-    monkeypatch.setattr(IdIndex, "first", counted)
-    assert len(windows.load_capture(str(path)).windows) == n
-    assert lookups <= 2 * n, f"{lookups / n:.0f} lookups a window"
+    with mock.patch.object(IdIndex, "first", autospec=True, side_effect=IdIndex.first) as first:
+        assert len(windows.load_capture(str(path)).windows) == n
+    assert first.call_count <= 2 * n, f"{first.call_count / n:.0f} lookups a window"
 
 
 def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -212,10 +175,6 @@ def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeyp
     each with those it overlaps (a staircase of N windows: N²/2 pairs, hours at the event limit). Past
     ``MAX_OVERLAPPING_PAIRS`` the trace is refused in one line; below it each window still holds the launches
     in its span (none nests in another: window k holds launches k..n-1)."""
-    from hostile_shapes import SHAPES
-
-    from mixins.analysis.model import windows
-
     monkeypatch.setattr(windows, "MAX_OVERLAPPING_PAIRS", 1000)
     small = write_trace(tmp_path / "small.json.gz", SHAPES["overlapping_windows"](40))  # 780 pairs
     got = windows.load_capture(str(small)).windows
@@ -228,10 +187,6 @@ def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeyp
 
 def test_a_long_element_is_scanned_about_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An element longer than the buffer (a 16 MiB name): a doubling that read no separator skips the scan."""
-    from hostile_shapes import SHAPES
-
-    from mixins.analysis.read import reader
-
     size = 16 << 20
     path = write_trace(tmp_path / "long.json.gz", SHAPES["long_names"](size, count=1))
     scanned = 0
@@ -253,10 +208,6 @@ def test_elements_larger_than_a_slice_are_read_without_regrowing_each(
 ) -> None:
     """After an element larger than a read slice (4 MiB), the next buffer has room for an element of the
     size just seen (not a slice again, re-copied at each doubling)."""
-    from hostile_shapes import SHAPES
-
-    from mixins.analysis.read import reader
-
     size, count = 16 << 20, 3
     path = write_trace(tmp_path / "long.json.gz", SHAPES["long_names"](size, count=count))
     copied = 0
@@ -290,10 +241,6 @@ class CountedLabel(str):
 
 def test_diff_matches_segments_by_hash(tmp_path: Path) -> None:
     """Labels are matched through a set and a dict (a few comparisons a segment), not a list lookup."""
-    from hostile_shapes import many_segments
-
-    from mixins.analysis.commands.compare import compact_job, diff_traces
-
     n = 3000
     t = compact_job(str(write_trace(tmp_path / "many.json.gz", many_segments(n))))
     assert len(t.labels) == n
@@ -323,11 +270,6 @@ def _longest_string(value: Any) -> int:
 def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> None:
     """Long op names and segment labels are cut where they are read, to MAX_TEXT characters and a marker,
     and the command says how many it cut."""
-    from hostile_shapes import SHAPES
-
-    from mixins.analysis.model.timeline import load_timeline
-    from mixins.analysis.read.reader import MAX_TEXT
-
     path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](LONG))
     tl = load_timeline(str(path))
     held = [n for n, _, _ in tl.signatures] + [r.name for r in tl.ranges]
@@ -342,15 +284,10 @@ def test_long_names_and_labels_are_cut_as_read(tmp_path: Path, shape: str) -> No
 
 def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
     """A 4 MiB ``runner`` is cut as read, like every other text, wherever it goes."""
-    from hostile_shapes import many_segments
-
-    from mixins.analysis.model.identity import identity_of
-    from mixins.analysis.read.reader import MAX_TEXT
-
     runner = "R" * LONG
-    path = write_trace(tmp_path / "runner.json.gz", many_segments(3), {"runner": runner, "runner_class": runner,
-                                                                      "tp_rank": 0})
-    ident = identity_of(str(path), {"capture_trace": {"runner": runner, "runner_class": runner, "tp_rank": 0}})
+    meta = {"runner": runner, "runner_class": runner, "tp_rank": 0}
+    path = write_trace(tmp_path / "runner.json.gz", many_segments(3), meta)
+    ident = identity_of(str(path), {"capture_trace": meta})
     assert ident.runner is not None and ident.runner_class is not None
     assert len(ident.runner) <= MAX_TEXT + 40 and len(ident.runner_class) <= MAX_TEXT + 40
     rc, out, err = run_analyzer("check", "--json", "-j", "1", path)
@@ -365,8 +302,6 @@ def test_runner_name_is_cut_where_read(tmp_path: Path) -> None:
 def test_distinct_names_and_shapes_are_bounded(tmp_path: Path, command: str) -> None:
     """Past ``--max-distinct-mib`` of distinct ops and shapes the trace is one error line naming the limit;
     a real capture holds far less than 1 MiB of it."""
-    from hostile_shapes import distinct_ops
-
     path = write_trace(tmp_path / "distinct.json.gz", distinct_ops(5000))  # ~3 MB charged
     argv = [command, *(["-j", "1"] if command != "summary" else []), "--max-distinct-mib", "1"]
     files = [shutil.copy(path, tmp_path / "replay.json.gz"), path] if command == "attribute" else [path]

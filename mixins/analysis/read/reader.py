@@ -12,14 +12,15 @@ import gzip
 import json
 import os
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from itertools import islice
 from typing import IO, Annotated, Any, ClassVar, NamedTuple, cast
 
 import msgspec
 from msgspec import Struct
 
+from mixins.analysis.read import safe_io
 from mixins.analysis.read.errors import TraceError
 
 try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 MB); not required
@@ -44,9 +45,6 @@ class Buffering(Struct, frozen=True):
     fast_tries: int = 8  # candidate cuts tried before falling back to an exact element-by-element split
 
 
-_buffering = Buffering()
-
-
 class Limits(Struct, frozen=True):
     """Bounds on what one trace may cost, far above any real capture (docs/DESIGN.md §7.1)."""
 
@@ -54,11 +52,9 @@ class Limits(Struct, frozen=True):
     max_value_bytes: int = 64 << 20
     max_distinct_bytes: int = 256 << 20
 
-    def mib(self) -> str:
-        return f"{self.max_value_bytes / (1 << 20):g} MiB"
 
-
-_limits = Limits()
+# Process-wide settings for streams opened without explicit ones (:func:`_using`).
+_current: dict[type, Any] = {Limits: Limits(), Buffering: Buffering()}
 
 # The one cap on a text read from a trace, cut where it is read (:func:`cut_text`; docs/DESIGN.md §7.1).
 MAX_TEXT = 4096
@@ -86,39 +82,29 @@ _held: dict[str, int] = {}  # path -> the descriptor a command holds open for it
 
 
 def current_limits() -> Limits:
-    return _limits
+    return cast(Limits, _current[Limits])
 
 
 @contextmanager
-def using_buffering(buffering: Buffering) -> Iterator[None]:
-    """Process-wide buffer sizes for streams opened without explicit ones (as :func:`using_limits`)."""
-    global _buffering
-    before, _buffering = _buffering, buffering
+def _using(setting: Limits | Buffering) -> Iterator[None]:
+    """``setting`` process-wide for streams opened without explicit ones: every reader obeys the CLI's
+    options without passing them through each signature."""
+    kind = type(setting)
+    before, _current[kind] = _current[kind], setting
     try:
         yield
     finally:
-        _buffering = before
+        _current[kind] = before
 
 
-@contextmanager
-def using_limits(limits: Limits) -> Iterator[None]:
-    """Process-wide limits for streams opened without explicit ones: every reader obeys the CLI's options
-    without passing them through each signature."""
-    global _limits
-    before, _limits = _limits, limits
-    try:
-        yield
-    finally:
-        _limits = before
+using_limits = using_buffering = _using
 
 
 @contextmanager
 def holding(path: str) -> Iterator[None]:
     """Open ``path`` once for the duration; every stream over it reads that descriptor from its start
     (``attribute --annotate`` reads the replay twice: a file swapped in between is never annotated)."""
-    from mixins.analysis.read.safe_io import open_input
-
-    fd, _ = open_input(path)
+    fd, _ = safe_io.open_input(path)
     _held[path] = fd
     try:
         yield
@@ -129,6 +115,11 @@ def holding(path: str) -> Iterator[None]:
 
 class _OutOfRange(Exception):
     """A number msgspec or float() cannot hold (more than ~308 digits, or 4,300 for an integer)."""
+
+
+def _after_ws(buf: bytes, pos: int) -> int:
+    """The index of the first byte at or after ``pos`` that is not JSON whitespace."""
+    return cast(re.Match[bytes], _WS.match(buf, pos)).end()  # the pattern matches anywhere, if only ""
 
 
 def _has_separator(buf: bytes, lo: int, hi: int) -> bool:
@@ -210,19 +201,12 @@ class BareEvent(_Common, gc=False):
     args: ClassVar[None] = None
 
 
-class _Shape(NamedTuple):
-    """What a slice decodes into: the typed decoder, and the struct types the tolerant path builds."""
-
-    decoder: msgspec.json.Decoder[Any]
-    event: type[Any]
-    args: type[Any]
-
-
-_FULL = _Shape(msgspec.json.Decoder(list[Event]), Event, Args)
-_SLIM = _Shape(msgspec.json.Decoder(list[SlimEvent]), SlimEvent, SlimArgs)
-_BARE = _Shape(msgspec.json.Decoder(list[BareEvent]), BareEvent, SlimArgs)  # args: never built
-_SHAPES = {shape.event: shape for shape in (_FULL, _SLIM, _BARE)}
-_RAW = _Shape(msgspec.json.Decoder(list[msgspec.Raw]), msgspec.Raw, msgspec.Raw)  # elements as their text
+# What a slice decodes into (msgspec.Raw: each element as its text), and the args the tolerant path builds
+_SLICE: dict[type, msgspec.json.Decoder[Any]] = {
+    Event: msgspec.json.Decoder(list[Event]), SlimEvent: msgspec.json.Decoder(list[SlimEvent]),
+    BareEvent: msgspec.json.Decoder(list[BareEvent]), msgspec.Raw: msgspec.json.Decoder(list[msgspec.Raw]),
+}
+_ARGS_OF: dict[type, type] = {Event: Args, SlimEvent: SlimArgs}  # BareEvent's args are never built
 _ANY = msgspec.json.Decoder()
 _ELEMENT: dict[type, msgspec.json.Decoder[Any]] = {}  # one element's typed decoder, made when first needed
 _WS = re.compile(rb"[ \t\r\n]*")
@@ -243,6 +227,9 @@ KEEP_KEYS = frozenset(
 
 
 _ARG_FORMS = {"dims": "raw", "types": "raw", "concrete": "raw", "grid": "ints", "block": "ints", "kernel": "text"}
+# The JSON types an event field may have (``ts`` and ``dur`` then go through :func:`_as_time`).
+_EVENT_TYPES = {"ph": (str,), "cat": (str,), "name": (str,), "pid": (int, str), "tid": (int, str), "id": (int, str),
+                "ts": (int, float), "dur": (int, float), "args": (dict,)}
 
 
 def _pick(v: Any, types: tuple[type, ...]) -> Any:
@@ -267,30 +254,17 @@ def _tolerant_args(raw_args: dict[str, Any], cls: type[Any]) -> Any:
     return cls(**values)
 
 
-def _tolerant_event(obj: Any, shape: _Shape = _FULL) -> Any:
-    """Build ``shape``'s event from a generic decoded value, dropping fields of unexpected types."""
+def _tolerant_event(obj: Any, kind: type[Any]) -> Any:
+    """Build a ``kind`` event from a generic decoded value, dropping fields of unexpected types; a field
+    the event does not declare is neither read nor checked."""
     if not isinstance(obj, dict):
         return None
-    raw_args = obj.get("args")
-    keep = isinstance(raw_args, dict) and "args" in shape.event.__struct_fields__
-    args = _tolerant_args(cast(dict[str, Any], raw_args), shape.args) if keep else None
-    return _only(
-        shape.event,
-        ph=lambda: _pick(obj.get("ph"), (str,)),
-        cat=lambda: _pick(obj.get("cat"), (str,)),
-        name=lambda: _pick(obj.get("name"), (str,)),
-        pid=lambda: _pick(obj.get("pid"), (int, str)),
-        tid=lambda: _pick(obj.get("tid"), (int, str)),
-        ts=lambda: _as_time(_pick(obj.get("ts"), (int, float)), "ts"),
-        dur=lambda: _as_time(_pick(obj.get("dur"), (int, float)), "dur"),
-        id=lambda: _pick(obj.get("id"), (int, str)),
-        args=lambda: args,
-    )
-
-
-def _only(cls: type[Any], **fields: Callable[[], Any]) -> Any:
-    """``cls`` built from the fields it declares (a field it does not declare is neither read nor checked)."""
-    return cls(**{name: fields[name]() for name in cls.__struct_fields__})
+    values = {name: _pick(obj.get(name), _EVENT_TYPES[name]) for name in kind.__struct_fields__}
+    if values.get("args") is not None:  # first: a number out of range there is named before one in ts or dur
+        values["args"] = _tolerant_args(values["args"], _ARGS_OF[kind])
+    for name in ("ts", "dur"):
+        values[name] = _as_time(values[name], name)
+    return kind(**values)
 
 
 def _as_time(v: int | float | None, name: str) -> float | None:
@@ -312,23 +286,23 @@ def _int64(v: int | None, name: str) -> int | None:
     return v
 
 
-def _decode_slice(data: bytes, shape: _Shape = _FULL) -> tuple[list[Any], int] | None:
+def _decode_slice(data: bytes, kind: type[Any]) -> tuple[list[Any], int] | None:
     """Decode ``data`` (a JSON array) into (Events, number of elements); None when it is not valid JSON.
     _OutOfRange and RecursionError are real even when the cut is false (docs/DESIGN.md §7.1)."""
     try:
-        events = shape.decoder.decode(data)
+        events = _SLICE[kind].decode(data)
         return events, len(events)
     except msgspec.ValidationError:
         pass  # valid JSON of unexpected types, or invalid JSON caught early: decide below
     except msgspec.DecodeError:
         return None
     try:
-        elements = _RAW.decoder.decode(data)
+        elements = _SLICE[msgspec.Raw].decode(data)
     except msgspec.DecodeError:
         return None
     # Element by element, so that an element decodes the same whatever shares its slice: a well-typed
     # one as on the fast path (a number out of range in a field nobody reads is never looked at).
-    one = _ELEMENT.get(shape.event) or _ELEMENT.setdefault(shape.event, msgspec.json.Decoder(shape.event))
+    one = _ELEMENT.get(kind) or _ELEMENT.setdefault(kind, msgspec.json.Decoder(kind))
     events = []
     for element in elements:
         try:
@@ -338,7 +312,7 @@ def _decode_slice(data: bytes, shape: _Shape = _FULL) -> tuple[list[Any], int] |
                 value = _ANY.decode(element)
             except msgspec.ValidationError:  # the untyped decoder only refuses numbers out of range
                 raise _OutOfRange from None
-            ev = _tolerant_event(value, shape)
+            ev = _tolerant_event(value, kind)
         if ev is not None:
             events.append(ev)
     return events, len(elements)
@@ -360,8 +334,8 @@ class _Cut(NamedTuple):
 
 
 class TraceStream:
-    """One pass over a trace file: ``metadata`` (kept top-level keys) fills in while ``events()`` runs;
-    ``progress(compressed bytes read, file size)`` after each slice."""
+    """One pass over a trace file (single use): ``metadata`` (kept top-level keys) fills in while ``events()``
+    runs; ``progress(compressed bytes read, file size)`` after each slice."""
 
     def __init__(
         self,
@@ -372,8 +346,8 @@ class TraceStream:
     ) -> None:
         self.path = path
         self.progress = progress
-        self.limits = limits if limits is not None else _limits
-        self.buffering = buffering if buffering is not None else _buffering
+        self.limits = limits if limits is not None else current_limits()
+        self.buffering = buffering if buffering is not None else _current[Buffering]
         # work done, for the tests that hold the reader linear: bytes held after each refill that grew
         # the buffer (summed), and bytes the stdlib scanner was given for top-level values (summed)
         self.bytes_buffered = 0
@@ -390,7 +364,7 @@ class TraceStream:
         self._pos = 0
         self._eof = False
         self._base = 0  # bytes dropped from the front of _buf, for error offsets
-        self._shape = _FULL
+        self._kind: type[Any] = Event
         # called with (key, raw JSON of the value) for each top-level member in file order, and with
         # ("traceEvents", None) where that array starts (its elements are the slices): ``raw_events``
         self.on_member: Callable[[str, bytes | None], None] | None = None
@@ -400,21 +374,18 @@ class TraceStream:
         return TraceError(self.path, message, not_a_trace)
 
     def _too_big(self, what: str) -> TraceError:
-        return self._error(
-            f"{what} larger than {self.limits.mib()} at byte {self._offset()} (the limit; see --max-value-mib)"
-        )
+        mib = self.limits.max_value_bytes / (1 << 20)
+        return self._error(f"{what} larger than {mib:g} MiB at byte {self._offset()} (the limit; see --max-value-mib)")
 
     def _open(self) -> None:
         """Open the file once (or take the descriptor the command holds for it, :func:`holding`), by
         descriptor from then on: a name flipped to a FIFO or a link after a check changes nothing."""
-        from mixins.analysis.read.safe_io import open_input
-
         held = _held.get(self.path)
         if held is not None:
             fd, st = os.dup(held), os.fstat(held)
             os.lseek(fd, 0, os.SEEK_SET)
         else:
-            fd, st = open_input(self.path)
+            fd, st = safe_io.open_input(self.path)  # through the module: tests count the opens
         self.size = st.st_size
         raw = os.fdopen(fd, "rb")
         self._raw = raw
@@ -443,11 +414,11 @@ class TraceStream:
             return self._fh.read(n)
         except EOFError:
             raise self._error("truncated gzip stream (file ends before the end-of-stream marker)") from None
-        except (gzip.BadGzipFile, zlib.error) as exc:
+        except gzip.BadGzipFile as exc:  # an OSError, but the data's fault
             raise self._error(f"corrupt gzip data ({exc})") from None
         except OSError as exc:
             raise self._error(f"cannot read: {exc.strerror or exc}") from None
-        except Exception as exc:  # noqa: BLE001 - isal's own error class, or any decompressor failure
+        except Exception as exc:  # noqa: BLE001 - zlib's or isal's error class, or any decompressor failure
             raise self._error(f"corrupt gzip data ({exc})") from None
 
     def _fill(self, need: int) -> bool:
@@ -475,9 +446,7 @@ class TraceStream:
 
     def _skip_ws(self) -> None:
         while True:
-            m = _WS.match(self._buf, self._pos)
-            assert m is not None
-            self._pos = m.end()
+            self._pos = _after_ws(self._buf, self._pos)
             if self._pos < len(self._buf) or not self._fill(1):
                 return
 
@@ -485,12 +454,18 @@ class TraceStream:
         self._skip_ws()
         return self._buf[self._pos : self._pos + 1]
 
+    def _take(self, char: bytes) -> bool:
+        """Whether ``char`` is next (after whitespace); if so the cursor moves past it."""
+        if self._peek() != char:
+            return False
+        self._pos += 1
+        return True
+
     def _expect(self, char: bytes, what: str) -> None:
-        got = self._peek()
-        if got != char:
+        if not self._take(char):
+            got = self._peek()
             found = f"{got.decode('latin-1')!r}" if got else "end of data"
             raise self._error(f"invalid JSON: expected {what}, found {found} at byte {self._offset()}")
-        self._pos += 1
 
     def _offset(self) -> int:
         return self._base + self._pos
@@ -515,8 +490,7 @@ class TraceStream:
         return key
 
     def _string_end(self) -> int:
-        """Index just past the closing quote of the string at the cursor: from quote to quote, the run of
-        backslashes before one (carried over a refill) says whether it is escaped."""
+        """Just past the closing quote of the string at the cursor, each byte looked at once (docs/DESIGN.md §7.1)."""
         scan, slashes = 1, 0  # offset from the cursor; backslashes ending the part scanned so far
         while True:
             buf, pos = self._buf, self._pos
@@ -538,20 +512,6 @@ class TraceStream:
                 raise self._error(f"invalid JSON: unterminated object key at byte {self._offset()}")
             self._fill(2 * scan + self.buffering.block)
 
-    def _json_end(self, buf: bytes, pos: int, stop: int) -> int:
-        """End of the JSON value at ``buf[pos]`` within ``buf[:stop]``; -1 if incomplete or invalid."""
-        self.bytes_scanned += stop - pos
-        self.scans += 1
-        text = buf[pos:stop].decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
-        try:
-            return pos + int(_JSON_TEXT.raw_decode(text)[1])
-        except json.JSONDecodeError:
-            return -1
-        except RecursionError:  # the parse starts at a real value, so the depth is real
-            raise self._error(f"invalid JSON: nested too deeply near byte {self._base + pos}") from None
-        except ValueError:  # an integer of more than 4,300 digits (Python's int-string limit)
-            raise self._error(f"invalid JSON: number out of range near byte {self._base + pos}") from None
-
     def _read_value(self) -> tuple[Any, bytes]:
         """The complete JSON value (not traceEvents) at the cursor, and its text, reading more as needed."""
         self._skip_ws()
@@ -559,7 +519,16 @@ class TraceStream:
         while True:
             self._fill(want)
             stop = min(len(self._buf), self._pos + want)
-            end = self._json_end(self._buf, self._pos, stop)
+            self.bytes_scanned += stop - self._pos
+            self.scans += 1
+            try:  # latin-1: 1 byte = 1 char, so offsets stay byte offsets
+                end = self._pos + _JSON_TEXT.raw_decode(self._buf[self._pos : stop].decode("latin-1"))[1]
+            except json.JSONDecodeError:  # incomplete (or invalid: never complete)
+                end = -1
+            except RecursionError:  # the parse starts at a real value, so the depth is real
+                raise self._error(f"invalid JSON: nested too deeply near byte {self._offset()}") from None
+            except ValueError:  # an integer of more than 4,300 digits (Python's int-string limit)
+                raise self._error(f"invalid JSON: number out of range near byte {self._offset()}") from None
             at_eof = self._eof and stop == len(self._buf)
             # A value is only known complete when a byte follows it that cannot continue a number.
             if end >= 0 and ((end < stop and not _NUMBER_TAIL.fullmatch(self._buf, end, stop)) or at_eof):
@@ -586,9 +555,19 @@ class TraceStream:
             )
 
     def _cut(self, buf: bytes, start: int, limit: int, exact: bool) -> _Cut | None:
-        """The longest decodable run of elements in ``buf[start:limit]`` (see _find_cut / _exact_cut)."""
+        """The longest decodable run of elements in ``buf[start:limit]``: unless ``exact``, the last few
+        candidate boundaries first; then (also without candidates: elements need not be objects) an exact walk."""
         try:
-            return self._exact_cut(buf, start, limit) if exact else self._find_cut(buf, start, limit)
+            if not exact:
+                b = self.buffering
+                cands = list(_CUT.finditer(buf, max(start, limit - b.tail_window), limit))
+                if not cands and limit - start > b.tail_window:
+                    cands = list(_CUT.finditer(buf, start, limit))
+                for m in islice(reversed(cands), b.fast_tries):
+                    got = _decode_slice(_bracketed(buf, start, m.start() + 1), self._kind)
+                    if got is not None:
+                        return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
+            return self._exact_cut(buf, start, limit)
         except _OutOfRange as exc:
             what = str(exc) or "invalid JSON: number out of range"
             raise self._error(f"{what} in traceEvents near byte {self._base + start}") from None
@@ -596,8 +575,7 @@ class TraceStream:
     def _event_slices(self) -> Iterator[list[Any]]:
         """Yield decoded slices of the traceEvents array; the cursor ends after its ``]``."""
         self._expect(b"[", "'[' after \"traceEvents\"")
-        if self._peek() == b"]":
-            self._pos += 1
+        if self._take(b"]"):
             return
         want = min(self.buffering.slice, self.buffering.min_slice)  # the first slice measures element sizes
         # (absolute start, absolute limit) of the last scan that found no complete element: while the first
@@ -612,11 +590,11 @@ class TraceStream:
                 cut = None
             else:
                 cut = self._cut(buf, start, limit, exact=False)
+            if cut is None and self._eof and limit == len(buf):  # nothing more will come: the exact walk names
+                self._cut(buf, start, limit, exact=True)  # the fault it finds, if any
+                raise self._error(f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}")
             if cut is None:
                 fruitless = (self._base + start, self._base + limit)
-                if self._eof and limit == len(buf):
-                    yield from self._exact_split()
-                    return
                 if limit - start > self.limits.max_value_bytes:  # the first element is not complete yet
                     raise self._too_big("a traceEvents element")
                 want = min(2 * (limit - start), self.limits.max_value_bytes + self.buffering.block)
@@ -634,28 +612,13 @@ class TraceStream:
             if per_event > b.slice:  # elements larger than a slice: room for the next one at once, not by doublings
                 want = min(2 * int(per_event), self.limits.max_value_bytes + b.block)
 
-    def _find_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
-        """Fast path: try the last few candidate boundaries; fall back to an exact walk."""
-        cands = list(_CUT.finditer(buf, max(start, limit - self.buffering.tail_window), limit))
-        if not cands and limit - start > self.buffering.tail_window:
-            cands = list(_CUT.finditer(buf, start, limit))
-        for tries, m in enumerate(reversed(cands)):
-            if tries >= self.buffering.fast_tries:
-                break
-            got = _decode_slice(_bracketed(buf, start, m.start() + 1), self._shape)
-            if got is not None:
-                return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
-        return self._exact_cut(buf, start, limit)  # also without candidates: elements need not be objects
-
     def _exact_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
         """Slow but exact: walk elements one by one with the stdlib scanner (rarely needed)."""
         text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
         pos, last_end, resume, closed = start, -1, -1, False
         while pos < limit:
-            m = _WS.match(buf, pos)  # the stdlib scanner does not skip leading whitespace
-            assert m is not None
-            try:
-                _, end = _JSON_TEXT.raw_decode(text, m.end())
+            try:  # the stdlib scanner does not skip leading whitespace
+                _, end = _JSON_TEXT.raw_decode(text, _after_ws(buf, pos))
             except json.JSONDecodeError:
                 break
             except RecursionError:  # the walk is in sync with the document: the depth is real
@@ -664,9 +627,7 @@ class TraceStream:
                 ) from None
             except ValueError:  # an integer of more than 4,300 digits
                 raise _OutOfRange from None
-            m = _WS.match(buf, end)
-            assert m is not None
-            nxt = m.end()
+            nxt = _after_ws(buf, end)
             if nxt >= len(buf):
                 break  # the separator is not in the buffer yet
             sep = buf[nxt : nxt + 1]
@@ -677,40 +638,27 @@ class TraceStream:
                 if nxt == end and _NUMBER_TAIL.fullmatch(buf, end):  # a number cut at the buffer's end
                     break
                 raise self._error(f"invalid JSON in traceEvents at byte {self._base + nxt}")
-            m = _WS.match(buf, nxt + 1)
-            assert m is not None
-            last_end, resume = end, m.end()
-            pos = resume
+            last_end = end
+            pos = resume = _after_ws(buf, nxt + 1)
         if last_end < 0:
             return None
-        got = _decode_slice(_bracketed(buf, start, last_end), self._shape)
+        got = _decode_slice(_bracketed(buf, start, last_end), self._kind)
         if got is None:
             raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
         return _Cut(got[0], got[1], resume, closed)
 
-    def _exact_split(self) -> Iterator[list[Any]]:
-        while True:
-            cut = self._cut(self._buf, self._pos, len(self._buf), exact=True)
-            if cut is None:
-                raise self._error(f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}")
-            self._pos = cut.resume
-            self._count(cut.elements)
-            yield cut.events
-            if cut.closed:
-                return
-
     # -- public ------------------------------------------------------------------------------------
     def events(self, fields: type = Event) -> Iterator[list[Any]]:
         """Event slices in file order, each event a ``fields``; TraceError on any bad input."""
-        return self._slices(_SHAPES[fields])
+        return self._slices(fields)
 
     def raw_events(self) -> Iterator[list[msgspec.Raw]]:
         """:meth:`events` as each element's JSON text (same checks and limits): ``--annotate`` copies the
         replay through this, with ``on_member`` receiving the other top-level members."""
-        return self._slices(_RAW)
+        return self._slices(msgspec.Raw)
 
-    def _slices(self, shape: _Shape) -> Iterator[list[Any]]:
-        self._shape = shape
+    def _slices(self, kind: type[Any]) -> Iterator[list[Any]]:
+        self._kind = kind
         gc_was_enabled = gc.isenabled()
         gc.disable()  # decoding creates millions of acyclic objects; collections only cost time
         try:
@@ -723,9 +671,7 @@ class TraceStream:
             if first != b"{":
                 raise self._error("not a JSON object (a Kineto trace is an object with traceEvents)", not_a_trace=True)
             self._pos += 1
-            if self._peek() == b"}":
-                self._pos += 1
-            else:
+            if not self._take(b"}"):
                 yield from self._members()
             if self._peek():
                 raise self._error(f"invalid JSON: extra data after the top-level object at byte {self._offset()}")
@@ -735,8 +681,6 @@ class TraceStream:
                 found = f"; its keys: {keys}{more}" if keys else "; an empty object"
                 raise self._error(f"no traceEvents array (not a Kineto/chrome trace{found})", not_a_trace=True)
             self._report()
-        except TraceError:
-            raise
         except MemoryError:
             raise self._error("out of memory while reading") from None
         except RecursionError:
@@ -777,14 +721,10 @@ class TraceStream:
                     self.metadata[key] = value
                 if self.on_member is not None:
                     self.on_member(key, raw)
-            sep = self._peek()
-            if sep == b",":
-                self._pos += 1
-                continue
-            if sep == b"}":
-                self._pos += 1
+            if self._take(b"}"):
                 return
-            raise self._error(f"invalid JSON: expected ',' or '}}' at byte {self._offset()}")
+            if not self._take(b","):
+                raise self._error(f"invalid JSON: expected ',' or '}}' at byte {self._offset()}")
 
 
 def compact_json(raw: bytes, cache: dict[bytes, str]) -> str:
@@ -802,11 +742,4 @@ def compact_json(raw: bytes, cache: dict[bytes, str]) -> str:
     return got
 
 
-def open_trace(
-    path: str,
-    progress: Callable[[int, int], None] | None = None,
-    limits: Limits | None = None,
-    buffering: Buffering | None = None,
-) -> TraceStream:
-    """A single-use stream over ``path``; iterate ``.events()`` then read ``.metadata``."""
-    return TraceStream(path, progress, limits, buffering)
+open_trace = TraceStream

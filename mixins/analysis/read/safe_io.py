@@ -26,19 +26,13 @@ SMALL_JSON_BYTES = 16 << 20  # a side file such as TraceLens's execution_details
 _IN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
+# ``ls -l``'s type letter (``stat.filemode``) -> what a non-regular file is, for an error line
+_KINDS = {"d": "a directory", "p": "a FIFO", "c": "a character device", "b": "a block device", "s": "a socket",
+          "l": "a symbolic link"}
+
+
 def file_kind(mode: int) -> str:
-    """What a non-regular file is, for an error line."""
-    for test, kind in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISLNK, "a symbolic link"),
-    ):
-        if test(mode):
-            return kind
-    return "not a regular file"
+    return _KINDS.get(stat.filemode(mode)[0], "not a regular file")
 
 
 def _os_error(path: str, exc: OSError, verb: str = "") -> TraceError:
@@ -96,10 +90,8 @@ def read_small_json(path: str, what: str, limit: int = SMALL_JSON_BYTES) -> Any:
 
 @contextmanager
 def output_file(path: str) -> Iterator[IO[bytes]]:
-    """A binary file for the output ``path`` (``--csv``, ``--annotate``, ``report -o``), all or nothing:
-    stdout / stderr by descriptor; a FIFO or character device of this user or root written in place,
-    never blocking; another user's (or their symbolic link) refused, as what is neither; else a temp
-    file renamed into place (docs/DESIGN.md §7.2)."""
+    """A binary file for the output ``path`` (``--csv``, ``--annotate``, ``report -o``), all or nothing, by
+    the rules of docs/DESIGN.md §7.2 (stdout by descriptor, FIFOs and devices in place, else a renamed temp file)."""
     fd_no = STDOUT_NAMES.get(path)
     if fd_no is not None:
         sys.stdout.flush()
@@ -132,17 +124,17 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
                 os.unlink(tmp)
 
 
-_TRUSTED_OWNERS_NOTE = "only this user's or root's are written"
-
-
 def _foreign_owner(st: os.stat_result) -> bool:
     return st.st_uid not in (os.geteuid(), 0)
 
 
-def _owner_text(uid: int) -> str:
-    from mixins.output_dir import who  # the one wording of "uid N (name)"
+def _refuse_foreign(path: str, st: os.stat_result) -> None:
+    """A FIFO, device or symbolic link another user owns is refused: anyone may plant one in ``/tmp``."""
+    if _foreign_owner(st):
+        from mixins.output_dir import who  # the one wording of "uid N (name)"
 
-    return who(uid)
+        raise TraceError(path, f"cannot write: {file_kind(st.st_mode)} owned by {who(st.st_uid)} "
+                               "(refused: only this user's or root's are written)")
 
 
 def _output_target(path: str) -> tuple[str, os.stat_result | None]:
@@ -156,9 +148,7 @@ def _output_target(path: str) -> tuple[str, os.stat_result | None]:
         raise _os_error(path, exc, "cannot write: ") from None
     if not stat.S_ISLNK(st.st_mode):
         return path, st
-    if _foreign_owner(st):
-        raise TraceError(path, f"cannot write: a symbolic link owned by {_owner_text(st.st_uid)} "
-                               f"(refused: {_TRUSTED_OWNERS_NOTE})")
+    _refuse_foreign(path, st)
     target = os.path.realpath(path)
     try:
         got = os.lstat(target)
@@ -172,9 +162,7 @@ def _open_special(path: str, target: str, st: os.stat_result) -> int:
     truncated or replaced; another user's refused."""
     if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise TraceError(path, f"cannot write: {file_kind(st.st_mode)}, not a regular file (refused)")
-    if _foreign_owner(st):
-        raise TraceError(path, f"cannot write: {file_kind(st.st_mode)} owned by {_owner_text(st.st_uid)} "
-                               f"(refused: {_TRUSTED_OWNERS_NOTE})")
+    _refuse_foreign(path, st)
     try:
         fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
@@ -231,7 +219,5 @@ def _writing(path: str, fd: int, stdout: bool = False) -> Iterator[IO[bytes]]:
         if stdout:
             raise
         raise TraceError(path, "cannot write: its reader closed it (broken pipe)") from None
-    except TimeoutError as exc:
-        raise TraceError(path, f"cannot write: {exc.strerror}") from None
-    except OSError as exc:
+    except OSError as exc:  # a stalled reader too: _Deadlined's TimeoutError says how long it waited
         raise TraceError(path, f"cannot write: {exc.strerror or exc}") from None

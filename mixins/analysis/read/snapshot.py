@@ -8,7 +8,7 @@ import os
 import pickle
 from typing import Any
 
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.read.errors import TraceError
 from mixins.analysis.read.safe_io import open_input
 
 __all__ = ["MAX_SNAPSHOT_BYTES", "load_snapshot"]
