@@ -21,6 +21,7 @@ from itertools import repeat
 from operator import add, itemgetter, mul
 from typing import Any, NamedTuple
 
+import msgspec
 from msgspec import Struct, field
 
 from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, ID_LIMIT, NODE_KIND_OF_CALL
@@ -38,11 +39,10 @@ __all__ = [
     "verify",
 ]
 
-# A range without "bs=", "tokens=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
-_BS_HINT = (size_hint(BS),)
-# prefill / piecewise runners count tokens, not requests (segments.segment_size); so does vLLM, whose
-# ``execute_N_…`` ranges and graphs are keyed by the number of tokens
-_TOKENS_HINT = (size_hint(TOKENS), re.compile(r"^execute_(" + SIZE + ")_"))
+# A range's size hint, the first that matches: prefill / piecewise runners count tokens, not requests
+# (segments.segment_size); so does vLLM, whose ``execute_N_…`` ranges and graphs are keyed by the number of
+# tokens. A range without "bs=", "tokens=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
+_SIZE_HINTS = ((BS, size_hint(BS)), (TOKENS, size_hint(TOKENS)), (TOKENS, re.compile(r"^execute_(" + SIZE + ")_")))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy", D_SET: "memset"}  # a nameless node's name
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id
@@ -54,8 +54,8 @@ class Row(Struct):
 
     name: str
     module: str
-    dims: str
-    types: str
+    input_dims: str  # as the trace states them (JSON text): --json parses them
+    input_types: str
     source: str  # "graph" | "eager"
     runner: str | None
     segment: str | None
@@ -77,8 +77,8 @@ class Row(Struct):
         return {
             "name": self.name,
             "module": self.module,
-            "input_dims": json_value(self.dims),
-            "input_types": json_value(self.types),
+            "input_dims": json_value(self.input_dims),
+            "input_types": json_value(self.input_types),
             "source": self.source,
             "runner": self.runner,
             "segment": self.segment,
@@ -103,14 +103,7 @@ class Unattributed(Struct):
     example_correlation: int | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "reason": self.reason,
-            "launches": self.launches,
-            "kernels": self.kernels,
-            "gpu_time_us": round(self.gpu_time_us, 3),
-            "example_correlation": self.example_correlation,
-        }
+        return {**msgspec.structs.asdict(self), "gpu_time_us": round(self.gpu_time_us, 3)}
 
 
 def annotation_key(corr: Any, node: Any, ts: Any, name: str) -> tuple[Any, ...]:
@@ -271,9 +264,7 @@ class _Hints:
     def __init__(self, tl: Timeline) -> None:
         found = []
         for r in tl.ranges:
-            bs = next((("bs", int(m.group(1))) for pat in _BS_HINT if (m := pat.search(r.name))), None)
-            if bs is None:
-                bs = next((("tokens", int(m.group(1))) for pat in _TOKENS_HINT if (m := pat.search(r.name))), None)
+            bs = next(((unit, int(m.group(1))) for unit, pat in _SIZE_HINTS if (m := pat.search(r.name))), None)
             rm = _RUNNER_HINT.search(r.name)
             if bs is not None or rm:
                 found.append((r.ts, r.ts + r.dur, r.pid, bs, rm.group(1) if rm else None))
@@ -328,8 +319,8 @@ class _WindowGroup:
 
     __slots__ = ("windows", "nodes", "captured", "unnamed", "positions")
 
-    def __init__(self, first: int, window: Window) -> None:
-        self.windows = [first]
+    def __init__(self, windows: list[int], window: Window) -> None:
+        self.windows = windows
         self.nodes = window.nodes
         self.captured = sum(1 for n in window.nodes if n.kind == D_KERNEL)
         self.unnamed = window.unnamed
@@ -365,15 +356,10 @@ class _Matcher:
         self.previous: Window | None = None
         self.launches: dict[int, tuple[list[_Group], list[tuple[float, ...]]]] = {}  # plan id -> durations
         self.work = 0
-        groups: dict[tuple[Any, ...], _WindowGroup] = {}
+        alike: dict[tuple[Any, ...], list[int]] = {}
         for w, window in enumerate(windows):
-            key = _content(window)
-            got = groups.get(key)
-            if got is None:
-                groups[key] = _WindowGroup(w, window)
-            else:
-                got.windows.append(w)
-        self.groups = list(groups.values())
+            alike.setdefault(_content(window), []).append(w)
+        self.groups = [_WindowGroup(ws, windows[ws[0]]) for ws in alike.values()]
         self.by_names: dict[tuple[_KernelKey, ...], list[_WindowGroup]] = {}
         for g in self.groups:
             self.by_names.setdefault(tuple(map(_node_key, g.nodes)), []).append(g)
@@ -515,15 +501,12 @@ class _Rows:
 
     def row(self, key: tuple[Any, ...], site: Site, name: str) -> Row:
         got = self.rows.get(key)
-        if got is None:
-            source, runner, segment = key[:3]
-            got = self.rows[key] = Row(name, site.module, site.dims, site.types, source, runner, segment)
+        if got is None:  # key: (source, runner, segment, site, name)
+            got = self.rows[key] = Row(name, site.module, site.dims, site.types, *key[:3])
         return got
 
     def miss(self, source: str, reason: str, kernels: int, us: float, corr: int) -> None:
-        u = self.unattributed.get((source, reason))
-        if u is None:
-            u = self.unattributed[(source, reason)] = Unattributed(source, reason, example_correlation=corr)
+        u = self.unattributed.setdefault((source, reason), Unattributed(source, reason, example_correlation=corr))
         u.launches += 1
         u.kernels += kernels
         u.gpu_time_us += us
@@ -548,9 +531,7 @@ def _plan(m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key
         kind, kernel = divmod(k, _KIND_SHIFT)
         name = node.site.name if kind == D_KERNEL else tl.kernels[kernel].name or _KIND_NAME[kind]
         rkey = ("graph", w.runner, w.segment, node.site, name)
-        g = groups.get((rkey, node.inst))
-        if g is None:
-            g = groups[(rkey, node.inst)] = _Group(rows.row(rkey, node.site, name), [], [])
+        g = groups.setdefault((rkey, node.inst), _Group(rows.row(rkey, node.site, name), [], []))
         g.offsets.append(off)
         g.nodes.append(node)
     plan = m.plans[(id(w), key)] = list(groups.values())
