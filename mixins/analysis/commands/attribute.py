@@ -1,11 +1,6 @@
-"""The ``attribute`` sub-command: arguments, inputs (files, directories, TraceLens's index), ranks, outputs.
-
-Exit codes as the other commands: 0 a result, 1 coverage below ``--min-coverage``, 2 bad input.
-Captures and replays are read in worker processes (one per file, like ``check``); workers return
-windows and attribution rows, never raw events. One big replay is read and indexed in this process
-*while* the captures load in workers (the two halves of the work need nothing from each other until
-matching), so its wall time is about the larger of the two, not their sum (docs/DESIGN.md §8).
-"""
+"""The ``attribute`` sub-command: arguments, inputs (files, directories, TraceLens's index), ranks, outputs;
+captures and replays read in worker processes, one big replay here while the captures load (docs/DESIGN.md
+§7, "Attribution" step 6)."""
 
 from __future__ import annotations
 

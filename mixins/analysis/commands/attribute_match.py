@@ -1,13 +1,6 @@
-"""``attribute``: put each replayed graph kernel on the capture op, module and shapes that launched it.
-
-A graph launch in the replay (``cudaGraphLaunch`` / ``hipGraphLaunch``) owns the device work that
-shares its ``correlation``. It is matched to one capture window and *verified* by the kernel
-sequence: every replayed node must be found, in order, among the window's nodes with the same kind,
-name and (when both sides have them) grid and block; extra captured launches may be skipped. A graph
-that no window verifies, or that several windows verify differently, stays unattributed with the
-reason: nothing is spread over the nearest-looking window. Eager device work is attributed through
-its own launch's innermost ``cpu_op`` and ``nn.Module``, so the totals cover the whole replay.
-"""
+"""``attribute``: put each replayed graph kernel on the capture op, module and shapes that launched it, once
+its kernel sequence verifies against one capture window, never guessed; eager device work on its own launch's
+op and module (docs/DESIGN.md §7, "Attribution" steps 3-5)."""
 
 from __future__ import annotations
 
@@ -238,22 +231,17 @@ def index_replay(path: str, progress: Callable[[int, int], None] | None = None) 
     tl = load_timeline(path, progress)
     identity = identify(tl)
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
-    d = tl.device
-    joins = tl.joins()
-    by_corr = joins.device_groups()
-    c = tl.calls
+    d, c, joins = tl.device, tl.calls, tl.joins()
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
     eager_call = joins.calls_by_corr(*NODE_KIND_OF_CALL, resolved=False)
     keys = array("q", map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
-    return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys, identity)
+    return ReplayIndex(tl, rank, joins.device_groups(), graphs, eager_call, _Hints(tl), keys, identity)
 
 
 def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
     """A graph launch's device work in node order: CUPTI graph node id when all have one, else time."""
-    d = tl.device
-    if items and min(map(d.node.__getitem__, items)) >= 0:
-        return sorted(items, key=d.node.__getitem__)
-    return sorted(items, key=d.start.__getitem__)
+    node = tl.device.node.__getitem__
+    return sorted(items, key=node if items and min(map(node, items)) >= 0 else tl.device.start.__getitem__)
 
 
 class _Hints:
@@ -312,10 +300,7 @@ def _compatible(own: Kernel | None, k: Kernel) -> bool:
 
 class _WindowGroup:
     """Windows whose nodes are identical in kind, kernel name, grid and block: they verify alike.
-
-    ``positions`` lists, per node key, where it occurs, so an in-order search jumps from one occurrence
-    of the wanted kernel to the next (``bisect``) instead of stepping over every node between.
-    """
+    ``positions``: per node key, where it occurs, so a search jumps from one occurrence to the next."""
 
     __slots__ = ("windows", "nodes", "captured", "unnamed", "positions")
 
@@ -339,15 +324,8 @@ def _content(window: Window) -> tuple[Any, ...]:
 
 
 class _Matcher:
-    """Matches graph launches to windows; verification is cached per replayed sequence.
-
-    Near-linear, whatever the captures (many similar windows must not cost windows x launches):
-    windows with identical nodes are verified once (``_WindowGroup``); a sequence equal to a whole
-    window (the usual case) is found by a hash of its (kind, kernel name) sequence; otherwise each group
-    is searched occurrence to occurrence, within a work limit per sequence proportional to its length
-    and the number of groups — past it the sequence stays unattributed with that reason (never a
-    guess). ``work`` counts node steps.
-    """
+    """Matches graph launches to windows, near-linear whatever the captures (docs/DESIGN.md §7, "Attribution"
+    step 3): verification cached per replayed sequence; ``work`` counts node steps."""
 
     def __init__(self, windows: list[Window]) -> None:
         self.windows = windows
@@ -462,12 +440,7 @@ class _Matcher:
     def pick(
         self, ok: list[tuple[Window, list[int]]], hints: tuple[tuple[str, int] | None, str | None]
     ) -> tuple[Window, list[int]] | str:
-        """One verified window, or why not.
-
-        Narrowed in turn by: no skipped capture launches, the replay's runner and batch-size hints,
-        piecewise order (the window after the previous match); windows that remain are taken only
-        if they attribute identically (same segment, runner and site per kernel).
-        """
+        """One verified window, or why not (docs/DESIGN.md §7, "Attribution" step 4)."""
         bs, runner = hints
         prev = self.previous
         filters = (
@@ -572,12 +545,9 @@ def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Att
 
 
 def _add_launches(plan: list[_Group], launches: list[tuple[float, ...]]) -> None:
-    """Every launch of one plan onto its rows at once (per-launch durations by offset).
-
-    Column-wise so the per-launch work is in C (``zip``, ``map(sum)``, ``min``, ``max``): a scaled
-    replay is ~1,000 launches x ~300 op executions. Each execution's time is summed left to right
-    over its kernels, as :meth:`Row.add` does.
-    """
+    """Every launch of one plan onto its rows at once, column-wise so that the work per launch is in C (a
+    scaled replay is ~1,000 launches x ~300 op executions); each execution's time summed left to right over
+    its kernels, as :meth:`Row.add` does."""
     columns = list(zip(*launches, strict=True))
     n = len(launches)
     for g in plan:

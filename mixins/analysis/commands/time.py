@@ -1,26 +1,13 @@
-"""``time``: where a runner's capture start-up time goes, per segment (batch size, variant).
-
-Each segment's wall time (its range on the CPU, or the trace's CPU span when it has no range) is cut
-into four phases on its process's timeline, in this order of precedence:
-
-- ``capture``: from the end of each ``…StreamBeginCapture`` to the end of the ``…StreamEndCapture``
-  that closes it (paired per thread, else per process);
-- ``instantiate``: ``…GraphInstantiate…`` / ``…GraphUpload`` calls outside capture windows;
-- ``warmup``: time inside CPU ops (``cpu_op``) that start in the segment before its first capture
-  window: the eager passes (every op of the segment when it has no window, as on CPU);
-- ``other``: the rest (allocation, synchronisation, garbage collection, Python between ops).
-
-Boundaries are integer nanoseconds so the phases sum exactly to the wall time. The top CPU ops of a
-phase are ``cpu_op`` and runtime/driver calls by self time (own duration minus the calls nested in
-it on the same thread), each counted in the phase where it starts. Profiling inflates CPU time;
-shares and comparisons are what these numbers are for.
-"""
+"""``time``: where a runner's capture start-up time goes, per segment (batch size, variant): its wall time cut
+into capture > instantiate > warmup > other, in integer ns so the phases sum exactly, and the top CPU ops of
+each phase by self time (the phases and their precedence: docs/DESIGN.md §7, "``time``")."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from array import array
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any, NamedTuple
@@ -64,13 +51,8 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[st
     parts = sum(out.values())
     other = wall - parts
     rounded = max(0.0, round(other, 3)) + 0.0  # never -0.0
-    for candidate in (rounded, *(max(0.0, rounded + k * math.ulp(wall)) for k in (1, -1, 2, -2)), other):
-        if parts + candidate == wall:
-            other = candidate
-            break
-    else:
-        other = rounded
-    out["other"] = other
+    near = (rounded, *(max(0.0, rounded + k * math.ulp(wall)) for k in (1, -1, 2, -2)), other)
+    out["other"] = next((c for c in near if parts + c == wall), rounded)
     shares = {p: round(v / wall, 4) if wall > 0 else 0.0 for p, v in out.items()}
     return wall, out, shares
 
@@ -367,16 +349,10 @@ COLUMNS_MAX_CALLS = 1 << 17
 
 
 def _spent(ctx: _Context, calls: _Columns, pieces: _Pieces, s0: int, s1: int) -> Spent:
-    """Self time per phase and name: each call's duration less the calls nested in it on its thread, cut by
-    the phases (what lies outside the segment counts nowhere), so on one thread a phase's ops never add up
-    to more than the phase (an op running from warm-up on through a capture gives each its part); threads
-    at work at once each count theirs. Exact integers (``np.subtract.at``), one phase and one chunk of
-    calls at a time (a parent before its children): what is held is one integer a call.
-
-    The call each is nested in, two ways, one answer: by columns (:func:`_parents`) where the calls nest
-    properly on each thread, else by the stack walk (:func:`_parents_walk`: any nesting), which
-    ``ctx.vectorised`` False forces and so do more than ``COLUMNS_MAX_CALLS`` calls
-    (tests/analysis/test_time_paths.py holds the two equal)."""
+    """Self time per phase and name, cut by the phases (docs/DESIGN.md §7, "``time``"): exact integers, one
+    phase and one chunk of calls at a time (a parent before its children), one integer held a call. The call
+    each is nested in: by columns (:func:`_parents`), else by the stack walk (:func:`_parents_walk`), which
+    ``ctx.vectorised`` False forces and so do more than ``COLUMNS_MAX_CALLS`` calls."""
     import numpy as np
 
     parent = _parents(calls) if ctx.vectorised and len(calls.ts) <= COLUMNS_MAX_CALLS else None
@@ -453,14 +429,12 @@ def _parents_walk(calls: _Columns) -> Any:
 
     m = len(calls.ts)
     out = array("i" if m < 1 << 31 else "q", [-1]) * m
-    stacks: dict[int, list[tuple[int, int]]] = {}  # per thread: (position, end) of the calls open
+    stacks: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # per thread: (position, end) of the calls open
     n = 0
     for lo in range(0, m, _CHUNK):
         at = slice(lo, lo + _CHUNK)
         for t, e, thread in zip(calls.ts[at].tolist(), calls.end[at].tolist(), calls.thread[at].tolist(), strict=True):
-            stack = stacks.get(thread)
-            if stack is None:
-                stack = stacks[thread] = []
+            stack = stacks[thread]
             while stack and stack[-1][1] <= t:
                 stack.pop()
             out[n] = stack[-1][0] if stack else -1
