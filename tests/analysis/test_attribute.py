@@ -229,27 +229,6 @@ def test_annotate_output_loads_in_hta(run_cli: Any, tmp_path: Path) -> None:
     assert len(ops) == 421
 
 
-def test_csv_rows_equal_json_rows(run_cli: Any, tmp_path: Path) -> None:
-    out = tmp_path / "rows.csv"
-    res = _attribute(run_cli, VLLM_REPLAY, VLLM_CAPTURE, "--csv", out)
-    with open(out, newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert list(rows[0])[:4] == ["replay", "name", "module", "input_dims"]  # the header, stable
-    assert len(rows) == len(res["ops"]) > 0
-    for row, op in zip(rows, res["ops"], strict=True):
-        assert row["replay"] == str(VLLM_REPLAY)
-        for k, v in op.items():
-            got = row[k]
-            if k in ("input_dims", "input_types"):
-                assert (json.loads(got) if got else None) == v
-            elif isinstance(v, bool):
-                assert got == str(v)
-            elif isinstance(v, (int, float)):
-                assert float(got) == v
-            else:
-                assert got == ("" if v is None else v)
-
-
 def _without_capture_range(doc: dict[str, Any]) -> dict[str, Any]:
     events = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("capture_32")]
     return {**doc, "traceEvents": events}
@@ -364,8 +343,6 @@ def test_derived_identical_windows_need_the_batch_size_hint(
 ) -> None:
     """Two segments with the same kernels: the replay's ``execute_<tokens>_…`` annotation picks one;
     without it the graph is ambiguous and stays unattributed (never spread over a guess)."""
-    from pairs import scaled
-
     cap, rep = scaled(real["capture"], real["replay"], segments=2, launches=2)
     cap_p, rep_p = save(cap, tmp_path / "two_capture.json.gz"), save(rep, tmp_path / "two_replay.json.gz")
     res = _attribute(run_cli, rep_p, cap_p)
