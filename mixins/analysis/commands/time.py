@@ -138,19 +138,14 @@ class _Columns(NamedTuple):
         return _Columns(*(c[at] for c in self))
 
 
-class _Placed(Struct):
-    """The segment of each call, capture window and instantiate, where segments of a process overlap."""
-
-    owner: Any
-    window_segment: list[int]
-    instantiate_segment: list[int]
+Finder = Callable[[float, int], int]  # (start, thread) -> segment: ``Timeline.segment_finder``
 
 
-def _columns(tl: Timeline, placed: _Placed | None) -> tuple[_Columns, list[str]]:
+def _columns(tl: Timeline, find: Finder | None) -> tuple[_Columns, list[str], Any]:
     """The timeline's CPU ops and runtime calls sorted by start, the longer first on a tie (a parent before
-    its children), then ops before calls in file order, and the names their ids index. Kept in that order,
-    not indexed through a permutation, a segment's calls are a slice of views (memory per event:
-    tests/analysis/test_bounds.py); ``placed.owner`` is put in the same order."""
+    its children), then ops before calls in file order, the names their ids index, and (``find`` given) the
+    segment of each. Kept in that order, not indexed through a permutation, a segment's calls are a slice of
+    views (memory per event: tests/analysis/test_bounds.py)."""
     import numpy as np
 
     ops, calls = tl.ops, tl.calls
@@ -171,30 +166,24 @@ def _columns(tl: Timeline, placed: _Placed | None) -> tuple[_Columns, list[str]]
     name = np.concatenate((op_names[np.frombuffer(ops.label, np.int32)],
                            call_names[np.frombuffer(calls.name, np.int32)]))
     thread = np.concatenate((np.frombuffer(ops.thread, np.int32), np.frombuffer(calls.thread, np.int32)))
-    if placed is not None:
-        placed.owner = placed.owner[order]
-    return _Columns(ts, end, thread[order], name[order], order < len(ops.start)), list(names)
+    owner = None
+    if find is not None:
+        starts, threads = chain(ops.start, calls.start), chain(ops.thread, calls.thread)
+        owner = np.array([find(t, th) for t, th in zip(starts, threads, strict=True)], np.int32)[order]
+    return _Columns(ts, end, thread[order], name[order], order < len(ops.start)), list(names), owner
 
 
-def _placed(tl: Timeline, segs: list[Segment], source: str, begins: list[int], insts: list[int]) -> _Placed | None:
-    """Where two segments of one process overlap in time (captures on two threads at once): each call goes
-    to one segment, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing one of
-    its process), and each capture window and instantiate to its begin's. None when no two overlap: a
+def _overlapping(tl: Timeline, segs: list[Segment], source: str) -> Finder | None:
+    """Where two segments of one process overlap in time (captures on two threads at once), the segment of a
+    call: each goes to one, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing
+    one of its process), and each capture window and instantiate to its begin's. None when no two overlap: a
     call is then in at most one, and slicing the calls by time (``_segment``) is the same answer for less."""
-    import numpy as np
-
     ends: dict[Any, float] = {}
     overlap = False
     for s in sorted((s for s in segs if math.isfinite(s.start) and math.isfinite(s.end)), key=lambda s: s.start):
         overlap = overlap or s.start < ends.get(s.pid, -math.inf)
         ends[s.pid] = max(s.end, ends.get(s.pid, -math.inf))
-    if not overlap:
-        return None
-    find = tl.segment_finder(segs, source)
-    c = tl.calls
-    starts, threads = chain(tl.ops.start, c.start), chain(tl.ops.thread, c.thread)
-    owner = np.array([find(t, th) for t, th in zip(starts, threads, strict=True)], np.int32)
-    return _Placed(owner, *([find(c.start[i], c.thread[i]) for i in at] for at in (begins, insts)))
+    return tl.segment_finder(segs, source) if overlap else None
 
 
 class _Context(Struct):
@@ -202,12 +191,12 @@ class _Context(Struct):
 
     calls: _Columns
     names: list[str]
+    owner: Any  # each call's segment where segments of a process overlap (``_overlapping``), else None
     thread_pid: list[Any]
-    windows: list[tuple[Any, int, int]]
+    windows: list[tuple[Any, int, int]]  # (segment where they overlap, else process; begin, end)
     instantiates: list[tuple[Any, int, int]]
     top: int
     span: tuple[int, int]
-    placed: _Placed | None = None
     vectorised: bool = True  # self time by columns where calls nest properly (False: always the stack walk)
 
 
@@ -286,14 +275,10 @@ def _pieces(ctx: _Context, calls: _Columns, s0: int, s1: int, pid: Any, j: int) 
     number of the union's are at or before it."""
     import numpy as np
 
-    mine = pid is None
-    placed = ctx.placed
-    if placed is not None:  # segments of a process overlap: what began in this one
-        ours = [(a, b) for k, (_, a, b) in enumerate(ctx.windows) if placed.window_segment[k] == j]
-        theirs = [(a, b) for k, (_, a, b) in enumerate(ctx.instantiates) if placed.instantiate_segment[k] == j]
-    else:  # a window never closed runs to the end of the segment it began in, not into every later one
-        ours = [(a, b) for p, a, b in ctx.windows if (mine or p == pid) and (b != _FOREVER or s0 <= a <= s1)]
-        theirs = [(a, b) for p, a, b in ctx.instantiates if mine or p == pid]
+    placed = ctx.owner is not None  # segments of a process overlap: what began in this one
+    who = j if placed else pid  # else a window never closed runs to the end of the segment it began in only
+    ours = [(a, b) for w, a, b in ctx.windows if who in (None, w) and (placed or b != _FOREVER or s0 <= a <= s1)]
+    theirs = [(a, b) for w, a, b in ctx.instantiates if who in (None, w)]
 
     def clipped(ivs: list[tuple[int, int]]) -> Any:
         return np.array(sorted((max(a, s0), min(b, s1)) for a, b in ivs if min(b, s1) > max(a, s0)),
@@ -450,8 +435,8 @@ def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | 
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
     pid = seg.pid if bounded else None
-    if ctx.placed is not None:
-        at: Any = np.flatnonzero(ctx.placed.owner == j)
+    if ctx.owner is not None:
+        at: Any = np.flatnonzero(ctx.owner == j)
     else:
         lo, hi = int(np.searchsorted(ctx.calls.ts, s0, "left")), int(np.searchsorted(ctx.calls.ts, s1, "right"))
         at = slice(lo, hi)
@@ -469,14 +454,16 @@ def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | 
 def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
     """The TraceTime of a trace's timeline; ``vectorised`` False: all self time by the stack walk (``_spent``)."""
     segs, source = segments_of(tl.ranges, identity)
-    c = tl.calls
-    inst = [i for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
-    instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
+    c, find = tl.calls, _overlapping(tl, segs, source)
+
+    def who(i: int) -> Any:  # where call i began: its segment where segments overlap, else its process
+        return tl.thread_pid[c.thread[i]] if find is None else find(c.start[i], c.thread[i])
+
+    inst = [(who(i), _ns(c.start[i]), _ns(c.end[i])) for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
     marks = tl.capture_windows()  # the one definition; a window never closed runs to its segment's end
-    windows = [(tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
-    placed = _placed(tl, segs, source, [b for b, _ in marks], inst)
-    ctx = _Context(*_columns(tl, placed), tl.thread_pid, windows, instantiates, top, span, placed, vectorised)
+    windows = [(who(b), _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
+    ctx = _Context(*_columns(tl, find), tl.thread_pid, windows, inst, top, span, vectorised)
     done = [_segment(ctx, j, s) for j, s in enumerate(segs)]
     spent = [x for _, x in done if x is not None]
     total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, ctx.names) if spent else []
