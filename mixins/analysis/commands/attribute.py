@@ -151,11 +151,23 @@ def _replay_job(path: str, against: _Against, progress: Progress | None = None) 
     return _attribute_job(path, index_replay(path, progress), against)
 
 
+def _not_a_replay(path: str, rp: ReplayIndex, also_capture: bool = False) -> TraceError | None:
+    """The one line for a REPLAY whose role is no replay's (None: a replay, or no role known); given as a
+    CAPTURE too (``also_capture``), a replay is told so."""
+    if rp.identity is None:
+        return None
+    role = role_in(rp.identity)
+    if replay_ok(role):
+        instead = "it is REPLAY already: give its captures after it"
+        return TraceError(path, refusal("", role, "attribute", instead)) if also_capture else None
+    instead = "give it as CAPTURE, the replay first" if role.role == CAPTURE else _REPLAY_WANTED
+    return TraceError(path, refusal("", role, "attribute", instead), wrong_role=role.role)
+
+
 def _attribute_job(path: str, rp: ReplayIndex, against: _Against) -> Attribution:
-    role = role_in(rp.identity) if rp.identity is not None else None
-    if role is not None and not replay_ok(role):
-        instead = "give it as CAPTURE, the replay first" if role.role == CAPTURE else _REPLAY_WANTED
-        raise TraceError(path, refusal("", role, "attribute", instead), wrong_role=role.role)
+    refused = _not_a_replay(path, rp)
+    if refused is not None:
+        raise refused
     rank = against.rank
     if not against.any_rank and rank is not None and rp.rank is not None and rp.rank != rank:
         raise TraceError(path, f"replay is rank {rp.rank}, captures are rank {rank} (--any-rank to attribute anyway)")
@@ -283,16 +295,7 @@ def _same_file(exc: _SameAsReplay) -> TraceError:
     """The one line for a file given as both REPLAY and CAPTURE: its role when it is no replay (a
     capture given twice), else that it is the replay."""
     rp = run_one(current_limits(), index_replay, exc.path)
-    if isinstance(rp, TraceError) or rp.identity is None:
-        return rp if isinstance(rp, TraceError) else exc
-    role = role_in(rp.identity)
-    if replay_ok(role):
-        return TraceError(exc.path, refusal("", role, "attribute", "it is REPLAY already: give its captures after it"))
-    try:
-        _attribute_job(exc.path, rp, _Against([], [], False, None, True))
-    except TraceError as refused:
-        return refused
-    return exc  # pragma: no cover - a role that is not a replay's is always refused
+    return rp if isinstance(rp, TraceError) else _not_a_replay(exc.path, rp, also_capture=True) or exc
 
 
 def _outputs(args: argparse.Namespace, results: list[Attribution], capture_rank: int | None) -> None:
