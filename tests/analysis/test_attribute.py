@@ -341,13 +341,20 @@ def test_derived_nvidia_graph_node_ids_give_the_order(h100: dict[str, Any], tmp_
 def test_derived_identical_windows_need_the_batch_size_hint(
     run_cli: Any, real: dict[str, Any], tmp_path: Path
 ) -> None:
-    """Two segments with the same kernels: the replay's ``execute_<tokens>_…`` annotation picks one;
-    without it the graph is ambiguous and stays unattributed (never spread over a guess)."""
+    """Two segments with the same kernels (``capture::tokens=N``): the replay's ``execute_<tokens>_…``
+    annotation picks one, each segment a row of the segment view; without it the graph is ambiguous and
+    stays unattributed (never spread over a guess)."""
     cap, rep = scaled(real["capture"], real["replay"], segments=2, launches=2)
     cap_p, rep_p = save(cap, tmp_path / "two_capture.json.gz"), save(rep, tmp_path / "two_replay.json.gz")
-    res = _attribute(run_cli, rep_p, cap_p)
+    res = _attribute(run_cli, rep_p, cap_p, "--group-by", "segment")
     assert res["coverage"]["graph_kernels_attributed"] == res["coverage"]["graph_kernels"] == 842
     assert {op["segment"] for op in res["ops"] if op["source"] == "graph"} == {"tokens=32", "tokens=64"}
+    rows = {(r["source"], r["segment"]): r for r in res["groups"]["rows"]}
+    assert set(rows) == {("graph", "tokens=32"), ("graph", "tokens=64"), ("eager", None)}
+    assert rows[("graph", "tokens=32")]["kernels"] == rows[("graph", "tokens=64")]["kernels"] == 421
+    assert sum(r["gpu_time_us"] for r in rows.values()) == pytest.approx(res["coverage"]["attributed_us"], abs=0.01)
+    rc, out, _ = run_cli("attribute", rep_p, cap_p, "--group-by", "segment")
+    assert rc == 0 and "runners and segments by GPU time" in out and "tokens=64" in out
     rep["traceEvents"] = [e for e in rep["traceEvents"] if e.get("cat") != "user_annotation"]
     res = _attribute(run_cli, save(rep, tmp_path / "no_hint.json.gz"), cap_p)
     assert res["coverage"]["graph_kernels_attributed"] == 0
@@ -468,6 +475,8 @@ def test_many_replays_in_a_directory_run_in_worker_processes(
     assert got[0]["coverage"]["graph_kernels_attributed"] == 421
     # each piece is found, in order, inside the one full window (captured launches may be skipped)
     assert got[1]["coverage"]["graph_kernels_attributed"] == 421
+    rc, _, err = run_cli("attribute", folder, VLLM_CAPTURE, "--annotate", tmp_path / "x.json.gz")  # one replay only
+    assert rc == 2 and "--annotate takes one replay trace, got 2" in err
 
 
 @pytest.mark.parametrize("option", ["--annotate", "--csv"])
@@ -497,15 +506,6 @@ def test_output_written_under_rlimit_fsize_is_all_or_nothing(tmp_path: Path) -> 
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(f"capture-trace: error: {out}: cannot write: File too large")
     assert list(tmp_path.iterdir()) == []
-
-
-def test_annotate_takes_one_replay(run_cli: Any, tmp_path: Path) -> None:
-    folder = tmp_path / "replays"
-    folder.mkdir()
-    shutil.copy(VLLM_REPLAY, folder / "a.json.gz")
-    shutil.copy(VLLM_REPLAY, folder / "b.json.gz")
-    rc, _, err = run_cli("attribute", folder, VLLM_CAPTURE, "--annotate", tmp_path / "x.json.gz")
-    assert rc == 2 and "--annotate takes one replay trace, got 2" in err
 
 
 def test_derived_our_layout_two_runners_runner_hint(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:

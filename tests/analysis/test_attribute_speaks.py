@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from on_a_terminal import run_on_a_terminal
-from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, load, rotate_names, save, scaled, with_rank
+from pairs import DATA, H100, VLLM_CAPTURE, VLLM_REPLAY, load, rotate_names, save, with_rank
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = DATA / "vllm_decode_full_attribute_main.json"
@@ -179,20 +179,6 @@ def test_views_of_the_real_pair(run_cli: Any) -> None:
     assert f"{VLLM_REPLAY}: modules by GPU time" in out and "nn.Module: GraphModule" in out
     assert "vllm::moe_forward" not in out  # the view replaces the op rows
     assert "coverage: graph kernels 421/421 attributed" in out
-
-
-def test_derived_two_segments_in_the_segment_view(run_cli: Any, real: dict[str, Any], tmp_path: Path) -> None:
-    """DERIVED: the capture in two ``capture::tokens=N`` segments, the graph replayed once in each."""
-    cap, rep = scaled(real["capture"], real["replay"], segments=2, launches=2)
-    cap_p, rep_p = save(cap, tmp_path / "two_capture.json.gz"), save(rep, tmp_path / "two_replay.json.gz")
-    res = _json(run_cli, rep_p, cap_p, "--group-by", "segment")
-    rows = {(r["source"], r["segment"]): r for r in res["groups"]["rows"]}
-    assert set(rows) == {("graph", "tokens=32"), ("graph", "tokens=64"), ("eager", None)}
-    assert rows[("graph", "tokens=32")]["kernels"] == rows[("graph", "tokens=64")]["kernels"] == 421
-    total = sum(r["gpu_time_us"] for r in rows.values())
-    assert total == pytest.approx(res["coverage"]["attributed_us"], abs=0.01)
-    rc, out, _ = run_cli("attribute", rep_p, cap_p, "--group-by", "segment")
-    assert rc == 0 and "runners and segments by GPU time" in out and "tokens=64" in out
 
 
 # -- (b) progress on a terminal only ------------------------------------------------------------------

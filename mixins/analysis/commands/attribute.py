@@ -79,7 +79,6 @@ def add(subparsers: Any) -> None:
     p.add_argument(
         "--group-by",
         choices=GROUP_BY,
-        metavar="{" + ",".join(GROUP_BY) + "}",
         help="GPU time per op row (op), per nn.Module, per op and shape, or per runner and segment",
     )
     add_jobs_option(p)
