@@ -109,7 +109,7 @@ def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Det
         found, from_listing = _files(p)
         files = [f for f in found if os.path.basename(f) != _DETAILS and os.path.realpath(f) not in skip]
         if not files and not os.path.isdir(p):
-            raise _SameAsReplay(p, "is the replay trace: give the capture traces (files, or their directory)")
+            raise _same_file(p)
         if not files:
             raise TraceError(p, "no capture traces (*.json.gz or *.json) in this directory")
         out.update((f, details) for f in files)
@@ -120,10 +120,7 @@ def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Det
 def capture_inputs(paths: list[str], replay: str) -> dict[str, Details]:
     """:func:`_capture_inputs` for ``report``, which reads the captures itself (once, for three commands):
     a CAPTURE that is the replay is refused in one line, as ``attribute`` refuses it."""
-    try:
-        return _capture_inputs(paths, _files(replay)[0])[0]
-    except _SameAsReplay as exc:
-        raise _same_file(exc) from None
+    return _capture_inputs(paths, _files(replay)[0])[0]
 
 
 def _capture_job(path: str, details: dict[str, Details], progress: Progress | None = None) -> Capture:
@@ -286,15 +283,14 @@ class _Reported(Exception):
     """Errors were already printed, one line each."""
 
 
-class _SameAsReplay(TraceError):
-    """A CAPTURE argument is the REPLAY itself: said as the REPLAY's role when that is wrong."""
-
-
-def _same_file(exc: _SameAsReplay) -> TraceError:
+def _same_file(path: str) -> TraceError:
     """The one line for a file given as both REPLAY and CAPTURE: its role when it is no replay (a
     capture given twice), else that it is the replay."""
-    rp = run_one(current_limits(), index_replay, exc.path)
-    return rp if isinstance(rp, TraceError) else _not_a_replay(exc.path, rp, also_capture=True) or exc
+    rp = run_one(current_limits(), index_replay, path)
+    if isinstance(rp, TraceError):
+        return rp
+    same = TraceError(path, "is the replay trace: give the capture traces (files, or their directory)")
+    return _not_a_replay(path, rp, also_capture=True) or same
 
 
 def _outputs(args: argparse.Namespace, results: list[Attribution], capture_rank: int | None) -> None:
@@ -336,9 +332,6 @@ def cmd_attribute(args: argparse.Namespace, caps: list[Capture] | None = None) -
                 _outputs(args, results, rank)
             if bad:
                 return TROUBLE
-    except _SameAsReplay as exc:
-        render.error(str(_same_file(exc)))
-        return TROUBLE
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
