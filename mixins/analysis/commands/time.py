@@ -456,13 +456,13 @@ def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: boo
     segs, source = segments_of(tl.ranges, identity)
     c, find = tl.calls, _overlapping(tl, segs, source)
 
-    def who(i: int) -> Any:  # where call i began: its segment where segments overlap, else its process
+    def began_in(i: int) -> Any:  # where call i began: its segment where segments overlap, else its process
         return tl.thread_pid[c.thread[i]] if find is None else find(c.start[i], c.thread[i])
 
-    inst = [(who(i), _ns(c.start[i]), _ns(c.end[i])) for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
+    inst = [(began_in(i), _ns(c.start[i]), _ns(c.end[i])) for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
     marks = tl.capture_windows()  # the one definition; a window never closed runs to its segment's end
-    windows = [(who(b), _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
+    windows = [(began_in(b), _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
     ctx = _Context(*_columns(tl, find), tl.thread_pid, windows, inst, top, span, vectorised)
     done = [_segment(ctx, j, s) for j, s in enumerate(segs)]
     spent = [x for _, x in done if x is not None]
