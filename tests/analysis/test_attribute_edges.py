@@ -74,8 +74,7 @@ class Trace:
         return out
 
     def save(self, path: Path) -> Path:
-        events = sorted(self.events, key=lambda e: e["ts"])
-        return write_trace(path, events)
+        return write_trace(path, sorted(self.events, key=lambda e: e["ts"]))
 
 
 def _forward(t: Trace, bs: int, ran: bool, grid: int = 1) -> None:
