@@ -74,14 +74,20 @@ def test_a_bad_option_value_is_one_line(run_cli: Any, option: str, value: str, e
 def test_derived_wrong_capture_and_wrong_rank_name_their_causes(
     run_cli: Any, real: dict[str, Any], tmp_path: Path
 ) -> None:
-    """DERIVED: the capture's kernel names rotated (another model or build), and the same capture claiming
-    rank 1 (given with --any-rank): a rank that differs is named first."""
+    """DERIVED: the capture's kernel names rotated (another model or build): no graph attributed, eager work
+    still on its own ops, exit 1 under --min-coverage; and the same capture claiming rank 1 (given with
+    --any-rank): a rank that differs is named first."""
     rotated = rotate_names(real["capture"])
     wrong = save(rotated, tmp_path / "wrong_capture.json.gz")
-    rc, _, err = run_cli("attribute", VLLM_REPLAY, wrong, "--json")
+    rc, out, err = run_cli("attribute", VLLM_REPLAY, wrong, "--json")
     head = f"capture-trace: warning: {VLLM_REPLAY}: only 0/421 graph kernels and 3.1 % of GPU time attributed: "
     assert (rc, err) == (0, head + "the replayed kernel sequences are not the captured ones: wrong capture or "
                          "runner (another model, runner or build)?\n")
+    res = json.loads(out)
+    assert res["coverage"]["graph_kernels_attributed"] == 0 and {op["source"] for op in res["ops"]} == {"eager"}
+    (miss,) = [u for u in res["unattributed"] if u["source"] == "graph"]
+    assert miss["kernels"] == 421 and "not found in order" in miss["reason"]
+    assert run_cli("attribute", VLLM_REPLAY, wrong, "--min-coverage", "0.5")[0] == 1
     other = save(with_rank(rotated, 1), tmp_path / "wrong_capture_rank1.json.gz")
     rc, _, err = run_cli("attribute", VLLM_REPLAY, other, "--json", "--any-rank")
     assert (rc, err) == (0, head + "the replay is rank 0, the captures rank 1: wrong rank?\n")
