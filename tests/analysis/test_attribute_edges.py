@@ -74,7 +74,8 @@ class Trace:
         return out
 
     def save(self, path: Path) -> Path:
-        return write_trace(path, sorted(self.events, key=lambda e: e["ts"]))
+        events = sorted(self.events, key=lambda e: e["ts"])
+        return write_trace(path, events)
 
 
 def _forward(t: Trace, bs: int, ran: bool, grid: int = 1) -> None:
