@@ -233,30 +233,18 @@ FAKE_TWO_WINDOWS = [
 ]
 
 
-def test_several_windows_instantiate_and_upload(tmp_path: Path, run_cli: Run) -> None:
-    path = write_trace(tmp_path / "fake_cuda_capture.json.gz", FAKE_TWO_WINDOWS)
-    (t,) = time_json(run_cli, path)["traces"]
-    assert_matches_reference(t, path)
-    bs8, bs4 = t["segments"]
-    assert (bs8["bs"], bs8["variant"], bs8["capture_windows"]) == (8, "decode", 2)
-    assert bs8["phases"] == {"warmup": 100.0, "capture": 306.0, "instantiate": 170.0, "other": 424.0}
-    assert bs8["shares"] == {"warmup": 0.1, "capture": 0.306, "instantiate": 0.17, "other": 0.424}
-    assert bs4["phases"] == {"warmup": 90.0, "capture": 99.0, "instantiate": 0.0, "other": 311.0}
-    top = {(r["phase"], r["op"]): (r["self_us"], r["count"]) for r in bs8["top"]}
-    assert top[("warmup", "warm_forward")] == (75.0, 1)  # 100 minus its child (20) and its launch (5)
-    assert top[("capture", "captured_forward")] == (285.0, 2)
-    assert top[("instantiate", "cudaGraphInstantiateWithFlags")] == (100.0, 1)
-    assert top[("instantiate", "cuGraphInstantiate")] == (50.0, 1)
-    assert top[("other", "cudaDeviceSynchronize")] == (30.0, 1)
-    assert top[("other", "aten::copy_")] == (50.0, 1)
-    assert t["totals"]["phases"]["capture"] == 405.0
-    (t,) = time_json(run_cli, path, "--top", "0")["traces"]  # no ops listed, the same phases
-    assert all(s["top"] == [] for s in t["segments"]) and t["totals"]["top"] == []
-    assert t["segments"][0]["phases"] == bs8["phases"]
+def _want(*rows: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """(label, bs, variant, capture windows, wall µs, phases µs in ``PHASES`` order) per segment."""
+    return [(*row[:5], dict(zip(PHASES, row[5:], strict=True))) for row in rows]
 
 
-def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
-    piecewise = [
+# file name, events, whether the reference holds the phases too, (runner, tp_rank, segment source), segments
+FAKES = {
+    "several-windows-instantiate-and-upload": (
+        "fake_cuda_capture.json.gz", FAKE_TWO_WINDOWS, True, (None, None, "capture::"),
+        _want(("bs=8,variant=decode", 8, "decode", 2, 1000.0, 100.0, 306.0, 170.0, 424.0),
+                  ("bs=4", 4, None, 1, 500.0, 90.0, 99.0, 0.0, 311.0))),
+    "vllm-names-on-hip": ("piecewise.json.gz", [
         span("capture_16_PIECEWISE", 0, 300),
         op("aten::fill_", 5, 10),
         call("hipStreamBeginCapture", 20, 1),
@@ -266,24 +254,11 @@ def test_vllm_names_on_hip_and_no_segment(tmp_path: Path, run_cli: Run) -> None:
         call("hipStreamBeginCapture", 100, 1),
         call("hipStreamEndCapture", 150, 1),
         call("hipGraphInstantiate", 152, 8),
-    ]
-    path = write_trace(tmp_path / "piecewise.json.gz", piecewise)
-    (t,) = time_json(run_cli, path)["traces"]
-    assert_matches_reference(t, path)
-    (seg,) = t["segments"]
-    want = ("tokens=16,variant=PIECEWISE", None, "PIECEWISE", 2)
-    assert (seg["label"], seg["bs"], seg["variant"], seg["capture_windows"]) == want
-    assert seg["phases"] == {"warmup": 10.0, "capture": 90.0, "instantiate": 16.0, "other": 184.0}
-
-    no_segment = write_trace(tmp_path / "plain.json.gz", [e for e in FAKE_TWO_WINDOWS if e["cat"] != "user_annotation"])
-    (t,) = time_json(run_cli, no_segment)["traces"]
-    assert_matches_reference(t, no_segment)
-    (seg,) = t["segments"]
-    assert (seg["label"], seg["bs"], seg["wall_us"], seg["capture_windows"]) == ("all", None, 2595.0, 3)
-
-
-def test_nested_windows_and_an_end_on_another_thread(tmp_path: Path, run_cli: Run) -> None:
-    events = [
+    ], True, (None, None, "foreign"),
+        _want(("tokens=16,variant=PIECEWISE", None, "PIECEWISE", 2, 300.0, 10.0, 90.0, 16.0, 184.0))),
+    "no-segment": ("plain.json.gz", [e for e in FAKE_TWO_WINDOWS if e["cat"] != "user_annotation"], True,
+                   (None, None, "all"), _want(("all", None, None, 3, 2595.0, 100.0, 510.0, 170.0, 1815.0))),
+    "nested-windows-and-an-end-on-another-thread": ("nested.json.gz", [
         span("capture::bs=2,stream=1", 0, 400),
         call("cudaStreamBeginCapture", 10, 1),  # outer: 11..201
         call("cudaStreamBeginCapture", 50, 2),  # inner, another stream: 52..103
@@ -292,19 +267,10 @@ def test_nested_windows_and_an_end_on_another_thread(tmp_path: Path, run_cli: Ru
         call("cudaStreamBeginCapture", 250, 1),  # closed from thread 2: 251..305
         call("cudaStreamEndCapture", 300, 5, tid=2),
         call("cudaGraphInstantiate", 310, 20, tid=2),
-    ]
-    path = write_trace(tmp_path / "nested.json.gz", events)
-    (t,) = time_json(run_cli, path)["traces"]
-    assert_matches_reference(t, path)
-    (seg,) = t["segments"]
-    assert (seg["bs"], seg["variant"], seg["capture_windows"]) == (2, None, 3)
-    assert seg["phases"] == {"warmup": 0.0, "capture": 244.0, "instantiate": 20.0, "other": 136.0}
-
-
-def test_a_window_never_closed_ends_with_its_own_segment(tmp_path: Path, run_cli: Run) -> None:
-    """An aborted capture (a begin, no end) in bs=8 ran on through every later segment of the process:
-    bs=16 read all capture. It ends with bs=8 now, as the design says."""
-    events = [
+    ], True, (None, None, "capture::"), _want(("bs=2,stream=1", 2, None, 3, 400.0, 0.0, 244.0, 20.0, 136.0))),
+    # An aborted capture (a begin, no end) in bs=8 ran on through every later segment of the process: bs=16
+    # read all capture. It ends with bs=8 now, as the design says.
+    "a-window-never-closed-ends-with-its-own-segment": ("aborted.json.gz", [
         span("capture::bs=8", 0, 1000),
         op("A", 10, 100),
         call("cudaStreamBeginCapture", 200, 10),  # never closed: capture 210..1000
@@ -312,21 +278,13 @@ def test_a_window_never_closed_ends_with_its_own_segment(tmp_path: Path, run_cli
         op("A", 2010, 100),
         call("cudaStreamBeginCapture", 2200, 10),  # 2210..2520
         call("cudaStreamEndCapture", 2500, 20),
-    ]
-    (t,) = time_json(run_cli, write_trace(tmp_path / "aborted.json.gz", events))["traces"]
-    bs8, bs16 = t["segments"]
-    assert (bs8["capture_windows"], bs8["phases"]) == (1, {"warmup": 100.0, "capture": 790.0, "instantiate": 0.0,
-                                                           "other": 110.0})
-    assert (bs16["capture_windows"], bs16["phases"]) == (1, {"warmup": 100.0, "capture": 310.0, "instantiate": 0.0,
-                                                             "other": 590.0})
-
-
-def test_overlapping_segments_of_one_process_count_each_call_once(tmp_path: Path, run_cli: Run) -> None:
-    """Two threads of one process capture at once (bs=8 on thread 1 from 0, bs=16 on thread 2 from 600):
-    op B (thread 2, 610..910) lay in both segments' time and was counted in both, with thread 1's window
-    booked as bs=16's capture too. Each call is now in one segment, where summary puts it, and each
-    window in its begin's."""
-    events = [
+    ], False, (None, None, "capture::"), _want(("bs=8", 8, None, 1, 1000.0, 100.0, 790.0, 0.0, 110.0),
+                                                   ("bs=16", 16, None, 1, 1000.0, 100.0, 310.0, 0.0, 590.0))),
+    # Two threads of one process capture at once (bs=8 on thread 1 from 0, bs=16 on thread 2 from 600): op B
+    # (thread 2, 610..910) lay in both segments' time and was counted in both, with thread 1's window booked
+    # as bs=16's capture too. Each call is now in one segment, where summary puts it, and each window in its
+    # begin's (test_overlapping_segments_of_one_process_count_each_call_once: the ops, as summary counts them).
+    "overlapping-segments-of-one-process": ("two_threads.json.gz", [
         span("capture::bs=8", 0, 1000),
         op("A", 10, 400),
         call("cudaStreamBeginCapture", 500, 10),  # 510..910
@@ -335,25 +293,52 @@ def test_overlapping_segments_of_one_process_count_each_call_once(tmp_path: Path
         op("B", 610, 300, tid=2),
         call("cudaStreamBeginCapture", 1000, 10, tid=2),  # 1010..1510
         call("cudaStreamEndCapture", 1500, 10, tid=2),
-    ]
-    path = write_trace(tmp_path / "two_threads.json.gz", events)
+    ], False, (None, None, "capture::"), _want(("bs=8", 8, None, 1, 1000.0, 400.0, 400.0, 0.0, 200.0),
+                                                   ("bs=16", 16, None, 1, 1000.0, 300.0, 500.0, 0.0, 200.0))),
+    # upstream's per-batch-size file: one segment, the CPU span 10..850
+    "upstream-per-batch-size-file": ("DecodeCudaGraphRunner_bs_8_rank1.json.gz", FAKE_TWO_WINDOWS[1:15], False,
+                                     ("DecodeCudaGraphRunner", 1, "filename"),
+                                     _want(("bs=8", 8, None, 2, 840.0, 100.0, 306.0, 170.0, 264.0))),
+}
+
+
+@pytest.mark.parametrize("case", FAKES)
+def test_phases_of_hand_written_capture_traces(tmp_path: Path, run_cli: Run, case: str) -> None:
+    name, events, by_reference, who, want = FAKES[case]
+    path = write_trace(tmp_path / name, events)
     (t,) = time_json(run_cli, path)["traces"]
-    bs8, bs16 = t["segments"]
-    assert (bs8["capture_windows"], bs8["phases"]["warmup"], bs8["phases"]["capture"]) == (1, 400.0, 400.0)
-    assert (bs16["capture_windows"], bs16["phases"]["warmup"], bs16["phases"]["capture"]) == (1, 300.0, 500.0)
+    if by_reference:
+        assert_matches_reference(t, path)
+    assert (t["runner"], t["tp_rank"], t["segment_source"]) == who
+    got = [(s["label"], s["bs"], s["variant"], s["capture_windows"], s["wall_us"], s["phases"]) for s in t["segments"]]
+    assert got == want
+
+
+def test_top_ops_shares_and_totals_of_several_windows(tmp_path: Path, run_cli: Run) -> None:
+    (t,) = time_json(run_cli, write_trace(tmp_path / "fake_cuda_capture.json.gz", FAKE_TWO_WINDOWS))["traces"]
+    bs8 = t["segments"][0]
+    assert bs8["shares"] == {"warmup": 0.1, "capture": 0.306, "instantiate": 0.17, "other": 0.424}
+    top = {(r["phase"], r["op"]): (r["self_us"], r["count"]) for r in bs8["top"]}
+    assert top[("warmup", "warm_forward")] == (75.0, 1)  # 100 minus its child (20) and its launch (5)
+    assert top[("capture", "captured_forward")] == (285.0, 2)
+    assert top[("instantiate", "cudaGraphInstantiateWithFlags")] == (100.0, 1)
+    assert top[("instantiate", "cuGraphInstantiate")] == (50.0, 1)
+    assert top[("other", "cudaDeviceSynchronize")] == (30.0, 1)
+    assert top[("other", "aten::copy_")] == (50.0, 1)
+    assert t["totals"]["phases"]["capture"] == 405.0
+    (t,) = time_json(run_cli, tmp_path / "fake_cuda_capture.json.gz", "--top", "0")["traces"]  # no ops, same phases
+    assert all(s["top"] == [] for s in t["segments"]) and t["totals"]["top"] == []
+    assert t["segments"][0]["phases"] == bs8["phases"]
+
+
+def test_overlapping_segments_of_one_process_count_each_call_once(tmp_path: Path, run_cli: Run) -> None:
+    name, events, *_ = FAKES["overlapping-segments-of-one-process"]
+    path = write_trace(tmp_path / name, events)
+    (t,) = time_json(run_cli, path)["traces"]
     top = {(r["phase"], r["op"]): (r["self_us"], r["count"]) for r in t["totals"]["top"]}
     assert top[("warmup", "B")] == (300.0, 1) and top[("warmup", "A")] == (400.0, 1)
     summary = json.loads(run_cli("summary", "--json", path)[1])["traces"][0]["segments"]
     assert [[op["op"] for op in s["top"] if op["op"] in "AB"] for s in summary] == [["A"], ["B"]]
-
-
-def test_upstream_per_batch_size_file_is_one_segment(tmp_path: Path, run_cli: Run) -> None:
-    path = write_trace(tmp_path / "DecodeCudaGraphRunner_bs_8_rank1.json.gz", FAKE_TWO_WINDOWS[1:15])
-    (t,) = time_json(run_cli, path)["traces"]
-    assert (t["runner"], t["tp_rank"], t["segment_source"]) == ("DecodeCudaGraphRunner", 1, "filename")
-    (seg,) = t["segments"]
-    assert (seg["label"], seg["bs"], seg["wall_us"]) == ("bs=8", 8, 840.0)  # the CPU span: 10..850
-    assert seg["phases"] == {"warmup": 100.0, "capture": 306.0, "instantiate": 170.0, "other": 264.0}
 
 
 # -- bad input ---------------------------------------------------------------------------------------

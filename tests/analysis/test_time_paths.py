@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,14 +17,10 @@ import mixins.analysis.commands.time as time_command
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.timeline import BareEvent, load_timeline
 from mixins.analysis.serialise import to_json
+from tests.trace_files import Event, event, span, write_trace
 
 PID = 7
 NAMES = ("aten::mm", "aten::add", "aten::relu", "cudaLaunchKernel", "cudaMemcpyAsync")
-
-
-def _event(cat: str, name: str, tid: int, ts: float, dur: float, pid: int = PID) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": {}}
-
 
 half_us = st.integers(0, 80).map(lambda k: k * 0.5)  # coarse times: ties on start and end are common
 call = st.tuples(st.sampled_from(NAMES), st.integers(1, 3), half_us, st.sampled_from([0.0, 0.5, 1.0, 3.0, 10.0, 40.0]))
@@ -33,25 +28,21 @@ segment = st.tuples(st.integers(1, 64), half_us, st.integers(0, 60).map(lambda k
 window = st.tuples(st.integers(1, 3), st.integers(1, 3), half_us, st.integers(0, 40).map(lambda k: k * 0.5))
 
 
-def _trace(calls: list[Any], segments: list[Any], windows: list[Any], instantiate: float | None) -> dict[str, Any]:
-    events = []
-    for name, tid, ts, dur in calls:
-        cat = "cuda_runtime" if name.startswith("cuda") else "cpu_op"
-        events.append(_event(cat, name, tid, ts, dur))
-    for bs, ts, dur, pid in segments:
-        events.append(_event("user_annotation", f"capture::bs={bs}", 1, ts, dur, pid))
+def _trace(calls: list[Any], segments: list[Any], windows: list[Any], instantiate: float | None) -> list[Event]:
+    events = [event("cuda_runtime" if name.startswith("cuda") else "cpu_op", name, ts, dur, pid=PID, tid=tid)
+              for name, tid, ts, dur in calls]
+    events += [span(f"capture::bs={bs}", ts, dur, pid=pid) for bs, ts, dur, pid in segments]
     for begin_tid, end_tid, ts, length in windows:  # begun on one thread, maybe ended on another
-        events.append(_event("cuda_runtime", "cudaStreamBeginCapture", begin_tid, ts, 0.5))
-        events.append(_event("cuda_runtime", "cudaStreamEndCapture", end_tid, ts + length, 0.5))
+        events.append(event("cuda_runtime", "cudaStreamBeginCapture", ts, 0.5, pid=PID, tid=begin_tid))
+        events.append(event("cuda_runtime", "cudaStreamEndCapture", ts + length, 0.5, pid=PID, tid=end_tid))
     if instantiate is not None:
-        events.append(_event("cuda_runtime", "cudaGraphInstantiate", 1, instantiate, 2.0))
-    return {"traceEvents": events}
+        events.append(event("cuda_runtime", "cudaGraphInstantiate", instantiate, 2.0, pid=PID))
+    return events
 
 
-def _both(doc: dict[str, Any]) -> tuple[Any, Any]:
+def _both(events: list[Event]) -> tuple[Any, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json"
-        path.write_bytes(msgspec.json.encode(doc))
+        path = write_trace(Path(tmp) / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json", events)
         tl = load_timeline(str(path), fields=BareEvent)
     identity = identify(tl)
     columns = to_json(time_command.build("t", identity, tl, 50, vectorised=True))
@@ -64,18 +55,16 @@ def _both(doc: dict[str, Any]) -> tuple[Any, Any]:
     st.lists(segment, max_size=3),
     st.lists(window, max_size=3),
     st.one_of(st.none(), half_us),
+    st.integers(1, 5),
 )
-def test_columns_and_walk_agree(calls: list[Any], segments: list[Any], windows: list[Any], inst: float | None) -> None:
-    columns, walk = _both(_trace(calls, segments, windows, inst))
-    assert columns == walk
-
-
-@given(st.lists(call, max_size=40), st.lists(segment, max_size=3), st.lists(window, max_size=3), st.integers(1, 5))
-def test_chunks_change_nothing(calls: list[Any], segments: list[Any], windows: list[Any], chunk: int) -> None:
-    """Columns are worked a chunk at a time (``_CHUNK`` calls or points, so that what is held stays small):
-    cut in chunks of a few, every carry from one chunk to the next is exercised, and the answer is the same."""
-    doc = _trace(calls, segments, windows, None)
+def test_columns_and_walk_agree_and_chunks_change_nothing(
+    calls: list[Any], segments: list[Any], windows: list[Any], inst: float | None, chunk: int
+) -> None:
+    """The two paths agree; cut in chunks of a few (``_CHUNK``: what is held stays small), every carry from one
+    chunk to the next is exercised, and the answer is the same."""
+    doc = _trace(calls, segments, windows, inst)
     whole, default = _both(doc), time_command._CHUNK
+    assert whole[0] == whole[1]
     time_command._CHUNK = chunk
     try:
         assert _both(doc) == whole

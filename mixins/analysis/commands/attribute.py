@@ -1,11 +1,6 @@
-"""The ``attribute`` sub-command: arguments, inputs (files, directories, TraceLens's index), ranks, outputs.
-
-Exit codes as the other commands: 0 a result, 1 coverage below ``--min-coverage``, 2 bad input.
-Captures and replays are read in worker processes (one per file, like ``check``); workers return
-windows and attribution rows, never raw events. One big replay is read and indexed in this process
-*while* the captures load in workers (the two halves of the work need nothing from each other until
-matching), so its wall time is about the larger of the two, not their sum (docs/DESIGN.md §8).
-"""
+"""The ``attribute`` sub-command: arguments, inputs (files, directories, TraceLens's index), ranks, outputs;
+captures and replays read in worker processes, one big replay here while the captures load (docs/DESIGN.md
+§7, "Attribution" step 6)."""
 
 from __future__ import annotations
 
@@ -14,12 +9,12 @@ import io
 import json
 import math
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, NamedTuple
 
 from mixins.analysis import render
-from mixins.analysis.commands.attribute_annotate import write_annotated, write_output
+from mixins.analysis.commands.attribute_annotate import write_annotated
 from mixins.analysis.commands.attribute_match import Attribution, ReplayIndex, attribute_index, index_replay
 from mixins.analysis.commands.attribute_views import GROUP_BY, GROUP_KEYS, group_rows, low_coverage
 from mixins.analysis.jobs import (
@@ -35,7 +30,7 @@ from mixins.analysis.jobs import (
 from mixins.analysis.model.roles import CAPTURE, READS, refusal, replay_ok, role_in
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
 from mixins.analysis.read.reader import TraceError, current_limits, holding
-from mixins.analysis.read.safe_io import STDOUT_NAMES
+from mixins.analysis.read.safe_io import STDOUT_NAMES, output_file
 from mixins.helptext import add_command, non_negative_int
 from mixins.usage import DIFFERENT, OK, TROUBLE
 
@@ -84,7 +79,6 @@ def add(subparsers: Any) -> None:
     p.add_argument(
         "--group-by",
         choices=GROUP_BY,
-        metavar="{" + ",".join(GROUP_BY) + "}",
         help="GPU time per op row (op), per nn.Module, per op and shape, or per runner and segment",
     )
     add_jobs_option(p)
@@ -115,7 +109,7 @@ def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Det
         found, from_listing = _files(p)
         files = [f for f in found if os.path.basename(f) != _DETAILS and os.path.realpath(f) not in skip]
         if not files and not os.path.isdir(p):
-            raise _SameAsReplay(p, "is the replay trace: give the capture traces (files, or their directory)")
+            raise _same_file(p)
         if not files:
             raise TraceError(p, "no capture traces (*.json.gz or *.json) in this directory")
         out.update((f, details) for f in files)
@@ -126,44 +120,54 @@ def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Det
 def capture_inputs(paths: list[str], replay: str) -> dict[str, Details]:
     """:func:`_capture_inputs` for ``report``, which reads the captures itself (once, for three commands):
     a CAPTURE that is the replay is refused in one line, as ``attribute`` refuses it."""
-    try:
-        return _capture_inputs(paths, _files(replay)[0])[0]
-    except _SameAsReplay as exc:
-        raise _same_file(exc) from None
+    return _capture_inputs(paths, _files(replay)[0])[0]
 
 
 def _capture_job(path: str, details: dict[str, Details], progress: Progress | None = None) -> Capture:
     return load_capture(path, details.get(path), progress)
 
 
-def _replay_job(
-    path: str,
-    windows: list[Window],
-    captures: list[str],
-    annotate: bool,
-    rank: int | None,
-    any_rank: bool,
-    progress: Progress | None = None,
-) -> Attribution:
-    return _attribute_job(path, index_replay(path, progress), windows, captures, annotate, rank, any_rank)
+class _Against(NamedTuple):
+    """What every replay is matched against (all captures' windows, the capture paths) and how."""
+
+    windows: list[Window]
+    captures: list[str]
+    annotate: bool
+    rank: int | None  # the captures'
+    any_rank: bool
 
 
-def _attribute_job(
-    path: str,
-    rp: ReplayIndex,
-    windows: list[Window],
-    captures: list[str],
-    annotate: bool,
-    rank: int | None,
-    any_rank: bool,
-) -> Attribution:
-    role = role_in(rp.identity) if rp.identity is not None else None
-    if role is not None and not replay_ok(role):
-        instead = "give it as CAPTURE, the replay first" if role.role == CAPTURE else _REPLAY_WANTED
-        raise TraceError(path, refusal("", role, "attribute", instead), wrong_role=role.role)
-    if not any_rank and rank is not None and rp.rank is not None and rp.rank != rank:
+def _against(args: argparse.Namespace, caps: list[Capture]) -> _Against:
+    rank = _capture_rank(caps, args.any_rank)
+    return _Against([w for c in caps for w in c.windows], [c.path for c in caps], bool(args.annotate), rank,
+                    args.any_rank)
+
+
+def _replay_job(path: str, against: _Against, progress: Progress | None = None) -> Attribution:
+    return _attribute_job(path, index_replay(path, progress), against)
+
+
+def _not_a_replay(path: str, rp: ReplayIndex, also_capture: bool = False) -> TraceError | None:
+    """The one line for a REPLAY whose role is no replay's (None: a replay, or no role known); given as a
+    CAPTURE too (``also_capture``), a replay is told so."""
+    if rp.identity is None:
+        return None
+    role = role_in(rp.identity)
+    if replay_ok(role):
+        instead = "it is REPLAY already: give its captures after it"
+        return TraceError(path, refusal("", role, "attribute", instead)) if also_capture else None
+    instead = "give it as CAPTURE, the replay first" if role.role == CAPTURE else _REPLAY_WANTED
+    return TraceError(path, refusal("", role, "attribute", instead), wrong_role=role.role)
+
+
+def _attribute_job(path: str, rp: ReplayIndex, against: _Against) -> Attribution:
+    refused = _not_a_replay(path, rp)
+    if refused is not None:
+        raise refused
+    rank = against.rank
+    if not against.any_rank and rank is not None and rp.rank is not None and rp.rank != rank:
         raise TraceError(path, f"replay is rank {rp.rank}, captures are rank {rank} (--any-rank to attribute anyway)")
-    return attribute_index(rp, windows, captures, annotate)
+    return attribute_index(rp, against.windows, against.captures, against.annotate)
 
 
 def _capture_rank(caps: list[Capture], any_rank: bool) -> int | None:
@@ -181,32 +185,31 @@ def csv_columns(by: str | None = None) -> tuple[str, ...]:
     return ("replay", *GROUP_KEYS[by], "ops", "kernels", "count", "gpu_time_us", "mean_us")
 
 
+def _csv_cell(field: str, value: Any) -> Any:
+    """dims/types as compact JSON; strict numbers, as in --json: an overflowing total is empty."""
+    if field in ("input_dims", "input_types"):
+        return "" if value is None else json.dumps(value, separators=(",", ":"))
+    return "" if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def csv_rows(results: list[Attribution], by: str | None = None) -> list[dict[str, Any]]:
-    """The ``--csv`` rows: each ``--json`` op row (or ``--group-by`` row) with its replay, dims/types as
-    compact JSON."""
-    rows = []
-    columns = csv_columns(by)
-    for res in results:
-        for op in group_rows(res, by or "op"):
-            row = {"replay": res.replay, **op}
-            for k in ("input_dims", "input_types"):
-                if k in row:
-                    row[k] = "" if row[k] is None else json.dumps(row[k], separators=(",", ":"))
-            for k, v in row.items():  # strict numbers, as in --json: an overflowing total is empty
-                if isinstance(v, float) and not math.isfinite(v):
-                    row[k] = ""
-            rows.append({k: row[k] for k in columns})
-    return rows
+    """The ``--csv`` rows: each ``--json`` op row (or ``--group-by`` row) with its replay."""
+    return [{k: _csv_cell(k, v) for k, v in {"replay": res.replay, **row}.items()}
+            for res in results for row in group_rows(res, by or "op")]
 
 
-def _write_csv(path: str, rows: list[dict[str, Any]], by: str | None) -> None:
+def _write_csv(path: str, results: list[Attribution], by: str | None) -> int:
+    """Write the ``--csv`` file (through ``safe_io.output_file``); how many rows."""
     import csv  # only ``--csv`` needs it: not part of every run's start-up
 
+    rows = csv_rows(results, by)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=csv_columns(by), lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    write_output(path, buf.getvalue().encode(errors="backslashreplace"))  # a file-name byte as \udcff
+    with output_file(path) as f:
+        f.write(buf.getvalue().encode(errors="backslashreplace"))  # a file-name byte as \udcff
+    return len(rows)
 
 
 def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
@@ -219,14 +222,12 @@ def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
         raise TraceError(args.annotate, f"--annotate takes one replay trace, got {len(replays)}")
 
 
-def _load_captures(args: argparse.Namespace, replays: list[str]) -> tuple[list[Capture], int | None]:
-    inputs, listed = _capture_inputs(list(args.captures), replays)
-    caps, bad = collect_results(
-        map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json), listed, reads=_CAPTURES
-    )
+def _captures_read(pairs: Iterable[tuple[str, Any]], listed: Collection[str]) -> list[Capture]:
+    """The captures read (``jobs.collect_results``); :class:`_Reported` when one was bad."""
+    caps, bad = collect_results(pairs, listed, reads=_CAPTURES)
     if bad:
         raise _Reported()
-    return caps, _capture_rank(caps, args.any_rank)
+    return caps
 
 
 def _overlaps(args: argparse.Namespace, replays: list[str]) -> bool:
@@ -256,91 +257,62 @@ def _attribute_overlapped(
         with render.progress_bytes(not args.json and render.big_file(replay), os.path.basename(replay)) as bar:
             rp = run_one(limits, index_replay, replay, bar)
         with render.progress_files(not args.json, len(paths)) as tick:
-            caps, bad = collect_results(gather(paths, futures, tick), listed, reads=_CAPTURES)
-    if bad:
-        raise _Reported()
-    rank = _capture_rank(caps, args.any_rank)
+            caps = _captures_read(gather(paths, futures, tick), listed)
+    against = _against(args, caps)
     if isinstance(rp, TraceError):
         raise rp
-    extra = (rp, *_matched_against(caps), bool(args.annotate), rank, args.any_rank)
-    return (*collect_results([(replay, run_one(limits, _attribute_job, replay, *extra))], listed_replays), rank)
-
-
-def _matched_against(caps: list[Capture]) -> tuple[list[Window], list[str]]:
-    """What every replay is matched against: all captures' windows, and the capture paths."""
-    return [w for c in caps for w in c.windows], [c.path for c in caps]
+    done = run_one(limits, _attribute_job, replay, rp, against)
+    return (*collect_results([(replay, done)], listed_replays), against.rank)
 
 
 def _attribute_all(
     args: argparse.Namespace, replays: list[str], listed_replays: Collection[str], caps: list[Capture] | None
 ) -> tuple[list[Attribution], bool, int | None]:
     """Results, whether any file was bad, and the captures' rank; ``caps``: the captures already read."""
-    if caps is not None:
-        rank = _capture_rank(caps, args.any_rank)
-    elif _overlaps(args, replays):
+    if caps is None and _overlaps(args, replays):
         return _attribute_overlapped(args, replays[0], listed_replays)
-    else:
-        caps, rank = _load_captures(args, replays)
-    extra = (*_matched_against(caps), bool(args.annotate), rank, args.any_rank)
-    results = map_files(_replay_job, replays, extra, args.jobs, not args.json)
-    return (*collect_results(results, listed_replays), rank)
+    if caps is None:
+        inputs, listed = _capture_inputs(list(args.captures), replays)
+        caps = _captures_read(map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json), listed)
+    against = _against(args, caps)
+    results = map_files(_replay_job, replays, (against,), args.jobs, not args.json)
+    return (*collect_results(results, listed_replays), against.rank)
 
 
 class _Reported(Exception):
     """Errors were already printed, one line each."""
 
 
-class _SameAsReplay(TraceError):
-    """A CAPTURE argument is the REPLAY itself: said as the REPLAY's role when that is wrong."""
-
-
-def _same_file(exc: _SameAsReplay) -> TraceError:
+def _same_file(path: str) -> TraceError:
     """The one line for a file given as both REPLAY and CAPTURE: its role when it is no replay (a
     capture given twice), else that it is the replay."""
-    rp = run_one(current_limits(), index_replay, exc.path)
-    if isinstance(rp, TraceError) or rp.identity is None:
-        return rp if isinstance(rp, TraceError) else exc
-    role = role_in(rp.identity)
-    if replay_ok(role):
-        return TraceError(exc.path, refusal("", role, "attribute", "it is REPLAY already: give its captures after it"))
-    try:
-        _attribute_job(exc.path, rp, [], [], False, None, True)
-    except TraceError as refused:
-        return refused
-    return exc  # pragma: no cover - a role that is not a replay's is always refused
-
-
-def _view(res: Attribution, by: str | None) -> Attribution | dict[str, Any]:
-    """What ``--json`` and the table show of one result: with ``--group-by``, its JSON plus ``groups``
-    (without, the result itself: the default JSON stays as it was)."""
-    return res if by is None else {**res.as_json(), "groups": {"by": by, "rows": group_rows(res, by)}}
-
-
-def _wrote(path: str, what: str) -> str | None:
-    """The "written to" line for an output file; none when the output went to stdout or stderr."""
-    return None if path in STDOUT_NAMES else f"wrote {what} to {path}"
+    rp = run_one(current_limits(), index_replay, path)
+    if isinstance(rp, TraceError):
+        return rp
+    same = TraceError(path, "is the replay trace: give the capture traces (files, or their directory)")
+    return _not_a_replay(path, rp, also_capture=True) or same
 
 
 def _outputs(args: argparse.Namespace, results: list[Attribution], capture_rank: int | None) -> None:
     """Files first (a write that fails is exit 2 before anything is printed), then stdout, then
-    stderr's lines: what was written where, and a warning per result with low coverage."""
-    said: list[str | None] = []
+    stderr's lines: what was written where (not for stdout or stderr), and a warning per result with low
+    coverage."""
+    wrote: list[tuple[str, str]] = []
     if args.csv:
-        rows = csv_rows(results, args.group_by)
-        _write_csv(args.csv, rows, args.group_by)
-        said.append(_wrote(args.csv, f"{len(rows):,} rows"))
+        wrote.append((args.csv, f"{_write_csv(args.csv, results, args.group_by):,} rows"))
     if args.annotate:
         res = results[0]
         done = write_annotated(res.replay, args.annotate, res.annotations or {})
-        said.append(_wrote(args.annotate, f"the annotated replay ({done:,} kernels annotated)"))
-    views = [_view(r, args.group_by) for r in results]
+        wrote.append((args.annotate, f"the annotated replay ({done:,} kernels annotated)"))
+    by = args.group_by  # without --group-by, the result itself: the default JSON stays as it was
+    views = [r if by is None else {**r.as_json(), "groups": {"by": by, "rows": group_rows(r, by)}} for r in results]
     if args.json:
         render.print_json(views[0] if len(views) == 1 else {"replays": views})
     else:
         render.render_attribute(views, args.top)
-    for line in said:
-        if line is not None:
-            render.error(line, "info")
+    for path, what in wrote:
+        if path not in STDOUT_NAMES:
+            render.error(f"wrote {what} to {path}", "info")
     for res in results:
         warning = low_coverage(res, capture_rank)
         if warning is not None:
@@ -360,9 +332,6 @@ def cmd_attribute(args: argparse.Namespace, caps: list[Capture] | None = None) -
                 _outputs(args, results, rank)
             if bad:
                 return TROUBLE
-    except _SameAsReplay as exc:
-        render.error(str(_same_file(exc)))
-        return TROUBLE
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE

@@ -13,7 +13,7 @@ from mixins.analysis.model import events as E
 from mixins.analysis.read.reader import open_trace
 from mixins.analysis.read.safe_io import output_file
 
-__all__ = ["write_annotated", "write_output"]
+__all__ = ["write_annotated"]
 
 _DEVICE_CATS = E.DEVICE_CATEGORIES  # device work as the timeline keeps it
 _MAY_MATCH = tuple(f'"{c}"'.encode() for c in _DEVICE_CATS)  # a device event's text holds its cat
@@ -90,9 +90,3 @@ def write_annotated(replay: str, out: str, annotations: dict[tuple[Any, ...], di
             return _copy(replay, f, annotations)
         with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as z:  # no name, no time
             return _copy(replay, z, annotations)
-
-
-def write_output(out: str, data: bytes) -> None:
-    """Write ``data`` to the user-named ``out`` (``--csv``) through ``safe_io.output_file``."""
-    with output_file(out) as f:
-        f.write(data)

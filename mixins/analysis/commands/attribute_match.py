@@ -1,13 +1,6 @@
-"""``attribute``: put each replayed graph kernel on the capture op, module and shapes that launched it.
-
-A graph launch in the replay (``cudaGraphLaunch`` / ``hipGraphLaunch``) owns the device work that
-shares its ``correlation``. It is matched to one capture window and *verified* by the kernel
-sequence: every replayed node must be found, in order, among the window's nodes with the same kind,
-name and (when both sides have them) grid and block; extra captured launches may be skipped. A graph
-that no window verifies, or that several windows verify differently, stays unattributed with the
-reason: nothing is spread over the nearest-looking window. Eager device work is attributed through
-its own launch's innermost ``cpu_op`` and ``nn.Module``, so the totals cover the whole replay.
-"""
+"""``attribute``: put each replayed graph kernel on the capture op, module and shapes that launched it, once
+its kernel sequence verifies against one capture window, never guessed; eager device work on its own launch's
+op and module (docs/DESIGN.md §7, "Attribution" steps 3-5)."""
 
 from __future__ import annotations
 
@@ -21,6 +14,7 @@ from itertools import repeat
 from operator import add, itemgetter, mul
 from typing import Any, NamedTuple
 
+import msgspec
 from msgspec import Struct, field
 
 from mixins.analysis.model.events import C_GRAPH, D_COPY, D_KERNEL, D_SET, ID_LIMIT, NODE_KIND_OF_CALL
@@ -38,11 +32,10 @@ __all__ = [
     "verify",
 ]
 
-# A range without "bs=", "tokens=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
-_BS_HINT = (size_hint(BS),)
-# prefill / piecewise runners count tokens, not requests (segments.segment_size); so does vLLM, whose
-# ``execute_N_…`` ranges and graphs are keyed by the number of tokens
-_TOKENS_HINT = (size_hint(TOKENS), re.compile(r"^execute_(" + SIZE + ")_"))
+# A range's size hint, the first that matches: prefill / piecewise runners count tokens, not requests
+# (segments.segment_size); so does vLLM, whose ``execute_N_…`` ranges and graphs are keyed by the number of
+# tokens. A range without "bs=", "tokens=", "runner=" or an "execute_" prefix is not kept (``events.may_be_hint``).
+_SIZE_HINTS = ((BS, size_hint(BS)), (TOKENS, size_hint(TOKENS)), (TOKENS, re.compile(r"^execute_(" + SIZE + ")_")))
 _RUNNER_HINT = re.compile(r"(?:^|[^A-Za-z0-9])runner=([A-Za-z0-9_.]+)")
 _KIND_NAME = {D_KERNEL: "kernel", D_COPY: "memcpy", D_SET: "memset"}  # a nameless node's name
 _KIND_SHIFT = 1 << 32  # a replayed item's key: kind * _KIND_SHIFT + interned kernel id
@@ -54,8 +47,8 @@ class Row(Struct):
 
     name: str
     module: str
-    dims: str
-    types: str
+    input_dims: str  # as the trace states them (JSON text): --json parses them
+    input_types: str
     source: str  # "graph" | "eager"
     runner: str | None
     segment: str | None
@@ -77,8 +70,8 @@ class Row(Struct):
         return {
             "name": self.name,
             "module": self.module,
-            "input_dims": json_value(self.dims),
-            "input_types": json_value(self.types),
+            "input_dims": json_value(self.input_dims),
+            "input_types": json_value(self.input_types),
             "source": self.source,
             "runner": self.runner,
             "segment": self.segment,
@@ -103,14 +96,7 @@ class Unattributed(Struct):
     example_correlation: int | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "reason": self.reason,
-            "launches": self.launches,
-            "kernels": self.kernels,
-            "gpu_time_us": round(self.gpu_time_us, 3),
-            "example_correlation": self.example_correlation,
-        }
+        return {**msgspec.structs.asdict(self), "gpu_time_us": round(self.gpu_time_us, 3)}
 
 
 def annotation_key(corr: Any, node: Any, ts: Any, name: str) -> tuple[Any, ...]:
@@ -245,22 +231,17 @@ def index_replay(path: str, progress: Callable[[int, int], None] | None = None) 
     tl = load_timeline(path, progress)
     identity = identify(tl)
     rank = identity.tp_rank if identity.tp_rank is not None else rank_from_name(path)
-    d = tl.device
-    joins = tl.joins()
-    by_corr = joins.device_groups()
-    c = tl.calls
+    d, c, joins = tl.device, tl.calls, tl.joins()
     graphs = sorted((i for i in range(len(c.kind)) if c.kind[i] == C_GRAPH), key=lambda i: c.start[i])
     eager_call = joins.calls_by_corr(*NODE_KIND_OF_CALL, resolved=False)
     keys = array("q", map(add, map(mul, d.kind, repeat(_KIND_SHIFT)), d.kernel))  # kind * shift + kernel, in C
-    return ReplayIndex(tl, rank, by_corr, graphs, eager_call, _Hints(tl), keys, identity)
+    return ReplayIndex(tl, rank, joins.device_groups(), graphs, eager_call, _Hints(tl), keys, identity)
 
 
 def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
     """A graph launch's device work in node order: CUPTI graph node id when all have one, else time."""
-    d = tl.device
-    if items and min(map(d.node.__getitem__, items)) >= 0:
-        return sorted(items, key=d.node.__getitem__)
-    return sorted(items, key=d.start.__getitem__)
+    node = tl.device.node.__getitem__
+    return sorted(items, key=node if items and min(map(node, items)) >= 0 else tl.device.start.__getitem__)
 
 
 class _Hints:
@@ -271,9 +252,7 @@ class _Hints:
     def __init__(self, tl: Timeline) -> None:
         found = []
         for r in tl.ranges:
-            bs = next((("bs", int(m.group(1))) for pat in _BS_HINT if (m := pat.search(r.name))), None)
-            if bs is None:
-                bs = next((("tokens", int(m.group(1))) for pat in _TOKENS_HINT if (m := pat.search(r.name))), None)
+            bs = next(((unit, int(m.group(1))) for unit, pat in _SIZE_HINTS if (m := pat.search(r.name))), None)
             rm = _RUNNER_HINT.search(r.name)
             if bs is not None or rm:
                 found.append((r.ts, r.ts + r.dur, r.pid, bs, rm.group(1) if rm else None))
@@ -321,15 +300,12 @@ def _compatible(own: Kernel | None, k: Kernel) -> bool:
 
 class _WindowGroup:
     """Windows whose nodes are identical in kind, kernel name, grid and block: they verify alike.
-
-    ``positions`` lists, per node key, where it occurs, so an in-order search jumps from one occurrence
-    of the wanted kernel to the next (``bisect``) instead of stepping over every node between.
-    """
+    ``positions``: per node key, where it occurs, so a search jumps from one occurrence to the next."""
 
     __slots__ = ("windows", "nodes", "captured", "unnamed", "positions")
 
-    def __init__(self, first: int, window: Window) -> None:
-        self.windows = [first]
+    def __init__(self, windows: list[int], window: Window) -> None:
+        self.windows = windows
         self.nodes = window.nodes
         self.captured = sum(1 for n in window.nodes if n.kind == D_KERNEL)
         self.unnamed = window.unnamed
@@ -348,15 +324,8 @@ def _content(window: Window) -> tuple[Any, ...]:
 
 
 class _Matcher:
-    """Matches graph launches to windows; verification is cached per replayed sequence.
-
-    Near-linear, whatever the captures (many similar windows must not cost windows x launches):
-    windows with identical nodes are verified once (``_WindowGroup``); a sequence equal to a whole
-    window (the usual case) is found by a hash of its (kind, kernel name) sequence; otherwise each group
-    is searched occurrence to occurrence, within a work limit per sequence proportional to its length
-    and the number of groups — past it the sequence stays unattributed with that reason (never a
-    guess). ``work`` counts node steps.
-    """
+    """Matches graph launches to windows, near-linear whatever the captures (docs/DESIGN.md §7, "Attribution"
+    step 3): verification cached per replayed sequence; ``work`` counts node steps."""
 
     def __init__(self, windows: list[Window]) -> None:
         self.windows = windows
@@ -365,15 +334,10 @@ class _Matcher:
         self.previous: Window | None = None
         self.launches: dict[int, tuple[list[_Group], list[tuple[float, ...]]]] = {}  # plan id -> durations
         self.work = 0
-        groups: dict[tuple[Any, ...], _WindowGroup] = {}
+        alike: dict[tuple[Any, ...], list[int]] = {}
         for w, window in enumerate(windows):
-            key = _content(window)
-            got = groups.get(key)
-            if got is None:
-                groups[key] = _WindowGroup(w, window)
-            else:
-                got.windows.append(w)
-        self.groups = list(groups.values())
+            alike.setdefault(_content(window), []).append(w)
+        self.groups = [_WindowGroup(ws, windows[ws[0]]) for ws in alike.values()]
         self.by_names: dict[tuple[_KernelKey, ...], list[_WindowGroup]] = {}
         for g in self.groups:
             self.by_names.setdefault(tuple(map(_node_key, g.nodes)), []).append(g)
@@ -476,12 +440,7 @@ class _Matcher:
     def pick(
         self, ok: list[tuple[Window, list[int]]], hints: tuple[tuple[str, int] | None, str | None]
     ) -> tuple[Window, list[int]] | str:
-        """One verified window, or why not.
-
-        Narrowed in turn by: no skipped capture launches, the replay's runner and batch-size hints,
-        piecewise order (the window after the previous match); windows that remain are taken only
-        if they attribute identically (same segment, runner and site per kernel).
-        """
+        """One verified window, or why not (docs/DESIGN.md §7, "Attribution" step 4)."""
         bs, runner = hints
         prev = self.previous
         filters = (
@@ -515,15 +474,12 @@ class _Rows:
 
     def row(self, key: tuple[Any, ...], site: Site, name: str) -> Row:
         got = self.rows.get(key)
-        if got is None:
-            source, runner, segment = key[:3]
-            got = self.rows[key] = Row(name, site.module, site.dims, site.types, source, runner, segment)
+        if got is None:  # key: (source, runner, segment, site, name)
+            got = self.rows[key] = Row(name, site.module, site.dims, site.types, *key[:3])
         return got
 
     def miss(self, source: str, reason: str, kernels: int, us: float, corr: int) -> None:
-        u = self.unattributed.get((source, reason))
-        if u is None:
-            u = self.unattributed[(source, reason)] = Unattributed(source, reason, example_correlation=corr)
+        u = self.unattributed.setdefault((source, reason), Unattributed(source, reason, example_correlation=corr))
         u.launches += 1
         u.kernels += kernels
         u.gpu_time_us += us
@@ -548,9 +504,7 @@ def _plan(m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key
         kind, kernel = divmod(k, _KIND_SHIFT)
         name = node.site.name if kind == D_KERNEL else tl.kernels[kernel].name or _KIND_NAME[kind]
         rkey = ("graph", w.runner, w.segment, node.site, name)
-        g = groups.get((rkey, node.inst))
-        if g is None:
-            g = groups[(rkey, node.inst)] = _Group(rows.row(rkey, node.site, name), [], [])
+        g = groups.setdefault((rkey, node.inst), _Group(rows.row(rkey, node.site, name), [], []))
         g.offsets.append(off)
         g.nodes.append(node)
     plan = m.plans[(id(w), key)] = list(groups.values())
@@ -591,12 +545,9 @@ def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Att
 
 
 def _add_launches(plan: list[_Group], launches: list[tuple[float, ...]]) -> None:
-    """Every launch of one plan onto its rows at once (per-launch durations by offset).
-
-    Column-wise so the per-launch work is in C (``zip``, ``map(sum)``, ``min``, ``max``): a scaled
-    replay is ~1,000 launches x ~300 op executions. Each execution's time is summed left to right
-    over its kernels, as :meth:`Row.add` does.
-    """
+    """Every launch of one plan onto its rows at once, column-wise so that the work per launch is in C (a
+    scaled replay is ~1,000 launches x ~300 op executions); each execution's time summed left to right over
+    its kernels, as :meth:`Row.add` does."""
     columns = list(zip(*launches, strict=True))
     n = len(launches)
     for g in plan:

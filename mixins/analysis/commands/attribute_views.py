@@ -20,38 +20,23 @@ GROUP_KEYS: dict[str, tuple[str, ...]] = {
 GROUP_BY = tuple(GROUP_KEYS)
 
 
-_ROW_ATTRIBUTE = {"input_dims": "dims", "input_types": "types"}  # --json field -> Row attribute, where they differ
-
-
-def _key(row: Row, by: str) -> tuple[Any, ...]:
-    return tuple(getattr(row, _ROW_ATTRIBUTE.get(f, f)) for f in GROUP_KEYS[by])
-
-
 def group_rows(res: Attribution, by: str) -> list[dict[str, Any]]:
     """The ``--group-by`` rows: the op rows themselves (``op``), or op rows summed per ``GROUP_KEYS[by]``
     (``ops``: how many each holds)."""
     if by == "op":
         return [r.as_json() for r in res.rows]
     groups: dict[tuple[Any, ...], list[Row]] = {}
-    for r in res.rows:
-        groups.setdefault(_key(r, by), []).append(r)
+    for r in res.rows:  # a Row's attributes are named as its --json fields
+        groups.setdefault(tuple(getattr(r, f) for f in GROUP_KEYS[by]), []).append(r)
     out = []
     for key, rows in groups.items():
-        us = sum(r.gpu_time_us for r in rows)
-        count = sum(r.count for r in rows)
-        row: dict[str, Any] = {
-            f: json_value(v) if f in ("input_dims", "input_types") else v
-            for f, v in zip(GROUP_KEYS[by], key, strict=True)
-        }
-        row.update(
-            ops=len(rows),
-            kernels=sum(r.kernels for r in rows),
-            count=count,
-            gpu_time_us=round(us, 3),
-            mean_us=round(us / count, 3) if count else 0.0,
-        )
+        us, count = sum(r.gpu_time_us for r in rows), sum(r.count for r in rows)
+        row: dict[str, Any] = {f: json_value(v) if f in ("input_dims", "input_types") else v
+                               for f, v in zip(GROUP_KEYS[by], key, strict=True)}
+        row.update(ops=len(rows), kernels=sum(r.kernels for r in rows), count=count, gpu_time_us=round(us, 3),
+                   mean_us=round(us / count, 3) if count else 0.0)
         out.append((-us, repr(key), row))
-    return [row for *_, row in sorted(out, key=lambda x: (x[0], x[1]))]
+    return [row for *_, row in sorted(out, key=lambda x: x[:2])]
 
 
 WARN_BELOW = 0.5  # graph kernels or GPU time attributed below this share: say so, with the likely cause

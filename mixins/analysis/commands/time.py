@@ -1,26 +1,13 @@
-"""``time``: where a runner's capture start-up time goes, per segment (batch size, variant).
-
-Each segment's wall time (its range on the CPU, or the trace's CPU span when it has no range) is cut
-into four phases on its process's timeline, in this order of precedence:
-
-- ``capture``: from the end of each ``…StreamBeginCapture`` to the end of the ``…StreamEndCapture``
-  that closes it (paired per thread, else per process);
-- ``instantiate``: ``…GraphInstantiate…`` / ``…GraphUpload`` calls outside capture windows;
-- ``warmup``: time inside CPU ops (``cpu_op``) that start in the segment before its first capture
-  window: the eager passes (every op of the segment when it has no window, as on CPU);
-- ``other``: the rest (allocation, synchronisation, garbage collection, Python between ops).
-
-Boundaries are integer nanoseconds so the phases sum exactly to the wall time. The top CPU ops of a
-phase are ``cpu_op`` and runtime/driver calls by self time (own duration minus the calls nested in
-it on the same thread), each counted in the phase where it starts. Profiling inflates CPU time;
-shares and comparisons are what these numbers are for.
-"""
+"""``time``: where a runner's capture start-up time goes, per segment (batch size, variant): its wall time cut
+into capture > instantiate > warmup > other, in integer ns so the phases sum exactly, and the top CPU ops of
+each phase by self time (the phases and their precedence: docs/DESIGN.md §7, "``time``")."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from array import array
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any, NamedTuple
@@ -64,13 +51,8 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[st
     parts = sum(out.values())
     other = wall - parts
     rounded = max(0.0, round(other, 3)) + 0.0  # never -0.0
-    for candidate in (rounded, *(max(0.0, rounded + k * math.ulp(wall)) for k in (1, -1, 2, -2)), other):
-        if parts + candidate == wall:
-            other = candidate
-            break
-    else:
-        other = rounded
-    out["other"] = other
+    near = (rounded, *(max(0.0, rounded + k * math.ulp(wall)) for k in (1, -1, 2, -2)), other)
+    out["other"] = next((c for c in near if parts + c == wall), rounded)
     shares = {p: round(v / wall, 4) if wall > 0 else 0.0 for p, v in out.items()}
     return wall, out, shares
 
@@ -156,19 +138,14 @@ class _Columns(NamedTuple):
         return _Columns(*(c[at] for c in self))
 
 
-class _Placed(Struct):
-    """The segment of each call, capture window and instantiate, where segments of a process overlap."""
-
-    owner: Any
-    window_segment: list[int]
-    instantiate_segment: list[int]
+Finder = Callable[[float, int], int]  # (start, thread) -> segment: ``Timeline.segment_finder``
 
 
-def _columns(tl: Timeline, placed: _Placed | None) -> tuple[_Columns, list[str]]:
+def _columns(tl: Timeline, find: Finder | None) -> tuple[_Columns, list[str], Any]:
     """The timeline's CPU ops and runtime calls sorted by start, the longer first on a tie (a parent before
-    its children), then ops before calls in file order, and the names their ids index. Kept in that order,
-    not indexed through a permutation, a segment's calls are a slice of views (memory per event:
-    tests/analysis/test_bounds.py); ``placed.owner`` is put in the same order."""
+    its children), then ops before calls in file order, the names their ids index, and (``find`` given) the
+    segment of each. Kept in that order, not indexed through a permutation, a segment's calls are a slice of
+    views (memory per event: tests/analysis/test_bounds.py)."""
     import numpy as np
 
     ops, calls = tl.ops, tl.calls
@@ -189,30 +166,24 @@ def _columns(tl: Timeline, placed: _Placed | None) -> tuple[_Columns, list[str]]
     name = np.concatenate((op_names[np.frombuffer(ops.label, np.int32)],
                            call_names[np.frombuffer(calls.name, np.int32)]))
     thread = np.concatenate((np.frombuffer(ops.thread, np.int32), np.frombuffer(calls.thread, np.int32)))
-    if placed is not None:
-        placed.owner = placed.owner[order]
-    return _Columns(ts, end, thread[order], name[order], order < len(ops.start)), list(names)
+    owner = None
+    if find is not None:
+        starts, threads = chain(ops.start, calls.start), chain(ops.thread, calls.thread)
+        owner = np.array([find(t, th) for t, th in zip(starts, threads, strict=True)], np.int32)[order]
+    return _Columns(ts, end, thread[order], name[order], order < len(ops.start)), list(names), owner
 
 
-def _placed(tl: Timeline, segs: list[Segment], source: str, begins: list[int], insts: list[int]) -> _Placed | None:
-    """Where two segments of one process overlap in time (captures on two threads at once): each call goes
-    to one segment, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing one of
-    its process), and each capture window and instantiate to its begin's. None when no two overlap: a
+def _overlapping(tl: Timeline, segs: list[Segment], source: str) -> Finder | None:
+    """Where two segments of one process overlap in time (captures on two threads at once), the segment of a
+    call: each goes to one, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing
+    one of its process), and each capture window and instantiate to its begin's. None when no two overlap: a
     call is then in at most one, and slicing the calls by time (``_segment``) is the same answer for less."""
-    import numpy as np
-
     ends: dict[Any, float] = {}
     overlap = False
     for s in sorted((s for s in segs if math.isfinite(s.start) and math.isfinite(s.end)), key=lambda s: s.start):
         overlap = overlap or s.start < ends.get(s.pid, -math.inf)
         ends[s.pid] = max(s.end, ends.get(s.pid, -math.inf))
-    if not overlap:
-        return None
-    find = tl.segment_finder(segs, source)
-    c = tl.calls
-    starts, threads = chain(tl.ops.start, c.start), chain(tl.ops.thread, c.thread)
-    owner = np.array([find(t, th) for t, th in zip(starts, threads, strict=True)], np.int32)
-    return _Placed(owner, *([find(c.start[i], c.thread[i]) for i in at] for at in (begins, insts)))
+    return tl.segment_finder(segs, source) if overlap else None
 
 
 class _Context(Struct):
@@ -220,12 +191,12 @@ class _Context(Struct):
 
     calls: _Columns
     names: list[str]
+    owner: Any  # each call's segment where segments of a process overlap (``_overlapping``), else None
     thread_pid: list[Any]
-    windows: list[tuple[Any, int, int]]
+    windows: list[tuple[Any, int, int]]  # (segment where they overlap, else process; begin, end)
     instantiates: list[tuple[Any, int, int]]
     top: int
     span: tuple[int, int]
-    placed: _Placed | None = None
     vectorised: bool = True  # self time by columns where calls nest properly (False: always the stack walk)
 
 
@@ -304,14 +275,10 @@ def _pieces(ctx: _Context, calls: _Columns, s0: int, s1: int, pid: Any, j: int) 
     number of the union's are at or before it."""
     import numpy as np
 
-    mine = pid is None
-    placed = ctx.placed
-    if placed is not None:  # segments of a process overlap: what began in this one
-        ours = [(a, b) for k, (_, a, b) in enumerate(ctx.windows) if placed.window_segment[k] == j]
-        theirs = [(a, b) for k, (_, a, b) in enumerate(ctx.instantiates) if placed.instantiate_segment[k] == j]
-    else:  # a window never closed runs to the end of the segment it began in, not into every later one
-        ours = [(a, b) for p, a, b in ctx.windows if (mine or p == pid) and (b != _FOREVER or s0 <= a <= s1)]
-        theirs = [(a, b) for p, a, b in ctx.instantiates if mine or p == pid]
+    placed = ctx.owner is not None  # segments of a process overlap: what began in this one
+    who = j if placed else pid  # else a window never closed runs to the end of the segment it began in only
+    ours = [(a, b) for w, a, b in ctx.windows if who in (None, w) and (placed or b != _FOREVER or s0 <= a <= s1)]
+    theirs = [(a, b) for w, a, b in ctx.instantiates if who in (None, w)]
 
     def clipped(ivs: list[tuple[int, int]]) -> Any:
         return np.array(sorted((max(a, s0), min(b, s1)) for a, b in ivs if min(b, s1) > max(a, s0)),
@@ -367,16 +334,10 @@ COLUMNS_MAX_CALLS = 1 << 17
 
 
 def _spent(ctx: _Context, calls: _Columns, pieces: _Pieces, s0: int, s1: int) -> Spent:
-    """Self time per phase and name: each call's duration less the calls nested in it on its thread, cut by
-    the phases (what lies outside the segment counts nowhere), so on one thread a phase's ops never add up
-    to more than the phase (an op running from warm-up on through a capture gives each its part); threads
-    at work at once each count theirs. Exact integers (``np.subtract.at``), one phase and one chunk of
-    calls at a time (a parent before its children): what is held is one integer a call.
-
-    The call each is nested in, two ways, one answer: by columns (:func:`_parents`) where the calls nest
-    properly on each thread, else by the stack walk (:func:`_parents_walk`: any nesting), which
-    ``ctx.vectorised`` False forces and so do more than ``COLUMNS_MAX_CALLS`` calls
-    (tests/analysis/test_time_paths.py holds the two equal)."""
+    """Self time per phase and name, cut by the phases (docs/DESIGN.md §7, "``time``"): exact integers, one
+    phase and one chunk of calls at a time (a parent before its children), one integer held a call. The call
+    each is nested in: by columns (:func:`_parents`), else by the stack walk (:func:`_parents_walk`), which
+    ``ctx.vectorised`` False forces and so do more than ``COLUMNS_MAX_CALLS`` calls."""
     import numpy as np
 
     parent = _parents(calls) if ctx.vectorised and len(calls.ts) <= COLUMNS_MAX_CALLS else None
@@ -453,14 +414,12 @@ def _parents_walk(calls: _Columns) -> Any:
 
     m = len(calls.ts)
     out = array("i" if m < 1 << 31 else "q", [-1]) * m
-    stacks: dict[int, list[tuple[int, int]]] = {}  # per thread: (position, end) of the calls open
+    stacks: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # per thread: (position, end) of the calls open
     n = 0
     for lo in range(0, m, _CHUNK):
         at = slice(lo, lo + _CHUNK)
         for t, e, thread in zip(calls.ts[at].tolist(), calls.end[at].tolist(), calls.thread[at].tolist(), strict=True):
-            stack = stacks.get(thread)
-            if stack is None:
-                stack = stacks[thread] = []
+            stack = stacks[thread]
             while stack and stack[-1][1] <= t:
                 stack.pop()
             out[n] = stack[-1][0] if stack else -1
@@ -476,8 +435,8 @@ def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | 
     s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
     s1 = max(s0, s1)
     pid = seg.pid if bounded else None
-    if ctx.placed is not None:
-        at: Any = np.flatnonzero(ctx.placed.owner == j)
+    if ctx.owner is not None:
+        at: Any = np.flatnonzero(ctx.owner == j)
     else:
         lo, hi = int(np.searchsorted(ctx.calls.ts, s0, "left")), int(np.searchsorted(ctx.calls.ts, s1, "right"))
         at = slice(lo, hi)
@@ -495,14 +454,16 @@ def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | 
 def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
     """The TraceTime of a trace's timeline; ``vectorised`` False: all self time by the stack walk (``_spent``)."""
     segs, source = segments_of(tl.ranges, identity)
-    c = tl.calls
-    inst = [i for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
-    instantiates = [(tl.thread_pid[c.thread[i]], _ns(c.start[i]), _ns(c.end[i])) for i in inst]
+    c, find = tl.calls, _overlapping(tl, segs, source)
+
+    def began_in(i: int) -> Any:  # where call i began: its segment where segments overlap, else its process
+        return tl.thread_pid[c.thread[i]] if find is None else find(c.start[i], c.thread[i])
+
+    inst = [(began_in(i), _ns(c.start[i]), _ns(c.end[i])) for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
     span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
     marks = tl.capture_windows()  # the one definition; a window never closed runs to its segment's end
-    windows = [(tl.thread_pid[c.thread[b]], _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
-    placed = _placed(tl, segs, source, [b for b, _ in marks], inst)
-    ctx = _Context(*_columns(tl, placed), tl.thread_pid, windows, instantiates, top, span, placed, vectorised)
+    windows = [(began_in(b), _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
+    ctx = _Context(*_columns(tl, find), tl.thread_pid, windows, inst, top, span, vectorised)
     done = [_segment(ctx, j, s) for j, s in enumerate(segs)]
     spent = [x for _, x in done if x is not None]
     total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, ctx.names) if spent else []

@@ -117,13 +117,9 @@ def render_time(doc: dict[str, Any]) -> None:
         run = f"run {safe(t['run'])}  " if runs else ""
         out.print(f"\n{run}[bold]{safe(who(t))}[/bold]  {safe(t['path'])}  (segments: {safe(t['segment_source'])})")
         print_table(out, _SEGMENT_COLUMNS, _segment_rows(t, scale))
-        if t["totals"]["top"]:
-            print_table(
-                out,
-                _TOP_COLUMNS,
-                [[r["phase"], r["op"], Us(r["self_us"]), f"{r['count']:,}"] for r in t["totals"]["top"]],
-                title="top CPU ops by self time, over all segments",
-            )
+        top: list[list[Cell]] = [[r["phase"], r["op"], Us(r["self_us"]), f"{r['count']:,}"] for r in t["totals"]["top"]]
+        if top:
+            print_table(out, _TOP_COLUMNS, top, title="top CPU ops by self time, over all segments")
     if comparison is not None and runs is not None:  # the same runners in several runs
         out.print()
         cols, rows = _run_rows(comparison, runs)
