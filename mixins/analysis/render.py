@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -63,24 +62,13 @@ def safe(value: object) -> str:
 
 
 def print_json(obj: Any) -> None:
-    """Every ``--json`` output: through ``to_json``, then strict JSON (a non-finite number: null, one warning)."""
-    value, bad = finite(to_json(obj))
+    """Every ``--json`` output: through ``to_json``, then strict JSON: a non-finite number (json's ``NaN`` /
+    ``Infinity``, read back by ``parse_constant``) becomes null, with one warning."""
+    bad: list[str] = []
+    value = json.loads(json.dumps(to_json(obj)), parse_constant=bad.append)  # append returns None: null
     if bad:
-        error(f"{bad:,} non-finite number(s) (an overflowing total?) written as null", "warning")
+        error(f"{len(bad):,} non-finite number(s) (an overflowing total?) written as null", "warning")
     sys.stdout.write(json.dumps(value, indent=2, allow_nan=False) + "\n")
-
-
-def finite(value: Any) -> tuple[Any, int]:
-    """``value`` (plain JSON values) with inf / NaN floats replaced by None, and how many were."""
-    if isinstance(value, float):
-        return (value, 0) if math.isfinite(value) else (None, 1)
-    if isinstance(value, dict):
-        pairs = {k: finite(v) for k, v in value.items()}
-        return {k: v for k, (v, _) in pairs.items()}, sum(n for _, n in pairs.values())
-    if isinstance(value, list):
-        items = [finite(v) for v in value]
-        return [v for v, _ in items], sum(n for _, n in items)
-    return value, 0
 
 
 def error(message: str, kind: str = "error") -> None:
@@ -271,7 +259,7 @@ def _kernel_text(k: dict[str, Any], whole: bool) -> str:
     return f"· {k['count']}× " + " ".join(bits)  # one per line in the cell: the dot starts each
 
 
-def render_summary(traces: list[dict[str, Any]], top: int) -> None:
+def render_summary(traces: list[dict[str, Any]]) -> None:
     from rich.text import Text
 
     out = console()
@@ -287,26 +275,13 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
         tot = t["totals"]
         rows.append([Text("total", style="bold"), f"{t['events']:,}", *(f"{tot[k]:,}" for k, _ in _COLS[1:])])
         print_table(out, (Col("segment", "key", fold=8), *(c for _, c in _COLS)), rows)
-        if top <= 0:
-            continue
         for s in t["segments"]:
-            if not s["top"]:
+            if not s["top"]:  # --top 0, or no op
                 continue
-            print_table(
-                out,
-                _TOP_COLUMNS,
-                [
-                    [
-                        f"{row['count']:,}",
-                        row["op"],
-                        _shown(row["input_dims"]),
-                        _shown(row["input_types"]),
-                        cut([_kernel_text(k, whole) for k in row["kernels"]], 4) or "-",
-                    ]
-                    for row in s["top"]
-                ],
-                title=f"{s['label']}: top {len(s['top'])} signatures by kernels launched, then calls",
-            )
+            top = [[f"{row['count']:,}", row["op"], _shown(row["input_dims"]), _shown(row["input_types"]),
+                    cut([_kernel_text(k, whole) for k in row["kernels"]], 4) or "-"] for row in s["top"]]
+            title = f"{s['label']}: top {len(s['top'])} signatures by kernels launched, then calls"
+            print_table(out, _TOP_COLUMNS, top, title=title)
 
 
 def _shown(value: Any) -> str:
@@ -333,15 +308,9 @@ def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
     out.print(safe(f"B: {path_b}"))
     cols = (Col("segment", "key", fold=8), Col("status"), *(Col(c, "num") for c in ("ops A", "ops B", "first diff",
                                                                              "added", "removed", "changed")))
-    rows: list[list[Cell]] = [
-        [
-            d.label,
-            d.status.replace("only_a", "only in A").replace("only_b", "only in B"),
-            *map(count_text, (d.ops_a, d.ops_b, d.first_diff, d.added, d.removed, d.changed)),
-        ]
-        for d in diffs
-    ]
-    print_table(out, cols, rows)
+    status = {"only_a": "only in A", "only_b": "only in B"}
+    print_table(out, cols, [[d.label, status.get(d.status, d.status), *map(count_text, (
+        d.ops_a, d.ops_b, d.first_diff, d.added, d.removed, d.changed))] for d in diffs])
     for d in diffs:
         if d.status != "changed":
             continue
@@ -465,24 +434,19 @@ def _attribute_rows(
     ]
 
 
-def _print_group(out: Any, res: dict[str, Any], group: dict[str, Any], keys: list[str], top: int) -> None:
-    """A ``--group-by`` view (module, shape, segment) as a table of its key columns and totals."""
-    cols = (*(_GROUP_KEY_COLUMNS[k] for k in keys), Col("ops", "num"), *_MEASURE_COLUMNS)
-    rows = _attribute_rows(res, group["rows"], keys, ("ops", "kernels", "count"), top)
-    runners = [r["runner"] for r in group["rows"][:top] if r.get("runner")]
-    print_table(out, cols, rows, title=f"{res['replay']}: {_GROUP_TITLE[group['by']]} by GPU time", runners=runners)
-
-
 def render_attribute(results: list[Any], top: int = 30) -> None:
     """Per replay: ops (or a ``--group-by`` view) by GPU time, a coverage line, what stayed unattributed."""
     out = console()
     for result in results:
         res = to_json(result)
         group = res.get("groups")
-        if group is not None and group["by"] != "op":
-            keys = [k for k in _GROUP_KEY_COLUMNS if group["rows"] and k in group["rows"][0]]
-            _print_group(out, res, group, keys, top)
+        if group is not None and group["by"] != "op":  # module, shape, segment: its key columns and totals
             shown = group["rows"]
+            keys = [k for k in _GROUP_KEY_COLUMNS if shown and k in shown[0]]
+            cols = (*(_GROUP_KEY_COLUMNS[k] for k in keys), Col("ops", "num"), *_MEASURE_COLUMNS)
+            rows = _attribute_rows(res, shown, keys, ("ops", "kernels", "count"), top)
+            print_table(out, cols, rows, title=f"{res['replay']}: {_GROUP_TITLE[group['by']]} by GPU time",
+                        runners=[r["runner"] for r in shown[:top] if r.get("runner")])
         else:
             rows = _attribute_rows(res, res["ops"], _OP_KEYS, ("kernels", "count"), top)
             print_table(out, ATTRIBUTE_COLUMNS, rows, title=f"{res['replay']}: ops by GPU time")

@@ -91,9 +91,28 @@ def _fmt(us: float | None, div: float) -> str:
     return "–" if us is None else f"{us / div:,.3f}"
 
 
-def _group_name(g: dict[str, Any]) -> str:
-    """A check group's runner, with its batch size when it is one of upstream's per-batch-size files."""
-    return str(g.get("runner") or "?") + (f" bs={g['bs']}" if g.get("bs") is not None else "")
+def _td(text: object, cls: str = "") -> str:
+    """A cell of untrusted text (``_h``), of class ``cls`` (``num``: right-aligned figures)."""
+    return f'<td class="{cls}">{_h(text)}</td>' if cls else f"<td>{_h(text)}</td>"
+
+
+def _us(us: Any, text: str, phase: str = "") -> str:
+    """A time cell: ``text`` shown, the exact µs in ``data-us`` (read back and compared by the tests)."""
+    at = f' data-phase="{phase}"' if phase else ""
+    return f'<td class="num"{at} data-us="{_num(us)}">{text}</td>'
+
+
+def _gpu_us(row: dict[str, Any]) -> str:
+    return _us(row.get("gpu_time_us"), f"{(row.get('gpu_time_us') or 0.0):,.3f}")
+
+
+def _tr(cells: Iterable[str], attrs: str = "") -> str:
+    return f"<tr{attrs}>" + "".join(cells) + "</tr>"
+
+
+def _table(cls: str, heads: Iterable[str], rows: Iterable[str]) -> str:
+    """A table of class ``cls``: one row of ``heads`` (HTML), then ``rows`` (``_tr``)."""
+    return f'<table class="{cls}">' + _tr(f"<th>{h}</th>" for h in heads) + "".join(rows) + "</table>"
 
 
 def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
@@ -272,49 +291,34 @@ def _comparison_table(time_json: dict[str, Any], runs: list[str], div: float, un
     rows = time_json.get("comparison") or []
     if not rows:
         return ""
-    head = "".join(f"<th>{_h(r)} ({unit})</th>" for r in runs) + "".join(f"<th>{_h(r)} vs {_h(runs[0])}</th>"
-                                                                       for r in runs[1:])
+    heads = ["runner", "ranks", "shape", *(f"{_h(r)} ({unit})" for r in runs), *(f"{_h(r)} vs {_h(runs[0])}"
+                                                                                for r in runs[1:])]
     body = []
     for r in rows[:MAX_TABLE_ROWS]:
-        walls = "".join(f'<td class="num" data-us="{_num(w)}">{_fmt(w, div)}</td>' for w in r.get("wall_us") or [])
-        moved = "".join(f'<td class="num">{"–" if c is None else f"{c:+.1%}"}</td>'
-                        for c in (r.get("change") or [])[1:])
         ranks = f"TP {_opt(r.get('tp_rank'))}" + (f" · PP {r['pp_rank']}" if r.get("pp_rank") else "") + (
             f" · #{r['capture_index']}" if (r.get("capture_index") or 1) > 1 else "")
-        body.append(f'<tr><td>{_h(r.get("runner"))}</td><td>{_h(ranks)}</td><td>{_h(r.get("label"))}</td>'
-                    f"{walls}{moved}</tr>")
+        body.append(_tr([_td(r.get("runner")), _td(ranks), _td(r.get("label")),
+                         *(_us(w, _fmt(w, div)) for w in r.get("wall_us") or []),
+                         *(_td("–" if c is None else f"{c:+.1%}", "num") for c in (r.get("change") or [])[1:])]))
     return (
         '<details open id="comparison"><summary>runs side by side: wall time per runner × shape</summary>'
-        f'<table class="comparison"><tr><th>runner</th><th>ranks</th><th>shape</th>{head}</tr>'
-        + "".join(body) + "</table>" + _more(len(rows), MAX_TABLE_ROWS) + "</details>\n"
+        + _table("comparison", heads, body) + _more(len(rows), MAX_TABLE_ROWS) + "</details>\n"
     )
 
 
 def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, unit: str) -> str:
-    head = "".join(f"<th>{_PHASE_NAMES[p]} ({unit})</th>" for p in PHASES)
+    heads = ["segment", f"wall ({unit})", *(f"{_PHASE_NAMES[p]} ({unit})" for p in PHASES), "capture windows"]
     out = []
     for i, (name, t) in enumerate(zip(names, time_json.get("traces") or [], strict=True)):
-        body = []
         segments = t.get("segments") or []
+        body = []
         for j, s in enumerate(segments[:MAX_TABLE_ROWS]):
             phases = s.get("phases") or {}
-            cells = "".join(
-                f'<td class="num" data-phase="{p}" data-us="{_num(phases.get(p))}">{_fmt(phases.get(p), div)}</td>'
-                for p in PHASES
-            )
-            body.append(
-                f'<tr data-trace="{i}" data-segment="{j}"><td>{_h(s.get("label", "?"))}</td>'
-                f'<td class="num" data-us="{_num(s.get("wall_us"))}">{_fmt(s.get("wall_us"), div)}</td>{cells}'
-                f'<td class="num">{_h(s.get("capture_windows", ""))}</td></tr>'
-            )
-        out.append(
-            f'<details><summary>{_h(name)} — {_h(t.get("path", "?"))}</summary><table class="startup">'
-            f"<tr><th>segment</th><th>wall ({unit})</th>{head}<th>capture windows</th></tr>"
-            + "".join(body)
-            + "</table>"
-            + _more(len(segments), MAX_TABLE_ROWS)
-            + "</details>"
-        )
+            body.append(_tr([_td(s.get("label", "?")), _us(s.get("wall_us"), _fmt(s.get("wall_us"), div)),
+                             *(_us(phases.get(p), _fmt(phases.get(p), div), p) for p in PHASES),
+                             _td(s.get("capture_windows", ""), "num")], f' data-trace="{i}" data-segment="{j}"'))
+        out.append(f'<details><summary>{_h(name)} — {_h(t.get("path", "?"))}</summary>'
+                   + _table("startup", heads, body) + _more(len(segments), MAX_TABLE_ROWS) + "</details>")
     return "\n".join(out)
 
 
@@ -333,24 +337,17 @@ def _check_section(check_json: dict[str, Any]) -> str:
     several = len({g.get("run") for g in groups}) > 1  # ranks are checked within a run: say which
     for g in groups:
         ranks = ", ".join("?" if r is None else str(r) for r in g.get("ranks") or [])
-        details = [*(g.get("problems") or []), *(_divergence_text(d) for d in g.get("divergences") or [])]
-        notes = g.get("notes") or []
-        rows.append(
-            f'<tr class="{"ok" if g.get("ok") else "bad"}" data-ok="{str(bool(g.get("ok"))).lower()}">'
-            + (f'<td>{_h(g.get("run"))}</td>' if several else "")
-            + f'<td>{_h(_group_name(g))}</td><td>{_h(_opt(g.get("pp_rank")))}</td>'
-            f'<td>{_h(_opt(g.get("capture_index")))}</td><td>{_h(ranks)}</td><td>{_h(_opt(g.get("tp_size")))}</td>'
-            f'<td>{"ok" if g.get("ok") else "FAILED"}</td>'
-            f"<td>{'<br>'.join(_h(d) for d in details)}{'<br>' if details and notes else ''}"
-            f"{'<br>'.join('note: ' + _h(n) for n in notes)}</td></tr>"
-        )
+        why = [*map(_h, g.get("problems") or []), *(_h(_divergence_text(d)) for d in g.get("divergences") or []),
+               *("note: " + _h(n) for n in g.get("notes") or [])]
+        bs = f" bs={g['bs']}" if g.get("bs") is not None else ""  # one of upstream's per-batch-size files
+        rows.append(_tr([
+            *([_td(g.get("run"))] if several else []), _td(str(g.get("runner") or "?") + bs),
+            *(_td(_opt(g.get(k))) for k in ("pp_rank", "capture_index")), _td(ranks), _td(_opt(g.get("tp_size"))),
+            _td("ok" if g.get("ok") else "FAILED"), f"<td>{'<br>'.join(why)}</td>",
+        ], f' class="{"ok" if g.get("ok") else "bad"}" data-ok="{str(bool(g.get("ok"))).lower()}"'))
     if rows:
-        parts.append(
-            '<table class="check"><tr>' + ("<th>run</th>" if several else "") + "<th>runner</th><th>PP</th>"
-            "<th>capture #</th><th>TP ranks</th><th>TP size</th><th>result</th><th>why</th></tr>"
-            + "".join(rows)
-            + "</table>"
-        )
+        heads = [*(["run"] if several else []), "runner", "PP", "capture #", "TP ranks", "TP size", "result", "why"]
+        parts.append(_table("check", heads, rows))
     return "\n".join(parts)
 
 
@@ -476,33 +473,18 @@ def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
         f"graph kernels {cov.get('graph_kernels_attributed', 0):,} of {cov.get('graph_kernels', 0):,}</p>"
     )
     ops = sorted(res.get("ops") or [], key=lambda o: -(o.get("gpu_time_us") or 0.0))
-    rows = "".join(
-        f'<tr data-replay="{k}"><td>{_h(o.get("name"))}</td><td>{_h(o.get("module"))}</td>'
-        f"<td>{_h(_shape(o))}</td><td>{_h(o.get('source'))}</td><td>{_h(o.get('segment'))}</td>"
-        f'<td class="num">{_h(o.get("kernels"))}</td><td class="num">{_h(o.get("count"))}</td>'
-        f'<td class="num" data-us="{_num(o.get("gpu_time_us"))}">{(o.get("gpu_time_us") or 0.0):,.3f}</td></tr>'
-        for o in ops[:top]
-    )
-    unattr = "".join(
-        f'<tr><td>{_h(u.get("source"))}</td><td>{_h(u.get("reason"))}</td><td class="num">{_h(u.get("kernels"))}</td>'
-        f'<td class="num" data-us="{_num(u.get("gpu_time_us"))}">{(u.get("gpu_time_us") or 0.0):,.3f}</td></tr>'
-        for u in res.get("unattributed") or []
-    )
+    rows = [_tr([_td(o.get("name")), _td(o.get("module")), _td(_shape(o)), _td(o.get("source")), _td(o.get("segment")),
+                 _td(o.get("kernels"), "num"), _td(o.get("count"), "num"), _gpu_us(o)], f' data-replay="{k}"')
+            for o in ops[:top]]
+    unattr = [_tr([_td(u.get("source")), _td(u.get("reason")), _td(u.get("kernels"), "num"), _gpu_us(u)])
+              for u in res.get("unattributed") or []]
+    heads = ["op", "module", "input dims", "source", "segment", "kernels", "count", "GPU µs"]
+    unattributed = _table("unattributed", ["source", "reason", "kernels", "GPU µs"], unattr)
     return (
-        head
-        + f'<div class="chart" id="attribution-{k}"></div>'
-        + "<details open><summary>ops by GPU time</summary><table class=\"ops\"><tr><th>op</th><th>module</th>"
-        "<th>input dims</th><th>source</th><th>segment</th><th>kernels</th><th>count</th><th>GPU µs</th></tr>"
-        + rows
-        + "</table>"
-        + _more(len(ops), top, "the embedded data (attribute --json)")
-        + "</details>"
-        + (
-            '<details open><summary>unattributed</summary><table class="unattributed"><tr><th>source</th>'
-            f"<th>reason</th><th>kernels</th><th>GPU µs</th></tr>{unattr}</table></details>"
-            if unattr
-            else ""
-        )
+        head + f'<div class="chart" id="attribution-{k}"></div>'
+        + "<details open><summary>ops by GPU time</summary>" + _table("ops", heads, rows)
+        + _more(len(ops), top, "the embedded data (attribute --json)") + "</details>"
+        + (f"<details open><summary>unattributed</summary>{unattributed}</details>" if unattr else "")
     )
 
 
