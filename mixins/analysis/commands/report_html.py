@@ -12,7 +12,7 @@ import html
 import json
 import os
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -115,18 +115,21 @@ def _table(cls: str, heads: Iterable[str], rows: Iterable[str]) -> str:
     return f'<table class="{cls}">' + _tr(f"<th>{h}</th>" for h in heads) + "".join(rows) + "</table>"
 
 
+def _ranks(t: dict[str, Any]) -> str:
+    """``TP 0``, then ``PP 1`` and ``#2`` where not the first stage and capture."""
+    parts = [f"TP {_opt(t.get('tp_rank'))}"]
+    if t.get("pp_rank"):
+        parts.append(f"PP {t['pp_rank']}")
+    if (t.get("capture_index") or 1) > 1:
+        parts.append(f"#{t['capture_index']}")
+    return " · ".join(parts)
+
+
 def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
     """One name per ``time`` trace: runner (or class, or file), TP rank, PP rank and capture number when
     not the first; a name still shared gets ``(file)`` so two bars never merge."""
-    names = []
-    for t in traces:
-        who = t.get("runner") or t.get("runner_class") or os.path.basename(str(t.get("path", "?")))
-        parts = [str(who), f"TP {t['tp_rank']}" if t.get("tp_rank") is not None else "TP ?"]
-        if t.get("pp_rank"):
-            parts.append(f"PP {t['pp_rank']}")
-        if (t.get("capture_index") or 1) > 1:
-            parts.append(f"#{t['capture_index']}")
-        names.append(" · ".join(parts))
+    names = [f"{t.get('runner') or t.get('runner_class') or os.path.basename(str(t.get('path', '?')))} · {_ranks(t)}"
+             for t in traces]
     paths = [str(t.get("path", "?")) for t in traces]
     bases = [os.path.basename(p) for p in paths]
     named = Counter(names)  # counted before any is renamed
@@ -161,12 +164,6 @@ def _more(rows: int, shown: int, where: str = "the page's data (time --json)") -
     return f"<p>{rows - shown:,} more rows in {where}.</p>" if rows > shown else ""
 
 
-def _largest(cells: dict[Cell, float], keep: int) -> list[Cell]:
-    """The ``keep`` rows of the largest wall time (in any run), in their order."""
-    top = set(sorted(cells, key=lambda c: -cells[c])[:keep])
-    return [c for c in cells if c in top]
-
-
 def _axis_runner(trace: dict[str, Any], name: str, short: dict[str, str]) -> str:
     """A runner group's label beside its rows: the runner without the tail every runner shares
     (``tables.short_runners``), then its ranks (``Decode · TP 0``), on one line."""
@@ -176,22 +173,8 @@ def _axis_runner(trace: dict[str, Any], name: str, short: dict[str, str]) -> str
     return _label(name)
 
 
-def _change_of(time_json: dict[str, Any]) -> dict[tuple[Any, ...], list[float | None]]:
-    """``comparison``'s change against the first run, per runner, ranks and shape (``time.compare_runs``)."""
-    return {
-        (r.get("runner"), r.get("tp_rank"), r.get("pp_rank"), r.get("capture_index"), r.get("label")): r["change"]
-        for r in time_json.get("comparison") or []
-    }
-
-
 def _seg(s: dict[str, Any]) -> str:
     return str(s.get("label", "?"))
-
-
-def _hover(phases: dict[str, Any], div: float, unit: str, change: float | None) -> str:
-    parts = [f"{_PHASE_NAMES[p]} {_fmt(phases.get(p), div)}" for p in PHASES]
-    moved = "" if change is None else f"<br>change against the first run: {change:+.1%}"
-    return f"{' · '.join(parts)} ({unit}){moved}"
 
 
 def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str, str]:
@@ -217,7 +200,8 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     # grouped by runner (in order of first appearance), shapes in their order within it
     first = {n: k for k, n in enumerate(dict.fromkeys(c[0] for c in walls))}
     cells = sorted(walls, key=lambda c: first[c[0]])
-    kept = _largest({c: walls[c] for c in cells}, MAX_BARS)
+    largest = set(sorted(cells, key=lambda c: -walls[c])[:MAX_BARS])  # in any run
+    kept = [c for c in cells if c in largest]
     note = "" if len(kept) == len(cells) else (
         f"The {len(kept)} largest of {len(cells):,} runner × shape bars by wall time; the others are in the "
         "tables below and in the page's data (time --json)."
@@ -228,7 +212,10 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     at_runner, at_shape = {n: k for k, n in enumerate(runners)}, {label: k for k, label in enumerate(shapes)}
     row = {c: k for k, c in enumerate(kept)}
     several = len(runs) > 1
-    changes = _change_of(time_json) if several else {}
+    changes = {  # against the first run, per runner, ranks and shape (``time.compare_runs``)
+        (r.get("runner"), r.get("tp_rank"), r.get("pp_rank"), r.get("capture_index"), r.get("label")): r["change"]
+        for r in time_json.get("comparison") or []
+    }
     bars = []
 
     def drawn(run: str | None) -> tuple[list[tuple[int, dict[str, Any]]], list[list[int]]]:
@@ -256,7 +243,9 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
             key = (t.get("runner") or "?", t.get("tp_rank"), t.get("pp_rank") or 0, t.get("capture_index", 1),
                    s.get("label"))
             change = changes.get(key, [None] * len(runs))[k] if k else None
-            hover.append(_hover(s.get("phases") or {}, div, unit, change))
+            phases = " · ".join(f"{_PHASE_NAMES[p]} {_fmt((s.get('phases') or {}).get(p), div)}" for p in PHASES)
+            moved = "" if change is None else f"<br>change against the first run: {change:+.1%}"
+            hover.append(f"{phases} ({unit}){moved}")
         bars.append(go.Bar(
             name=_label(run), orientation="h", y=y, x=[(s.get("wall_us") or 0.0) / div for _, s in pairs],
             customdata=[s.get("wall_us") or 0.0 for _, s in pairs], hovertext=hover,
@@ -295,9 +284,7 @@ def _comparison_table(time_json: dict[str, Any], runs: list[str], div: float, un
                                                                                 for r in runs[1:])]
     body = []
     for r in rows[:MAX_TABLE_ROWS]:
-        ranks = f"TP {_opt(r.get('tp_rank'))}" + (f" · PP {r['pp_rank']}" if r.get("pp_rank") else "") + (
-            f" · #{r['capture_index']}" if (r.get("capture_index") or 1) > 1 else "")
-        body.append(_tr([_td(r.get("runner")), _td(ranks), _td(r.get("label")),
+        body.append(_tr([_td(r.get("runner")), _td(_ranks(r)), _td(r.get("label")),
                          *(_us(w, _fmt(w, div)) for w in r.get("wall_us") or []),
                          *(_td("–" if c is None else f"{c:+.1%}", "num") for c in (r.get("change") or [])[1:])]))
     return (
@@ -369,11 +356,6 @@ def _divergence_text(d: dict[str, Any]) -> str:
     )
 
 
-def _replays(attribute_json: dict[str, Any]) -> list[dict[str, Any]]:
-    """``attribute --json`` prints one replay's result, or ``{"replays": [...]}`` for several."""
-    return list(attribute_json["replays"]) if "replays" in attribute_json else [attribute_json]
-
-
 def _shape(op: dict[str, Any]) -> str:
     dims = op.get("input_dims")
     return "no shapes" if dims is None else json.dumps(dims, separators=(",", ":"))
@@ -384,19 +366,15 @@ def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[fl
     share a node add up; unattributed device work is one branch per reason. Each parent's value is the
     float sum of its children in the order plotly adds them (``branchvalues="total"`` hides a box
     whose children add up to more than it)."""
-    leaves: dict[tuple[str, ...], float] = {}
-    key: tuple[str, ...]
+    leaves: defaultdict[tuple[str, ...], float] = defaultdict(float)
     for op in res.get("ops") or []:
-        key = (str(op.get("module")), str(op.get("name")), _shape(op))
-        leaves[key] = leaves.get(key, 0.0) + float(op.get("gpu_time_us") or 0.0)
+        leaves[str(op.get("module")), str(op.get("name")), _shape(op)] += float(op.get("gpu_time_us") or 0.0)
     for u in res.get("unattributed") or []:
-        key = ("(unattributed)", str(u.get("reason")))
-        leaves[key] = leaves.get(key, 0.0) + float(u.get("gpu_time_us") or 0.0)
-    # a parent's total, for ordering only: biggest first at every level
-    weight: dict[tuple[str, ...], float] = {}
+        leaves["(unattributed)", str(u.get("reason"))] += float(u.get("gpu_time_us") or 0.0)
+    weight: defaultdict[tuple[str, ...], float] = defaultdict(float)  # for ordering only: biggest first
     for key, us in leaves.items():
         for depth in range(1, len(key) + 1):
-            weight[key[:depth]] = weight.get(key[:depth], 0.0) + us
+            weight[key[:depth]] += us
     order = sorted(weight, key=lambda k: (len(k), -weight[k], k))
     index = {path: n for n, path in enumerate([(), *order])}
     values = [0.0, *(leaves.get(path, 0.0) for path in order)]
@@ -553,7 +531,8 @@ def render_report(
             "readable label shows it on hover and in the op table. Graph kernels are attributed "
             "to the capture op that launched them (verified by kernel sequence), eager kernels to their own op.</p>"
         )
-        for k, res in enumerate(_replays(attribute_json)):
+        # one replay's result, or ``{"replays": [...]}`` for several
+        for k, res in enumerate(attribute_json["replays"] if "replays" in attribute_json else [attribute_json]):
             figures[f"attribution-{k}"] = _attribution_figure(go, res)
             sections.append(_attribution_section(res, k, top))
     data = {"time": time_json, "check": check_json, "attribute": attribute_json}
