@@ -131,14 +131,8 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
     for t in rows:
         labels = [s["label"] for s in t["segments"]]
         table.append([
-            os.path.basename(t["path"]),
-            t.get("runner") or "?",
-            _rank(t.get("tp_rank")),
-            _rank(t.get("pp_rank")),
-            str(t.get("capture_index", "")),
-            t["identity_source"],
-            size_text(t["size"]),
-            count_text(t["events"]),
+            os.path.basename(t["path"]), t.get("runner") or "?", _rank(t.get("tp_rank")), _rank(t.get("pp_rank")),
+            str(t.get("capture_index", "")), t["identity_source"], size_text(t["size"]), count_text(t["events"]),
             f"{len(labels)}: {', '.join(cut(labels, 8))}",
         ])
     print_table(console(), LS_COLUMNS, table, runners=[t.get("runner") or "?" for t in rows])
@@ -355,18 +349,10 @@ CHECK_COLUMNS = (
 def render_check(groups: list[GroupCheck]) -> None:
     out = console()
     runs = len({g.run for g in groups}) > 1  # ranks are checked per run: say which, when there are several
-    rows: list[list[Cell]] = [
-        [
-            *([g.run or "?"] if runs else []),
-            _group(g),
-            _rank(g.pp_rank),
-            str(g.capture_index),
-            ", ".join("?" if r is None else str(r) for r, _ in g.members),
-            _rank(g.tp_size),
-            _result(g),
-        ]
-        for g in groups
-    ]
+    rows: list[list[Cell]] = [[
+        *([g.run or "?"] if runs else []), _group(g), _rank(g.pp_rank), str(g.capture_index),
+        ", ".join("?" if r is None else str(r) for r, _ in g.members), _rank(g.tp_size), _result(g),
+    ] for g in groups]
     columns = (Col("run", "key", fold=12), *CHECK_COLUMNS) if runs else CHECK_COLUMNS
     print_table(out, columns, rows, runners=[g.runner or "?" for g in groups])
     for g in groups:
@@ -482,14 +468,8 @@ def progress_bytes(enabled: bool, label: str) -> Iterator[Callable[[int, int], N
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
+    columns = ("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 

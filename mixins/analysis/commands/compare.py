@@ -195,20 +195,11 @@ class GroupCheck(Struct):
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "run": self.run,
-            "runner": self.runner,
-            "pp_rank": self.pp_rank,
-            "capture_index": self.capture_index,
-            "bs": self.bs,
-            "dp_rank": self.dp_rank,
-            "ranks": [r for r, _ in self.members],
-            "paths": [p for _, p in self.members],
-            "ok": self.ok,
+            "run": self.run, "runner": self.runner, "pp_rank": self.pp_rank, "capture_index": self.capture_index,
+            "bs": self.bs, "dp_rank": self.dp_rank, "ranks": [r for r, _ in self.members],
+            "paths": [p for _, p in self.members], "ok": self.ok,
             "divergences": self.divergences,  # structs: serialise.to_json writes their fields
-            "problems": self.problems,
-            "notes": self.notes,
-            "tp_size": self.tp_size,
-            "complete": self.complete,
+            "problems": self.problems, "notes": self.notes, "tp_size": self.tp_size, "complete": self.complete,
         }
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from mixins.analysis import render
 from mixins.analysis.jobs import DIR_HELP, OK, TROUBLE, collect_results, listed_in, map_files, trace_files, with_limits
-from mixins.analysis.model.identity import Identity
 from mixins.analysis.read.reader import TraceError
 from mixins.formats import STAGING_PREFIX, SUBDIR
 from mixins.helptext import add_command
@@ -50,19 +49,15 @@ def add_clean(subparsers: Any) -> None:
     p.set_defaults(func=cmd_clean)
 
 
-def metadata_json(ident: Identity) -> dict[str, Any] | None:
-    """What the trace recorded about its writer (``capture_trace``); None for traces without it."""
-    if ident.source != "metadata":
-        return None
-    return {"runner_class": ident.runner_class, "pp_size": ident.pp_size, **ident.extra}
-
-
 def _ls_job(path: str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """A trace's summary and what it recorded about its writer (``capture_trace``; None for traces without it)."""
     from mixins.analysis.model.records import load_record
     from mixins.analysis.serialise import summarize
 
     rec = load_record(path, progress)
-    return summarize(rec, 0) | {"metadata": metadata_json(rec.identity)}
+    ident = rec.identity
+    recorded = {"runner_class": ident.runner_class, "pp_size": ident.pp_size, **ident.extra}
+    return summarize(rec, 0) | {"metadata": recorded if ident.source == "metadata" else None}
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -78,15 +73,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return TROUBLE
     rows, bad = collect_results(map_files(_ls_job, files, (), 0, not args.json), listed_in(args.dir, files))
     if args.json:
-        render.print_json(
-            {
-                "traces": [
-                    {k: r[k] for k in r if k != "totals"} | {"segments": [s["label"] for s in r["segments"]]}
-                    for r in rows
-                ],
-                "temporaries": [dataclasses.asdict(t) for t in temps],
-            }
-        )
+        traces = [{k: r[k] for k in r if k != "totals"} | {"segments": [s["label"] for s in r["segments"]]}
+                  for r in rows]
+        render.print_json({"traces": traces, "temporaries": [dataclasses.asdict(t) for t in temps]})
     elif rows and args.long:
         render.render_ls_long(rows)
     elif rows:
