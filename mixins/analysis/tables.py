@@ -244,13 +244,8 @@ def _layout(columns: list[_Column], width: int, wide: bool) -> tuple[list[_Colum
     return shown, widths, dropped, constant
 
 
-def print_table(
-    out: Console,
-    cols: Sequence[Col],
-    rows: Sequence[Sequence[Cell]],
-    title: str | None = None,
-    runners: Iterable[str] = (),
-) -> None:
+def print_table(out: Console, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], title: str | None = None,
+                runners: Iterable[str] = ()) -> None:
     """Print one table on ``out`` (never cropped), and a note when columns were left out. ``title`` is
     untrusted text; ``runners``: the runner names its cells and headers may hold."""
     from rich.table import Table

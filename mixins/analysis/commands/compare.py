@@ -41,9 +41,7 @@ class SegmentDiff(Struct):
     removed: int = 0
     changed: int = 0
     aligned: bool = True
-    examples: dict[str, list[Any]] = field(
-        default_factory=lambda: {"added": [], "removed": [], "changed": []}
-    )
+    examples: dict[str, list[Any]] = field(default_factory=lambda: {"added": [], "removed": [], "changed": []})
 
     def add(self, kind: str, item: Any, n: int = 1) -> None:
         """``n`` more ``kind`` (added, removed, changed) ops; only the first few examples of each are kept."""
@@ -203,9 +201,8 @@ class GroupCheck(Struct):
         }
 
 
-def _first_divergence(
-    ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: Interner
-) -> Divergence | None:
+def _first_divergence(ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: Interner
+                      ) -> Divergence | None:
     """The first segment (reference order, then the member's extras) where member ``m`` differs."""
     seqs = dict(zip(m.labels, _remap(keys, m), strict=True))
     for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
@@ -232,9 +229,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
     out = []
     order = {run: n for n, run in enumerate(runs)}
     for gkey in sorted(groups, key=lambda k: (order[k[0]], repr(k[1:]))):  # runs in the order given
-        members = sorted(
-            groups[gkey], key=lambda t: (t.identity.tp_rank is None, t.identity.tp_rank or 0, t.path)
-        )
+        members = sorted(groups[gkey], key=lambda t: (t.identity.tp_rank is None, t.identity.tp_rank or 0, t.path))
         ref = members[0]
         ident = ref.identity
         g = GroupCheck(
@@ -243,9 +238,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         )
         out.append(g)
         if ident.tp_rank is None:
-            g.notes.append(
-                "no TP rank in metadata, file name or distributedInfo: not compared with other files"
-            )
+            g.notes.append("no TP rank in metadata, file name or distributedInfo: not compared with other files")
             continue
         _check_ranks(g, members)
         if len(members) == 1:

@@ -361,11 +361,11 @@ def _shape(op: dict[str, Any]) -> str:
     return "no shapes" if dims is None else json.dumps(dims, separators=(",", ":"))
 
 
-def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[float], list[list[Any]], list[str]]:
-    """Attribution nodes replay → module → op → shape (ids, parents, labels, values, hover data); rows that
-    share a node add up; unattributed device work is one branch per reason. Each parent's value is the
-    float sum of its children in the order plotly adds them (``branchvalues="total"`` hides a box
-    whose children add up to more than it)."""
+def _tree(res: dict[str, Any]) -> dict[str, Any]:
+    """Attribution nodes replay → module → op → shape as the treemap's properties; rows that share a node
+    add up; unattributed device work is one branch per reason. Each parent's value is the float sum of its
+    children in the order plotly adds them (``branchvalues="total"`` hides a box whose children add up to
+    more than it)."""
     leaves: defaultdict[tuple[str, ...], float] = defaultdict(float)
     for op in res.get("ops") or []:
         leaves[str(op.get("module")), str(op.get("name")), _shape(op)] += float(op.get("gpu_time_us") or 0.0)
@@ -382,15 +382,16 @@ def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[fl
         for path in order:
             if len(path) == depth:
                 values[index[path[:-1]]] += values[index[path]]
-    total = values[0]
-    ids = ["r"] + [f"n{index[p]}" for p in order]
-    parents = [""] + [("r" if len(p) == 1 else f"n{index[p[:-1]]}") for p in order]
-    labels = [_label(os.path.basename(str(res.get("replay"))))] + [_label(p[-1]) for p in order]
-    kinds = ("module", "op", "shape")
-    custom = [[total, 1.0, "replay"]] + [
-        [values[index[p]], values[index[p]] / total if total else 0.0, kinds[len(p) - 1]] for p in order
-    ]
-    return ids, parents, labels, values, custom, _colors(order)
+    total, kinds = values[0], ("module", "op", "shape")
+    return dict(
+        ids=["r"] + [f"n{index[p]}" for p in order],
+        parents=[""] + [("r" if len(p) == 1 else f"n{index[p[:-1]]}") for p in order],
+        labels=[_label(os.path.basename(str(res.get("replay"))))] + [_label(p[-1]) for p in order],
+        values=values,
+        customdata=[[total, 1.0, "replay"]] + [
+            [values[index[p]], values[index[p]] / total if total else 0.0, kinds[len(p) - 1]] for p in order],
+        marker=dict(colors=_colors(order), line=dict(color="#ffffff", width=1)),
+    )
 
 
 def _colors(order: list[tuple[str, ...]]) -> list[str]:
@@ -417,18 +418,9 @@ def _attribution_figure(go: Any, res: dict[str, Any]) -> dict[str, Any]:
     """A treemap replay → module → op → shape: boxes keep labels horizontal and as large as the box
     allows, and a label that would be under ``MIN_LABEL_PX`` is hidden rather than drawn unreadable (a
     sunburst's labels of small sectors were 6–9 px); every node is in the hover and the op table."""
-    ids, parents, labels, values, custom, colors = _tree(res)
     fig = go.Figure(
         go.Treemap(
-            ids=ids,
-            parents=parents,
-            labels=labels,
-            values=values,
-            customdata=custom,
-            marker=dict(colors=colors, line=dict(color="#ffffff", width=1)),
-            branchvalues="total",
-            maxdepth=-1,
-            tiling=dict(pad=2),
+            **_tree(res), branchvalues="total", maxdepth=-1, tiling=dict(pad=2),
             texttemplate="%{label}<br>%{customdata[0]:,.1f} µs (%{customdata[1]:.1%})",
             hovertemplate="%{customdata[2]}: %{label}<br>%{customdata[0]:,.3f} µs GPU "
             "(%{customdata[1]:.1%} of the replay)<extra></extra>",
