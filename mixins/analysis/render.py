@@ -143,16 +143,16 @@ def render_temps(temps: list[Any], cleaning: bool = False) -> None:
     (~1 ms a line; a directory can hold 100k planted names). ``ls`` promises only what ``clean`` does."""
     lines = []
     for t in temps:
+        kept = "" if t.kept is None else f" ({t.kept})"
         if t.removed:
             state = "its process is gone: removed"
-        elif t.process_gone and t.kept is not None:
-            state = f"its process is gone; not removed ({t.kept})" if cleaning else (
-                f"its process is gone: stale; clean keeps it ({t.kept})")
-        elif t.process_gone:
-            state = "its process is gone; not removed" if cleaning else (
-                "its process is gone: stale (capture-trace clean removes it)")
-        else:
+        elif not t.process_gone:
             state = f"pid {t.pid} on {t.host} is running or not on this host: kept"
+        elif cleaning:
+            state = f"its process is gone; not removed{kept}"
+        else:
+            state = f"its process is gone: stale; clean keeps it{kept}" if kept else (
+                "its process is gone: stale (capture-trace clean removes it)")
         lines.append(one_line(f"temporary {t.name}: {size_text(t.bytes)}, {state}") + "\n")
     sys.stdout.write("".join(lines))
     sys.stdout.flush()
@@ -187,11 +187,8 @@ def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
     sizes += [f"{k.split('_')[0].upper()} size {m[k]}" for k in ("dp_size", "world_size") if m.get(k) is not None]
     sources = _sources(m.get("rank_source"), m.get("size_source"))
     bs = m.get("capture_bs")
-    versions = ", ".join(
-        f"{name} {m.get(key) or 'not installed'}"
-        for name, key in (("sglang", "sglang_version"), ("torch", "torch_version"),
-                          ("sglang-capture-trace", "package_version"))
-    )
+    names = (("sglang", "sglang_version"), ("torch", "torch_version"), ("sglang-capture-trace", "package_version"))
+    versions = ", ".join(f"{name} {m.get(key) or 'not installed'}" for name, key in names)
     return rows + [
         ("runner", runner + (f" ({m['runner_class']})" if m.get("runner_class") else "")),
         ("ranks", f"{', '.join(sizes)} ({sources})"),
@@ -395,29 +392,23 @@ _MEASURE_COLUMNS = (
     Col("mean", "num", time="mean", drop=3),
     Col("share", "num", drop=6),
 )
-ATTRIBUTE_COLUMNS = (*(_ATTRIBUTE_KEY_COLUMNS[f] for f in _OP_KEYS), *_MEASURE_COLUMNS)
 # ``--group-by`` views: the fields a view groups by (attribute_views.GROUP_KEYS) are its keys, never left out
 _GROUP_KEY_COLUMNS = {f: replace(c, kind="key", drop=None) for f, c in _ATTRIBUTE_KEY_COLUMNS.items()}
 _GROUP_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
 
 
 def _attribute_rows(
-    res: dict[str, Any], rows: list[dict[str, Any]], keys: Iterable[str], counts: tuple[str, ...], top: int
+    res: dict[str, Any], rows: list[dict[str, Any]], keys: Iterable[str], counts: list[str], top: int
 ) -> list[list[Cell]]:
     """The cells of the first ``top`` of one replay's op rows or ``--group-by`` rows: the ``keys`` fields
     (shapes as compact JSON; '-' for none: no segment, no runner), the ``counts`` fields, then
     ``_MEASURE_COLUMNS``' time and share."""
     total = res["coverage"]["gpu_time_us"] or 1.0
-    return [
-        [
-            *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
-            *(f"{r[c]:,}" for c in counts),
-            Us(r["gpu_time_us"]),
-            Us(r["mean_us"]),
-            f"{100 * r['gpu_time_us'] / total:.1f} %",
-        ]
-        for r in rows[:top]
-    ]
+    return [[
+        *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
+        *(f"{r[c]:,}" for c in counts), Us(r["gpu_time_us"]), Us(r["mean_us"]),
+        f"{100 * r['gpu_time_us'] / total:.1f} %",
+    ] for r in rows[:top]]
 
 
 def render_attribute(results: list[Any], top: int = 30) -> None:
@@ -427,16 +418,15 @@ def render_attribute(results: list[Any], top: int = 30) -> None:
         res = to_json(result)
         group = res.get("groups")
         if group is not None and group["by"] != "op":  # module, shape, segment: its key columns and totals
-            shown = group["rows"]
+            shown, what, counts = group["rows"], _GROUP_TITLE[group["by"]], ["ops", "kernels", "count"]
             keys = [k for k in _GROUP_KEY_COLUMNS if shown and k in shown[0]]
-            cols = (*(_GROUP_KEY_COLUMNS[k] for k in keys), Col("ops", "num"), *_MEASURE_COLUMNS)
-            rows = _attribute_rows(res, shown, keys, ("ops", "kernels", "count"), top)
-            print_table(out, cols, rows, title=f"{res['replay']}: {_GROUP_TITLE[group['by']]} by GPU time",
-                        runners=[r["runner"] for r in shown[:top] if r.get("runner")])
+            cols = (*(_GROUP_KEY_COLUMNS[k] for k in keys), Col("ops", "num"))
         else:
-            rows = _attribute_rows(res, res["ops"], _OP_KEYS, ("kernels", "count"), top)
-            print_table(out, ATTRIBUTE_COLUMNS, rows, title=f"{res['replay']}: ops by GPU time")
-            shown = res["ops"]
+            shown, what, counts, keys = res["ops"], "ops", ["kernels", "count"], list(_OP_KEYS)
+            cols = tuple(_ATTRIBUTE_KEY_COLUMNS[k] for k in keys)
+        print_table(out, (*cols, *_MEASURE_COLUMNS), _attribute_rows(res, shown, keys, counts, top),
+                    title=f"{res['replay']}: {what} by GPU time",
+                    runners=[r["runner"] for r in shown[:top] if r.get("runner")])
         if len(shown) > top:
             out.print(f"… {len(shown) - top} more rows (--json or --csv for all)")
         cov = res["coverage"]
