@@ -44,9 +44,8 @@ def _plotly() -> tuple[Any, str]:
         import plotly.graph_objects as go
         from plotly.offline import get_plotlyjs
     except ImportError:
-        raise ReportUnavailable(
-            f"report needs plotly: pip install 'sglang-capture-trace[{EXTRA}]' (or pip install plotly)"
-        ) from None
+        why = f"report needs plotly: pip install 'sglang-capture-trace[{EXTRA}]' (or pip install plotly)"
+        raise ReportUnavailable(why) from None
     # "</script" cannot occur inside a script element; "<\/" is the same text in a JS string or regex.
     return go, re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE)
 
@@ -256,9 +255,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     fig = go.Figure(
         data=bars,
         layout=dict(
-            barmode="group" if several else "stack",
-            bargap=0.25,
-            height=len(kept) * per_row + 150,
+            barmode="group" if several else "stack", bargap=0.25, height=len(kept) * per_row + 150,
             margin=dict(l=10, r=20, t=70, b=60),
             xaxis=dict(title=dict(text=f"CPU wall time ({unit})"), automargin=True),
             yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=12)),
@@ -490,15 +487,9 @@ def csp_hash(script: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
 
 
-def render_report(
-    time_json: dict[str, Any],
-    check_json: dict[str, Any] | None = None,
-    attribute_json: dict[str, Any] | None = None,
-    *,
-    inputs: Iterable[str] = (),
-    version: str | None = None,
-    top: int = MAX_TABLE_ROWS,
-) -> str:
+def render_report(time_json: dict[str, Any], check_json: dict[str, Any] | None = None,
+                  attribute_json: dict[str, Any] | None = None, *, inputs: Iterable[str] = (),
+                  version: str | None = None, top: int = MAX_TABLE_ROWS) -> str:
     """The report page for the dicts ``time --json`` / ``check --json`` / ``attribute --json`` print (the
     last two optional); ``inputs`` are the command line's paths, shown in the header. Raises
     ``ReportUnavailable`` when plotly is not installed."""
@@ -517,22 +508,20 @@ def render_report(
     if check_json is not None:
         sections += ["<h2>Cross-rank check</h2>", _check_section(check_json)]
     if attribute_json is not None:
-        sections.append("<h2>Replay GPU time by module → op → shape</h2>")
-        sections.append(
+        sections += [
+            "<h2>Replay GPU time by module → op → shape</h2>",
             '<p class="note">Click a box to zoom in, the path above it to zoom out; a box too small for a '
             "readable label shows it on hover and in the op table. Graph kernels are attributed "
-            "to the capture op that launched them (verified by kernel sequence), eager kernels to their own op.</p>"
-        )
+            "to the capture op that launched them (verified by kernel sequence), eager kernels to their own op.</p>",
+        ]
         # one replay's result, or ``{"replays": [...]}`` for several
         for k, res in enumerate(attribute_json["replays"] if "replays" in attribute_json else [attribute_json]):
             figures[f"attribution-{k}"] = _attribution_figure(go, res)
             sections.append(_attribution_section(res, k, top))
     data = {"time": time_json, "check": check_json, "attribute": attribute_json}
     shown = ", ".join(_h(p) for p in inputs)
-    csp = (
-        "default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; "
-        f"script-src {csp_hash(plotly_js)} {csp_hash(_INIT)}"
-    )
+    scripts = f"script-src {csp_hash(plotly_js)} {csp_hash(_INIT)}"
+    csp = f"default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; {scripts}"
     return "\n".join(
         [
             "<!DOCTYPE html>",
