@@ -166,12 +166,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def _sources(ranks: Any, sizes: Any) -> str:
-    if ranks == sizes == "default":
-        return "nothing named them: one process assumed"
-    return f"ranks from {ranks or '?'}, sizes from {sizes or 'nowhere: unknown'}"
-
-
 def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
     """``ls --long``: one trace's recorded metadata as (field, text) rows."""
     m = t.get("metadata")
@@ -185,7 +179,9 @@ def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
     runner = t.get("runner") or "?"
     sizes = [f"TP {_of(t.get('tp_rank'), m.get('tp_size'))}", f"PP {_of(t.get('pp_rank'), m.get('pp_size'))}"]
     sizes += [f"{k.split('_')[0].upper()} size {m[k]}" for k in ("dp_size", "world_size") if m.get(k) is not None]
-    sources = _sources(m.get("rank_source"), m.get("size_source"))
+    ranks, named = m.get("rank_source"), m.get("size_source")
+    sources = "nothing named them: one process assumed" if ranks == named == "default" else (
+        f"ranks from {ranks or '?'}, sizes from {named or 'nowhere: unknown'}")
     bs = m.get("capture_bs")
     names = (("sglang", "sglang_version"), ("torch", "torch_version"), ("sglang-capture-trace", "package_version"))
     versions = ", ".join(f"{name} {m.get(key) or 'not installed'}" for name, key in names)

@@ -124,20 +124,25 @@ def _ranks(t: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
-    """One name per ``time`` trace: runner (or class, or file), TP rank, PP rank and capture number when
-    not the first; a name still shared gets ``(file)`` so two bars never merge."""
+def _trace_names(traces: list[dict[str, Any]], runs: list[str]) -> list[str]:
+    """One name per ``time`` trace: runner (or class, or file) and ``_ranks``, told apart within its run only
+    (the same runner in two runs is one row of the chart, with a bar per run): a name still shared in its
+    run gets the file's name, or its whole path where the files' names are shared too, so two bars never
+    merge."""
     names = [f"{t.get('runner') or t.get('runner_class') or os.path.basename(str(t.get('path', '?')))} · {_ranks(t)}"
              for t in traces]
+    run = [t.get("run", runs[0]) for t in traces]
     paths = [str(t.get("path", "?")) for t in traces]
     bases = [os.path.basename(p) for p in paths]
-    named = Counter(names)  # counted before any is renamed
-    named_in = Counter(zip(names, bases, strict=True))
-    # a shared name gets the file's name, or its whole path where the files' names are shared too
-    return [
-        n if named[n] == 1 else f"{n} ({paths[i] if named_in[n, bases[i]] > 1 else bases[i]})"
-        for i, n in enumerate(names)
-    ]
+    named, named_in = Counter(zip(run, names, strict=True)), Counter(zip(run, names, bases, strict=True))
+    out = []
+    for i, (r, n) in enumerate(zip(run, names, strict=True)):
+        if r not in runs:
+            n = ""
+        elif named[r, n] > 1:
+            n += f" ({paths[i] if named_in[r, n, bases[i]] > 1 else bases[i]})"
+        out.append(n)
+    return out
 
 
 MAX_BARS = 40  # runner × shape bars drawn; past this the largest, with a note (every one stays in the data)
@@ -146,17 +151,6 @@ ROW_PX = 22  # height of one runner × shape row of the start-up chart, per bar 
 _RUN_COLORS = ("#a0a4ab", "#3b7dd8", "#e4572e", "#29a36a", "#8e5bd0", "#f2a541")  # first run grey: the baseline
 
 Cell = tuple[str, str]  # (runner name within its run, shape label): one row of the start-up chart
-
-
-def _run_names(traces: list[dict[str, Any]], runs: list[str]) -> list[str]:
-    """Each trace's runner name (``_trace_names``) told apart within its run only: the same runner in two
-    runs is one row of the chart, with a bar per run."""
-    names = [""] * len(traces)
-    for run in runs:
-        at = [i for i, t in enumerate(traces) if t.get("run", runs[0]) == run]
-        for i, name in zip(at, _trace_names([traces[i] for i in at]), strict=True):
-            names[i] = name
-    return names
 
 
 def _more(rows: int, shown: int, where: str = "the page's data (time --json)") -> str:
@@ -184,7 +178,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     in the figure once (``categories``); the bars hold indexes into it, which the page's script resolves."""
     traces = time_json.get("traces") or []
     runs = [str(r) for r in time_json.get("runs") or []] or [str(traces[0].get("run", "")) if traces else ""]
-    names = _run_names(traces, runs)
+    names = _trace_names(traces, runs)
     short = short_runners(str(t["runner"]) for t in traces if t.get("runner"))
     every = [(i, s) for i, t in enumerate(traces) for s in t.get("segments") or []]
     if not every:
