@@ -186,10 +186,8 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     runner_of: dict[str, str] = {}
     walls: dict[Cell, float] = {}
     for i, s in every:
-        label = _axis_runner(traces[i], names[i], short)
-        runner_of.setdefault(names[i], label)
-        cell = (names[i], _seg(s))
-        walls[cell] = max(walls.get(cell, 0.0), s.get("wall_us") or 0.0)
+        runner_of.setdefault(names[i], _axis_runner(traces[i], names[i], short))
+        walls[names[i], _seg(s)] = max(walls.get((names[i], _seg(s)), 0.0), s.get("wall_us") or 0.0)
     # grouped by runner (in order of first appearance), shapes in their order within it
     first = {n: k for k, n in enumerate(dict.fromkeys(c[0] for c in walls))}
     cells = sorted(walls, key=lambda c: first[c[0]])
@@ -197,12 +195,10 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     kept = [c for c in cells if c in largest]
     note = "" if len(kept) == len(cells) else (
         f"The {len(kept)} largest of {len(cells):,} runner × shape bars by wall time; the others are in the "
-        "tables below and in the page's data (time --json)."
-    )
+        "tables below and in the page's data (time --json).")
     div, unit = unit_of(walls[c] for c in kept)
-    runners = list(dict.fromkeys(c[0] for c in kept))
-    shapes = list(dict.fromkeys(c[1] for c in kept))
-    at_runner, at_shape = {n: k for k, n in enumerate(runners)}, {label: k for k, label in enumerate(shapes)}
+    at_runner = {n: k for k, n in enumerate(dict.fromkeys(c[0] for c in kept))}
+    at_shape = {label: k for k, label in enumerate(dict.fromkeys(c[1] for c in kept))}
     row = {c: k for k, c in enumerate(kept)}
     several = len(runs) > 1
     changes = {  # against the first run, per runner, ranks and shape (``time.compare_runs``)
@@ -258,7 +254,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
         ),
     )
     figure = fig.to_plotly_json()
-    figure["categories"] = [[runner_of[n] for n in runners], [_label(x) for x in shapes]]
+    figure["categories"] = [[runner_of[n] for n in at_runner], [_label(x) for x in at_shape]]
     tables = _startup_tables(time_json, names, div, unit)
     if several:
         tables = _comparison_table(time_json, runs, div, unit) + tables
