@@ -83,10 +83,8 @@ def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[
             d.add(kind, {**op_json(keys[k]), "count": n}, n)
 
 
-def _aligned_diff(
-    d: SegmentDiff, codes: list[tuple[str, int, int, int, int]], mid_a: array, mid_b: array, first: int,
-    keys: list[tuple[Any, ...]],
-) -> None:
+def _aligned_diff(d: SegmentDiff, codes: list[tuple[str, int, int, int, int]], mid_a: array, mid_b: array,
+                  first: int, keys: list[tuple[Any, ...]]) -> None:
     """Align the differing middles; the same op name in the same place is a change, else remove + add."""
     for tag, i1, i2, j1, j2 in codes:
         if tag == "equal":
@@ -245,10 +243,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
             g.notes.append("only one rank: nothing to compare")
             continue
         ref_seqs = dict(zip(ref.labels, _remap(keys, ref), strict=True))
-        for m in members[1:]:
-            d = _first_divergence(ref, ref_seqs, m, keys)
-            if d is not None:
-                g.divergences.append(d)
+        g.divergences += filter(None, (_first_divergence(ref, ref_seqs, m, keys) for m in members[1:]))
     _check_families(out, traces)
     return out
 

@@ -171,11 +171,8 @@ def _seg(s: dict[str, Any]) -> str:
 
 
 def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str, str]:
-    """Horizontal bars, one row per runner × shape grouped by runner (the ``MAX_BARS`` largest): one run
-    as stacked phases (warm-up / capture / instantiate / other), several runs as one bar per run side by
-    side, the change against the first run in the hover and the comparison table. Rows are a fixed
-    height and labels sit beside them, so no width makes labels overlap. Each runner and shape name is
-    in the figure once (``categories``); the bars hold indexes into it, which the page's script resolves."""
+    """The start-up chart (bars per runner × shape: phases stacked, or a bar per run), the note of bars left
+    out, and its tables (docs/DESIGN.md §7.3, "Bounded page" and "Readable")."""
     traces = time_json.get("traces") or []
     runs = [str(r) for r in time_json.get("runs") or []] or [str(traces[0].get("run", "")) if traces else ""]
     names = _trace_names(traces, runs)
@@ -349,10 +346,8 @@ def _shape(op: dict[str, Any]) -> str:
 
 
 def _tree(res: dict[str, Any]) -> dict[str, Any]:
-    """Attribution nodes replay → module → op → shape as the treemap's properties; rows that share a node
-    add up; unattributed device work is one branch per reason. Each parent's value is the float sum of its
-    children in the order plotly adds them (``branchvalues="total"`` hides a box whose children add up to
-    more than it)."""
+    """The treemap's nodes replay → module → op → shape, with values summed as plotly adds them
+    (docs/DESIGN.md §7.3, "Attribution sums": ``branchvalues="total"`` hides a box whose children add up to more)."""
     leaves: defaultdict[tuple[str, ...], float] = defaultdict(float)
     for op in res.get("ops") or []:
         leaves[str(op.get("module")), str(op.get("name")), _shape(op)] += float(op.get("gpu_time_us") or 0.0)
@@ -402,9 +397,7 @@ MIN_LABEL_PX = 10  # the attribution view's smallest label: a box too small for 
 
 
 def _attribution_figure(go: Any, res: dict[str, Any]) -> dict[str, Any]:
-    """A treemap replay → module → op → shape: boxes keep labels horizontal and as large as the box
-    allows, and a label that would be under ``MIN_LABEL_PX`` is hidden rather than drawn unreadable (a
-    sunburst's labels of small sectors were 6–9 px); every node is in the hover and the op table."""
+    """A treemap, its labels hidden rather than drawn under ``MIN_LABEL_PX`` (docs/DESIGN.md §7.3, "Readable")."""
     fig = go.Figure(
         go.Treemap(
             **_tree(res), branchvalues="total", maxdepth=-1, tiling=dict(pad=2),
