@@ -97,16 +97,10 @@ def cut(items: list[str], keep: int) -> list[str]:
 
 def who(t: dict[str, Any]) -> str:
     """A trace's writer in a few words: ``runner TP 0 PP 1 #2`` (the ``--json`` identity fields)."""
-    parts = [t.get("runner") or "?"]
-    if t.get("tp_rank") is not None:
-        parts.append(f"TP {t['tp_rank']}")
-    if t.get("pp_rank"):
-        parts.append(f"PP {t['pp_rank']}")
-    if t.get("dp_rank") is not None:
-        parts.append(f"DP {t['dp_rank']}")
-    if t.get("capture_index", 1) != 1:
-        parts.append(f"#{t['capture_index']}")
-    return " ".join(parts)
+    tp, pp, dp, index = t.get("tp_rank"), t.get("pp_rank"), t.get("dp_rank"), t.get("capture_index", 1)
+    parts = (f"TP {tp}" if tp is not None else "", f"PP {pp}" if pp else "", f"DP {dp}" if dp is not None else "",
+             f"#{index}" if index != 1 else "")
+    return " ".join(x for x in (t.get("runner") or "?", *parts) if x)
 
 
 def _rank(value: int | None) -> str:
@@ -232,18 +226,11 @@ def _kernel_text(k: dict[str, Any], whole: bool) -> str:
     name = k["name"] if k["name"] is not None else "<unknown: captured launch>"
     if not whole and len(name) > KERNEL_NAME_CUT:
         name = name[: KERNEL_NAME_CUT - 3] + "..."
-    bits = [name]
-    if k.get("grid"):
-        bits.append(f"grid={tuple(k['grid'])}")
-    if k.get("block"):
-        bits.append(f"block={tuple(k['block'])}")
-    if k.get("shared_memory") is not None:
-        bits.append(f"smem={k['shared_memory']}")
-    if k.get("registers") is not None:
-        bits.append(f"regs={k['registers']}")
-    if k.get("attributed"):
-        bits.append("[attributed by alignment]")
-    return f"· {k['count']}× " + " ".join(bits)  # one per line in the cell: the dot starts each
+    smem, regs = k.get("shared_memory"), k.get("registers")
+    bits = (f"grid={tuple(k['grid'])}" if k.get("grid") else "", f"block={tuple(k['block'])}" if k.get("block") else "",
+            f"smem={smem}" if smem is not None else "", f"regs={regs}" if regs is not None else "",
+            "[attributed by alignment]" if k.get("attributed") else "")
+    return f"· {k['count']}× " + " ".join([name, *filter(None, bits)])  # one per line in the cell: the dot starts each
 
 
 def render_summary(traces: list[dict[str, Any]]) -> None:
