@@ -23,10 +23,9 @@ from mixins.one_line import one_line
 
 # rich is imported by the functions that draw (~45 ms), so ``--json`` output and errors never load it.
 
-__all__ = [
-    "console", "print_json", "error", "safe", "render_ls", "render_temps", "render_ls_long", "size_text", "count_text",
-    "render_summary", "render_diff", "render_check", "render_attribute", "progress_bytes", "progress_files",
-]
+__all__ = ["console", "print_json", "error", "safe", "render_ls", "render_temps", "render_ls_long", "size_text",
+           "count_text", "render_summary", "render_diff", "render_check", "render_attribute", "progress_bytes",
+           "progress_files"]
 
 PROGRESS_MIN_BYTES = 4 << 20  # below this (gzip size) a file reads in about a second or less: no bar
 
@@ -241,10 +240,8 @@ def render_summary(traces: list[dict[str, Any]]) -> None:
     whole = shows_whole_cells(out)
     for t in traces:
         run = f"run {safe(t['run'])}  " if runs else ""
-        out.print(
-            f"{run}[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (a {t.get('role') or '?'}; identity: "
-            f"{t['identity_source']}, segments: {safe(t['segment_source'])}, {t['events']:,} events)"
-        )
+        out.print(f"{run}[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (a {t.get('role') or '?'}; identity: "
+                  f"{t['identity_source']}, segments: {safe(t['segment_source'])}, {t['events']:,} events)")
         rows: list[list[Cell]] = [[s["label"], *(f"{s[k]:,}" for k, _ in _COLS)] for s in t["segments"]]
         tot = t["totals"]
         rows.append([Text("total", style="bold"), f"{t['events']:,}", *(f"{tot[k]:,}" for k, _ in _COLS[1:])])
@@ -343,10 +340,8 @@ def render_check(groups: list[GroupCheck]) -> None:
         for d in g.divergences:
             ref_rank = g.members[0][0]
             if d.position is None:
-                out.print(
-                    f"[bold]{head}[/bold]: segment {safe(repr(d.segment))} present on only one of TP {ref_rank} "
-                    f"({d.ops_reference:,} ops) and TP {d.rank} ({d.ops_other:,} ops)"
-                )
+                out.print(f"[bold]{head}[/bold]: segment {safe(repr(d.segment))} present on only one of TP {ref_rank} "
+                          f"({d.ops_reference:,} ops) and TP {d.rank} ({d.ops_other:,} ops)")
                 continue
             where = f"in {safe(repr(d.segment))} at op #{d.position:,}"
             out.print(f"[bold]{head}[/bold]: TP {d.rank} diverges from TP {ref_rank} {where}")
@@ -414,22 +409,16 @@ def render_attribute(results: list[Any], top: int = 30) -> None:
             out.print(f"… {len(shown) - top} more rows (--json or --csv for all)")
         cov = res["coverage"]
         share = 100 * cov["attributed_us"] / cov["gpu_time_us"] if cov["gpu_time_us"] else 0.0
+        of = f"{duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])}"
         if not cov["graph_kernels"]:  # eager work alone says nothing of the graphs: never "100 %"
-            out.print(
-                "coverage: no graph kernel in this replay, nothing of a CUDA graph attributed "
-                f"(eager GPU time {duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])})"
-            )
+            line = f"no graph kernel in this replay, nothing of a CUDA graph attributed (eager GPU time {of})"
         else:
-            out.print(
-                f"coverage: graph kernels {cov['graph_kernels_attributed']:,}/{cov['graph_kernels']:,} attributed, "
-                f"GPU time {duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])} "
-                f"({share:.1f} %)"
-            )
+            kernels = f"{cov['graph_kernels_attributed']:,}/{cov['graph_kernels']:,}"
+            line = f"graph kernels {kernels} attributed, GPU time {of} ({share:.1f} %)"
+        out.print(f"coverage: {line}")
         for u in res["unattributed"]:
-            out.print(
-                f"unattributed ({u['source']}): {u['kernels']:,} kernels, {duration_text(u['gpu_time_us'])} "
-                f"in {u['launches']:,} launch(es): {safe(u['reason'])}"
-            )
+            out.print(f"unattributed ({u['source']}): {u['kernels']:,} kernels, {duration_text(u['gpu_time_us'])} "
+                      f"in {u['launches']:,} launch(es): {safe(u['reason'])}")
 
 
 @contextmanager
@@ -456,8 +445,7 @@ def progress_files(enabled: bool, total: int) -> Iterator[Callable[[], None] | N
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress
 
-    with Progress(
-        "reading traces", BarColumn(), MofNCompleteColumn(), console=Console(stderr=True), transient=True
-    ) as bar:
+    columns = ("reading traces", BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("traces", total=total)
         yield lambda: bar.advance(task)

@@ -16,10 +16,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-__all__ = [
-    "Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table",
-    "wide_tables", "shows_whole_cells",
-]
+__all__ = ["Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table",
+           "wide_tables", "shows_whole_cells"]
 
 UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
 _DECIMALS = {"s": 2, "ms": 2, "µs": 1}

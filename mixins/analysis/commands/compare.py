@@ -154,10 +154,8 @@ def group_key(t: CompactTrace) -> tuple[Any, ...]:
     ident = t.identity
     if ident.tp_rank is None:
         return (ident.run, "?", t.path)
-    return (
-        ident.run, ident.runner or "", ident.pp_rank or 0, ident.capture_index,
-        ident.bs if ident.bs is not None else -1, ident.dp_rank if ident.dp_rank is not None else -1,
-    )
+    return (ident.run, ident.runner or "", ident.pp_rank or 0, ident.capture_index,
+            ident.bs if ident.bs is not None else -1, ident.dp_rank if ident.dp_rank is not None else -1)
 
 
 class Divergence(Struct):

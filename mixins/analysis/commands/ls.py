@@ -19,8 +19,7 @@ from mixins.helptext import add_command
 
 def add(subparsers: Any) -> None:
     p = add_command(
-        subparsers,
-        "ls",
+        subparsers, "ls",
         "List the traces of a directory (or one trace file): who wrote each (runner, TP/PP rank, capture "
         "number and where that came from), its size, event count and per-batch-size segments. --long "
         "prints each trace's recorded metadata instead: runner, ranks and group sizes, versions, host, "
@@ -35,8 +34,7 @@ def add(subparsers: Any) -> None:
 
 def add_clean(subparsers: Any) -> None:
     p = add_command(
-        subparsers,
-        "clean",
+        subparsers, "clean",
         f"Remove what interrupted exports left in a trace directory (and in its {SUBDIR}/, as `ls` shows "
         f"them): staging directories ({STAGING_PREFIX}*) whose process is gone, on this host and in this pid "
         "namespace, owned by you. Others (another user's, a running process, another host) are listed and "

@@ -296,10 +296,8 @@ def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, uni
 def _check_section(check_json: dict[str, Any]) -> str:
     ok = bool(check_json.get("ok"))
     status = "consistent" if ok else "FAILED"
-    parts = [
-        f'<p class="status {"ok" if ok else "bad"}" id="check-status" data-ok="{str(ok).lower()}">'
-        f"cross-rank check: {status}</p>"
-    ]
+    parts = [f'<p class="status {"ok" if ok else "bad"}" id="check-status" data-ok="{str(ok).lower()}">'
+             f"cross-rank check: {status}</p>"]
     bad = check_json.get("bad_files") or []
     if bad:
         parts.append("<p>Files that could not be read:</p><ul>" + "".join(f"<li>{_h(f)}</li>" for f in bad) + "</ul>")
@@ -328,16 +326,12 @@ def _opt(value: Any) -> str:
 
 def _divergence_text(d: dict[str, Any]) -> str:
     if d.get("position") is None:
-        return (
-            f"segment {d.get('segment')!r} present on only one side "
-            f"(reference {d.get('ops_reference')} ops, TP {_opt(d.get('rank'))} {d.get('ops_other')} ops)"
-        )
+        return (f"segment {d.get('segment')!r} present on only one side "
+                f"(reference {d.get('ops_reference')} ops, TP {_opt(d.get('rank'))} {d.get('ops_other')} ops)")
     ref, other = d.get("reference") or {}, d.get("other") or {}
-    return (
-        f"TP {_opt(d.get('rank'))} diverges in {d.get('segment')!r} at op #{d.get('position')}: "
-        f"reference {ref.get('op', '(end)')} {ref.get('input_dims', '')}, "
-        f"this rank {other.get('op', '(end)')} {other.get('input_dims', '')}"
-    )
+    return (f"TP {_opt(d.get('rank'))} diverges in {d.get('segment')!r} at op #{d.get('position')}: "
+            f"reference {ref.get('op', '(end)')} {ref.get('input_dims', '')}, "
+            f"this rank {other.get('op', '(end)')} {other.get('input_dims', '')}")
 
 
 def _shape(op: dict[str, Any]) -> str:
@@ -415,13 +409,11 @@ def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
     cov = res.get("coverage") or {}
     gpu, done = cov.get("gpu_time_us") or 0.0, cov.get("attributed_us") or 0.0
     share = f"{done / gpu:.1%}" if gpu else "–"
-    head = (
-        f'<p class="coverage" data-replay="{k}" data-gpu-us="{_num(cov.get("gpu_time_us"))}" '
+    head = (f'<p class="coverage" data-replay="{k}" data-gpu-us="{_num(cov.get("gpu_time_us"))}" '
         f'data-attributed-us="{_num(cov.get("attributed_us"))}" data-graph-kernels="{_num(cov.get("graph_kernels"))}"'
         f' data-graph-kernels-attributed="{_num(cov.get("graph_kernels_attributed"))}">'
         f"<b>{_h(res.get('replay', '?'))}</b>: {done:,.3f} of {gpu:,.3f} µs GPU time attributed ({share}); "
-        f"graph kernels {cov.get('graph_kernels_attributed', 0):,} of {cov.get('graph_kernels', 0):,}</p>"
-    )
+        f"graph kernels {cov.get('graph_kernels_attributed', 0):,} of {cov.get('graph_kernels', 0):,}</p>")
     ops = sorted(res.get("ops") or [], key=lambda o: -(o.get("gpu_time_us") or 0.0))
     rows = [_tr([_td(o.get("name")), _td(o.get("module")), _td(_shape(o)), _td(o.get("source")), _td(o.get("segment")),
                  _td(o.get("kernels"), "num"), _td(o.get("count"), "num"), _gpu_us(o)], f' data-replay="{k}"')
@@ -505,21 +497,19 @@ def render_report(time_json: dict[str, Any], check_json: dict[str, Any] | None =
     shown = ", ".join(_h(p) for p in inputs)
     scripts = f"script-src {csp_hash(plotly_js)} {csp_hash(_INIT)}"
     csp = f"default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; {scripts}"
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
-            f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
-            "<title>capture-trace report</title>",
-            f"<style>{_STYLE}</style>",
-            f"<script>{plotly_js}</script>",
-            "</head><body>",
-            "<h1>capture-trace report</h1>",
-            f'<p class="note">{shown}{" — sglang-capture-trace " + _h(version) if version else ""}</p>',
-            *sections,
-            f'<script type="application/json" id="{DATA_ID}">{script_json(data)}</script>',
-            f'<script type="application/json" id="capture-trace-figures">{script_json(figures)}</script>',
-            f"<script>{_INIT}</script>",
-            "</body></html>",
-        ]
-    )
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
+        "<title>capture-trace report</title>",
+        f"<style>{_STYLE}</style>",
+        f"<script>{plotly_js}</script>",
+        "</head><body>",
+        "<h1>capture-trace report</h1>",
+        f'<p class="note">{shown}{" — sglang-capture-trace " + _h(version) if version else ""}</p>',
+        *sections,
+        f'<script type="application/json" id="{DATA_ID}">{script_json(data)}</script>',
+        f'<script type="application/json" id="capture-trace-figures">{script_json(figures)}</script>',
+        f"<script>{_INIT}</script>",
+        "</body></html>",
+    ])
