@@ -122,7 +122,7 @@ from mixins.analysis.render import render_summary
 doc = json.load(open(sys.argv[1]))
 t0 = time.perf_counter()
 with redirect_stdout(io.StringIO()):
-    render_summary(doc["traces"], 5)
+    render_summary(doc["traces"])
 print(time.perf_counter() - t0)
 """
 

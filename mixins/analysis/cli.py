@@ -11,15 +11,13 @@ from typing import Any
 
 from mixins.usage import ANALYSIS_COMMANDS
 
-__all__ = ["COMMANDS", "add_commands"]
-
-COMMANDS = ANALYSIS_COMMANDS
+__all__ = ["add_commands"]
 
 
 def add_commands(subparsers: Any, only: str | None = None) -> None:
-    """Register every analyzer command (or ``only`` that one) on argparse sub-parsers, in ``COMMANDS`` order:
+    """Register every analyzer command (or ``only`` that one) on argparse sub-parsers, in ``ANALYSIS_COMMANDS`` order:
     ``commands/NAME.py``'s ``add`` (``clean`` lives with ``ls``: ``ls.add_clean``)."""
-    for name in COMMANDS:
+    for name in ANALYSIS_COMMANDS:
         if only is None or only == name:
             module = import_module(f"mixins.analysis.commands.{'ls' if name == 'clean' else name}")
             (module.add_clean if name == "clean" else module.add)(subparsers)

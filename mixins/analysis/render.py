@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -24,10 +23,9 @@ from mixins.one_line import one_line
 
 # rich is imported by the functions that draw (~45 ms), so ``--json`` output and errors never load it.
 
-__all__ = [
-    "console", "print_json", "error", "safe", "render_ls", "render_temps", "render_ls_long", "size_text", "count_text",
-    "render_summary", "render_diff", "render_check", "render_attribute", "progress_bytes", "progress_files",
-]
+__all__ = ["console", "print_json", "error", "safe", "render_ls", "render_temps", "render_ls_long", "size_text",
+           "count_text", "render_summary", "render_diff", "render_check", "render_attribute", "progress_bytes",
+           "progress_files"]
 
 PROGRESS_MIN_BYTES = 4 << 20  # below this (gzip size) a file reads in about a second or less: no bar
 
@@ -63,24 +61,13 @@ def safe(value: object) -> str:
 
 
 def print_json(obj: Any) -> None:
-    """Every ``--json`` output: through ``to_json``, then strict JSON (a non-finite number: null, one warning)."""
-    value, bad = finite(to_json(obj))
+    """Every ``--json`` output: through ``to_json``, then strict JSON: a non-finite number (json's ``NaN`` /
+    ``Infinity``, read back by ``parse_constant``) becomes null, with one warning."""
+    bad: list[str] = []
+    value = json.loads(json.dumps(to_json(obj)), parse_constant=bad.append)  # append returns None: null
     if bad:
-        error(f"{bad:,} non-finite number(s) (an overflowing total?) written as null", "warning")
+        error(f"{len(bad):,} non-finite number(s) (an overflowing total?) written as null", "warning")
     sys.stdout.write(json.dumps(value, indent=2, allow_nan=False) + "\n")
-
-
-def finite(value: Any) -> tuple[Any, int]:
-    """``value`` (plain JSON values) with inf / NaN floats replaced by None, and how many were."""
-    if isinstance(value, float):
-        return (value, 0) if math.isfinite(value) else (None, 1)
-    if isinstance(value, dict):
-        pairs = {k: finite(v) for k, v in value.items()}
-        return {k: v for k, (v, _) in pairs.items()}, sum(n for _, n in pairs.values())
-    if isinstance(value, list):
-        items = [finite(v) for v in value]
-        return [v for v, _ in items], sum(n for _, n in items)
-    return value, 0
 
 
 def error(message: str, kind: str = "error") -> None:
@@ -109,16 +96,10 @@ def cut(items: list[str], keep: int) -> list[str]:
 
 def who(t: dict[str, Any]) -> str:
     """A trace's writer in a few words: ``runner TP 0 PP 1 #2`` (the ``--json`` identity fields)."""
-    parts = [t.get("runner") or "?"]
-    if t.get("tp_rank") is not None:
-        parts.append(f"TP {t['tp_rank']}")
-    if t.get("pp_rank"):
-        parts.append(f"PP {t['pp_rank']}")
-    if t.get("dp_rank") is not None:
-        parts.append(f"DP {t['dp_rank']}")
-    if t.get("capture_index", 1) != 1:
-        parts.append(f"#{t['capture_index']}")
-    return " ".join(parts)
+    tp, pp, dp, index = t.get("tp_rank"), t.get("pp_rank"), t.get("dp_rank"), t.get("capture_index", 1)
+    parts = (f"TP {tp}" if tp is not None else "", f"PP {pp}" if pp else "", f"DP {dp}" if dp is not None else "",
+             f"#{index}" if index != 1 else "")
+    return " ".join(x for x in (t.get("runner") or "?", *parts) if x)
 
 
 def _rank(value: int | None) -> str:
@@ -143,14 +124,8 @@ def render_ls(rows: list[dict[str, Any]]) -> None:
     for t in rows:
         labels = [s["label"] for s in t["segments"]]
         table.append([
-            os.path.basename(t["path"]),
-            t.get("runner") or "?",
-            _rank(t.get("tp_rank")),
-            _rank(t.get("pp_rank")),
-            str(t.get("capture_index", "")),
-            t["identity_source"],
-            size_text(t["size"]),
-            count_text(t["events"]),
+            os.path.basename(t["path"]), t.get("runner") or "?", _rank(t.get("tp_rank")), _rank(t.get("pp_rank")),
+            str(t.get("capture_index", "")), t["identity_source"], size_text(t["size"]), count_text(t["events"]),
             f"{len(labels)}: {', '.join(cut(labels, 8))}",
         ])
     print_table(console(), LS_COLUMNS, table, runners=[t.get("runner") or "?" for t in rows])
@@ -161,16 +136,16 @@ def render_temps(temps: list[Any], cleaning: bool = False) -> None:
     (~1 ms a line; a directory can hold 100k planted names). ``ls`` promises only what ``clean`` does."""
     lines = []
     for t in temps:
+        kept = "" if t.kept is None else f" ({t.kept})"
         if t.removed:
             state = "its process is gone: removed"
-        elif t.process_gone and t.kept is not None:
-            state = f"its process is gone; not removed ({t.kept})" if cleaning else (
-                f"its process is gone: stale; clean keeps it ({t.kept})")
-        elif t.process_gone:
-            state = "its process is gone; not removed" if cleaning else (
-                "its process is gone: stale (capture-trace clean removes it)")
-        else:
+        elif not t.process_gone:
             state = f"pid {t.pid} on {t.host} is running or not on this host: kept"
+        elif cleaning:
+            state = f"its process is gone; not removed{kept}"
+        else:
+            state = f"its process is gone: stale; clean keeps it{kept}" if kept else (
+                "its process is gone: stale (capture-trace clean removes it)")
         lines.append(one_line(f"temporary {t.name}: {size_text(t.bytes)}, {state}") + "\n")
     sys.stdout.write("".join(lines))
     sys.stdout.flush()
@@ -182,12 +157,6 @@ def _of(rank: Any, size: Any) -> str:
 
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
-def _sources(ranks: Any, sizes: Any) -> str:
-    if ranks == sizes == "default":
-        return "nothing named them: one process assumed"
-    return f"ranks from {ranks or '?'}, sizes from {sizes or 'nowhere: unknown'}"
 
 
 def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
@@ -203,13 +172,12 @@ def _long_fields(t: dict[str, Any]) -> list[tuple[str, str]]:
     runner = t.get("runner") or "?"
     sizes = [f"TP {_of(t.get('tp_rank'), m.get('tp_size'))}", f"PP {_of(t.get('pp_rank'), m.get('pp_size'))}"]
     sizes += [f"{k.split('_')[0].upper()} size {m[k]}" for k in ("dp_size", "world_size") if m.get(k) is not None]
-    sources = _sources(m.get("rank_source"), m.get("size_source"))
+    ranks, named = m.get("rank_source"), m.get("size_source")
+    sources = "nothing named them: one process assumed" if ranks == named == "default" else (
+        f"ranks from {ranks or '?'}, sizes from {named or 'nowhere: unknown'}")
     bs = m.get("capture_bs")
-    versions = ", ".join(
-        f"{name} {m.get(key) or 'not installed'}"
-        for name, key in (("sglang", "sglang_version"), ("torch", "torch_version"),
-                          ("sglang-capture-trace", "package_version"))
-    )
+    names = (("sglang", "sglang_version"), ("torch", "torch_version"), ("sglang-capture-trace", "package_version"))
+    versions = ", ".join(f"{name} {m.get(key) or 'not installed'}" for name, key in names)
     return rows + [
         ("runner", runner + (f" ({m['runner_class']})" if m.get("runner_class") else "")),
         ("ranks", f"{', '.join(sizes)} ({sources})"),
@@ -257,21 +225,14 @@ def _kernel_text(k: dict[str, Any], whole: bool) -> str:
     name = k["name"] if k["name"] is not None else "<unknown: captured launch>"
     if not whole and len(name) > KERNEL_NAME_CUT:
         name = name[: KERNEL_NAME_CUT - 3] + "..."
-    bits = [name]
-    if k.get("grid"):
-        bits.append(f"grid={tuple(k['grid'])}")
-    if k.get("block"):
-        bits.append(f"block={tuple(k['block'])}")
-    if k.get("shared_memory") is not None:
-        bits.append(f"smem={k['shared_memory']}")
-    if k.get("registers") is not None:
-        bits.append(f"regs={k['registers']}")
-    if k.get("attributed"):
-        bits.append("[attributed by alignment]")
-    return f"· {k['count']}× " + " ".join(bits)  # one per line in the cell: the dot starts each
+    smem, regs = k.get("shared_memory"), k.get("registers")
+    bits = (f"grid={tuple(k['grid'])}" if k.get("grid") else "", f"block={tuple(k['block'])}" if k.get("block") else "",
+            f"smem={smem}" if smem is not None else "", f"regs={regs}" if regs is not None else "",
+            "[attributed by alignment]" if k.get("attributed") else "")
+    return f"· {k['count']}× " + " ".join([name, *filter(None, bits)])  # one per line in the cell: the dot starts each
 
 
-def render_summary(traces: list[dict[str, Any]], top: int) -> None:
+def render_summary(traces: list[dict[str, Any]]) -> None:
     from rich.text import Text
 
     out = console()
@@ -279,34 +240,19 @@ def render_summary(traces: list[dict[str, Any]], top: int) -> None:
     whole = shows_whole_cells(out)
     for t in traces:
         run = f"run {safe(t['run'])}  " if runs else ""
-        out.print(
-            f"{run}[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (a {t.get('role') or '?'}; identity: "
-            f"{t['identity_source']}, segments: {safe(t['segment_source'])}, {t['events']:,} events)"
-        )
+        out.print(f"{run}[bold]{safe(t['path'])}[/bold]  {safe(who(t))}  (a {t.get('role') or '?'}; identity: "
+                  f"{t['identity_source']}, segments: {safe(t['segment_source'])}, {t['events']:,} events)")
         rows: list[list[Cell]] = [[s["label"], *(f"{s[k]:,}" for k, _ in _COLS)] for s in t["segments"]]
         tot = t["totals"]
         rows.append([Text("total", style="bold"), f"{t['events']:,}", *(f"{tot[k]:,}" for k, _ in _COLS[1:])])
         print_table(out, (Col("segment", "key", fold=8), *(c for _, c in _COLS)), rows)
-        if top <= 0:
-            continue
         for s in t["segments"]:
-            if not s["top"]:
+            if not s["top"]:  # --top 0, or no op
                 continue
-            print_table(
-                out,
-                _TOP_COLUMNS,
-                [
-                    [
-                        f"{row['count']:,}",
-                        row["op"],
-                        _shown(row["input_dims"]),
-                        _shown(row["input_types"]),
-                        cut([_kernel_text(k, whole) for k in row["kernels"]], 4) or "-",
-                    ]
-                    for row in s["top"]
-                ],
-                title=f"{s['label']}: top {len(s['top'])} signatures by kernels launched, then calls",
-            )
+            top = [[f"{row['count']:,}", row["op"], _shown(row["input_dims"]), _shown(row["input_types"]),
+                    cut([_kernel_text(k, whole) for k in row["kernels"]], 4) or "-"] for row in s["top"]]
+            title = f"{s['label']}: top {len(s['top'])} signatures by kernels launched, then calls"
+            print_table(out, _TOP_COLUMNS, top, title=title)
 
 
 def _shown(value: Any) -> str:
@@ -333,15 +279,9 @@ def render_diff(path_a: str, path_b: str, diffs: list[SegmentDiff]) -> None:
     out.print(safe(f"B: {path_b}"))
     cols = (Col("segment", "key", fold=8), Col("status"), *(Col(c, "num") for c in ("ops A", "ops B", "first diff",
                                                                              "added", "removed", "changed")))
-    rows: list[list[Cell]] = [
-        [
-            d.label,
-            d.status.replace("only_a", "only in A").replace("only_b", "only in B"),
-            *map(count_text, (d.ops_a, d.ops_b, d.first_diff, d.added, d.removed, d.changed)),
-        ]
-        for d in diffs
-    ]
-    print_table(out, cols, rows)
+    status = {"only_a": "only in A", "only_b": "only in B"}
+    print_table(out, cols, [[d.label, status.get(d.status, d.status), *map(count_text, (
+        d.ops_a, d.ops_b, d.first_diff, d.added, d.removed, d.changed))] for d in diffs])
     for d in diffs:
         if d.status != "changed":
             continue
@@ -386,18 +326,10 @@ CHECK_COLUMNS = (
 def render_check(groups: list[GroupCheck]) -> None:
     out = console()
     runs = len({g.run for g in groups}) > 1  # ranks are checked per run: say which, when there are several
-    rows: list[list[Cell]] = [
-        [
-            *([g.run or "?"] if runs else []),
-            _group(g),
-            _rank(g.pp_rank),
-            str(g.capture_index),
-            ", ".join("?" if r is None else str(r) for r, _ in g.members),
-            _rank(g.tp_size),
-            _result(g),
-        ]
-        for g in groups
-    ]
+    rows: list[list[Cell]] = [[
+        *([g.run or "?"] if runs else []), _group(g), _rank(g.pp_rank), str(g.capture_index),
+        ", ".join("?" if r is None else str(r) for r, _ in g.members), _rank(g.tp_size), _result(g),
+    ] for g in groups]
     columns = (Col("run", "key", fold=12), *CHECK_COLUMNS) if runs else CHECK_COLUMNS
     print_table(out, columns, rows, runners=[g.runner or "?" for g in groups])
     for g in groups:
@@ -408,10 +340,8 @@ def render_check(groups: list[GroupCheck]) -> None:
         for d in g.divergences:
             ref_rank = g.members[0][0]
             if d.position is None:
-                out.print(
-                    f"[bold]{head}[/bold]: segment {safe(repr(d.segment))} present on only one of TP {ref_rank} "
-                    f"({d.ops_reference:,} ops) and TP {d.rank} ({d.ops_other:,} ops)"
-                )
+                out.print(f"[bold]{head}[/bold]: segment {safe(repr(d.segment))} present on only one of TP {ref_rank} "
+                          f"({d.ops_reference:,} ops) and TP {d.rank} ({d.ops_other:,} ops)")
                 continue
             where = f"in {safe(repr(d.segment))} at op #{d.position:,}"
             out.print(f"[bold]{head}[/bold]: TP {d.rank} diverges from TP {ref_rank} {where}")
@@ -440,37 +370,23 @@ _MEASURE_COLUMNS = (
     Col("mean", "num", time="mean", drop=3),
     Col("share", "num", drop=6),
 )
-ATTRIBUTE_COLUMNS = (*(_ATTRIBUTE_KEY_COLUMNS[f] for f in _OP_KEYS), *_MEASURE_COLUMNS)
 # ``--group-by`` views: the fields a view groups by (attribute_views.GROUP_KEYS) are its keys, never left out
 _GROUP_KEY_COLUMNS = {f: replace(c, kind="key", drop=None) for f, c in _ATTRIBUTE_KEY_COLUMNS.items()}
 _GROUP_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
 
 
 def _attribute_rows(
-    res: dict[str, Any], rows: list[dict[str, Any]], keys: Iterable[str], counts: tuple[str, ...], top: int
+    res: dict[str, Any], rows: list[dict[str, Any]], keys: Iterable[str], counts: list[str], top: int
 ) -> list[list[Cell]]:
     """The cells of the first ``top`` of one replay's op rows or ``--group-by`` rows: the ``keys`` fields
     (shapes as compact JSON; '-' for none: no segment, no runner), the ``counts`` fields, then
     ``_MEASURE_COLUMNS``' time and share."""
     total = res["coverage"]["gpu_time_us"] or 1.0
-    return [
-        [
-            *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
-            *(f"{r[c]:,}" for c in counts),
-            Us(r["gpu_time_us"]),
-            Us(r["mean_us"]),
-            f"{100 * r['gpu_time_us'] / total:.1f} %",
-        ]
-        for r in rows[:top]
-    ]
-
-
-def _print_group(out: Any, res: dict[str, Any], group: dict[str, Any], keys: list[str], top: int) -> None:
-    """A ``--group-by`` view (module, shape, segment) as a table of its key columns and totals."""
-    cols = (*(_GROUP_KEY_COLUMNS[k] for k in keys), Col("ops", "num"), *_MEASURE_COLUMNS)
-    rows = _attribute_rows(res, group["rows"], keys, ("ops", "kernels", "count"), top)
-    runners = [r["runner"] for r in group["rows"][:top] if r.get("runner")]
-    print_table(out, cols, rows, title=f"{res['replay']}: {_GROUP_TITLE[group['by']]} by GPU time", runners=runners)
+    return [[
+        *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
+        *(f"{r[c]:,}" for c in counts), Us(r["gpu_time_us"]), Us(r["mean_us"]),
+        f"{100 * r['gpu_time_us'] / total:.1f} %",
+    ] for r in rows[:top]]
 
 
 def render_attribute(results: list[Any], top: int = 30) -> None:
@@ -479,34 +395,30 @@ def render_attribute(results: list[Any], top: int = 30) -> None:
     for result in results:
         res = to_json(result)
         group = res.get("groups")
-        if group is not None and group["by"] != "op":
-            keys = [k for k in _GROUP_KEY_COLUMNS if group["rows"] and k in group["rows"][0]]
-            _print_group(out, res, group, keys, top)
-            shown = group["rows"]
+        if group is not None and group["by"] != "op":  # module, shape, segment: its key columns and totals
+            shown, what, counts = group["rows"], _GROUP_TITLE[group["by"]], ["ops", "kernels", "count"]
+            keys = [k for k in _GROUP_KEY_COLUMNS if shown and k in shown[0]]
+            cols = (*(_GROUP_KEY_COLUMNS[k] for k in keys), Col("ops", "num"))
         else:
-            rows = _attribute_rows(res, res["ops"], _OP_KEYS, ("kernels", "count"), top)
-            print_table(out, ATTRIBUTE_COLUMNS, rows, title=f"{res['replay']}: ops by GPU time")
-            shown = res["ops"]
+            shown, what, counts, keys = res["ops"], "ops", ["kernels", "count"], list(_OP_KEYS)
+            cols = tuple(_ATTRIBUTE_KEY_COLUMNS[k] for k in keys)
+        print_table(out, (*cols, *_MEASURE_COLUMNS), _attribute_rows(res, shown, keys, counts, top),
+                    title=f"{res['replay']}: {what} by GPU time",
+                    runners=[r["runner"] for r in shown[:top] if r.get("runner")])
         if len(shown) > top:
             out.print(f"… {len(shown) - top} more rows (--json or --csv for all)")
         cov = res["coverage"]
         share = 100 * cov["attributed_us"] / cov["gpu_time_us"] if cov["gpu_time_us"] else 0.0
+        of = f"{duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])}"
         if not cov["graph_kernels"]:  # eager work alone says nothing of the graphs: never "100 %"
-            out.print(
-                "coverage: no graph kernel in this replay, nothing of a CUDA graph attributed "
-                f"(eager GPU time {duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])})"
-            )
+            line = f"no graph kernel in this replay, nothing of a CUDA graph attributed (eager GPU time {of})"
         else:
-            out.print(
-                f"coverage: graph kernels {cov['graph_kernels_attributed']:,}/{cov['graph_kernels']:,} attributed, "
-                f"GPU time {duration_text(cov['attributed_us'])} of {duration_text(cov['gpu_time_us'])} "
-                f"({share:.1f} %)"
-            )
+            kernels = f"{cov['graph_kernels_attributed']:,}/{cov['graph_kernels']:,}"
+            line = f"graph kernels {kernels} attributed, GPU time {of} ({share:.1f} %)"
+        out.print(f"coverage: {line}")
         for u in res["unattributed"]:
-            out.print(
-                f"unattributed ({u['source']}): {u['kernels']:,} kernels, {duration_text(u['gpu_time_us'])} "
-                f"in {u['launches']:,} launch(es): {safe(u['reason'])}"
-            )
+            out.print(f"unattributed ({u['source']}): {u['kernels']:,} kernels, {duration_text(u['gpu_time_us'])} "
+                      f"in {u['launches']:,} launch(es): {safe(u['reason'])}")
 
 
 @contextmanager
@@ -518,14 +430,8 @@ def progress_bytes(enabled: bool, label: str) -> Iterator[Callable[[int, int], N
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
+    columns = ("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
@@ -539,8 +445,7 @@ def progress_files(enabled: bool, total: int) -> Iterator[Callable[[], None] | N
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress
 
-    with Progress(
-        "reading traces", BarColumn(), MofNCompleteColumn(), console=Console(stderr=True), transient=True
-    ) as bar:
+    columns = ("reading traces", BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("traces", total=total)
         yield lambda: bar.advance(task)

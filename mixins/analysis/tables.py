@@ -16,10 +16,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-__all__ = [
-    "Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table",
-    "wide_tables", "shows_whole_cells",
-]
+__all__ = ["Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table",
+           "wide_tables", "shows_whole_cells"]
 
 UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
 _DECIMALS = {"s": 2, "ms": 2, "µs": 1}
@@ -244,13 +242,8 @@ def _layout(columns: list[_Column], width: int, wide: bool) -> tuple[list[_Colum
     return shown, widths, dropped, constant
 
 
-def print_table(
-    out: Console,
-    cols: Sequence[Col],
-    rows: Sequence[Sequence[Cell]],
-    title: str | None = None,
-    runners: Iterable[str] = (),
-) -> None:
+def print_table(out: Console, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], title: str | None = None,
+                runners: Iterable[str] = ()) -> None:
     """Print one table on ``out`` (never cropped), and a note when columns were left out. ``title`` is
     untrusted text; ``runners``: the runner names its cells and headers may hold."""
     from rich.table import Table

@@ -118,7 +118,8 @@ _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "me
 
 
 class Elements(HTMLParser):
-    """Every element of a DOM dump as (tag, attributes, the ids of the elements around it, its text)."""
+    """Every element of a DOM dump as (tag, attributes, the ids of the elements around it, its text). A
+    self-closing tag is HTMLParser's start then end tag: opened and closed at once, so it holds no text."""
 
     def __init__(self, dom: str) -> None:
         super().__init__(convert_charrefs=True)
@@ -135,9 +136,6 @@ class Elements(HTMLParser):
         if tag not in _VOID:
             self.stack.append((tag, a.get("id")))
             self._open.append(text)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag, dict(attrs), tuple(i for _, i in self.stack if i), []))
 
     def handle_endtag(self, tag: str) -> None:
         for k in range(len(self.stack) - 1, -1, -1):

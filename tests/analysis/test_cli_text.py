@@ -136,16 +136,9 @@ def test_profiler_dir_is_searched_and_summary_takes_directories(many_segments: P
     assert [Path(t["path"]).name for t in summary["traces"]] == ["cuda_graph_capture-R-TP-0.json.gz"]
 
 
-def test_a_cut_list_says_how_many_more_and_sizes_use_one_unit(many_segments: Path) -> None:
-    done = _cli("ls", many_segments)
-    assert done.returncode == 0
-    assert "12: bs=1, bs=2, bs=3, bs=4, bs=5, bs=6, bs=7, bs=8, 4 more" in done.stdout  # 11 sizes + (outside)
-    assert re.search(r"\d KiB", done.stdout) and not re.search(r"\d (KB|MB|GB)\b", done.stdout)
-
-
-def test_piped_output_never_breaks_a_row(many_segments: Path, tmp_path: Path) -> None:
+def test_piped_output_never_breaks_a_row_and_a_cut_list_says_how_many_more(many_segments: Path, tmp_path: Path) -> None:
     """Before: piped output was cut to 200 columns, so long rows broke mid-record; nor does a stale
-    ``COLUMNS`` wrap it."""
+    ``COLUMNS`` wrap it. A cut list says how many more (11 sizes and the outside); sizes in one unit system."""
     deep = tmp_path / ("a-rather-long-directory-name-" * 8) / "graph_capture_profile"
     deep.mkdir(parents=True)
     trace = deep / "cuda_graph_capture-DecodeCudaGraphRunner-with-a-long-name-TP-0.json.gz"
@@ -155,8 +148,9 @@ def test_piped_output_never_breaks_a_row(many_segments: Path, tmp_path: Path) ->
     assert any(line.startswith(str(trace)) and "R TP 0" in line for line in summary.stdout.splitlines())
     for columns in (None, 40):
         listing = _cli("ls", deep, columns=columns)
-        (row,) = [line for line in listing.stdout.splitlines() if trace.name in line]
-        assert listing.returncode == 0 and "bs=1, bs=2" in row and "4 more" in row  # the whole record on one line
+        (row,) = [line for line in listing.stdout.splitlines() if trace.name in line]  # the whole record, one line
+        assert listing.returncode == 0 and "12: bs=1, bs=2, bs=3, bs=4, bs=5, bs=6, bs=7, bs=8, 4 more" in row
+        assert re.search(r"\d KiB", row) and not re.search(r"\d (KB|MB|GB)\b", listing.stdout)
 
 
 def test_terminal_output_respects_columns(many_segments: Path) -> None:

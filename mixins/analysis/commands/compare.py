@@ -41,15 +41,18 @@ class SegmentDiff(Struct):
     removed: int = 0
     changed: int = 0
     aligned: bool = True
-    examples: dict[str, list[Any]] = field(
-        default_factory=lambda: {"added": [], "removed": [], "changed": []}
-    )
+    examples: dict[str, list[Any]] = field(default_factory=lambda: {"added": [], "removed": [], "changed": []})
 
     def add(self, kind: str, item: Any, n: int = 1) -> None:
         """``n`` more ``kind`` (added, removed, changed) ops; only the first few examples of each are kept."""
         setattr(self, kind, getattr(self, kind) + n)
         if len(self.examples[kind]) < _EXAMPLES:
             self.examples[kind].append(item)
+
+
+def _op_at(keys: list[tuple[Any, ...]], seq: array, pos: int) -> dict[str, Any] | None:
+    """The op at ``pos`` of ``seq`` as JSON; None past its end."""
+    return op_json(keys[seq[pos]]) if pos < len(seq) else None
 
 
 def _first_diff(a: array, b: array) -> int | None:
@@ -75,16 +78,13 @@ def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[
     """Too big to align: report the multiset difference instead."""
     d.aligned = False
     ca, cb = Counter(mid_a), Counter(mid_b)
-    for k, n in (cb - ca).items():
-        d.add("added", {**op_json(keys[k]), "count": n}, n)
-    for k, n in (ca - cb).items():
-        d.add("removed", {**op_json(keys[k]), "count": n}, n)
+    for kind, more in (("added", cb - ca), ("removed", ca - cb)):
+        for k, n in more.items():
+            d.add(kind, {**op_json(keys[k]), "count": n}, n)
 
 
-def _aligned_diff(
-    d: SegmentDiff, codes: list[tuple[str, int, int, int, int]], mid_a: array, mid_b: array, first: int,
-    keys: list[tuple[Any, ...]],
-) -> None:
+def _aligned_diff(d: SegmentDiff, codes: list[tuple[str, int, int, int, int]], mid_a: array, mid_b: array,
+                  first: int, keys: list[tuple[Any, ...]]) -> None:
     """Align the differing middles; the same op name in the same place is a change, else remove + add."""
     for tag, i1, i2, j1, j2 in codes:
         if tag == "equal":
@@ -93,16 +93,9 @@ def _aligned_diff(
         for n in range(paired):
             x, y = mid_a[i1 + n], mid_b[j1 + n]
             if keys[x][0] == keys[y][0]:
-                d.add(
-                    "changed",
-                    {
-                        "position_a": first + i1 + n,
-                        "position_b": first + j1 + n,
-                        "fields": _changed_fields(keys[x], keys[y]),
-                        "a": op_json(keys[x]),
-                        "b": op_json(keys[y]),
-                    },
-                )
+                fields = _changed_fields(keys[x], keys[y])
+                d.add("changed", {"position_a": first + i1 + n, "position_b": first + j1 + n, "fields": fields,
+                                  "a": op_json(keys[x]), "b": op_json(keys[y])})
             else:
                 d.add("removed", {"position": first + i1 + n, **op_json(keys[x])})
                 d.add("added", {"position": first + j1 + n, **op_json(keys[y])})
@@ -113,14 +106,10 @@ def _aligned_diff(
 
 
 def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> SegmentDiff:
-    d = SegmentDiff(label, "same", len(a), len(b))
     first = _first_diff(a, b)
     if first is None:
-        return d
-    d.status = "changed"
-    d.first_diff = first
-    d.at_a = op_json(keys[a[first]]) if first < len(a) else None
-    d.at_b = op_json(keys[b[first]]) if first < len(b) else None
+        return SegmentDiff(label, "same", len(a), len(b))
+    d = SegmentDiff(label, "changed", len(a), len(b), first, _op_at(keys, a, first), _op_at(keys, b, first))
     # Trim the common suffix too; only the differing middle needs aligning.
     end_a, end_b = len(a), len(b)
     while end_a > first and end_b > first and a[end_a - 1] == b[end_b - 1]:
@@ -165,10 +154,8 @@ def group_key(t: CompactTrace) -> tuple[Any, ...]:
     ident = t.identity
     if ident.tp_rank is None:
         return (ident.run, "?", t.path)
-    return (
-        ident.run, ident.runner or "", ident.pp_rank or 0, ident.capture_index,
-        ident.bs if ident.bs is not None else -1, ident.dp_rank if ident.dp_rank is not None else -1,
-    )
+    return (ident.run, ident.runner or "", ident.pp_rank or 0, ident.capture_index,
+            ident.bs if ident.bs is not None else -1, ident.dp_rank if ident.dp_rank is not None else -1)
 
 
 class Divergence(Struct):
@@ -202,26 +189,16 @@ class GroupCheck(Struct):
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "run": self.run,
-            "runner": self.runner,
-            "pp_rank": self.pp_rank,
-            "capture_index": self.capture_index,
-            "bs": self.bs,
-            "dp_rank": self.dp_rank,
-            "ranks": [r for r, _ in self.members],
-            "paths": [p for _, p in self.members],
-            "ok": self.ok,
+            "run": self.run, "runner": self.runner, "pp_rank": self.pp_rank, "capture_index": self.capture_index,
+            "bs": self.bs, "dp_rank": self.dp_rank, "ranks": [r for r, _ in self.members],
+            "paths": [p for _, p in self.members], "ok": self.ok,
             "divergences": self.divergences,  # structs: serialise.to_json writes their fields
-            "problems": self.problems,
-            "notes": self.notes,
-            "tp_size": self.tp_size,
-            "complete": self.complete,
+            "problems": self.problems, "notes": self.notes, "tp_size": self.tp_size, "complete": self.complete,
         }
 
 
-def _first_divergence(
-    ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: Interner
-) -> Divergence | None:
+def _first_divergence(ref: CompactTrace, ref_seqs: dict[str, array], m: CompactTrace, keys: Interner
+                      ) -> Divergence | None:
     """The first segment (reference order, then the member's extras) where member ``m`` differs."""
     seqs = dict(zip(m.labels, _remap(keys, m), strict=True))
     for label in ref.labels + [x for x in m.labels if x not in ref_seqs]:
@@ -233,19 +210,9 @@ def _first_divergence(
             return Divergence(label, rank, m.path, None, None, None, len(a or ()), len(b or ()))
         pos = _first_diff(a, b)
         if pos is not None:  # the first divergent op of this rank is what matters
-            at_a = op_json(keys.values[a[pos]]) if pos < len(a) else None
-            at_b = op_json(keys.values[b[pos]]) if pos < len(b) else None
+            at_a, at_b = _op_at(keys.values, a, pos), _op_at(keys.values, b, pos)
             return Divergence(label, rank, m.path, pos, at_a, at_b, len(a), len(b))
     return None
-
-
-def _rank_problems(g: GroupCheck, members: list[CompactTrace]) -> None:
-    """Two files claiming one TP rank fail the group; so does a missing rank (``_check_complete``)."""
-    ranks = Counter(m.identity.tp_rank for m in members)
-    for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
-        paths = ", ".join(m.path for m in members if m.identity.tp_rank == r)
-        g.problems.append(f"{n} traces claim TP rank {r}: {paths}")
-    _check_complete(g, members)
 
 
 def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
@@ -258,9 +225,7 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
     out = []
     order = {run: n for n, run in enumerate(runs)}
     for gkey in sorted(groups, key=lambda k: (order[k[0]], repr(k[1:]))):  # runs in the order given
-        members = sorted(
-            groups[gkey], key=lambda t: (t.identity.tp_rank is None, t.identity.tp_rank or 0, t.path)
-        )
+        members = sorted(groups[gkey], key=lambda t: (t.identity.tp_rank is None, t.identity.tp_rank or 0, t.path))
         ref = members[0]
         ident = ref.identity
         g = GroupCheck(
@@ -269,21 +234,15 @@ def check_traces(traces: list[CompactTrace]) -> list[GroupCheck]:
         )
         out.append(g)
         if ident.tp_rank is None:
-            g.notes.append(
-                "no TP rank in metadata, file name or distributedInfo: not compared with other files"
-            )
+            g.notes.append("no TP rank in metadata, file name or distributedInfo: not compared with other files")
             continue
-        _rank_problems(g, members)
+        _check_ranks(g, members)
         if len(members) == 1:
             g.notes.append("only one rank: nothing to compare")
             continue
         ref_seqs = dict(zip(ref.labels, _remap(keys, ref), strict=True))
-        for m in members[1:]:
-            d = _first_divergence(ref, ref_seqs, m, keys)
-            if d is not None:
-                g.divergences.append(d)
-    _check_stages(out, traces)
-    _check_replicas(out, traces)
+        g.divergences += filter(None, (_first_divergence(ref, ref_seqs, m, keys) for m in members[1:]))
+    _check_families(out, traces)
     return out
 
 
@@ -324,8 +283,13 @@ def _ranks_text(kind: str, gaps: list[tuple[int, int]]) -> str:
     return f"{kind} rank{'s' if count > 1 else ''} {', '.join(cut(parts, _SHOWN_GAPS))}"
 
 
-def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
-    """Every TP rank of the recorded tp_size present; without a size, at least no gap below the top."""
+def _check_ranks(g: GroupCheck, members: list[CompactTrace]) -> None:
+    """No two files claiming one TP rank, and every TP rank of the recorded tp_size present (without a
+    size, at least no gap below the top)."""
+    ranks = Counter(m.identity.tp_rank for m in members)
+    for r, n in sorted((r, n) for r, n in ranks.items() if n > 1):
+        paths = ", ".join(m.path for m in members if m.identity.tp_rank == r)
+        g.problems.append(f"{n} traces claim TP rank {r}: {paths}")
     present = sorted({m.identity.tp_rank for m in members if m.identity.tp_rank is not None})
     sizes = sorted({s for s in (_size_of(m, "tp_size") for m in members) if s is not None})
     if len(sizes) > 1:
@@ -348,44 +312,30 @@ def _check_complete(g: GroupCheck, members: list[CompactTrace]) -> None:
     g.complete = not missing and not beyond
 
 
-def _no_trace(first: GroupCheck, kind: str, found: set[int], present: set[int], disagree: str = "") -> None:
-    """``kind`` ranks (PP stages, DP replicas) of the recorded size without any trace, on ``first``."""
-    size = f"{kind.lower()}_size"
-    if len(found) > 1:
-        first.problems.append(f"traces disagree on {size} ({', '.join(map(str, sorted(found)))}){disagree}")
-    elif missing := _gaps(sorted(present), max(found)):
-        first.problems.append(f"{_ranks_text(kind, missing)} missing ({size} {max(found)}): no trace of any TP rank")
-    else:
-        return
-    first.complete = False
-
-
-def _check_stages(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
-    sizes: dict[tuple[Any, ...], set[int]] = {}
+def _check_families(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
+    """Every PP stage (of a run, runner and capture) and DP replica (of a runner and capture) of the recorded
+    size has a trace of some TP rank; what is missing fails the family's first group."""
     runs = run_labels(t.identity.run for t in traces)
-    for t in traces:
-        size = _size_of(t, "pp_size")
-        if t.identity.tp_rank is not None and size is not None:
-            sizes.setdefault((runs[t.identity.run], t.identity.runner or "", t.identity.capture_index), set()).add(size)
-    for (run, runner, index), found in sorted(sizes.items(), key=repr):
-        family = [
-            g for g in groups
-            if (g.run, g.runner or "", g.capture_index) == (run, runner, index) and g.members[0][0] is not None
-        ]
-        first = min(family, key=lambda g: g.pp_rank or 0)
-        _no_trace(first, "PP", found, {g.pp_rank or 0 for g in family}, ": completeness not checked")
-
-
-def _check_replicas(groups: list[GroupCheck], traces: list[CompactTrace]) -> None:
-    sizes: dict[tuple[Any, ...], set[int]] = {}
-    for t in traces:
-        size = _size_of(t, "dp_size")
-        if t.identity.tp_rank is not None and t.identity.dp_rank is not None and size is not None:
-            sizes.setdefault((t.identity.runner or "", t.identity.capture_index), set()).add(size)
-    for (runner, index), found in sorted(sizes.items(), key=repr):
-        family = [g for g in groups if (g.runner or "", g.capture_index) == (runner, index) and g.dp_rank is not None]
-        first = min(family, key=lambda g: (g.dp_rank or 0, g.pp_rank or 0))
-        _no_trace(first, "DP", found, {g.dp_rank or 0 for g in family})
+    for kind in ("PP", "DP"):
+        pp, name = kind == "PP", f"{kind.lower()}_size"
+        sizes: dict[tuple[Any, ...], set[int]] = {}
+        for t in traces:
+            i, size = t.identity, _size_of(t, name)
+            if i.tp_rank is not None and size is not None and (pp or i.dp_rank is not None):
+                sizes.setdefault((runs[i.run] if pp else None, i.runner or "", i.capture_index), set()).add(size)
+        for (run, runner, index), found in sorted(sizes.items(), key=repr):
+            family = [g for g in groups if (g.runner or "", g.capture_index) == (runner, index)
+                      and (g.run == run and g.members[0][0] is not None if pp else g.dp_rank is not None)]
+            first = min(family, key=lambda g: (0 if pp else g.dp_rank or 0, g.pp_rank or 0))
+            if len(found) > 1:
+                disagree = ": completeness not checked" if pp else ""
+                first.problems.append(f"traces disagree on {name} ({', '.join(map(str, sorted(found)))}){disagree}")
+            elif missing := _gaps(sorted({(g.pp_rank if pp else g.dp_rank) or 0 for g in family}), max(found)):
+                said = f"{_ranks_text(kind, missing)} missing ({name} {max(found)})"
+                first.problems.append(f"{said}: no trace of any TP rank")
+            else:
+                continue
+            first.complete = False
 
 
 def compact_job(path: str, progress: Callable[[int, int], None] | None = None) -> CompactTrace:

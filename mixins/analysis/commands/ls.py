@@ -12,7 +12,6 @@ from typing import Any
 
 from mixins.analysis import render
 from mixins.analysis.jobs import DIR_HELP, OK, TROUBLE, collect_results, listed_in, map_files, trace_files, with_limits
-from mixins.analysis.model.identity import Identity
 from mixins.analysis.read.reader import TraceError
 from mixins.formats import STAGING_PREFIX, SUBDIR
 from mixins.helptext import add_command
@@ -20,8 +19,7 @@ from mixins.helptext import add_command
 
 def add(subparsers: Any) -> None:
     p = add_command(
-        subparsers,
-        "ls",
+        subparsers, "ls",
         "List the traces of a directory (or one trace file): who wrote each (runner, TP/PP rank, capture "
         "number and where that came from), its size, event count and per-batch-size segments. --long "
         "prints each trace's recorded metadata instead: runner, ranks and group sizes, versions, host, "
@@ -36,8 +34,7 @@ def add(subparsers: Any) -> None:
 
 def add_clean(subparsers: Any) -> None:
     p = add_command(
-        subparsers,
-        "clean",
+        subparsers, "clean",
         f"Remove what interrupted exports left in a trace directory (and in its {SUBDIR}/, as `ls` shows "
         f"them): staging directories ({STAGING_PREFIX}*) whose process is gone, on this host and in this pid "
         "namespace, owned by you. Others (another user's, a running process, another host) are listed and "
@@ -50,19 +47,15 @@ def add_clean(subparsers: Any) -> None:
     p.set_defaults(func=cmd_clean)
 
 
-def metadata_json(ident: Identity) -> dict[str, Any] | None:
-    """What the trace recorded about its writer (``capture_trace``); None for traces without it."""
-    if ident.source != "metadata":
-        return None
-    return {"runner_class": ident.runner_class, "pp_size": ident.pp_size, **ident.extra}
-
-
 def _ls_job(path: str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """A trace's summary and what it recorded about its writer (``capture_trace``; None for traces without it)."""
     from mixins.analysis.model.records import load_record
     from mixins.analysis.serialise import summarize
 
     rec = load_record(path, progress)
-    return summarize(rec, 0) | {"metadata": metadata_json(rec.identity)}
+    ident = rec.identity
+    recorded = {"runner_class": ident.runner_class, "pp_size": ident.pp_size, **ident.extra}
+    return summarize(rec, 0) | {"metadata": recorded if ident.source == "metadata" else None}
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -78,15 +71,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return TROUBLE
     rows, bad = collect_results(map_files(_ls_job, files, (), 0, not args.json), listed_in(args.dir, files))
     if args.json:
-        render.print_json(
-            {
-                "traces": [
-                    {k: r[k] for k in r if k != "totals"} | {"segments": [s["label"] for s in r["segments"]]}
-                    for r in rows
-                ],
-                "temporaries": [dataclasses.asdict(t) for t in temps],
-            }
-        )
+        traces = [{k: r[k] for k in r if k != "totals"} | {"segments": [s["label"] for s in r["segments"]]}
+                  for r in rows]
+        render.print_json({"traces": traces, "temporaries": [dataclasses.asdict(t) for t in temps]})
     elif rows and args.long:
         render.render_ls_long(rows)
     elif rows:

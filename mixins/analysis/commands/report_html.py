@@ -12,7 +12,7 @@ import html
 import json
 import os
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -44,9 +44,8 @@ def _plotly() -> tuple[Any, str]:
         import plotly.graph_objects as go
         from plotly.offline import get_plotlyjs
     except ImportError:
-        raise ReportUnavailable(
-            f"report needs plotly: pip install 'sglang-capture-trace[{EXTRA}]' (or pip install plotly)"
-        ) from None
+        why = f"report needs plotly: pip install 'sglang-capture-trace[{EXTRA}]' (or pip install plotly)"
+        raise ReportUnavailable(why) from None
     # "</script" cannot occur inside a script element; "<\/" is the same text in a JS string or regex.
     return go, re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE)
 
@@ -91,32 +90,59 @@ def _fmt(us: float | None, div: float) -> str:
     return "–" if us is None else f"{us / div:,.3f}"
 
 
-def _group_name(g: dict[str, Any]) -> str:
-    """A check group's runner, with its batch size when it is one of upstream's per-batch-size files."""
-    return str(g.get("runner") or "?") + (f" bs={g['bs']}" if g.get("bs") is not None else "")
+def _td(text: object, cls: str = "") -> str:
+    """A cell of untrusted text (``_h``), of class ``cls`` (``num``: right-aligned figures)."""
+    return f'<td class="{cls}">{_h(text)}</td>' if cls else f"<td>{_h(text)}</td>"
 
 
-def _trace_names(traces: list[dict[str, Any]]) -> list[str]:
-    """One name per ``time`` trace: runner (or class, or file), TP rank, PP rank and capture number when
-    not the first; a name still shared gets ``(file)`` so two bars never merge."""
-    names = []
-    for t in traces:
-        who = t.get("runner") or t.get("runner_class") or os.path.basename(str(t.get("path", "?")))
-        parts = [str(who), f"TP {t['tp_rank']}" if t.get("tp_rank") is not None else "TP ?"]
-        if t.get("pp_rank"):
-            parts.append(f"PP {t['pp_rank']}")
-        if (t.get("capture_index") or 1) > 1:
-            parts.append(f"#{t['capture_index']}")
-        names.append(" · ".join(parts))
+def _us(us: Any, text: str, phase: str = "") -> str:
+    """A time cell: ``text`` shown, the exact µs in ``data-us`` (read back and compared by the tests)."""
+    at = f' data-phase="{phase}"' if phase else ""
+    return f'<td class="num"{at} data-us="{_num(us)}">{text}</td>'
+
+
+def _gpu_us(row: dict[str, Any]) -> str:
+    return _us(row.get("gpu_time_us"), f"{(row.get('gpu_time_us') or 0.0):,.3f}")
+
+
+def _tr(cells: Iterable[str], attrs: str = "") -> str:
+    return f"<tr{attrs}>" + "".join(cells) + "</tr>"
+
+
+def _table(cls: str, heads: Iterable[str], rows: Iterable[str]) -> str:
+    """A table of class ``cls``: one row of ``heads`` (HTML), then ``rows`` (``_tr``)."""
+    return f'<table class="{cls}">' + _tr(f"<th>{h}</th>" for h in heads) + "".join(rows) + "</table>"
+
+
+def _ranks(t: dict[str, Any]) -> str:
+    """``TP 0``, then ``PP 1`` and ``#2`` where not the first stage and capture."""
+    parts = [f"TP {_opt(t.get('tp_rank'))}"]
+    if t.get("pp_rank"):
+        parts.append(f"PP {t['pp_rank']}")
+    if (t.get("capture_index") or 1) > 1:
+        parts.append(f"#{t['capture_index']}")
+    return " · ".join(parts)
+
+
+def _trace_names(traces: list[dict[str, Any]], runs: list[str]) -> list[str]:
+    """One name per ``time`` trace: runner (or class, or file) and ``_ranks``, told apart within its run only
+    (the same runner in two runs is one row of the chart, with a bar per run): a name still shared in its
+    run gets the file's name, or its whole path where the files' names are shared too, so two bars never
+    merge."""
+    names = [f"{t.get('runner') or t.get('runner_class') or os.path.basename(str(t.get('path', '?')))} · {_ranks(t)}"
+             for t in traces]
+    run = [t.get("run", runs[0]) for t in traces]
     paths = [str(t.get("path", "?")) for t in traces]
     bases = [os.path.basename(p) for p in paths]
-    named = Counter(names)  # counted before any is renamed
-    named_in = Counter(zip(names, bases, strict=True))
-    # a shared name gets the file's name, or its whole path where the files' names are shared too
-    return [
-        n if named[n] == 1 else f"{n} ({paths[i] if named_in[n, bases[i]] > 1 else bases[i]})"
-        for i, n in enumerate(names)
-    ]
+    named, named_in = Counter(zip(run, names, strict=True)), Counter(zip(run, names, bases, strict=True))
+    out = []
+    for i, (r, n) in enumerate(zip(run, names, strict=True)):
+        if r not in runs:
+            n = ""
+        elif named[r, n] > 1:
+            n += f" ({paths[i] if named_in[r, n, bases[i]] > 1 else bases[i]})"
+        out.append(n)
+    return out
 
 
 MAX_BARS = 40  # runner × shape bars drawn; past this the largest, with a note (every one stays in the data)
@@ -127,25 +153,8 @@ _RUN_COLORS = ("#a0a4ab", "#3b7dd8", "#e4572e", "#29a36a", "#8e5bd0", "#f2a541")
 Cell = tuple[str, str]  # (runner name within its run, shape label): one row of the start-up chart
 
 
-def _run_names(traces: list[dict[str, Any]], runs: list[str]) -> list[str]:
-    """Each trace's runner name (``_trace_names``) told apart within its run only: the same runner in two
-    runs is one row of the chart, with a bar per run."""
-    names = [""] * len(traces)
-    for run in runs:
-        at = [i for i, t in enumerate(traces) if t.get("run", runs[0]) == run]
-        for i, name in zip(at, _trace_names([traces[i] for i in at]), strict=True):
-            names[i] = name
-    return names
-
-
 def _more(rows: int, shown: int, where: str = "the page's data (time --json)") -> str:
     return f"<p>{rows - shown:,} more rows in {where}.</p>" if rows > shown else ""
-
-
-def _largest(cells: dict[Cell, float], keep: int) -> list[Cell]:
-    """The ``keep`` rows of the largest wall time (in any run), in their order."""
-    top = set(sorted(cells, key=lambda c: -cells[c])[:keep])
-    return [c for c in cells if c in top]
 
 
 def _axis_runner(trace: dict[str, Any], name: str, short: dict[str, str]) -> str:
@@ -157,33 +166,16 @@ def _axis_runner(trace: dict[str, Any], name: str, short: dict[str, str]) -> str
     return _label(name)
 
 
-def _change_of(time_json: dict[str, Any]) -> dict[tuple[Any, ...], list[float | None]]:
-    """``comparison``'s change against the first run, per runner, ranks and shape (``time.compare_runs``)."""
-    return {
-        (r.get("runner"), r.get("tp_rank"), r.get("pp_rank"), r.get("capture_index"), r.get("label")): r["change"]
-        for r in time_json.get("comparison") or []
-    }
-
-
 def _seg(s: dict[str, Any]) -> str:
     return str(s.get("label", "?"))
 
 
-def _hover(phases: dict[str, Any], div: float, unit: str, change: float | None) -> str:
-    parts = [f"{_PHASE_NAMES[p]} {_fmt(phases.get(p), div)}" for p in PHASES]
-    moved = "" if change is None else f"<br>change against the first run: {change:+.1%}"
-    return f"{' · '.join(parts)} ({unit}){moved}"
-
-
 def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] | None, str, str]:
-    """Horizontal bars, one row per runner × shape grouped by runner (the ``MAX_BARS`` largest): one run
-    as stacked phases (warm-up / capture / instantiate / other), several runs as one bar per run side by
-    side, the change against the first run in the hover and the comparison table. Rows are a fixed
-    height and labels sit beside them, so no width makes labels overlap. Each runner and shape name is
-    in the figure once (``categories``); the bars hold indexes into it, which the page's script resolves."""
+    """The start-up chart (bars per runner × shape: phases stacked, or a bar per run), the note of bars left
+    out, and its tables (docs/DESIGN.md §7.3, "Bounded page" and "Readable")."""
     traces = time_json.get("traces") or []
     runs = [str(r) for r in time_json.get("runs") or []] or [str(traces[0].get("run", "")) if traces else ""]
-    names = _run_names(traces, runs)
+    names = _trace_names(traces, runs)
     short = short_runners(str(t["runner"]) for t in traces if t.get("runner"))
     every = [(i, s) for i, t in enumerate(traces) for s in t.get("segments") or []]
     if not every:
@@ -191,25 +183,25 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     runner_of: dict[str, str] = {}
     walls: dict[Cell, float] = {}
     for i, s in every:
-        label = _axis_runner(traces[i], names[i], short)
-        runner_of.setdefault(names[i], label)
-        cell = (names[i], _seg(s))
-        walls[cell] = max(walls.get(cell, 0.0), s.get("wall_us") or 0.0)
+        runner_of.setdefault(names[i], _axis_runner(traces[i], names[i], short))
+        walls[names[i], _seg(s)] = max(walls.get((names[i], _seg(s)), 0.0), s.get("wall_us") or 0.0)
     # grouped by runner (in order of first appearance), shapes in their order within it
     first = {n: k for k, n in enumerate(dict.fromkeys(c[0] for c in walls))}
     cells = sorted(walls, key=lambda c: first[c[0]])
-    kept = _largest({c: walls[c] for c in cells}, MAX_BARS)
+    largest = set(sorted(cells, key=lambda c: -walls[c])[:MAX_BARS])  # in any run
+    kept = [c for c in cells if c in largest]
     note = "" if len(kept) == len(cells) else (
         f"The {len(kept)} largest of {len(cells):,} runner × shape bars by wall time; the others are in the "
-        "tables below and in the page's data (time --json)."
-    )
+        "tables below and in the page's data (time --json).")
     div, unit = unit_of(walls[c] for c in kept)
-    runners = list(dict.fromkeys(c[0] for c in kept))
-    shapes = list(dict.fromkeys(c[1] for c in kept))
-    at_runner, at_shape = {n: k for k, n in enumerate(runners)}, {label: k for k, label in enumerate(shapes)}
+    at_runner = {n: k for k, n in enumerate(dict.fromkeys(c[0] for c in kept))}
+    at_shape = {label: k for k, label in enumerate(dict.fromkeys(c[1] for c in kept))}
     row = {c: k for k, c in enumerate(kept)}
     several = len(runs) > 1
-    changes = _change_of(time_json) if several else {}
+    changes = {  # against the first run, per runner, ranks and shape (``time.compare_runs``)
+        (r.get("runner"), r.get("tp_rank"), r.get("pp_rank"), r.get("capture_index"), r.get("label")): r["change"]
+        for r in time_json.get("comparison") or []
+    }
     bars = []
 
     def drawn(run: str | None) -> tuple[list[tuple[int, dict[str, Any]]], list[list[int]]]:
@@ -237,7 +229,9 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
             key = (t.get("runner") or "?", t.get("tp_rank"), t.get("pp_rank") or 0, t.get("capture_index", 1),
                    s.get("label"))
             change = changes.get(key, [None] * len(runs))[k] if k else None
-            hover.append(_hover(s.get("phases") or {}, div, unit, change))
+            phases = " · ".join(f"{_PHASE_NAMES[p]} {_fmt((s.get('phases') or {}).get(p), div)}" for p in PHASES)
+            moved = "" if change is None else f"<br>change against the first run: {change:+.1%}"
+            hover.append(f"{phases} ({unit}){moved}")
         bars.append(go.Bar(
             name=_label(run), orientation="h", y=y, x=[(s.get("wall_us") or 0.0) / div for _, s in pairs],
             customdata=[s.get("wall_us") or 0.0 for _, s in pairs], hovertext=hover,
@@ -248,9 +242,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
     fig = go.Figure(
         data=bars,
         layout=dict(
-            barmode="group" if several else "stack",
-            bargap=0.25,
-            height=len(kept) * per_row + 150,
+            barmode="group" if several else "stack", bargap=0.25, height=len(kept) * per_row + 150,
             margin=dict(l=10, r=20, t=70, b=60),
             xaxis=dict(title=dict(text=f"CPU wall time ({unit})"), automargin=True),
             yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=12)),
@@ -259,7 +251,7 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
         ),
     )
     figure = fig.to_plotly_json()
-    figure["categories"] = [[runner_of[n] for n in runners], [_label(x) for x in shapes]]
+    figure["categories"] = [[runner_of[n] for n in at_runner], [_label(x) for x in at_shape]]
     tables = _startup_tables(time_json, names, div, unit)
     if several:
         tables = _comparison_table(time_json, runs, div, unit) + tables
@@ -272,59 +264,40 @@ def _comparison_table(time_json: dict[str, Any], runs: list[str], div: float, un
     rows = time_json.get("comparison") or []
     if not rows:
         return ""
-    head = "".join(f"<th>{_h(r)} ({unit})</th>" for r in runs) + "".join(f"<th>{_h(r)} vs {_h(runs[0])}</th>"
-                                                                       for r in runs[1:])
+    heads = ["runner", "ranks", "shape", *(f"{_h(r)} ({unit})" for r in runs), *(f"{_h(r)} vs {_h(runs[0])}"
+                                                                                for r in runs[1:])]
     body = []
     for r in rows[:MAX_TABLE_ROWS]:
-        walls = "".join(f'<td class="num" data-us="{_num(w)}">{_fmt(w, div)}</td>' for w in r.get("wall_us") or [])
-        moved = "".join(f'<td class="num">{"–" if c is None else f"{c:+.1%}"}</td>'
-                        for c in (r.get("change") or [])[1:])
-        ranks = f"TP {_opt(r.get('tp_rank'))}" + (f" · PP {r['pp_rank']}" if r.get("pp_rank") else "") + (
-            f" · #{r['capture_index']}" if (r.get("capture_index") or 1) > 1 else "")
-        body.append(f'<tr><td>{_h(r.get("runner"))}</td><td>{_h(ranks)}</td><td>{_h(r.get("label"))}</td>'
-                    f"{walls}{moved}</tr>")
+        body.append(_tr([_td(r.get("runner")), _td(_ranks(r)), _td(r.get("label")),
+                         *(_us(w, _fmt(w, div)) for w in r.get("wall_us") or []),
+                         *(_td("–" if c is None else f"{c:+.1%}", "num") for c in (r.get("change") or [])[1:])]))
     return (
         '<details open id="comparison"><summary>runs side by side: wall time per runner × shape</summary>'
-        f'<table class="comparison"><tr><th>runner</th><th>ranks</th><th>shape</th>{head}</tr>'
-        + "".join(body) + "</table>" + _more(len(rows), MAX_TABLE_ROWS) + "</details>\n"
+        + _table("comparison", heads, body) + _more(len(rows), MAX_TABLE_ROWS) + "</details>\n"
     )
 
 
 def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, unit: str) -> str:
-    head = "".join(f"<th>{_PHASE_NAMES[p]} ({unit})</th>" for p in PHASES)
+    heads = ["segment", f"wall ({unit})", *(f"{_PHASE_NAMES[p]} ({unit})" for p in PHASES), "capture windows"]
     out = []
     for i, (name, t) in enumerate(zip(names, time_json.get("traces") or [], strict=True)):
-        body = []
         segments = t.get("segments") or []
+        body = []
         for j, s in enumerate(segments[:MAX_TABLE_ROWS]):
             phases = s.get("phases") or {}
-            cells = "".join(
-                f'<td class="num" data-phase="{p}" data-us="{_num(phases.get(p))}">{_fmt(phases.get(p), div)}</td>'
-                for p in PHASES
-            )
-            body.append(
-                f'<tr data-trace="{i}" data-segment="{j}"><td>{_h(s.get("label", "?"))}</td>'
-                f'<td class="num" data-us="{_num(s.get("wall_us"))}">{_fmt(s.get("wall_us"), div)}</td>{cells}'
-                f'<td class="num">{_h(s.get("capture_windows", ""))}</td></tr>'
-            )
-        out.append(
-            f'<details><summary>{_h(name)} — {_h(t.get("path", "?"))}</summary><table class="startup">'
-            f"<tr><th>segment</th><th>wall ({unit})</th>{head}<th>capture windows</th></tr>"
-            + "".join(body)
-            + "</table>"
-            + _more(len(segments), MAX_TABLE_ROWS)
-            + "</details>"
-        )
+            body.append(_tr([_td(s.get("label", "?")), _us(s.get("wall_us"), _fmt(s.get("wall_us"), div)),
+                             *(_us(phases.get(p), _fmt(phases.get(p), div), p) for p in PHASES),
+                             _td(s.get("capture_windows", ""), "num")], f' data-trace="{i}" data-segment="{j}"'))
+        out.append(f'<details><summary>{_h(name)} — {_h(t.get("path", "?"))}</summary>'
+                   + _table("startup", heads, body) + _more(len(segments), MAX_TABLE_ROWS) + "</details>")
     return "\n".join(out)
 
 
 def _check_section(check_json: dict[str, Any]) -> str:
     ok = bool(check_json.get("ok"))
     status = "consistent" if ok else "FAILED"
-    parts = [
-        f'<p class="status {"ok" if ok else "bad"}" id="check-status" data-ok="{str(ok).lower()}">'
-        f"cross-rank check: {status}</p>"
-    ]
+    parts = [f'<p class="status {"ok" if ok else "bad"}" id="check-status" data-ok="{str(ok).lower()}">'
+             f"cross-rank check: {status}</p>"]
     bad = check_json.get("bad_files") or []
     if bad:
         parts.append("<p>Files that could not be read:</p><ul>" + "".join(f"<li>{_h(f)}</li>" for f in bad) + "</ul>")
@@ -333,24 +306,17 @@ def _check_section(check_json: dict[str, Any]) -> str:
     several = len({g.get("run") for g in groups}) > 1  # ranks are checked within a run: say which
     for g in groups:
         ranks = ", ".join("?" if r is None else str(r) for r in g.get("ranks") or [])
-        details = [*(g.get("problems") or []), *(_divergence_text(d) for d in g.get("divergences") or [])]
-        notes = g.get("notes") or []
-        rows.append(
-            f'<tr class="{"ok" if g.get("ok") else "bad"}" data-ok="{str(bool(g.get("ok"))).lower()}">'
-            + (f'<td>{_h(g.get("run"))}</td>' if several else "")
-            + f'<td>{_h(_group_name(g))}</td><td>{_h(_opt(g.get("pp_rank")))}</td>'
-            f'<td>{_h(_opt(g.get("capture_index")))}</td><td>{_h(ranks)}</td><td>{_h(_opt(g.get("tp_size")))}</td>'
-            f'<td>{"ok" if g.get("ok") else "FAILED"}</td>'
-            f"<td>{'<br>'.join(_h(d) for d in details)}{'<br>' if details and notes else ''}"
-            f"{'<br>'.join('note: ' + _h(n) for n in notes)}</td></tr>"
-        )
+        why = [*map(_h, g.get("problems") or []), *(_h(_divergence_text(d)) for d in g.get("divergences") or []),
+               *("note: " + _h(n) for n in g.get("notes") or [])]
+        bs = f" bs={g['bs']}" if g.get("bs") is not None else ""  # one of upstream's per-batch-size files
+        rows.append(_tr([
+            *([_td(g.get("run"))] if several else []), _td(str(g.get("runner") or "?") + bs),
+            *(_td(_opt(g.get(k))) for k in ("pp_rank", "capture_index")), _td(ranks), _td(_opt(g.get("tp_size"))),
+            _td("ok" if g.get("ok") else "FAILED"), f"<td>{'<br>'.join(why)}</td>",
+        ], f' class="{"ok" if g.get("ok") else "bad"}" data-ok="{str(bool(g.get("ok"))).lower()}"'))
     if rows:
-        parts.append(
-            '<table class="check"><tr>' + ("<th>run</th>" if several else "") + "<th>runner</th><th>PP</th>"
-            "<th>capture #</th><th>TP ranks</th><th>TP size</th><th>result</th><th>why</th></tr>"
-            + "".join(rows)
-            + "</table>"
-        )
+        heads = [*(["run"] if several else []), "runner", "PP", "capture #", "TP ranks", "TP size", "result", "why"]
+        parts.append(_table("check", heads, rows))
     return "\n".join(parts)
 
 
@@ -360,21 +326,12 @@ def _opt(value: Any) -> str:
 
 def _divergence_text(d: dict[str, Any]) -> str:
     if d.get("position") is None:
-        return (
-            f"segment {d.get('segment')!r} present on only one side "
-            f"(reference {d.get('ops_reference')} ops, TP {_opt(d.get('rank'))} {d.get('ops_other')} ops)"
-        )
+        return (f"segment {d.get('segment')!r} present on only one side "
+                f"(reference {d.get('ops_reference')} ops, TP {_opt(d.get('rank'))} {d.get('ops_other')} ops)")
     ref, other = d.get("reference") or {}, d.get("other") or {}
-    return (
-        f"TP {_opt(d.get('rank'))} diverges in {d.get('segment')!r} at op #{d.get('position')}: "
-        f"reference {ref.get('op', '(end)')} {ref.get('input_dims', '')}, "
-        f"this rank {other.get('op', '(end)')} {other.get('input_dims', '')}"
-    )
-
-
-def _replays(attribute_json: dict[str, Any]) -> list[dict[str, Any]]:
-    """``attribute --json`` prints one replay's result, or ``{"replays": [...]}`` for several."""
-    return list(attribute_json["replays"]) if "replays" in attribute_json else [attribute_json]
+    return (f"TP {_opt(d.get('rank'))} diverges in {d.get('segment')!r} at op #{d.get('position')}: "
+            f"reference {ref.get('op', '(end)')} {ref.get('input_dims', '')}, "
+            f"this rank {other.get('op', '(end)')} {other.get('input_dims', '')}")
 
 
 def _shape(op: dict[str, Any]) -> str:
@@ -382,24 +339,18 @@ def _shape(op: dict[str, Any]) -> str:
     return "no shapes" if dims is None else json.dumps(dims, separators=(",", ":"))
 
 
-def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[float], list[list[Any]], list[str]]:
-    """Attribution nodes replay → module → op → shape (ids, parents, labels, values, hover data); rows that
-    share a node add up; unattributed device work is one branch per reason. Each parent's value is the
-    float sum of its children in the order plotly adds them (``branchvalues="total"`` hides a box
-    whose children add up to more than it)."""
-    leaves: dict[tuple[str, ...], float] = {}
-    key: tuple[str, ...]
+def _tree(res: dict[str, Any]) -> dict[str, Any]:
+    """The treemap's nodes replay → module → op → shape, with values summed as plotly adds them
+    (docs/DESIGN.md §7.3, "Attribution sums": ``branchvalues="total"`` hides a box whose children add up to more)."""
+    leaves: defaultdict[tuple[str, ...], float] = defaultdict(float)
     for op in res.get("ops") or []:
-        key = (str(op.get("module")), str(op.get("name")), _shape(op))
-        leaves[key] = leaves.get(key, 0.0) + float(op.get("gpu_time_us") or 0.0)
+        leaves[str(op.get("module")), str(op.get("name")), _shape(op)] += float(op.get("gpu_time_us") or 0.0)
     for u in res.get("unattributed") or []:
-        key = ("(unattributed)", str(u.get("reason")))
-        leaves[key] = leaves.get(key, 0.0) + float(u.get("gpu_time_us") or 0.0)
-    # a parent's total, for ordering only: biggest first at every level
-    weight: dict[tuple[str, ...], float] = {}
+        leaves["(unattributed)", str(u.get("reason"))] += float(u.get("gpu_time_us") or 0.0)
+    weight: defaultdict[tuple[str, ...], float] = defaultdict(float)  # for ordering only: biggest first
     for key, us in leaves.items():
         for depth in range(1, len(key) + 1):
-            weight[key[:depth]] = weight.get(key[:depth], 0.0) + us
+            weight[key[:depth]] += us
     order = sorted(weight, key=lambda k: (len(k), -weight[k], k))
     index = {path: n for n, path in enumerate([(), *order])}
     values = [0.0, *(leaves.get(path, 0.0) for path in order)]
@@ -407,15 +358,16 @@ def _tree(res: dict[str, Any]) -> tuple[list[str], list[str], list[str], list[fl
         for path in order:
             if len(path) == depth:
                 values[index[path[:-1]]] += values[index[path]]
-    total = values[0]
-    ids = ["r"] + [f"n{index[p]}" for p in order]
-    parents = [""] + [("r" if len(p) == 1 else f"n{index[p[:-1]]}") for p in order]
-    labels = [_label(os.path.basename(str(res.get("replay"))))] + [_label(p[-1]) for p in order]
-    kinds = ("module", "op", "shape")
-    custom = [[total, 1.0, "replay"]] + [
-        [values[index[p]], values[index[p]] / total if total else 0.0, kinds[len(p) - 1]] for p in order
-    ]
-    return ids, parents, labels, values, custom, _colors(order)
+    total, kinds = values[0], ("module", "op", "shape")
+    return dict(
+        ids=["r"] + [f"n{index[p]}" for p in order],
+        parents=[""] + [("r" if len(p) == 1 else f"n{index[p[:-1]]}") for p in order],
+        labels=[_label(os.path.basename(str(res.get("replay"))))] + [_label(p[-1]) for p in order],
+        values=values,
+        customdata=[[total, 1.0, "replay"]] + [
+            [values[index[p]], values[index[p]] / total if total else 0.0, kinds[len(p) - 1]] for p in order],
+        marker=dict(colors=_colors(order), line=dict(color="#ffffff", width=1)),
+    )
 
 
 def _colors(order: list[tuple[str, ...]]) -> list[str]:
@@ -439,21 +391,10 @@ MIN_LABEL_PX = 10  # the attribution view's smallest label: a box too small for 
 
 
 def _attribution_figure(go: Any, res: dict[str, Any]) -> dict[str, Any]:
-    """A treemap replay → module → op → shape: boxes keep labels horizontal and as large as the box
-    allows, and a label that would be under ``MIN_LABEL_PX`` is hidden rather than drawn unreadable (a
-    sunburst's labels of small sectors were 6–9 px); every node is in the hover and the op table."""
-    ids, parents, labels, values, custom, colors = _tree(res)
+    """A treemap, its labels hidden rather than drawn under ``MIN_LABEL_PX`` (docs/DESIGN.md §7.3, "Readable")."""
     fig = go.Figure(
         go.Treemap(
-            ids=ids,
-            parents=parents,
-            labels=labels,
-            values=values,
-            customdata=custom,
-            marker=dict(colors=colors, line=dict(color="#ffffff", width=1)),
-            branchvalues="total",
-            maxdepth=-1,
-            tiling=dict(pad=2),
+            **_tree(res), branchvalues="total", maxdepth=-1, tiling=dict(pad=2),
             texttemplate="%{label}<br>%{customdata[0]:,.1f} µs (%{customdata[1]:.1%})",
             hovertemplate="%{customdata[2]}: %{label}<br>%{customdata[0]:,.3f} µs GPU "
             "(%{customdata[1]:.1%} of the replay)<extra></extra>",
@@ -468,41 +409,24 @@ def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
     cov = res.get("coverage") or {}
     gpu, done = cov.get("gpu_time_us") or 0.0, cov.get("attributed_us") or 0.0
     share = f"{done / gpu:.1%}" if gpu else "–"
-    head = (
-        f'<p class="coverage" data-replay="{k}" data-gpu-us="{_num(cov.get("gpu_time_us"))}" '
+    head = (f'<p class="coverage" data-replay="{k}" data-gpu-us="{_num(cov.get("gpu_time_us"))}" '
         f'data-attributed-us="{_num(cov.get("attributed_us"))}" data-graph-kernels="{_num(cov.get("graph_kernels"))}"'
         f' data-graph-kernels-attributed="{_num(cov.get("graph_kernels_attributed"))}">'
         f"<b>{_h(res.get('replay', '?'))}</b>: {done:,.3f} of {gpu:,.3f} µs GPU time attributed ({share}); "
-        f"graph kernels {cov.get('graph_kernels_attributed', 0):,} of {cov.get('graph_kernels', 0):,}</p>"
-    )
+        f"graph kernels {cov.get('graph_kernels_attributed', 0):,} of {cov.get('graph_kernels', 0):,}</p>")
     ops = sorted(res.get("ops") or [], key=lambda o: -(o.get("gpu_time_us") or 0.0))
-    rows = "".join(
-        f'<tr data-replay="{k}"><td>{_h(o.get("name"))}</td><td>{_h(o.get("module"))}</td>'
-        f"<td>{_h(_shape(o))}</td><td>{_h(o.get('source'))}</td><td>{_h(o.get('segment'))}</td>"
-        f'<td class="num">{_h(o.get("kernels"))}</td><td class="num">{_h(o.get("count"))}</td>'
-        f'<td class="num" data-us="{_num(o.get("gpu_time_us"))}">{(o.get("gpu_time_us") or 0.0):,.3f}</td></tr>'
-        for o in ops[:top]
-    )
-    unattr = "".join(
-        f'<tr><td>{_h(u.get("source"))}</td><td>{_h(u.get("reason"))}</td><td class="num">{_h(u.get("kernels"))}</td>'
-        f'<td class="num" data-us="{_num(u.get("gpu_time_us"))}">{(u.get("gpu_time_us") or 0.0):,.3f}</td></tr>'
-        for u in res.get("unattributed") or []
-    )
+    rows = [_tr([_td(o.get("name")), _td(o.get("module")), _td(_shape(o)), _td(o.get("source")), _td(o.get("segment")),
+                 _td(o.get("kernels"), "num"), _td(o.get("count"), "num"), _gpu_us(o)], f' data-replay="{k}"')
+            for o in ops[:top]]
+    unattr = [_tr([_td(u.get("source")), _td(u.get("reason")), _td(u.get("kernels"), "num"), _gpu_us(u)])
+              for u in res.get("unattributed") or []]
+    heads = ["op", "module", "input dims", "source", "segment", "kernels", "count", "GPU µs"]
+    unattributed = _table("unattributed", ["source", "reason", "kernels", "GPU µs"], unattr)
     return (
-        head
-        + f'<div class="chart" id="attribution-{k}"></div>'
-        + "<details open><summary>ops by GPU time</summary><table class=\"ops\"><tr><th>op</th><th>module</th>"
-        "<th>input dims</th><th>source</th><th>segment</th><th>kernels</th><th>count</th><th>GPU µs</th></tr>"
-        + rows
-        + "</table>"
-        + _more(len(ops), top, "the embedded data (attribute --json)")
-        + "</details>"
-        + (
-            '<details open><summary>unattributed</summary><table class="unattributed"><tr><th>source</th>'
-            f"<th>reason</th><th>kernels</th><th>GPU µs</th></tr>{unattr}</table></details>"
-            if unattr
-            else ""
-        )
+        head + f'<div class="chart" id="attribution-{k}"></div>'
+        + "<details open><summary>ops by GPU time</summary>" + _table("ops", heads, rows)
+        + _more(len(ops), top, "the embedded data (attribute --json)") + "</details>"
+        + (f"<details open><summary>unattributed</summary>{unattributed}</details>" if unattr else "")
     )
 
 
@@ -538,15 +462,9 @@ def csp_hash(script: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
 
 
-def render_report(
-    time_json: dict[str, Any],
-    check_json: dict[str, Any] | None = None,
-    attribute_json: dict[str, Any] | None = None,
-    *,
-    inputs: Iterable[str] = (),
-    version: str | None = None,
-    top: int = MAX_TABLE_ROWS,
-) -> str:
+def render_report(time_json: dict[str, Any], check_json: dict[str, Any] | None = None,
+                  attribute_json: dict[str, Any] | None = None, *, inputs: Iterable[str] = (),
+                  version: str | None = None, top: int = MAX_TABLE_ROWS) -> str:
     """The report page for the dicts ``time --json`` / ``check --json`` / ``attribute --json`` print (the
     last two optional); ``inputs`` are the command line's paths, shown in the header. Raises
     ``ReportUnavailable`` when plotly is not installed."""
@@ -565,36 +483,33 @@ def render_report(
     if check_json is not None:
         sections += ["<h2>Cross-rank check</h2>", _check_section(check_json)]
     if attribute_json is not None:
-        sections.append("<h2>Replay GPU time by module → op → shape</h2>")
-        sections.append(
+        sections += [
+            "<h2>Replay GPU time by module → op → shape</h2>",
             '<p class="note">Click a box to zoom in, the path above it to zoom out; a box too small for a '
             "readable label shows it on hover and in the op table. Graph kernels are attributed "
-            "to the capture op that launched them (verified by kernel sequence), eager kernels to their own op.</p>"
-        )
-        for k, res in enumerate(_replays(attribute_json)):
+            "to the capture op that launched them (verified by kernel sequence), eager kernels to their own op.</p>",
+        ]
+        # one replay's result, or ``{"replays": [...]}`` for several
+        for k, res in enumerate(attribute_json["replays"] if "replays" in attribute_json else [attribute_json]):
             figures[f"attribution-{k}"] = _attribution_figure(go, res)
             sections.append(_attribution_section(res, k, top))
     data = {"time": time_json, "check": check_json, "attribute": attribute_json}
     shown = ", ".join(_h(p) for p in inputs)
-    csp = (
-        "default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; "
-        f"script-src {csp_hash(plotly_js)} {csp_hash(_INIT)}"
-    )
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
-            f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
-            "<title>capture-trace report</title>",
-            f"<style>{_STYLE}</style>",
-            f"<script>{plotly_js}</script>",
-            "</head><body>",
-            "<h1>capture-trace report</h1>",
-            f'<p class="note">{shown}{" — sglang-capture-trace " + _h(version) if version else ""}</p>',
-            *sections,
-            f'<script type="application/json" id="{DATA_ID}">{script_json(data)}</script>',
-            f'<script type="application/json" id="capture-trace-figures">{script_json(figures)}</script>',
-            f"<script>{_INIT}</script>",
-            "</body></html>",
-        ]
-    )
+    scripts = f"script-src {csp_hash(plotly_js)} {csp_hash(_INIT)}"
+    csp = f"default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'; {scripts}"
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
+        "<title>capture-trace report</title>",
+        f"<style>{_STYLE}</style>",
+        f"<script>{plotly_js}</script>",
+        "</head><body>",
+        "<h1>capture-trace report</h1>",
+        f'<p class="note">{shown}{" — sglang-capture-trace " + _h(version) if version else ""}</p>',
+        *sections,
+        f'<script type="application/json" id="{DATA_ID}">{script_json(data)}</script>',
+        f'<script type="application/json" id="capture-trace-figures">{script_json(figures)}</script>',
+        f"<script>{_INIT}</script>",
+        "</body></html>",
+    ])

@@ -58,5 +58,5 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json({"traces": traces})
     else:
-        render.render_summary(traces, args.top)
+        render.render_summary(traces)
     return TROUBLE if bad else OK
