@@ -1,5 +1,4 @@
-"""``diff``: two traces' op-signature sequences compared segment by segment (``compare.diff_traces``).
-"""
+"""``diff``: two traces' op-signature sequences compared segment by segment (``compare.diff_traces``)."""
 
 from __future__ import annotations
 
@@ -8,10 +7,11 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import DIFFERENT, OK, TROUBLE, collect_results, map_files, trace_files, with_limits
+from mixins.analysis.jobs import collect_results, map_files, trace_files, with_limits
 from mixins.analysis.model.roles import READS
 from mixins.analysis.read.reader import TraceError
 from mixins.helptext import add_command
+from mixins.usage import DIFFERENT, OK, TROUBLE
 
 if TYPE_CHECKING:
     from mixins.analysis.model.record import CompactTrace
@@ -64,7 +64,7 @@ def _diff_runs(args: argparse.Namespace) -> int:
         sides.append({pair_key(t): t for t in traces})
     a, b = sides
     pairs = []
-    for key in list(a) + [k for k in b if k not in a]:
+    for key in a | b:  # A's order, then what only B has
         ta, tb = a.get(key), b.get(key)
         diffs = diff_traces(ta, tb) if ta is not None and tb is not None else []
         pairs.append({
@@ -80,8 +80,8 @@ def _diff_runs(args: argparse.Namespace) -> int:
         for p in pairs:
             if p["a"] is None or p["b"] is None:
                 render.console().print(render.safe(f"only in {'B' if p['a'] is None else 'A'}: {p['a'] or p['b']}"))
-                continue
-            render.render_diff(p["a"], p["b"], p["segments"])
+            else:
+                render.render_diff(p["a"], p["b"], p["segments"])
     return DIFFERENT if not same else OK
 
 

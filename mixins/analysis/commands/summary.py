@@ -1,6 +1,5 @@
 """``summary``: per trace and segment, what was captured (ops, signatures, launches, kernels) and the
-signatures that launch the most device work, with their kernels.
-"""
+signatures that launch the most device work, with their kernels."""
 
 from __future__ import annotations
 
@@ -9,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import OK, TROUBLE, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
 from mixins.helptext import add_command, non_negative_int
+from mixins.usage import OK, TROUBLE
 
 
 def add(subparsers: Any) -> None:
