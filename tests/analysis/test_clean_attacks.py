@@ -18,11 +18,10 @@ from analysis_child import run_child
 
 from mixins.formats import STAGING_PREFIX, SUBDIR
 from mixins.output_dir import Here
+from tests.analysis.conftest import VLLM as CAPTURE
 from tests.second_user import NOBODY, as_nobody
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
-
-CAPTURE = Path(__file__).resolve().parents[1] / "data" / "vllm_decode_full_graph_capture_rank_0.json.gz"
 
 
 def cli(*argv: Any) -> subprocess.CompletedProcess[str]:
