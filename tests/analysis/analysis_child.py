@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,18 +158,9 @@ def flip_after_listing(victim: str, *argv: str) -> None:
     analyzer_cli(*argv)
 
 
-CASES: dict[str, Callable[..., None]] = {
-    case.__name__: case
-    for case in (
-        analyzer_cli, analyzer_imports_torch, modules_after_cli, bounded_cli, spawn_cli, annotate_under_fsize_limit,
-        flip_after_listing,
-    )
-}
-
-
 def main(argv: list[str] | None = None) -> None:
     case, *args = sys.argv[1:] if argv is None else argv
-    CASES[case](*args)
+    globals()[case](*args)
 
 
 if __name__ == "__main__":

@@ -9,29 +9,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from analysis_child import run_child
 
-from mixins.formats import STAGING_PREFIX, SUBDIR
-from mixins.output_dir import Here
+from mixins.formats import SUBDIR
 from tests.analysis.conftest import VLLM as CAPTURE
+from tests.analysis.conftest import dead_name
 from tests.second_user import NOBODY, as_nobody
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
-
-
-def cli(*argv: Any) -> subprocess.CompletedProcess[str]:
-    return run_child("analyzer_cli", *argv)
-
-
-def dead_name(tag: int = 0) -> str:
-    """A well-formed staging name of this host and pid namespace whose pid no process can have."""
-    here = Here.now()
-    return f"{STAGING_PREFIX}4194303.{here.pid_namespace}.{tag:08x}.{here.host}"
 
 
 def stale_staging(parent: Path, tag: int = 0) -> Path:
@@ -47,7 +36,7 @@ def temps(argv: list[Any]) -> dict[str, dict[str, Any]]:
     """The ``temporaries`` of ``ls``/``clean --json`` (``ls`` needs a trace: one is put beside them)."""
     if argv[0] == "ls" and not any(Path(argv[1]).glob("*.json.gz")):
         shutil.copy(CAPTURE, Path(argv[1]) / CAPTURE.name)
-    proc = cli(*argv, "--json")
+    proc = run_child("analyzer_cli", *argv, "--json")
     assert proc.returncode == 0, proc.stderr
     return {t["name"]: t for t in json.loads(proc.stdout)["temporaries"]}
 
@@ -117,7 +106,7 @@ def test_ls_promises_a_removal_exactly_when_clean_removes(shared: Path) -> None:
 
     as_nobody(plant)
     shutil.copy(CAPTURE, shared / CAPTURE.name)
-    ls = cli("ls", shared)
+    ls = run_child("analyzer_cli", "ls", shared)
     promised = {line.split(":")[0].removeprefix("temporary ") for line in ls.stdout.splitlines()
                 if line.endswith("(capture-trace clean removes it)")}
     assert promised == {ours.name}, ls.stdout

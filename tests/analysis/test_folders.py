@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from mixins.naming import SUBDIR
-from mixins.output_dir import STAGING_PREFIX, Here
-from tests.analysis.conftest import DATA
+from tests.analysis.conftest import DATA, dead_name
 from tests.analysis.conftest import VLLM as CAPTURE
 from tests.trace_files import meta, op, write_trace
 
@@ -91,8 +90,7 @@ def test_ls_then_clean_of_the_profiler_dir(tmp_path: Path, run_cli: Run) -> None
     sub = tmp_path / SUBDIR
     sub.mkdir()
     shutil.copy(CAPTURE, sub / CAPTURE.name)
-    here = Here.now()
-    stale = f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3d.{here.host}"  # no such process
+    stale = dead_name(0x0A1B2C3D)
     os.mkdir(sub / stale, 0o700)
     rc, out, err = run_cli("ls", tmp_path, "--json")
     assert rc == 0, err
