@@ -34,12 +34,13 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=jobs.with_limits(cmd_check, p))
 
 
-def check_doc(traces: list[CompactTrace], failed: list[str], bad: bool, where: object) -> dict[str, Any]:
-    """``check --json``'s object from the traces' compact records: the one computation behind ``check``
-    and ``report``'s cross-rank table."""
+def check_doc(traces: list[CompactTrace], failed: list[str], bad: bool, named: list[str]) -> dict[str, Any]:
+    """``check --json``'s object from the traces' compact records (``named``: the paths given): the one
+    computation behind ``check`` and ``report``'s cross-rank table."""
     from mixins.analysis.commands.compare import check_traces
 
     groups = check_traces(traces)
+    where = named[0] if len(named) == 1 else list(named)
     return {"dir": where, "ok": not bad and all(g.ok for g in groups), "bad_files": failed, "groups": groups}
 
 
@@ -61,7 +62,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     traces, bad = jobs.collect_results(
         jobs.map_files(compact_job, files, (), args.jobs, not args.json), listed, failed, ("check", READS["check"])
     )
-    doc = check_doc(traces, failed, bad, args.dirs[0] if len(args.dirs) == 1 else list(args.dirs))
+    doc = check_doc(traces, failed, bad, args.dirs)
     groups = doc["groups"]
     if args.json:
         render.print_json(doc)

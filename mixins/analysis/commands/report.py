@@ -122,8 +122,7 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
     if bad or bad_dir:
         return None
     time_json = _as_printed(time_doc([t for t, _, _ in read], [c.identity for _, _, c in read]))
-    where = args.traces[0] if len(args.traces) == 1 else list(args.traces)
-    check_json = _as_printed(check_doc([c for _, _, c in read], failed, bad, where))
+    check_json = _as_printed(check_doc([c for _, _, c in read], failed, bad, args.traces))
     attribute_json = None
     if details is not None:
         caps = {cap.path: cap for _, cap, _ in read if cap is not None}  # a file given twice is one capture
