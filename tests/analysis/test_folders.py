@@ -83,15 +83,19 @@ def test_a_bad_file_named_on_the_command_line_is_an_error(
         assert (rc, err) == (2, f"capture-trace: error: {path}{said}\n")
 
 
-def test_ls_then_clean_of_the_profiler_dir(tmp_path: Path, run_cli: Run) -> None:
-    """A capture in PROFDIR/graph_capture_profile beside a staging directory of ours whose process is gone:
-    ``ls PROFDIR`` finds the trace and lists the staging directory (removes nothing); ``clean PROFDIR``
-    removes it, as ``ls`` said it would."""
+def test_ls_check_then_clean_of_the_profiler_dir(tmp_path: Path, run_cli: Run) -> None:
+    """sglang's profiler directory holds server_args.json beside graph_capture_profile/, where a capture is
+    beside a staging directory of ours whose process is gone: ``ls`` and ``check`` of PROFDIR find the trace
+    there, ``ls`` lists the staging directory (removes nothing), ``clean PROFDIR`` removes it as ``ls`` said."""
+    (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x"}))
     sub = tmp_path / SUBDIR
     sub.mkdir()
     shutil.copy(CAPTURE, sub / CAPTURE.name)
     stale = dead_name(0x0A1B2C3D)
     os.mkdir(sub / stale, 0o700)
+    rc, out, err = run_cli("check", tmp_path, "--json")
+    assert (rc, err) == (0, "")
+    assert [p for g in json.loads(out)["groups"] for p in g["paths"]] == [str(sub / CAPTURE.name)]
     rc, out, err = run_cli("ls", tmp_path, "--json")
     assert rc == 0, err
     doc = json.loads(out)
@@ -132,16 +136,6 @@ def test_attribute_over_a_replay_folder_still_shows_the_good_replays(tmp_path: P
     assert rc == 2
     assert json.loads(out)["replay"] == str(tmp_path / "a.json.gz")
     assert err.startswith(f"capture-trace: error: {tmp_path / 'b.json.gz'}: ") and err.count("\n") == 1, err
-
-
-def test_a_profiler_dir_with_its_own_json_is_searched_in_its_subdir(tmp_path: Path, run_cli: Run) -> None:
-    """sglang's profiler directory holds server_args.json beside graph_capture_profile/: the traces are there."""
-    (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x"}))
-    (tmp_path / SUBDIR).mkdir()
-    shutil.copy(CAPTURE, tmp_path / SUBDIR / CAPTURE.name)
-    rc, out, err = run_cli("check", tmp_path, "--json")
-    assert (rc, err) == (0, "")
-    assert [p for g in json.loads(out)["groups"] for p in g["paths"]] == [str(tmp_path / SUBDIR / CAPTURE.name)]
 
 
 def test_check_compares_upstream_per_batch_size_files_size_by_size(tmp_path: Path, run_cli: Run) -> None:
