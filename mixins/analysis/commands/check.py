@@ -19,10 +19,9 @@ def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
         "check",
-        "Group a capture's traces by runner, pipeline stage and capture number; fail when a TP or PP "
-        "rank is missing (from the group sizes the traces recorded) or when a rank captured a "
-        "different op sequence than the lowest rank, naming the first divergent op. Files are read in "
-        "parallel.",
+        "Group a capture's traces by runner, pipeline stage and capture number; fail when a TP or PP rank is missing "
+        "(from the group sizes the traces recorded) or when a rank captured a different op sequence than the lowest "
+        "rank, naming the first divergent op. Files are read in parallel.",
         ["capture-trace check /tmp/graph_capture_profile", "capture-trace check -j 4 --json run1"],
     )
     p.add_argument(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import collect_results, map_files, trace_files, with_limits
+from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model.roles import READS
-from mixins.analysis.read.reader import TraceError
 from mixins.helptext import add_command
 from mixins.usage import DIFFERENT, OK, TROUBLE
 
@@ -41,7 +41,7 @@ def pair_key(t: CompactTrace) -> tuple[Any, ...]:
     return (i.runner or "", i.pp_rank or 0, i.tp_rank, i.capture_index, i.bs)
 
 
-def _load(paths: list[str], listed: list[str], json_out: bool) -> tuple[list[CompactTrace], bool]:
+def _load(paths: list[str], listed: Collection[str], json_out: bool) -> tuple[list[CompactTrace], bool]:
     from mixins.analysis.commands.compare import compact_job
 
     return collect_results(map_files(compact_job, paths, (), 1, not json_out), listed, reads=("diff", READS["diff"]))
@@ -52,14 +52,10 @@ def _diff_runs(args: argparse.Namespace) -> int:
     from mixins.analysis.commands.compare import diff_traces
 
     sides = []
-    for folder in (args.a, args.b):
-        try:
-            files = trace_files(folder)
-        except TraceError as exc:
-            render.error(str(exc))
-            return TROUBLE
-        traces, bad = _load(files, files, args.json)
-        if bad:
+    for folder in (args.a, args.b):  # a folder that cannot be listed, or a bad file in A, stops before B is read
+        files, listed, bad_dir = expand_paths([folder])
+        traces, bad = _load(files, listed, args.json)
+        if bad or bad_dir:
             return TROUBLE
         sides.append({pair_key(t): t for t in traces})
     a, b = sides
