@@ -28,7 +28,7 @@ def _copy_with_meta(src: Path, directory: Path, **changes: Any) -> Path:
 
 # (copies: fixture trace and metadata changes; exit code; what the text says; per group: run suffix, dp_rank,
 # ranks, tp_size, ok, complete, problems, notes)
-CASES = {
+CASES: dict[str, Any] = {
     # before: TP-0 present, TP-1 deleted printed ok and exited 0
     "missing highest rank": ([("r0", TP2)], 1, ["DecodeCudaGraphRunner", "TP rank 1 missing (tp_size 2)"],
                              [("", None, [0], 2, False, False, ["TP rank 1 missing (tp_size 2)"], [ONE])]),
