@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from mixins.naming import SUBDIR
-from tests.analysis.conftest import DATA, dead_name
-from tests.analysis.conftest import VLLM as CAPTURE
+from tests.analysis.conftest import DATA, VLLM, dead_name
 from tests.trace_files import meta, op, write_trace
 
 DETAILS = DATA / "vllm_decode_full_execution_details.json"
@@ -25,7 +24,7 @@ Run = Callable[..., tuple[int, str, str]]
 @pytest.fixture
 def tracelens_folder(tmp_path: Path) -> Path:
     """The layout ``attribute`` documents: capture, TraceLens's index, its CSV, a config."""
-    shutil.copy(CAPTURE, tmp_path / CAPTURE.name)
+    shutil.copy(VLLM, tmp_path / VLLM.name)
     shutil.copy(DETAILS, tmp_path / "execution_details.json")
     (tmp_path / "ops_summary.csv").write_text("name,count\n")
     (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x", "tp_size": 1}))
@@ -49,7 +48,7 @@ def test_non_traces_in_a_folder_are_skipped_but_a_broken_trace_is_an_error(
     ]
     doc = json.loads(out)
     paths = [t["path"] for t in doc["traces"]] if "traces" in doc else [p for g in doc["groups"] for p in g["paths"]]
-    assert paths == [str(tracelens_folder / CAPTURE.name)]
+    assert paths == [str(tracelens_folder / VLLM.name)]
     assert command != "check" or (doc["ok"] is True and doc["bad_files"] == [])
     broken = tracelens_folder / "cuda_graph_capture-DecodeCudaGraphRunner-TP-1.json.gz"
     broken.write_bytes(gzip.compress(b"[1, 2]"))
@@ -90,22 +89,22 @@ def test_ls_check_then_clean_of_the_profiler_dir(tmp_path: Path, run_cli: Run) -
     (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x"}))
     sub = tmp_path / SUBDIR
     sub.mkdir()
-    shutil.copy(CAPTURE, sub / CAPTURE.name)
+    shutil.copy(VLLM, sub / VLLM.name)
     stale = dead_name(0x0A1B2C3D)
     os.mkdir(sub / stale, 0o700)
     rc, out, err = run_cli("check", tmp_path, "--json")
     assert (rc, err) == (0, "")
-    assert [p for g in json.loads(out)["groups"] for p in g["paths"]] == [str(sub / CAPTURE.name)]
+    assert [p for g in json.loads(out)["groups"] for p in g["paths"]] == [str(sub / VLLM.name)]
     rc, out, err = run_cli("ls", tmp_path, "--json")
     assert rc == 0, err
     doc = json.loads(out)
-    assert [t["path"] for t in doc["traces"]] == [str(sub / CAPTURE.name)]
+    assert [t["path"] for t in doc["traces"]] == [str(sub / VLLM.name)]
     assert [(t["name"], t["process_gone"], t["removed"]) for t in doc["temporaries"]] == [(stale, True, False)]
     assert (sub / stale).is_dir()  # listed, not removed
     rc, out, err = run_cli("clean", tmp_path, "--json")
     assert (rc, err) == (0, "")
     assert [(t["name"], t["removed"]) for t in json.loads(out)["temporaries"]] == [(stale, True)]
-    assert not (sub / stale).exists() and (sub / CAPTURE.name).is_file()
+    assert not (sub / stale).exists() and (sub / VLLM.name).is_file()
 
 
 def test_attribute_skips_what_is_not_a_trace_in_its_folders(
@@ -132,7 +131,7 @@ def test_attribute_over_a_replay_folder_still_shows_the_good_replays(tmp_path: P
     """One truncated replay is its one error line and exit 2; the good one is still attributed."""
     shutil.copy(DATA / "vllm_decode_full_graph_replay_rank_0.json.gz", tmp_path / "a.json.gz")
     (tmp_path / "b.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-8])
-    rc, out, err = run_cli("attribute", tmp_path, CAPTURE, "--json", "-j", "1")
+    rc, out, err = run_cli("attribute", tmp_path, VLLM, "--json", "-j", "1")
     assert rc == 2
     assert json.loads(out)["replay"] == str(tmp_path / "a.json.gz")
     assert err.startswith(f"capture-trace: error: {tmp_path / 'b.json.gz'}: ") and err.count("\n") == 1, err
