@@ -115,9 +115,7 @@ def spawn_cli(*argv: str) -> None:
     import multiprocessing
 
     multiprocessing.set_start_method("spawn", force=True)
-    from mixins.cli import main as capture_trace
-
-    sys.exit(capture_trace(argv))
+    analyzer_cli(*argv)
 
 
 # -- test_attribute.py ---------------------------------------------------------------------------------
@@ -130,10 +128,7 @@ def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
-    from mixins.cli import main as capture_trace
-
-    sys.argv = ["capture-trace", "attribute", replay, capture, "--annotate", out]
-    sys.exit(capture_trace())
+    analyzer_cli("attribute", replay, capture, "--annotate", out)
 
 
 # -- test_hostile.py ------------------------------------------------------------------------------------
