@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from mixins.formats import TRACE_PREFIX, TRACE_SUFFIX, rank_tag
 from tests.trace_files import load_trace, with_meta
 
-NAME = "cuda_graph_capture-DecodeCudaGraphRunner-TP-{tp}{pp}{dp}.json.gz"
 ONE = "only one rank: nothing to compare"
 UNKNOWN = "TP size unknown (trace written without it: an older or foreign trace): completeness not checked"
 TP2, PP2, DP2 = {"tp_size": 2}, {"tp_size": 2, "pp_size": 2}, {"tp_size": 2, "dp_size": 2}
@@ -19,11 +19,10 @@ TP2, PP2, DP2 = {"tp_size": 2}, {"tp_size": 2, "pp_size": 2}, {"tp_size": 2, "dp
 
 def _copy_with_meta(src: Path, directory: Path, **changes: Any) -> Path:
     """A real trace of the fixture with its ``capture_trace`` metadata changed (None removes a key), named
-    as its ranks say (a data-parallel replica's name and metadata both say so)."""
-    fields = {**load_trace(src)["capture_trace"], **changes}
-    pp = f"-PP-{fields['pp_rank']}" if (fields.get("pp_size") or 1) > 1 else ""
-    dp = f"-DP-{fields['dp_rank']}" if fields.get("dp_rank") is not None else ""
-    return with_meta(src, directory / NAME.format(tp=fields["tp_rank"], pp=pp, dp=dp), **changes)
+    as the exporter names it for those ranks (a data-parallel replica's name and metadata both say so)."""
+    f = {**load_trace(src)["capture_trace"], **changes}
+    tag = rank_tag(f["tp_rank"], f["pp_rank"], f.get("pp_size") or 1, f.get("dp_rank"))
+    return with_meta(src, directory / f"{TRACE_PREFIX}DecodeCudaGraphRunner{tag}{TRACE_SUFFIX}", **changes)
 
 
 # (copies: fixture trace and metadata changes; exit code; what the text says; per group: run suffix, dp_rank,
