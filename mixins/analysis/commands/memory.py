@@ -45,16 +45,6 @@ def snapshot_files(path: str) -> list[str]:
     return [os.path.join(path, n) for n in names]
 
 
-def trace_beside(path: str) -> str | None:
-    """The trace written with this snapshot: the same runner, ranks and number, ``cuda_graph_capture-``."""
-    name = os.path.basename(path)
-    if not MEMORY_NAME.match(name):
-        return None
-    stem = name[len(MEMORY_PREFIX): -len(MEMORY_SUFFIX)]
-    trace = os.path.join(os.path.dirname(path), TRACE_PREFIX + stem + TRACE_SUFFIX)
-    return trace if os.path.isfile(trace) else None
-
-
 def _int(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
@@ -140,8 +130,11 @@ def memory_job(path: str, top: int) -> dict[str, Any]:
     from mixins.analysis.read.snapshot import load_snapshot
 
     snapshot = load_snapshot(path)
-    m = MEMORY_NAME.match(os.path.basename(path))
-    trace = trace_beside(path)
+    name = os.path.basename(path)
+    m = MEMORY_NAME.match(name)
+    stem = name[len(MEMORY_PREFIX): -len(MEMORY_SUFFIX)]  # the trace beside it has the same runner, ranks, number
+    beside = os.path.join(os.path.dirname(path), TRACE_PREFIX + stem + TRACE_SUFFIX)
+    trace = beside if m and os.path.isfile(beside) else None
     segments, note = _segments(trace) if trace is not None else ([], "no trace beside it")
     return {
         "path": path, "runner": m["runner"] if m else None,
