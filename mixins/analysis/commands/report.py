@@ -15,17 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
 from mixins.analysis.commands.check import check_doc
-from mixins.analysis.commands.time import time_doc
+from mixins.analysis.commands.time import DEFAULT_TOP, build, time_doc
 from mixins.analysis.jobs import add_jobs_option, collect_results, expand_paths, map_files, with_limits
-from mixins.analysis.model.roles import READS
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.model.record import CompactTrace, compact
+from mixins.analysis.model.roles import READS, identify
+from mixins.analysis.model.timeline import load_timeline
+from mixins.analysis.read.reader import Event, TraceError
+from mixins.analysis.serialise import to_json
 from mixins.helptext import add_command
 from mixins.one_line import one_line
 from mixins.usage import OK, TROUBLE
 
 if TYPE_CHECKING:
     from mixins.analysis.commands.attribute import Details
-    from mixins.analysis.model.record import CompactTrace
     from mixins.analysis.model.windows import Capture
 
 __all__ = ["add", "cmd_report", "report_dicts", "capture_job"]
@@ -80,14 +82,8 @@ def capture_job(
     """One reading of a capture trace for three commands: ``time --json``'s object for it (default ``--top``),
     its capture windows for ``attribute`` (given its folder's ``details``: attributing) and the compact
     record ``check`` compares (last: ``jobs.collect_results`` reads its identity)."""
-    from mixins.analysis.commands.time import DEFAULT_TOP, build
-    from mixins.analysis.model.record import compact
     from mixins.analysis.model.records import record_of
-    from mixins.analysis.model.roles import identify
-    from mixins.analysis.model.timeline import load_timeline
     from mixins.analysis.model.windows import capture_of
-    from mixins.analysis.read.reader import Event
-    from mixins.analysis.serialise import to_json
 
     tl = load_timeline(path, progress, fields=Event)  # the superset: the record's fields hold time's and attribute's
     identity = identify(tl)
