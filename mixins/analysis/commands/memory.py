@@ -8,6 +8,8 @@ import os
 from typing import Any
 
 from mixins.analysis import render
+from mixins.analysis.model.identity import identity_of
+from mixins.analysis.model.segments import segments_of
 from mixins.analysis.read.reader import TraceError
 from mixins.formats import MEMORY_NAME, MEMORY_PREFIX, MEMORY_SUFFIX, SEGMENT_PREFIX, SUBDIR, TRACE_PREFIX, TRACE_SUFFIX
 from mixins.helptext import add_command, non_negative_int
@@ -70,8 +72,6 @@ def _site(frames: Any) -> str:
 
 def _segments(trace: str) -> tuple[list[tuple[str, float, float]], str | None]:
     """(label, start µs, end µs) of the trace's capture:: segments on the snapshot's clock (Unix µs)."""
-    from mixins.analysis.model.identity import identity_of
-    from mixins.analysis.model.segments import segments_of
     from mixins.analysis.model.timeline import BareEvent, load_timeline
 
     tl = load_timeline(trace, fields=BareEvent)

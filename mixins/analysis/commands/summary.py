@@ -9,6 +9,7 @@ from typing import Any
 
 from mixins.analysis import render
 from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.serialise import summarize
 from mixins.helptext import add_command, non_negative_int
 from mixins.usage import OK, TROUBLE
 
@@ -39,7 +40,6 @@ def summary_job(
 ) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """The trace's ``summary --json`` object and its run key (labelled once all traces are in)."""
     from mixins.analysis.model.records import load_record
-    from mixins.analysis.serialise import summarize
 
     rec = load_record(path, progress)
     return summarize(rec, top), rec.identity.run
