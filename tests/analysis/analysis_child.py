@@ -62,9 +62,6 @@ def broken_pipe(*argv: object) -> tuple[int, str]:
     return proc.returncode, proc.stderr
 
 
-# -- test_bad_input.py ---------------------------------------------------------------------------------
-
-
 def analyzer_cli(*argv: str) -> None:
     """An analyzer subcommand through the console script's entry point, as a user would run it."""
     from mixins.cli import main
@@ -118,9 +115,6 @@ def spawn_cli(*argv: str) -> None:
     analyzer_cli(*argv)
 
 
-# -- test_attribute.py ---------------------------------------------------------------------------------
-
-
 def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
     """``attribute --annotate`` under RLIMIT_FSIZE with SIGXFSZ ignored: the write fails half-way (EFBIG)."""
     import resource
@@ -129,9 +123,6 @@ def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
     analyzer_cli("attribute", replay, capture, "--annotate", out)
-
-
-# -- test_hostile.py ------------------------------------------------------------------------------------
 
 
 def flip_after_listing(victim: str, *argv: str) -> None:
