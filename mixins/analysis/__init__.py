@@ -1,11 +1,5 @@
-"""Offline analyzer for capture traces: ``ls``, ``summary``, ``diff``, ``check``, ``attribute`` (no torch import).
-
-Pipeline (docs/DESIGN.md §7): ``read/reader`` (streaming JSON, clean errors) -> ``model/timeline`` (the
-one per-trace model, classified by ``model/events``) -> its queries: ``model/windows`` (capture windows,
-the one namer), ``model/records`` (the op-sequence record of ``summary``/``diff``/``check``), ``time``'s
-phases; ``commands/*`` one module per command, ``serialise`` (one JSON path), ``render`` (tables),
-``cli`` (dispatch only).
-"""
+"""Offline analyzer for capture traces (no torch import): ``read`` -> ``model`` -> ``commands/*``, one module
+per command; the pipeline and each module's part: docs/DESIGN.md §7."""
 
 from __future__ import annotations
 

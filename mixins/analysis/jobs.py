@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OK", "DIFFERENT", "TROUBLE", "DIR_HELP", "add_jobs_option", "with_limits", "trace_files", "expand_paths",
-    "run_one", "map_files", "gather", "collect_results", "listed_in", "result_identity",
+    "run_one", "map_files", "gather", "collect_results", "listed_in",
 ]
 
 
@@ -79,12 +79,9 @@ def trace_files(directory: str) -> list[str]:
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
         raise TraceError(directory, "no such file" if is_trace_name(directory) else "no such directory") from None
-    except NotADirectoryError:
-        raise TraceError(directory, "not a directory") from None
-    except PermissionError:
-        raise TraceError(directory, "permission denied") from None
     except OSError as exc:
-        raise TraceError(directory, exc.strerror or str(exc)) from None
+        said = {NotADirectoryError: "not a directory", PermissionError: "permission denied"}.get(type(exc))
+        raise TraceError(directory, said or exc.strerror or str(exc)) from None
     except ValueError:
         raise TraceError(directory, "invalid path (contains a NUL byte)") from None
     files = [os.path.join(directory, n) for n in names if is_trace_name(n)]
@@ -133,14 +130,9 @@ def run_one(limits: Limits, job: Callable[..., Any], path: str, *extra: Any) -> 
     except Exception as exc:  # noqa: BLE001 - a bug must still be one line and exit 2, not a traceback
         return TraceError(path, f"cannot analyse ({type(exc).__name__}: {exc}); please report this")
     finally:
-        _note_cut(path, texts_cut() - before)
-
-
-def _note_cut(path: str, n: int) -> None:
-    """One note for a trace whose texts the reader cut (``reader.MAX_TEXT``)."""
-    if n:
-        said = f"{n:,} text{'s' * (n != 1)} longer than {MAX_TEXT:,} characters cut"
-        render.error(f"{path}: {said} (shown ending in '…[N more characters]')", "note")
+        if cut := texts_cut() - before:  # one note for a trace whose texts the reader cut
+            said = f"{cut:,} text{'s' * (cut != 1)} longer than {MAX_TEXT:,} characters cut"
+            render.error(f"{path}: {said} (shown ending in '…[N more characters]')", "note")
 
 
 def map_files(
@@ -180,13 +172,6 @@ def gather(
             tick()
 
 
-def result_identity(res: Any) -> Any:
-    """The identity a command's per-file result carries (a tuple's last item: ``report``'s)."""
-    if isinstance(res, tuple) and res:
-        res = res[-1]
-    return getattr(res, "identity", None)
-
-
 def collect_results(
     pairs: Iterable[tuple[str, Any]],
     listed: Collection[str] = (),
@@ -208,10 +193,11 @@ def collect_results(
             render.error(f"{path}: skipped, not a trace ({res.message})", "info")
             skipped.setdefault(folder, Counter())[""] += 1
             continue
-        identity = None if isinstance(res, TraceError) or reads is None else result_identity(res)
-        if reads is not None and identity is not None and identity.role not in reads[1]:
-            role = role_in(identity)
-            res = TraceError(path, refusal("", role, reads[0]), wrong_role=role.role)
+        if reads is not None and not isinstance(res, TraceError):
+            identity = getattr(res[-1] if isinstance(res, tuple) else res, "identity", None)  # report's: last
+            if identity is not None and identity.role not in reads[1]:
+                role = role_in(identity)
+                res = TraceError(path, refusal("", role, reads[0]), wrong_role=role.role)
         if isinstance(res, TraceError) and res.wrong_role is not None and path in listed:
             render.error(f"{path}: skipped: {res.message}", "info")
             skipped.setdefault(folder, Counter())[ROLE_NAMES[res.wrong_role]] += 1

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +60,6 @@ def broken_pipe(*argv: object) -> tuple[int, str]:
     finally:
         os.close(w)
     return proc.returncode, proc.stderr
-
-
-# -- test_bad_input.py ---------------------------------------------------------------------------------
 
 
 def analyzer_cli(*argv: str) -> None:
@@ -116,12 +112,7 @@ def spawn_cli(*argv: str) -> None:
     import multiprocessing
 
     multiprocessing.set_start_method("spawn", force=True)
-    from mixins.cli import main as capture_trace
-
-    sys.exit(capture_trace(argv))
-
-
-# -- test_attribute.py ---------------------------------------------------------------------------------
+    analyzer_cli(*argv)
 
 
 def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
@@ -131,13 +122,7 @@ def annotate_under_fsize_limit(replay: str, capture: str, out: str) -> None:
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
-    from mixins.cli import main as capture_trace
-
-    sys.argv = ["capture-trace", "attribute", replay, capture, "--annotate", out]
-    sys.exit(capture_trace())
-
-
-# -- test_hostile.py ------------------------------------------------------------------------------------
+    analyzer_cli("attribute", replay, capture, "--annotate", out)
 
 
 def flip_after_listing(victim: str, *argv: str) -> None:
@@ -159,18 +144,9 @@ def flip_after_listing(victim: str, *argv: str) -> None:
     analyzer_cli(*argv)
 
 
-CASES: dict[str, Callable[..., None]] = {
-    case.__name__: case
-    for case in (
-        analyzer_cli, analyzer_imports_torch, modules_after_cli, bounded_cli, spawn_cli, annotate_under_fsize_limit,
-        flip_after_listing,
-    )
-}
-
-
 def main(argv: list[str] | None = None) -> None:
     case, *args = sys.argv[1:] if argv is None else argv
-    CASES[case](*args)
+    globals()[case](*args)
 
 
 if __name__ == "__main__":

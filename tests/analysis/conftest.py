@@ -10,12 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from mixins.formats import STAGING_PREFIX
+from mixins.output_dir import Here
 from tests.built_once import built_once
 from tests.trace_files import CPU_TRACE, NO_META
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 H100 = DATA / "h100_qwen1.5-0.5b_inference.json.gz"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+
+
+def dead_name(tag: int = 0) -> str:
+    """A well-formed staging name of this host and pid namespace whose pid no process can have."""
+    here = Here.now()
+    return f"{STAGING_PREFIX}4194303.{here.pid_namespace}.{tag:08x}.{here.host}"
 
 
 @pytest.fixture(scope="session")

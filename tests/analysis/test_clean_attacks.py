@@ -9,30 +9,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from analysis_child import run_child
 
-from mixins.formats import STAGING_PREFIX, SUBDIR
-from mixins.output_dir import Here
+from mixins.formats import SUBDIR
+from tests.analysis.conftest import VLLM, dead_name
 from tests.second_user import NOBODY, as_nobody
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to fork a child as a second uid")
-
-CAPTURE = Path(__file__).resolve().parents[1] / "data" / "vllm_decode_full_graph_capture_rank_0.json.gz"
-
-
-def cli(*argv: Any) -> subprocess.CompletedProcess[str]:
-    return run_child("analyzer_cli", *argv)
-
-
-def dead_name(tag: int = 0) -> str:
-    """A well-formed staging name of this host and pid namespace whose pid no process can have."""
-    here = Here.now()
-    return f"{STAGING_PREFIX}4194303.{here.pid_namespace}.{tag:08x}.{here.host}"
 
 
 def stale_staging(parent: Path, tag: int = 0) -> Path:
@@ -47,8 +34,8 @@ def stale_staging(parent: Path, tag: int = 0) -> Path:
 def temps(argv: list[Any]) -> dict[str, dict[str, Any]]:
     """The ``temporaries`` of ``ls``/``clean --json`` (``ls`` needs a trace: one is put beside them)."""
     if argv[0] == "ls" and not any(Path(argv[1]).glob("*.json.gz")):
-        shutil.copy(CAPTURE, Path(argv[1]) / CAPTURE.name)
-    proc = cli(*argv, "--json")
+        shutil.copy(VLLM, Path(argv[1]) / VLLM.name)
+    proc = run_child("analyzer_cli", *argv, "--json")
     assert proc.returncode == 0, proc.stderr
     return {t["name"]: t for t in json.loads(proc.stdout)["temporaries"]}
 
@@ -72,11 +59,11 @@ def test_clean_keeps_roots_trace_folder_renamed_to_a_staging_name(shared: Path) 
     as_nobody(lambda: os.mkdir(parent, 0o755))
     folder = parent / SUBDIR
     folder.mkdir()
-    shutil.copy(CAPTURE, folder / "cuda_graph_capture-R-TP-0.json.gz")
+    shutil.copy(VLLM, folder / "cuda_graph_capture-R-TP-0.json.gz")
     disguised = parent / dead_name()
     as_nobody(lambda: os.rename(folder, disguised))
     cleaned = temps(["clean", parent])
-    assert (disguised / "cuda_graph_capture-R-TP-0.json.gz").read_bytes() == CAPTURE.read_bytes()
+    assert (disguised / "cuda_graph_capture-R-TP-0.json.gz").read_bytes() == VLLM.read_bytes()
     assert cleaned[disguised.name]["removed"] is False
     assert cleaned[disguised.name]["kept"].startswith("the directory is owned by uid 65534 (nobody)")
     listed = temps(["ls", parent])
@@ -89,7 +76,7 @@ def test_a_staging_name_on_a_folder_that_is_not_staging_is_kept(tmp_path: Path) 
     d = tmp_path / dead_name()
     d.mkdir(mode=0o755)
     os.chmod(d, 0o755)
-    shutil.copy(CAPTURE, d / "cuda_graph_capture-R-TP-0.json.gz")
+    shutil.copy(VLLM, d / "cuda_graph_capture-R-TP-0.json.gz")
     real = stale_staging(tmp_path, 1)
     cleaned = temps(["clean", tmp_path])
     assert cleaned[d.name]["removed"] is False
@@ -117,8 +104,8 @@ def test_ls_promises_a_removal_exactly_when_clean_removes(shared: Path) -> None:
         os.symlink(ours, folder / dead_name(3))
 
     as_nobody(plant)
-    shutil.copy(CAPTURE, shared / CAPTURE.name)
-    ls = cli("ls", shared)
+    shutil.copy(VLLM, shared / VLLM.name)
+    ls = run_child("analyzer_cli", "ls", shared)
     promised = {line.split(":")[0].removeprefix("temporary ") for line in ls.stdout.splitlines()
                 if line.endswith("(capture-trace clean removes it)")}
     assert promised == {ours.name}, ls.stdout

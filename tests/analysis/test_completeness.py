@@ -7,107 +7,75 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from mixins.formats import TRACE_PREFIX, TRACE_SUFFIX, rank_tag
 from tests.trace_files import load_trace, with_meta
 
-NAME = "cuda_graph_capture-DecodeCudaGraphRunner-TP-{tp}{pp}.json.gz"
+ONE = "only one rank: nothing to compare"
+UNKNOWN = "TP size unknown (trace written without it: an older or foreign trace): completeness not checked"
+TP2, PP2, DP2 = {"tp_size": 2}, {"tp_size": 2, "pp_size": 2}, {"tp_size": 2, "dp_size": 2}
 
 
 def _copy_with_meta(src: Path, directory: Path, **changes: Any) -> Path:
     """A real trace of the fixture with its ``capture_trace`` metadata changed (None removes a key), named
-    as its ranks say."""
-    fields = {**load_trace(src)["capture_trace"], **changes}
-    pp = f"-PP-{fields['pp_rank']}" if (fields.get("pp_size") or 1) > 1 else ""
-    return with_meta(src, directory / NAME.format(tp=fields["tp_rank"], pp=pp), **changes)
+    as the exporter names it for those ranks (a data-parallel replica's name and metadata both say so)."""
+    f = {**load_trace(src)["capture_trace"], **changes}
+    tag = rank_tag(f["tp_rank"], f["pp_rank"], f.get("pp_size") or 1, f.get("dp_rank"))
+    return with_meta(src, directory / f"{TRACE_PREFIX}DecodeCudaGraphRunner{tag}{TRACE_SUFFIX}", **changes)
 
 
-def test_missing_highest_rank_fails_naming_runner_and_rank(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Before: TP-0 present, TP-1 deleted printed ok and exited 0."""
-    _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=2)
-    rc, text, _ = run_cli("check", tmp_path)
-    assert rc == 1
-    assert "DecodeCudaGraphRunner" in text and "TP rank 1 missing (tp_size 2)" in text
-    rc, out, _ = run_cli("check", tmp_path, "--json")
-    (group,) = json.loads(out)["groups"]
-    assert rc == 1 and group["ok"] is False and group["complete"] is False and group["tp_size"] == 2
-
-
-def test_complete_group_passes_and_says_so(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=2)
-    _copy_with_meta(cpu_traces["r1"], tmp_path, tp_size=2)
-    rc, out, _ = run_cli("check", tmp_path, "--json")
-    (group,) = json.loads(out)["groups"]
-    assert rc == 0 and group["complete"] is True and group["problems"] == [] and group["notes"] == []
-
-
-def test_unknown_sizes_are_said_plainly(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=None)  # a trace written before sizes were recorded
-    rc, text, _ = run_cli("check", tmp_path)
-    assert rc == 0
-    assert "TP size unknown" in text and "completeness not checked" in text
-    rc, out, _ = run_cli("check", tmp_path, "--json")
-    assert json.loads(out)["groups"][0]["complete"] is None
-
-
-def test_a_gap_below_the_highest_rank_fails_even_without_sizes(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _copy_with_meta(cpu_traces["r0"], tmp_path)
-    _copy_with_meta(cpu_traces["r1"], tmp_path, tp_rank=2)
-    rc, text, _ = run_cli("check", tmp_path)
-    assert rc == 1 and "TP rank 1 missing (below TP 2)" in text
-
-
-def test_disagreeing_sizes_and_ranks_beyond_the_size_fail(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _copy_with_meta(cpu_traces["r0"], tmp_path, tp_size=2)
-    _copy_with_meta(cpu_traces["r1"], tmp_path, tp_size=4)
-    rc, out, _ = run_cli("check", tmp_path, "--json")
-    groups = json.loads(out)["groups"]
+# (copies: fixture trace and metadata changes; exit code; what the text says; per group: run suffix, dp_rank,
+# ranks, tp_size, ok, complete, problems, notes)
+CASES: dict[str, Any] = {
+    # before: TP-0 present, TP-1 deleted printed ok and exited 0
+    "missing highest rank": ([("r0", TP2)], 1, ["DecodeCudaGraphRunner", "TP rank 1 missing (tp_size 2)"],
+                             [("", None, [0], 2, False, False, ["TP rank 1 missing (tp_size 2)"], [ONE])]),
+    "complete group": ([("r0", TP2), ("r1", TP2)], 0, [], [("", None, [0, 1], 2, True, True, [], [])]),
+    "unknown sizes said plainly": ([("r0", {"tp_size": None})], 0, ["TP size unknown", "completeness not checked"],
+                                   [("", None, [0], None, True, None, [], [UNKNOWN, ONE])]),
+    "gap below the highest rank": ([("r0", {}), ("r1", {"tp_rank": 2})], 1, ["TP rank 1 missing (below TP 2)"],
+                                   [("", None, [0, 2], None, False, False, ["TP rank 1 missing (below TP 2)"],
+                                     [UNKNOWN])]),
     # a rank's size is its server's: ranks that disagree come from two server starts (two runs), each incomplete
-    assert rc == 1 and len({g["run"] for g in groups}) == 2
-    assert all(g["problems"] for g in groups)
-    assert [p for g in groups for p in g["problems"] if "tp_size 2" in p] == ["TP rank 1 missing (tp_size 2)"]
-    _copy_with_meta(cpu_traces["r1"], tmp_path, tp_size=1)
-    rc, out, _ = run_cli("check", tmp_path, "--json")
-    assert rc == 1
+    "disagreeing sizes": ([("r0", TP2), ("r1", {"tp_size": 4})], 1, [], [
+        (" #1", None, [0], 2, False, False, ["TP rank 1 missing (tp_size 2)"], [ONE]),
+        (" #2", None, [1], 4, False, False, ["TP ranks 0, 2, 3 missing (tp_size 4)"], [ONE]),
+    ]),
+    "a rank beyond the size": ([("r0", TP2), ("r1", {"tp_size": 1})], 1, ["TP rank 1 outside tp_size 1"], [
+        (" #1", None, [0], 2, False, False, ["TP rank 1 missing (tp_size 2)"], [ONE]),
+        (" #2", None, [1], 1, False, False, ["TP rank 0 missing (tp_size 1)", "TP rank 1 outside tp_size 1"], [ONE]),
+    ]),
+    "a whole missing pipeline stage": (
+        [(r, {**PP2, "pp_rank": 0}) for r in ("r0", "r1")], 1,
+        ["PP rank 1 missing (pp_size 2): no trace of any TP rank"],
+        [("", None, [0, 1], 2, False, False, ["PP rank 1 missing (pp_size 2): no trace of any TP rank"], [])],
+    ),
+    "both pipeline stages": ([(r, {**PP2, "pp_rank": p}) for p in (0, 1) for r in ("r0", "r1")], 0, [],
+                             [("", None, [0, 1], 2, True, True, [], [])] * 2),
+    # before: two replicas' TP 0 failed as "2 traces claim TP rank 0" and TP 1 likewise
+    "two replicas": ([(r, {**DP2, "dp_rank": d}) for d in (0, 1) for r in ("r0", "r1")], 0, ["DP 1"],
+                     [("", d, [0, 1], 2, True, True, [], []) for d in (0, 1)]),
+    "a replica missing a rank": ([("r0", {**DP2, "dp_rank": 0}), ("r1", {**DP2, "dp_rank": 0}),
+                                  ("r0", {**DP2, "dp_rank": 1})], 1, ["DP 1", "TP rank 1 missing (tp_size 2)"], [
+        ("", 0, [0, 1], 2, True, True, [], []),
+        ("", 1, [0], 2, False, False, ["TP rank 1 missing (tp_size 2)"], [ONE]),
+    ]),
+    "a whole missing replica": ([(r, {**DP2, "dp_rank": 0}) for r in ("r0", "r1")], 1,
+                                ["DP rank 1 missing (dp_size 2): no trace of any TP rank"],
+                                [("", 0, [0, 1], 2, False, False,
+                                  ["DP rank 1 missing (dp_size 2): no trace of any TP rank"], [])]),
+}
 
 
-def test_a_whole_missing_pipeline_stage_fails(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    for src in ("r0", "r1"):
-        _copy_with_meta(cpu_traces[src], tmp_path, tp_size=2, pp_size=2, pp_rank=0)
-    rc, text, _ = run_cli("check", tmp_path)
-    assert rc == 1 and "PP rank 1 missing (pp_size 2): no trace of any TP rank" in text
-    for src in ("r0", "r1"):
-        _copy_with_meta(cpu_traces[src], tmp_path, tp_size=2, pp_size=2, pp_rank=1)
-    rc, _, _ = run_cli("check", tmp_path)
-    assert rc == 0
-
-
-def _replica(src: Path, directory: Path, dp: int, **changes: Any) -> Path:
-    """A real trace as data-parallel replica ``dp`` wrote it: the name and the metadata say so."""
-    path = _copy_with_meta(src, directory, dp_rank=dp, dp_size=2, **changes)
-    return path.rename(path.with_name(path.name.replace(".json.gz", f"-DP-{dp}.json.gz")))
-
-
-def test_two_replicas_are_replicas_not_two_claims_to_one_rank(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Before: two replicas' TP 0 failed as "2 traces claim TP rank 0" and TP 1 likewise."""
-    for dp in (0, 1):
-        _replica(cpu_traces["r0"], tmp_path, dp, tp_size=2)
-        _replica(cpu_traces["r1"], tmp_path, dp, tp_size=2)
-    rc, out, _ = run_cli("check", tmp_path, "--json")
-    groups = json.loads(out)["groups"]
-    assert rc == 0, out
-    assert [(g["dp_rank"], g["ranks"], g["complete"], g["problems"]) for g in groups] == [
-        (0, [0, 1], True, []), (1, [0, 1], True, [])
-    ]
-    rc, text, _ = run_cli("check", tmp_path)
-    assert rc == 0 and "claim" not in text and "DP 1" in text
-
-
-def test_a_replica_missing_a_rank_or_missing_whole_fails(cpu_traces, run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _replica(cpu_traces["r0"], tmp_path, 0, tp_size=2)
-    _replica(cpu_traces["r1"], tmp_path, 0, tp_size=2)
-    _replica(cpu_traces["r0"], tmp_path, 1, tp_size=2)
-    rc, text, _ = run_cli("check", tmp_path)
-    assert rc == 1 and "DP 1" in text and "TP rank 1 missing (tp_size 2)" in text
-    for path in tmp_path.glob("*-DP-1.json.gz"):
-        path.unlink()
-    rc, text, _ = run_cli("check", tmp_path)
-    assert rc == 1 and "DP rank 1 missing (dp_size 2): no trace of any TP rank" in text
+@pytest.mark.parametrize("case", CASES)
+def test_check_says_which_rank_is_missing(cpu_traces, run_cli, tmp_path: Path, case: str) -> None:  # type: ignore[no-untyped-def]
+    copies, rc, said, want = CASES[case]
+    for src, changes in copies:
+        _copy_with_meta(cpu_traces[src], tmp_path, **changes)
+    code, text, _ = run_cli("check", tmp_path)
+    assert code == rc and all(s in text for s in said), text
+    code, out, _ = run_cli("check", tmp_path, "--json")
+    got = [(g["run"].removeprefix(str(tmp_path)), g["dp_rank"], g["ranks"], g["tp_size"], g["ok"], g["complete"],
+            g["problems"], g["notes"]) for g in json.loads(out)["groups"]]
+    assert (code, got) == (rc, want)

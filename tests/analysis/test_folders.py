@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 
 from mixins.naming import SUBDIR
-from mixins.output_dir import STAGING_PREFIX, Here
+from tests.analysis.conftest import DATA, VLLM, dead_name
 from tests.trace_files import meta, op, write_trace
 
-DATA = Path(__file__).resolve().parent.parent / "data"
-CAPTURE = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
 DETAILS = DATA / "vllm_decode_full_execution_details.json"
 Run = Callable[..., tuple[int, str, str]]
 
@@ -26,18 +24,21 @@ Run = Callable[..., tuple[int, str, str]]
 @pytest.fixture
 def tracelens_folder(tmp_path: Path) -> Path:
     """The layout ``attribute`` documents: capture, TraceLens's index, its CSV, a config."""
-    shutil.copy(CAPTURE, tmp_path / CAPTURE.name)
+    shutil.copy(VLLM, tmp_path / VLLM.name)
     shutil.copy(DETAILS, tmp_path / "execution_details.json")
     (tmp_path / "ops_summary.csv").write_text("name,count\n")
     (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x", "tp_size": 1}))
     return tmp_path
 
 
-@pytest.mark.parametrize("command", [["check"], ["ls"], ["summary"], ["time"]])
-def test_non_traces_in_a_folder_are_skipped_with_one_info_line(
-    tracelens_folder: Path, run_cli: Run, command: list[str]
+@pytest.mark.parametrize("command", ["check", "ls", "summary", "time"])
+def test_non_traces_in_a_folder_are_skipped_but_a_broken_trace_is_an_error(
+    tracelens_folder: Path, tmp_path_factory: pytest.TempPathFactory, run_cli: Run, command: str
 ) -> None:
-    rc, out, err = run_cli(*command, tracelens_folder, "--json")
+    """What is not a trace is one INFO line each; a file whose name says it is a trace but which is broken is
+    still an error; a folder where every file was skipped is no result, not an empty success (a CI gate must
+    not pass on it)."""
+    rc, out, err = run_cli(command, tracelens_folder, "--json")
     assert rc == 0, err
     assert err.splitlines() == [
         f"capture-trace: info: {tracelens_folder / 'execution_details.json'}: skipped, not a trace "
@@ -47,68 +48,63 @@ def test_non_traces_in_a_folder_are_skipped_with_one_info_line(
     ]
     doc = json.loads(out)
     paths = [t["path"] for t in doc["traces"]] if "traces" in doc else [p for g in doc["groups"] for p in g["paths"]]
-    assert paths == [str(tracelens_folder / CAPTURE.name)]
-    if command == ["check"]:
-        assert doc["ok"] is True and doc["bad_files"] == []
-
-
-@pytest.mark.parametrize("command", [["check"], ["ls"], ["summary"], ["time"]])
-def test_a_broken_trace_named_file_is_still_an_error(tracelens_folder: Path, run_cli: Run, command: list[str]) -> None:
+    assert paths == [str(tracelens_folder / VLLM.name)]
+    assert command != "check" or (doc["ok"] is True and doc["bad_files"] == [])
     broken = tracelens_folder / "cuda_graph_capture-DecodeCudaGraphRunner-TP-1.json.gz"
     broken.write_bytes(gzip.compress(b"[1, 2]"))
-    rc, out, err = run_cli(*command, tracelens_folder, "--json")
+    rc, out, err = run_cli(command, tracelens_folder, "--json")
+    assert rc == 2 and f"capture-trace: error: {broken}: not a JSON object" in err
+    assert command != "check" or json.loads(out)["bad_files"] == [str(broken)]
+    nothing = tmp_path_factory.mktemp("nothing")
+    shutil.copy(DETAILS, nothing / "execution_details.json")
+    (nothing / "server_args.json").write_text(json.dumps({"model_path": "x"}))
+    rc, _, err = run_cli(command, nothing, "--json")
     assert rc == 2
-    assert f"capture-trace: error: {broken}: not a JSON object" in err
-    if command == ["check"]:
-        assert json.loads(out)["bad_files"] == [str(broken)]
+    assert err.splitlines()[-1] == (
+        f"capture-trace: error: {nothing}: no traces in this directory (2 JSON files skipped: not a trace)"
+    )
 
 
-def test_a_non_trace_named_on_the_command_line_is_an_error(tracelens_folder: Path, run_cli: Run) -> None:
-    rc, _, err = run_cli("summary", tracelens_folder / "server_args.json")
-    assert rc == 2 and "error:" in err and "no traceEvents array" in err
+@pytest.mark.parametrize(("name", "content", "said"), [
+    ("server_args.json", None, ": no traceEvents array (not a Kineto/chrome trace; its keys: 'model_path', 'tp_size')"),
+    ("missing.json.gz", b"", ": no such file"),
+    ("cuda_graph_capture-X-TP-0.json.gz", b'{"traceEvents": []}',  # a JSON trace named .gz
+     ": not gzip (the name ends in .gz, the file has no gzip header)"),
+])
+def test_a_bad_file_named_on_the_command_line_is_an_error(
+    tracelens_folder: Path, run_cli: Run, name: str, content: bytes | None, said: str
+) -> None:
+    path = tracelens_folder / name
+    if content:
+        path.write_bytes(content)
+    for command in ("ls", "summary"):
+        rc, _, err = run_cli(command, path)
+        assert (rc, err) == (2, f"capture-trace: error: {path}{said}\n")
 
 
-def test_plain_errors_name_what_is_wrong(tmp_path: Path, run_cli: Run) -> None:
-    rc, _, err = run_cli("ls", tmp_path / "missing.json.gz")
-    assert (rc, err) == (2, f"capture-trace: error: {tmp_path / 'missing.json.gz'}: no such file\n")
-    plain = tmp_path / "cuda_graph_capture-X-TP-0.json.gz"
-    plain.write_bytes(b'{"traceEvents": []}')  # a JSON trace named .gz
-    rc, _, err = run_cli("summary", plain)
-    assert rc == 2 and err.endswith(": not gzip (the name ends in .gz, the file has no gzip header)\n"), err
-
-
-def _profiler_dir_with_a_stale_staging_dir(profiler_dir: Path) -> tuple[Path, str]:
-    """A capture in ``profiler_dir/graph_capture_profile`` beside a staging directory of ours whose process
-    is gone; that folder and the staging directory's name."""
-    sub = profiler_dir / SUBDIR
+def test_ls_check_then_clean_of_the_profiler_dir(tmp_path: Path, run_cli: Run) -> None:
+    """sglang's profiler directory holds server_args.json beside graph_capture_profile/, where a capture is
+    beside a staging directory of ours whose process is gone: ``ls`` and ``check`` of PROFDIR find the trace
+    there, ``ls`` lists the staging directory (removes nothing), ``clean PROFDIR`` removes it as ``ls`` said."""
+    (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x"}))
+    sub = tmp_path / SUBDIR
     sub.mkdir()
-    shutil.copy(CAPTURE, sub / CAPTURE.name)
-    here = Here.now()
-    stale = f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3d.{here.host}"  # no such process
+    shutil.copy(VLLM, sub / VLLM.name)
+    stale = dead_name(0x0A1B2C3D)
     os.mkdir(sub / stale, 0o700)
-    return sub, stale
-
-
-def test_ls_of_the_profiler_dir_finds_the_traces_and_their_staging_leftovers(tmp_path: Path, run_cli: Run) -> None:
-    sub, stale = _profiler_dir_with_a_stale_staging_dir(tmp_path)
+    rc, out, err = run_cli("check", tmp_path, "--json")
+    assert (rc, err) == (0, "")
+    assert [p for g in json.loads(out)["groups"] for p in g["paths"]] == [str(sub / VLLM.name)]
     rc, out, err = run_cli("ls", tmp_path, "--json")
     assert rc == 0, err
     doc = json.loads(out)
-    assert [t["path"] for t in doc["traces"]] == [str(sub / CAPTURE.name)]
+    assert [t["path"] for t in doc["traces"]] == [str(sub / VLLM.name)]
     assert [(t["name"], t["process_gone"], t["removed"]) for t in doc["temporaries"]] == [(stale, True, False)]
     assert (sub / stale).is_dir()  # listed, not removed
-
-
-@pytest.mark.parametrize("command", [["check"], ["ls"], ["summary"], ["time"]])
-def test_a_folder_with_no_trace_at_all_is_an_error(tmp_path: Path, run_cli: Run, command: list[str]) -> None:
-    """Every file skipped is no result, not an empty success: a CI gate must not pass on it."""
-    shutil.copy(DETAILS, tmp_path / "execution_details.json")
-    (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x"}))
-    rc, _, err = run_cli(*command, tmp_path, "--json")
-    assert rc == 2
-    assert err.splitlines()[-1] == (
-        f"capture-trace: error: {tmp_path}: no traces in this directory (2 JSON files skipped: not a trace)"
-    )
+    rc, out, err = run_cli("clean", tmp_path, "--json")
+    assert (rc, err) == (0, "")
+    assert [(t["name"], t["removed"]) for t in json.loads(out)["temporaries"]] == [(stale, True)]
+    assert not (sub / stale).exists() and (sub / VLLM.name).is_file()
 
 
 def test_attribute_skips_what_is_not_a_trace_in_its_folders(
@@ -135,45 +131,22 @@ def test_attribute_over_a_replay_folder_still_shows_the_good_replays(tmp_path: P
     """One truncated replay is its one error line and exit 2; the good one is still attributed."""
     shutil.copy(DATA / "vllm_decode_full_graph_replay_rank_0.json.gz", tmp_path / "a.json.gz")
     (tmp_path / "b.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-8])
-    rc, out, err = run_cli("attribute", tmp_path, CAPTURE, "--json", "-j", "1")
+    rc, out, err = run_cli("attribute", tmp_path, VLLM, "--json", "-j", "1")
     assert rc == 2
     assert json.loads(out)["replay"] == str(tmp_path / "a.json.gz")
     assert err.startswith(f"capture-trace: error: {tmp_path / 'b.json.gz'}: ") and err.count("\n") == 1, err
 
 
-def test_a_profiler_dir_with_its_own_json_is_searched_in_its_subdir(tmp_path: Path, run_cli: Run) -> None:
-    """sglang's profiler directory holds server_args.json beside graph_capture_profile/: the traces are there."""
-    (tmp_path / "server_args.json").write_text(json.dumps({"model_path": "x"}))
-    (tmp_path / SUBDIR).mkdir()
-    shutil.copy(CAPTURE, tmp_path / SUBDIR / CAPTURE.name)
-    rc, out, err = run_cli("check", tmp_path, "--json")
-    assert (rc, err) == (0, "")
-    assert [p for g in json.loads(out)["groups"] for p in g["paths"]] == [str(tmp_path / SUBDIR / CAPTURE.name)]
-
-
-def test_clean_removes_what_ls_says_it_removes(tmp_path: Path, run_cli: Run) -> None:
-    """``ls PROFDIR`` lists the stale staging directory in PROFDIR/graph_capture_profile and says clean
-    removes it: ``clean PROFDIR`` does."""
-    sub, stale = _profiler_dir_with_a_stale_staging_dir(tmp_path)
-    rc, out, err = run_cli("clean", tmp_path, "--json")
-    assert (rc, err) == (0, "")
-    assert [(t["name"], t["removed"]) for t in json.loads(out)["temporaries"]] == [(stale, True)]
-    assert not (sub / stale).exists() and (sub / CAPTURE.name).is_file()
-
-
-def _upstream_file(path: Path, bs: int, ops: list[str]) -> None:
-    """An upstream per-batch-size file (``Decode_bs_{bs}_rank{rank}.json.gz``): the ops, no metadata."""
-    write_trace(path, [op(name, 10 * n, 5, **{"Input Dims": [[bs, 4]], "Input type": ["float"]})
-                       for n, name in enumerate(ops)])
-
-
 def test_check_compares_upstream_per_batch_size_files_size_by_size(tmp_path: Path, run_cli: Run) -> None:
     """Rank 0's bs=1 file was compared with rank 0's bs=2 file, and "2 traces claim TP rank 0": one group
-    per batch size now, each with its ranks; a real divergence is still found in its own size."""
+    per batch size now, each with its ranks; a real divergence is still found in its own size. An upstream
+    file has the ops and no metadata."""
     for rank in (0, 1):
         for bs in (1, 2):
             ops = ["aten::mm", "aten::relu"] + (["aten::extra"] if (rank, bs) == (1, 2) else [])
-            _upstream_file(tmp_path / f"Decode_bs_{bs}_rank{rank}.json.gz", bs, ops)
+            write_trace(tmp_path / f"Decode_bs_{bs}_rank{rank}.json.gz",
+                        [op(name, 10 * n, 5, **{"Input Dims": [[bs, 4]], "Input type": ["float"]})
+                         for n, name in enumerate(ops)])
     rc, out, err = run_cli("check", tmp_path, "--json")
     groups = json.loads(out)["groups"]
     assert [(g["bs"], g["ranks"], g["ok"]) for g in groups] == [(1, [0, 1], True), (2, [0, 1], False)], err

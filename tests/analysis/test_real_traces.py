@@ -13,10 +13,7 @@ import pytest
 from pairs import load
 
 from mixins.analysis.model.records import compact, load_record, summarize
-
-DATA = Path(__file__).resolve().parent.parent / "data"
-H100 = DATA / "h100_qwen1.5-0.5b_inference.json.gz"
-VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
+from tests.analysis.conftest import H100, VLLM
 
 
 def _independent(path: Path) -> dict[str, Any]:
@@ -53,49 +50,32 @@ def _independent(path: Path) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("path", [H100, VLLM], ids=["h100", "vllm"])
-def test_totals_match_independent_count(path: Path) -> None:
+TOTALS = ("cpu_ops", "launches", "graph_launches", "kernels", "unnamed_launches", "linked_kernels",
+          "ops_without_shapes", "signatures")
+
+
+@pytest.mark.parametrize(("path", "known", "labels", "first"), [
+    # anchors from tests/data/PROVENANCE.md and a hand count (no capture ranges: one segment 'all');
+    # launches: 860 cudaLaunchKernel + 168 cudaLaunchKernelExC + 1 cuLaunchKernel
+    (H100, {"events": 18221, "kernels": 1465, "cpu_ops": 4186, "launches": 1029, "identity_source": "none",
+            "tp_rank": None}, ["all"], {}),
+    # vLLM captures by token count; ROCm launches carry args.kernel: all 428 are named although only 7 kernels ran
+    (VLLM, {"identity_source": "distributedInfo", "tp_rank": 0, "segment_source": "foreign"},
+     ["tokens=32,variant=FULL", "(outside)"],
+     {"bs": None, "unit": "tokens", "size": 32, "launches": 428, "unnamed_launches": 0, "kernels": 7}),
+], ids=["h100", "vllm"])
+def test_totals_match_independent_count_and_known_figures(path: Path, known: dict, labels: list, first: dict) -> None:
     want = _independent(path)
     got = summarize(load_record(str(path)))
     assert got["events"] == want["events"]
-    for key in (
-        "cpu_ops",
-        "launches",
-        "graph_launches",
-        "kernels",
-        "unnamed_launches",
-        "linked_kernels",
-        "ops_without_shapes",
-        "signatures",
-    ):
-        assert got["totals"][key] == want[key], key
+    assert {k: got["totals"][k] for k in TOTALS} == {k: want[k] for k in TOTALS}
     # per-segment counts add up to the trace's totals: every event is in exactly one segment
     assert sum(s["events"] for s in got["segments"]) == want["events"]
     assert sum(s["kernels"] for s in got["segments"]) == want["cats"]["kernel"]
-
-
-def test_h100_known_figures() -> None:
-    """Anchors from tests/data/PROVENANCE.md and a hand count (no capture ranges: one segment 'all')."""
-    got = summarize(load_record(str(H100)))
-    assert got["events"] == 18221
-    assert [s["label"] for s in got["segments"]] == ["all"]
-    assert got["totals"]["kernels"] == 1465
-    assert got["totals"]["cpu_ops"] == 4186
-    # 860 cudaLaunchKernel + 168 cudaLaunchKernelExC + 1 cuLaunchKernel
-    assert got["totals"]["launches"] == 1029
-    assert got["identity_source"] == "none" and got["tp_rank"] is None
-
-
-def test_vllm_foreign_segments_and_rocm_names() -> None:
-    got = summarize(load_record(str(VLLM)))
-    assert got["identity_source"] == "distributedInfo" and got["tp_rank"] == 0
-    assert got["segment_source"] == "foreign"
-    labels = [s["label"] for s in got["segments"]]
-    assert labels == ["tokens=32,variant=FULL", "(outside)"]  # vLLM captures by token count
-    seg = got["segments"][0]
-    assert (seg["bs"], seg["unit"], seg["size"]) == (None, "tokens", 32)
-    # ROCm launches carry args.kernel: all 428 are named although only 7 kernels ran
-    assert seg["launches"] == 428 and seg["unnamed_launches"] == 0 and seg["kernels"] == 7
+    flat = {**got, **got["totals"]}
+    assert {k: flat[k] for k in known} == known
+    assert [s["label"] for s in got["segments"]] == labels
+    assert {k: got["segments"][0][k] for k in first} == first
 
 
 @pytest.fixture(scope="module")

@@ -13,32 +13,39 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 NOT_NEEDED = (
     "mixins.export", "mixins.capture_trace", "wrapt", "mixins.analysis.model.records", "rich", "torch", "dataclasses"
 )
 
 
-def _imported_after(code: str) -> set[str]:
+def _imported_after(code: str) -> tuple[set[str], str]:
+    """The modules loaded once ``code`` ran in a fresh interpreter, and what it printed."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)  # the .pth start-up hook stays off
-    script = f"import sys\n{code}\nprint('\\n'.join(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-    return set(out.stdout.split())
+    script = f"import sys\n{code}\nsys.stderr.write('\\n'.join(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(done.stderr.split()), done.stdout
 
 
-def test_attribution_path_imports_neither_exporter_nor_records() -> None:
-    loaded = _imported_after(
-        "from mixins.analysis.commands.attribute_match import attribute_replay\n"
-        "from mixins.analysis.model.windows import load_capture\n"
-        "from mixins.analysis.serialise import to_json"
-    )
+@pytest.mark.parametrize(("code", "not_needed"), [
+    ("from mixins.analysis.commands.attribute_match import attribute_replay\n"
+     "from mixins.analysis.model.windows import load_capture\nfrom mixins.analysis.serialise import to_json", ()),
+    # ``attribute --json`` to stdout writes no file and no CSV: ``tempfile`` (~2 ms, with ``random``) and ``csv``
+    # are imported by the commands that write one, not by every run
+    ("from mixins.cli import build_parser\nbuild_parser('attribute').parse_args(['attribute', '--json', 'replay.json', "
+     "'capture.json'])", ("tempfile", "csv")),
+], ids=["library", "cli"])
+def test_attribution_path_imports_neither_exporter_nor_records(code: str, not_needed: tuple[str, ...]) -> None:
+    loaded, _ = _imported_after(code)
     assert "mixins.analysis.commands.attribute_match" in loaded
-    assert sorted(m for m in NOT_NEEDED if m in loaded) == []
+    assert sorted(m for m in (*NOT_NEEDED, *not_needed) if m in loaded) == []
 
 
 def test_public_names_still_resolve() -> None:
-    loaded = _imported_after(
+    loaded, _ = _imported_after(
         "import mixins, mixins.analysis\n"
         "assert mixins.CaptureTraceMixin.__name__ == 'CaptureTraceMixin'\n"
         "from mixins import export_cuda_graph_capture_trace, wait_for_exports, with_capture_trace\n"
@@ -50,29 +57,10 @@ def test_public_names_still_resolve() -> None:
     assert {"mixins.export", "mixins.analysis.model.records"} <= loaded
 
 
-def test_attribute_json_cli_imports_no_file_writing_or_csv() -> None:
-    """``attribute --json`` to stdout writes no file and no CSV: ``tempfile`` (~2 ms, with ``random``)
-    and ``csv`` are imported by the commands that write one, not by every run."""
-    loaded = _imported_after(
-        "from mixins.cli import build_parser\n"
-        "build_parser('attribute').parse_args(['attribute', '--json', 'replay.json', 'capture.json'])"
-    )
-    assert "mixins.analysis.commands.attribute_match" in loaded
-    assert sorted(m for m in (*NOT_NEEDED, "tempfile", "csv") if m in loaded) == []
-
-
 def _cli_imports(*argv: str) -> tuple[set[str], str]:
     """The modules loaded by ``capture-trace ARGV`` (what the console script runs), and what it printed."""
-    code = (
-        "import sys\nfrom mixins.cli import main\n"
-        f"sys.argv[1:] = {list(argv)!r}\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "sys.stderr.write('\\n'.join(sys.modules))"
-    )
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)
-    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-    return set(done.stderr.split()), done.stdout
+    return _imported_after(f"from mixins.cli import main\nsys.argv[1:] = {list(argv)!r}\n"
+                           "try:\n    main()\nexcept SystemExit:\n    pass")
 
 
 def _commands_and_heavy(loaded: set[str]) -> list[str]:

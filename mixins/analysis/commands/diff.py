@@ -1,17 +1,17 @@
-"""``diff``: two traces' op-signature sequences compared segment by segment (``compare.diff_traces``).
-"""
+"""``diff``: two traces' op-signature sequences compared segment by segment (``compare.diff_traces``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import DIFFERENT, OK, TROUBLE, collect_results, map_files, trace_files, with_limits
+from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model.roles import READS
-from mixins.analysis.read.reader import TraceError
 from mixins.helptext import add_command
+from mixins.usage import DIFFERENT, OK, TROUBLE
 
 if TYPE_CHECKING:
     from mixins.analysis.model.record import CompactTrace
@@ -41,7 +41,7 @@ def pair_key(t: CompactTrace) -> tuple[Any, ...]:
     return (i.runner or "", i.pp_rank or 0, i.tp_rank, i.capture_index, i.bs)
 
 
-def _load(paths: list[str], listed: list[str], json_out: bool) -> tuple[list[CompactTrace], bool]:
+def _load(paths: list[str], listed: Collection[str], json_out: bool) -> tuple[list[CompactTrace], bool]:
     from mixins.analysis.commands.compare import compact_job
 
     return collect_results(map_files(compact_job, paths, (), 1, not json_out), listed, reads=("diff", READS["diff"]))
@@ -52,19 +52,15 @@ def _diff_runs(args: argparse.Namespace) -> int:
     from mixins.analysis.commands.compare import diff_traces
 
     sides = []
-    for folder in (args.a, args.b):
-        try:
-            files = trace_files(folder)
-        except TraceError as exc:
-            render.error(str(exc))
-            return TROUBLE
-        traces, bad = _load(files, files, args.json)
-        if bad:
+    for folder in (args.a, args.b):  # a folder that cannot be listed, or a bad file in A, stops before B is read
+        files, listed, bad_dir = expand_paths([folder])
+        traces, bad = _load(files, listed, args.json)
+        if bad or bad_dir:
             return TROUBLE
         sides.append({pair_key(t): t for t in traces})
     a, b = sides
     pairs = []
-    for key in list(a) + [k for k in b if k not in a]:
+    for key in a | b:  # A's order, then what only B has
         ta, tb = a.get(key), b.get(key)
         diffs = diff_traces(ta, tb) if ta is not None and tb is not None else []
         pairs.append({
@@ -80,8 +76,8 @@ def _diff_runs(args: argparse.Namespace) -> int:
         for p in pairs:
             if p["a"] is None or p["b"] is None:
                 render.console().print(render.safe(f"only in {'B' if p['a'] is None else 'A'}: {p['a'] or p['b']}"))
-                continue
-            render.render_diff(p["a"], p["b"], p["segments"])
+            else:
+                render.render_diff(p["a"], p["b"], p["segments"])
     return DIFFERENT if not same else OK
 
 

@@ -8,10 +8,12 @@ import os
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import OK, TROUBLE
+from mixins.analysis.model.identity import identity_of
+from mixins.analysis.model.segments import segments_of
 from mixins.analysis.read.reader import TraceError
-from mixins.formats import MEMORY_NAME, MEMORY_PREFIX, MEMORY_SUFFIX, SEGMENT_PREFIX, TRACE_PREFIX, TRACE_SUFFIX
+from mixins.formats import MEMORY_NAME, MEMORY_PREFIX, MEMORY_SUFFIX, SEGMENT_PREFIX, SUBDIR, TRACE_PREFIX, TRACE_SUFFIX
 from mixins.helptext import add_command, non_negative_int
+from mixins.usage import OK, TROUBLE
 
 _DEFAULT_POOL = (0, 0)  # the caching allocator's own pool; a CUDA graph's private pool has another id
 
@@ -37,24 +39,12 @@ def snapshot_files(path: str) -> list[str]:
     """``path`` itself, or the snapshots of the directory (or of its ``graph_capture_profile``)."""
     if not os.path.isdir(path):
         return [path]
-    from mixins.formats import SUBDIR
-
     names = sorted(n for n in os.listdir(path) if MEMORY_NAME.match(n))
     if not names and os.path.isdir(os.path.join(path, SUBDIR)):
         return snapshot_files(os.path.join(path, SUBDIR))
     if not names:
         raise TraceError(path, f"no memory snapshots ({MEMORY_PREFIX}*{MEMORY_SUFFIX}) in this directory")
     return [os.path.join(path, n) for n in names]
-
-
-def trace_beside(path: str) -> str | None:
-    """The trace written with this snapshot: the same runner, ranks and number, ``cuda_graph_capture-``."""
-    name = os.path.basename(path)
-    if not MEMORY_NAME.match(name):
-        return None
-    stem = name[len(MEMORY_PREFIX): -len(MEMORY_SUFFIX)]
-    trace = os.path.join(os.path.dirname(path), TRACE_PREFIX + stem + TRACE_SUFFIX)
-    return trace if os.path.isfile(trace) else None
 
 
 def _int(v: Any) -> int:
@@ -82,8 +72,6 @@ def _site(frames: Any) -> str:
 
 def _segments(trace: str) -> tuple[list[tuple[str, float, float]], str | None]:
     """(label, start µs, end µs) of the trace's capture:: segments on the snapshot's clock (Unix µs)."""
-    from mixins.analysis.model.identity import identity_of
-    from mixins.analysis.model.segments import segments_of
     from mixins.analysis.model.timeline import BareEvent, load_timeline
 
     tl = load_timeline(trace, fields=BareEvent)
@@ -132,11 +120,8 @@ def analyse(snapshot: dict[str, Any], segments: list[tuple[str, float, float]], 
         "reserved_bytes": sum(_int(s.get("total_size")) for s in segs),
         "allocated_bytes": sum(_int(s.get("allocated_size")) for s in segs),
         "graph_pool_reserved_bytes": sum(
-            _int(s.get("total_size")) for s in segs if _graph_pool(s.get("segment_pool_id"))
-        ),
-        "peak_recorded_bytes": peak,
-        "trace_events": len(events),
-        "shapes": shapes,
+            _int(s.get("total_size")) for s in segs if _graph_pool(s.get("segment_pool_id"))),
+        "peak_recorded_bytes": peak, "trace_events": len(events), "shapes": shapes,
         "top_sites": [{"site": site, "bytes": b, "blocks": n} for site, (b, n) in ranked],
     }
 
@@ -145,20 +130,17 @@ def memory_job(path: str, top: int) -> dict[str, Any]:
     from mixins.analysis.read.snapshot import load_snapshot
 
     snapshot = load_snapshot(path)
-    m = MEMORY_NAME.match(os.path.basename(path))
-    trace = trace_beside(path)
+    name = os.path.basename(path)
+    m = MEMORY_NAME.match(name)
+    stem = name[len(MEMORY_PREFIX): -len(MEMORY_SUFFIX)]  # the trace beside it has the same runner, ranks, number
+    beside = os.path.join(os.path.dirname(path), TRACE_PREFIX + stem + TRACE_SUFFIX)
+    trace = beside if m and os.path.isfile(beside) else None
     segments, note = _segments(trace) if trace is not None else ([], "no trace beside it")
-    doc: dict[str, Any] = {
-        "path": path,
-        "runner": m["runner"] if m else None,
-        "tp_rank": int(m["tp"]) if m else None,
-        "pp_rank": int(m["pp"]) if m and m["pp"] else None,
-        "dp_rank": int(m["dp"]) if m and m["dp"] else None,
-        "trace": trace,
-        "note": note,
+    return {
+        "path": path, "runner": m["runner"] if m else None,
+        **{f"{k}_rank": int(m[k]) if m and m[k] else None for k in ("tp", "pp", "dp")},
+        "trace": trace, "note": note, **analyse(snapshot, segments, top),
     }
-    doc.update(analyse(snapshot, segments, top))
-    return doc
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
@@ -189,9 +171,8 @@ def _render(results: list[dict[str, Any]]) -> None:
     out = render.console()
     size = render.size_text
     for r in results:
-        who = render.who(r)
         out.print(render.safe(
-            f"{who}: {size(r['allocated_bytes'])} allocated of {size(r['reserved_bytes'])} reserved "
+            f"{render.who(r)}: {size(r['allocated_bytes'])} allocated of {size(r['reserved_bytes'])} reserved "
             f"({size(r['graph_pool_reserved_bytes'])} in graph pools); peak while recording "
             f"{size(r['peak_recorded_bytes'])} above its start ({r['path']})"
         ))
@@ -199,14 +180,11 @@ def _render(results: list[dict[str, Any]]) -> None:
             shape_cols = (Col("shape", "key"), Col("allocs", "num"), Col("allocated", "num"),
                           Col("graph pool", "num"), Col("freed", "num"), Col("net", "num"))
             rows = [[s["label"], f"{s['allocs']:,}", size(s["allocated_bytes"]), size(s["graph_pool_bytes"]),
-                     size(s["freed_bytes"]), _signed(size, s["net_bytes"])] for s in r["shapes"]]
+                     size(s["freed_bytes"]), "-" * (s["net_bytes"] < 0) + size(abs(s["net_bytes"]))]
+                    for s in r["shapes"]]
             print_table(out, shape_cols, rows)
         elif r["note"]:
             out.print(render.safe(f"  per shape: {r['note']}"))
         if r["top_sites"]:
             site_cols = (Col("allocation site", "key", fold=24), Col("held", "num"), Col("blocks", "num"))
             print_table(out, site_cols, [[s["site"], size(s["bytes"]), f"{s['blocks']:,}"] for s in r["top_sites"]])
-
-
-def _signed(size: Any, n: int) -> str:
-    return str(size(n)) if n >= 0 else "-" + str(size(-n))

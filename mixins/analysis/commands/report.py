@@ -1,18 +1,12 @@
-"""``report``: obtains the dicts ``time --json``, ``check --json`` and ``attribute --json`` print, hands
-them to ``report_html.render_report`` and writes the page through ``safe_io.output_file``.
-
-An adapter only. Each trace file is read once: a capture into one model with Kineto's ids (``capture_job``),
-on which ``time``'s computation (``time.build``), ``check``'s (``check.check_doc`` over the compact records)
-and, given ``--replay``, ``attribute``'s capture windows all run; ``attribute`` then runs in this process
-as the console script runs it (its own parser, ``--json``, stdout captured) over those captures, reading
-only the replay. The dicts are serialised by ``render.print_json`` as those commands print them
-(tests/analysis/test_one_model.py and test_report.py hold them equal). Nothing is written when an input is
-bad or plotly (extra ``[report]``) is missing. Design: docs/DESIGN.md §7.3."""
+"""``report``: the dicts ``time --json``, ``check --json`` and ``attribute --json`` print, each capture read
+once (``capture_job``), handed to ``report_html.render_report``; nothing is written when an input is bad or
+plotly is missing (docs/DESIGN.md §7.3; test_one_model.py and test_report.py hold the dicts equal)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import sys
@@ -21,16 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
 from mixins.analysis.commands.check import check_doc
-from mixins.analysis.commands.time import time_doc
-from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
-from mixins.analysis.model.roles import READS
-from mixins.analysis.read.reader import TraceError
+from mixins.analysis.commands.time import DEFAULT_TOP, build, time_doc
+from mixins.analysis.jobs import add_jobs_option, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.model.record import CompactTrace, compact
+from mixins.analysis.model.roles import READS, identify
+from mixins.analysis.model.timeline import load_timeline
+from mixins.analysis.read.reader import Event, TraceError
+from mixins.analysis.serialise import to_json
 from mixins.helptext import add_command
 from mixins.one_line import one_line
+from mixins.usage import OK, TROUBLE
 
 if TYPE_CHECKING:
     from mixins.analysis.commands.attribute import Details
-    from mixins.analysis.model.record import CompactTrace
     from mixins.analysis.model.windows import Capture
 
 __all__ = ["add", "cmd_report", "report_dicts", "capture_job"]
@@ -44,8 +41,7 @@ def add(subparsers: Any) -> None:
         "each runner and shape as stacked bars (warm-up / capture / instantiate / other, from 'time'; "
         "given several runs, a bar per run and the change), the cross-rank check ('check'), and, given "
         "--replay, where the replay's GPU time went as a module, op and shape treemap with the op table "
-        "('attribute'). Needs plotly: pip install "
-        "'sglang-capture-trace[report]'.",
+        "('attribute'). Needs plotly: pip install 'sglang-capture-trace[report]'.",
         [
             "capture-trace report /tmp/graph_capture_profile -o report.html",
             "capture-trace report --replay serving-TP-0.json.gz graph_capture_profile/ -o report.html",
@@ -60,7 +56,7 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=with_limits(cmd_report, p, tables=False))
 
 
-def _printed(run: Callable[[], int]) -> tuple[int, Any]:
+def _printed(run: Callable[[], int | None]) -> tuple[int | None, Any]:
     """Exit code and the JSON ``run`` printed on stdout (None when it printed nothing)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -69,16 +65,14 @@ def _printed(run: Callable[[], int]) -> tuple[int, Any]:
     return rc, json.loads(text) if text.strip() else None
 
 
-def _attribute_json(args: argparse.Namespace, caps: list[Capture]) -> tuple[int, Any]:
+def _attribute_json(args: argparse.Namespace, caps: list[Capture]) -> tuple[int | None, Any]:
     """``attribute --json`` as the console script runs it (its own parser, so its defaults), over the
     captures already read: only the replay is read here."""
-    from mixins.analysis import cli
     from mixins.analysis.commands.attribute import cmd_attribute
+    from mixins.cli import build_parser
 
-    parser = argparse.ArgumentParser(prog="capture-trace")
-    cli.add_commands(parser.add_subparsers(dest="command", required=True), only="attribute")
-    extra = ["--any-rank"] if args.any_rank else []
-    ns = parser.parse_args(["attribute", args.replay, *args.traces, "--jobs", str(args.jobs), *extra, "--json"])
+    argv = ["attribute", args.replay, *args.traces, "--jobs", str(args.jobs), "--json"]
+    ns = build_parser("attribute").parse_args(argv + ["--any-rank"] * args.any_rank)
     return _printed(lambda: cmd_attribute(ns, caps))  # under report's limits (``with_limits``)
 
 
@@ -87,15 +81,9 @@ def capture_job(
 ) -> tuple[Any, Capture | None, CompactTrace]:
     """One reading of a capture trace for three commands: ``time --json``'s object for it (default ``--top``),
     its capture windows for ``attribute`` (given its folder's ``details``: attributing) and the compact
-    record ``check`` compares (last: ``jobs.result_identity`` reads its identity)."""
-    from mixins.analysis.commands.time import DEFAULT_TOP, build
-    from mixins.analysis.model.record import compact
+    record ``check`` compares (last: ``jobs.collect_results`` reads its identity)."""
     from mixins.analysis.model.records import record_of
-    from mixins.analysis.model.roles import identify
-    from mixins.analysis.model.timeline import load_timeline
     from mixins.analysis.model.windows import capture_of
-    from mixins.analysis.read.reader import Event
-    from mixins.analysis.serialise import to_json
 
     tl = load_timeline(path, progress, fields=Event)  # the superset: the record's fields hold time's and attribute's
     identity = identify(tl)
@@ -106,12 +94,7 @@ def capture_job(
 
 def _as_printed(doc: Any) -> Any:
     """``doc`` as ``--json`` prints it (``render.print_json``), read back."""
-
-    def show() -> int:
-        render.print_json(doc)
-        return OK
-
-    return _printed(show)[1]
+    return _printed(functools.partial(render.print_json, doc))[1]
 
 
 def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None] | None:
@@ -134,8 +117,7 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
     if bad or bad_dir:
         return None
     time_json = _as_printed(time_doc([t for t, _, _ in read], [c.identity for _, _, c in read]))
-    where = args.traces[0] if len(args.traces) == 1 else list(args.traces)
-    check_json = _as_printed(check_doc([c for _, _, c in read], failed, bad, where))
+    check_json = _as_printed(check_doc([c for _, _, c in read], failed, bad, args.traces))
     attribute_json = None
     if details is not None:
         caps = {cap.path: cap for _, cap, _ in read if cap is not None}  # a file given twice is one capture

@@ -1,6 +1,5 @@
 """``summary``: per trace and segment, what was captured (ops, signatures, launches, kernels) and the
-signatures that launch the most device work, with their kernels.
-"""
+signatures that launch the most device work, with their kernels."""
 
 from __future__ import annotations
 
@@ -9,8 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import OK, TROUBLE, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.serialise import summarize
 from mixins.helptext import add_command, non_negative_int
+from mixins.usage import OK, TROUBLE
 
 
 def add(subparsers: Any) -> None:
@@ -39,7 +40,6 @@ def summary_job(
 ) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """The trace's ``summary --json`` object and its run key (labelled once all traces are in)."""
     from mixins.analysis.model.records import load_record
-    from mixins.analysis.serialise import summarize
 
     rec = load_record(path, progress)
     return summarize(rec, top), rec.identity.run
