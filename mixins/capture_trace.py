@@ -536,6 +536,12 @@ class _Options:
     profile: str | None = None
     shape_unit: str = BS
 
+    def __post_init__(self) -> None:
+        """Bad options fail where they are written."""
+        if self.profile is not None and (not isinstance(self.profile, str) or not self.profile.isidentifier()):
+            raise TypeError(f"profile= names the method to profile (e.g. 'capture'), got {self.profile!r}")
+        label_shape_in(self.shape_unit)  # ValueError naming the units
+
 
 def _has_method(cls: type, name: str) -> bool:
     """Whether ``cls`` has ``name`` to wrap. A staticmethod is refused: called with no runner, it cannot
@@ -564,15 +570,6 @@ def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
             wrap_method(cls, name, label_shape_in(options.shape_unit), tag=tag)
         elif required and options.shape_method != AUTO:
             raise TypeError(f"{cls.__qualname__} has no per-shape method {name!r} to label")
-
-
-def _options(
-    hook: str, shape_method: str | None, draft_base: type | None, profile: str | None, shape_unit: str
-) -> _Options:
-    if profile is not None and (not isinstance(profile, str) or not profile.isidentifier()):
-        raise TypeError(f"profile= names the method to profile (e.g. 'capture'), got {profile!r}")
-    label_shape_in(shape_unit)  # ValueError naming the units
-    return _Options(hook=hook, shape_method=shape_method, draft_base=draft_base, profile=profile, shape_unit=shape_unit)
 
 
 def _follow_subclasses(cls: type, options: _Options) -> None:
@@ -629,7 +626,7 @@ def with_capture_trace(
     named ``Draft{Name}`` when ``self.model_runner.is_draft_worker`` is truthy.
     """
 
-    _options(hook, shape_method, None, profile, shape_unit)  # bad options fail where they are written
+    _Options(hook, shape_method, None, profile, shape_unit)
 
     def decorate(klass: Any) -> Any:
         if not isinstance(klass, type):
@@ -637,7 +634,7 @@ def with_capture_trace(
         base = klass if draft_base is True else (draft_base or None)
         if base is not None and not isinstance(base, type):
             raise TypeError(f"with_capture_trace(draft_base=...) expects True, False or a class, got {draft_base!r}")
-        options = _options(hook, shape_method, base, profile, shape_unit)
+        options = _Options(hook, shape_method, base, profile, shape_unit)
         _apply(klass, options, DECORATOR_TAG, required=True)
         _follow_subclasses(klass, options)
         return klass
@@ -661,7 +658,7 @@ class CaptureTraceMixin:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        options = _options(
+        options = _Options(
             cls.capture_trace_hook,
             cls.capture_trace_shape_method,
             cls if vars(cls).get("capture_trace_draft_base", False) else None,

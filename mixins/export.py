@@ -198,22 +198,21 @@ class StagedExport:
         """Kineto's JSON of ``prof`` into the staging directory; on failure the job is closed. ``abandon``
         during the write removes the staging directory (the writer's descriptors stay open until it
         returns), so a write cut short at exit leaves nothing."""
-        with self._lock:
-            if self._abandoned:
-                raise _Abandoned
-            self._writing = True
         try:
+            self._mark_writing(True)
             kineto.write_json(prof, self.kineto_path)
-            with self._lock:
-                if self._abandoned:
-                    raise _Abandoned
+            self._mark_writing(False)
         except BaseException:
             with self._lock:
                 self._writing = False
             self.close()
             raise
+
+    def _mark_writing(self, writing: bool) -> None:
         with self._lock:
-            self._writing = False
+            if self._abandoned:
+                raise _Abandoned
+            self._writing = writing
 
     def read_kineto(self, limit: int) -> bytes | None:
         """Kineto's staged JSON, read back by descriptor without following links; None when it is longer
@@ -590,14 +589,11 @@ class _Background:
             running = list(self._running)
         for thread, job in running:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if exports_only:
-                if thread.is_alive():  # a thread that died without finishing will never set it
-                    job.finished.wait(remaining)
-            else:
+            if not exports_only:
                 thread.join(remaining)
-        if exports_only:
-            return all(job.finished.is_set() or not thread.is_alive() for thread, job in running)
-        return not any(t.is_alive() for t, _ in running)
+            elif thread.is_alive():  # a thread that died without finishing will never set it
+                job.finished.wait(remaining)
+        return all(not t.is_alive() or (exports_only and j.finished.is_set()) for t, j in running)
 
 
 _background = _Background()

@@ -16,7 +16,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,9 @@ _saved_lock = threading.Lock()
 
 def saved_for(runner: object) -> str | None:
     """The file name (in the trace's directory) of the snapshot saved during ``runner``'s hook, if any."""
-    try:
-        with _saved_lock:
-            return _saved.get(runner)
-    except TypeError:  # not weakly referenceable
-        return None
+    with suppress(TypeError), _saved_lock:  # TypeError: not weakly referenceable
+        return _saved.get(runner)
+    return None
 
 
 def snapshot_stem(runner_name: str, runner: object) -> str:
@@ -99,11 +97,8 @@ def save(runner: object, runner_name: str, dump: Callable[[str], Any]) -> Path |
     if saved is None:
         logger.debug("%s: _dump_snapshot wrote nothing", one_line(runner_name))
         return None
-    try:
-        with _saved_lock:
-            _saved[runner] = saved.name
-    except TypeError:
-        pass
+    with suppress(TypeError), _saved_lock:
+        _saved[runner] = saved.name
     logger.info("CUDA memory snapshot of %s saved to: %s", one_line(runner_name), one_line(saved))
     return saved
 
@@ -131,11 +126,8 @@ def redirected(runner: object, runner_name: Callable[[], str]) -> Iterator[Calla
     import wrapt
 
     saved: list[Path | None] = []
-    try:
-        with _saved_lock:
-            _saved.pop(runner, None)  # a trace names only the snapshot of its own hook call
-    except TypeError:
-        pass
+    with suppress(TypeError), _saved_lock:
+        _saved.pop(runner, None)  # a trace names only the snapshot of its own hook call
 
     def wrap(hook: Callable[..., Any]) -> Any:
         for name in _MEMORY_MODULES:

@@ -89,15 +89,12 @@ def _call_quietly(fn: Callable[[], Any]) -> Any:
 
 
 def _sglang_value(name: str) -> int | None:
-    runtime_context = sys.modules.get(RUNTIME_CONTEXT)
-    if runtime_context is not None and hasattr(runtime_context, "get_parallel"):
-        value = _call_quietly(lambda: getattr(runtime_context.get_parallel(), name))
-        if _is_int(value):
-            return int(value)
+    """From sglang's runtime context, else its older parallel state; a module not imported has no attribute."""
+    runtime_context: Any = sys.modules.get(RUNTIME_CONTEXT)
     parallel_state = sys.modules.get(PARALLEL_STATE)
-    getter = PARALLEL_STATE_GETTERS.get(name)
-    if parallel_state is not None and getter is not None and hasattr(parallel_state, getter):
-        value = _call_quietly(getattr(parallel_state, getter))
+    getter = PARALLEL_STATE_GETTERS.get(name, "")
+    for read in (lambda: getattr(runtime_context.get_parallel(), name), lambda: getattr(parallel_state, getter)()):
+        value = _call_quietly(read)
         if _is_int(value):
             return int(value)
     return None
