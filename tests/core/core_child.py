@@ -49,10 +49,12 @@ def _log_to_stderr() -> None:
 
 
 def switched_off_imports() -> None:
-    """``import mixins`` and a switched-off export; prints which heavy modules got imported."""
+    """``import mixins`` and a switched-off export (unset, then "0"); prints which heavy modules got imported."""
     import mixins
 
-    assert mixins.export_cuda_graph_capture_trace(object(), runner_name="R") is None
+    for _ in ("unset", "0"):
+        assert mixins.export_cuda_graph_capture_trace(object(), runner_name="R", tp_rank=0) is None
+        os.environ["SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE"] = "0"
     print(sorted(m for m in ("torch", "sglang", "numpy") if m in sys.modules))
 
 

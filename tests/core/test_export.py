@@ -10,7 +10,17 @@ from pathlib import Path
 
 import pytest
 from core_child import CONCURRENT_RUNNERS
-from core_helpers import child, child_env, export_env, load_trace, matmul_work, op_shapes, profile_of, run_case
+from core_helpers import (
+    child,
+    child_env,
+    export_env,
+    export_mm,
+    load_trace,
+    matmul_work,
+    op_shapes,
+    profile_of,
+    run_case,
+)
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
 from mixins.export import IncompleteTraceError
@@ -20,17 +30,8 @@ def _names(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
 
 
-def test_switch_off_is_a_noop_that_creates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path))
-    monkeypatch.delenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", raising=False)
-    prof = profile_of(matmul_work(4))
-    assert export_cuda_graph_capture_trace(prof, runner_name="R", tp_rank=0) is None
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    assert export_cuda_graph_capture_trace(prof, runner_name="R", tp_rank=0) is None
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_import_and_switched_off_call_import_nothing_heavy(tmp_path: Path) -> None:
+def test_import_and_switched_off_call_import_nothing_heavy_and_create_nothing(tmp_path: Path) -> None:
+    """Switch unset, then "0": the export is a no-op that returns None."""
     env = child_env(SGLANG_TORCH_PROFILER_DIR=str(tmp_path))
     env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)
     out = run_case("switched_off_imports", env=env).stdout
@@ -83,11 +84,8 @@ def test_same_events_as_torchs_own_gzip_export(trace_env: Path, tmp_path: Path) 
 
 
 def test_pipeline_parallel_names_and_repeated_captures(trace_env: Path) -> None:
-    paths = [
-        export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=1, pp_rank=1, pp_size=2)
-        for _ in range(3)
-    ]
-    paths.append(export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=1))
+    paths = [export_mm("R", tp_rank=1, pp_rank=1, pp_size=2) for _ in range(3)]
+    paths.append(export_mm("R", tp_rank=1))
     assert wait_for_exports(60)
     assert [p.name for p in paths if p] == [
         "cuda_graph_capture-R-TP-1-PP-1.json.gz",
@@ -102,28 +100,9 @@ def test_a_file_left_by_an_earlier_process_is_replaced(trace_env: Path) -> None:
     trace_env.mkdir(parents=True)
     stale = trace_env / "cuda_graph_capture-Fresh-TP-0.json.gz"
     stale.write_bytes(b"from an earlier process")
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(3)), runner_name="Fresh", tp_rank=0)
+    path = export_mm("Fresh", 3)
     assert wait_for_exports(60)
     assert path == stale and op_shapes(load_trace(path)) == [[[3, 8], [8, 3]]]
-
-
-def test_directory_under_a_regular_file_fails_with_one_warning(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    blocker = tmp_path / "not-a-dir"
-    blocker.write_text("x")
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
-    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(blocker))
-    monkeypatch.delenv("SGLANG_CAPTURE_TRACE_STRICT", raising=False)
-    with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Runner7", tp_rank=0) is None
-    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
-    message = record.getMessage()
-    assert "Runner7" in message and "not-a-dir/graph_capture_profile/cuda_graph_capture-Runner7-TP-0.json.gz" in message
-    assert "NotADirectoryError" in message and "\n" not in message
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
-    with pytest.raises(NotADirectoryError):
-        export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Runner7", tp_rank=0)
 
 
 def test_profile_already_exported_is_a_warning_not_a_crash(
@@ -142,8 +121,8 @@ def test_bad_runner_name_and_rank_are_warned_and_written_nowhere(
     trace_env: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="../escape") is None
-        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=-2) is None
+        assert export_mm("../escape", tp_rank=None) is None
+        assert export_mm("R", tp_rank=-2) is None
     assert "runner_name must be" in caplog.text and "tp_rank must be an integer >= 0" in caplog.text
     assert not trace_env.exists()
 
@@ -240,7 +219,7 @@ def test_no_thread_to_be_had_exports_inline(tmp_path: Path) -> None:
 
 def test_wait_for_exports_takes_an_infinite_timeout(trace_env: Path) -> None:
     """``timeout=inf`` waits without a bound (thread.join would raise OverflowError); nan is refused."""
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Forever", tp_rank=0)
+    path = export_mm("Forever")
     assert wait_for_exports(float("inf")) and path is not None and load_trace(path)
     with pytest.raises(ValueError, match="got nan"):
         wait_for_exports(float("nan"))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import wrapt
-from core_helpers import export_env, load_trace, python_calls, run_case
+from core_helpers import export_env, load_trace, python_calls, run_case, warnings_of
 
 from mixins import kineto, lazy_trace, wait_for_exports
 from mixins.capture_trace import profile_lazy_capture
@@ -311,7 +311,7 @@ def test_a_refused_directory_spends_the_shape_limit_and_warns_once(
         for n in range(4, 12):
             runner.run(_ones(n))
     assert len(profilers_started) == 4 and sorted(runner.graphs) == list(range(1, 12))
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = warnings_of(caplog)
     assert len(warnings) == 1 and "CUDA graph capture trace of LazyRunner not saved" in warnings[0], warnings
     trace = _trace(trace_env)
     assert [label.split(",")[0] for label in range_names(trace)] == ["capture::tokens=3", "capture::tokens=4"]

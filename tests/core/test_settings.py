@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_helpers import warnings_of
 
 import _sglang_capture_trace_switches as switches
 from mixins import settings
@@ -40,9 +41,7 @@ def test_invalid_switch_value_warns_once_naming_variable_and_counts_as_off(
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert settings.trace_enabled() is False
         assert settings.trace_enabled() is False
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1
-    message = warnings[0].getMessage()
+    [message] = warnings_of(caplog)
     assert settings.ENABLE in message and repr(raw) in message
     assert "true/1/yes/y/false/0/no/n" in message
 
@@ -86,7 +85,7 @@ def test_numeric_settings_warn_once_and_use_the_default(
         monkeypatch.setenv(name, raw)
     with caplog.at_level(logging.WARNING, logger="mixins"):
         values = [read(), read()]
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = warnings_of(caplog)
     assert values == [expected, expected]
     valid = raw is None or expected != default
     assert len(warnings) == (0 if valid else 1)
@@ -156,7 +155,7 @@ def test_invalid_startup_switch_warns_once_and_keeps_the_hook_on(caplog: pytest.
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert settings.startup_hook_wanted(environ) is True
         assert settings.startup_hook_wanted(environ) is True
-    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    messages = warnings_of(caplog)
     assert len(messages) == 1 and settings.STARTUP_HOOK in messages[0] and "'off'" in messages[0]
 
 
