@@ -168,14 +168,9 @@ def shape_label(
     unit: str = BS,
 ) -> str | None:
     """``capture::{unit}={size}[,variant=..][,stream=..][,attention=..][,name=value..]`` from the call's own
-    arguments (never from counting calls, so repeated and multi-variant captures of one size stay right).
-    ``unit`` is what the size counts (``formats.SHAPE_UNITS``).
-
-    After the size, every scalar argument (str, int, float, bool) whose value is not its default is
-    labelled: sglang's ``variant_label``, ``stream_idx`` and ``attention_variant`` under their short
-    names (``sglang_targets.SHAPE_LABEL_NAMES``), in that order, then any other under its own name — so
-    two captures that differ in any such argument get different labels.
-    """
+    arguments, never from counting calls (repeated and multi-variant captures of one size stay right): after
+    the size, every scalar argument not at its default, sglang's under their short names first
+    (``sglang_targets.SHAPE_LABEL_NAMES``), so captures that differ in any such argument differ in label."""
     bound = _bind(function, instance, args, kwargs)
     if bound is None:
         return None
@@ -261,12 +256,8 @@ def _device_type(runner: object, hints: tuple[Any, ...] = ()) -> str:
 
 
 def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
-    """A profiler configured like sglang's own decode capture profile (0.5.6-0.5.23
-    ``_init_profile_context_and_memory_record``): CPU plus the runner's device activity,
-    ``record_shapes=True``, no ``profile_memory`` (sglang records CUDA memory history separately,
-    which we do not). A device activity this torch cannot record is left out. The device is the
-    runner's (or its model runner's), else that of the first of ``hints`` (the call's arguments) that
-    has one."""
+    """A profiler configured like sglang's own decode capture profile (docs/DESIGN.md §1.2), for the device of
+    ``_device_type(runner, hints)`` when this torch can record it."""
     import torch
 
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -328,11 +319,8 @@ def _start(prof: Any) -> int:
 
 
 def _stop(prof: Any, runner: object, started_by: int) -> bool:
-    """Stop our profiler; True when its profile may be exported. Not when the capture ran a profiler of
-    its own in this thread: if that one ended our session, stopping and exporting ours crashed the process
-    inside Kineto (no session to save), so ours is left as it is; if it is still running, our stop ends
-    it and the profile is that one's, not ours. Either way one WARNING and nothing exported
-    (docs/DESIGN.md §1.2)."""
+    """Stop our profiler; True when its profile may be exported: not when a profiler the capture ran in this
+    thread ended our session or took it over (one WARNING; docs/DESIGN.md §1.2, "A profiler started inside ours")."""
     name = type(runner).__name__
     try:
         if not _recording_here():
@@ -355,12 +343,8 @@ def _flag_on_instance(runner: object) -> bool:
 
 
 def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draft_base: type | None = None) -> Wrapper:
-    """The wrapper for a capture method that profiles nothing itself: when our switch is on and
-    ``requested(runner)`` (sglang's ``--enable-profile-cuda-graph`` as the release reads it, or the
-    runner's ``enable_profile_cuda_graph`` attribute, default on, for user runners), run the method
-    inside ``capture_profiler(runner)`` and export that profile after it returns. Off: the method is
-    called straight away, nothing else. Outermost call per instance only (``super()`` chains, a
-    subclass wrapped too); a profiler already recording in this thread is left alone (DEBUG)."""
+    """The wrapper for a capture method that profiles nothing itself: profile mode (docs/DESIGN.md §1.2), on when
+    our switch is and ``requested(runner)`` (default: the runner's ``enable_profile_cuda_graph``, default on)."""
 
     def profile_capture(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -429,15 +413,10 @@ def _graph_count(runner: object, graphs: str | None) -> int | None:
 def profile_lazy_capture(
     requested: Callable[[object], bool], shape_of: ShapeOf | None = None, graphs: str | None = None
 ) -> Wrapper:
-    """The wrapper for a method that captures one graph for a new input shape, while serving: when our
-    switch is on and ``requested(runner)``, run it inside ``capture_profiler`` and a
-    ``record_function(lazy_label)`` range, and hand the stopped profile to the runner's one
-    ``lazy_trace.LazyTrace``, which re-publishes the file with every shape so far, off this thread.
-    ``graphs``: the runner's dict of graphs, for a method that returns early for a known shape (a call
-    that adds none is not kept). Off: a straight call. A profiler already recording in this thread:
-    ours does not start, the range is recorded in that one (DEBUG). Past the trace's limits: a straight
-    call. Nothing of ours raises into the caller (unless strict); the method's own exceptions pass
-    through, and nothing is kept for that call."""
+    """The wrapper for a method that captures one graph for a new input shape while serving: lazy profile mode
+    (docs/DESIGN.md §1.2, §5.1 "Lazy captures"). ``graphs``: the runner's dict of graphs, for a method that
+    returns early for a known shape (a call that adds none is not kept). Nothing of ours raises into the
+    caller (unless strict); the method's own exceptions pass through, and nothing is kept for that call."""
 
     def profile_each_capture(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]

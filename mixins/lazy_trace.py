@@ -1,11 +1,6 @@
 """One trace file per runner class and rank for runners that capture lazily, one CUDA graph per new input
-shape while serving (docs/DESIGN.md §5.1).
-
-Each lazy capture is profiled on its own (``capture_trace.profile_lazy_capture``) and handed to the
-runner's ``LazyTrace``, which keeps every shape's events and re-publishes the one file with all of them
-through the ordinary export (trust policy, staging, gzip, atomic rename), on one publisher thread per
-file. Bounded by ``MAX_SHAPES`` and ``MAX_EVENT_BYTES``; past either, later captures run unprofiled and
-the file says how many (``shapes_not_profiled``).
+shape while serving: each shape profiled on its own, the one file re-published with all of them through the
+ordinary export, within ``MAX_SHAPES`` and ``MAX_EVENT_BYTES`` (docs/DESIGN.md §5.1, "Lazy captures").
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""The CUDA memory snapshot of a profiled capture, one file per runner × rank beside its trace
-(docs/DESIGN.md §1.3).
-
-sglang's decode hooks call ``torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")``:
-one name in the working directory for every runner and rank. While our hook wrapper runs the hook
-(``redirected``), that function saves through ``save`` instead: into a private staging directory of
-the exporter's trust policy, published atomically as ``cuda_graph_memory-{Runner}{rank_tag}[-n].pickle``;
-sglang's log line names that file and the trace's metadata names it (``memory_snapshot``).
+"""The CUDA memory snapshot of a profiled capture, one file per runner × rank beside its trace, instead of
+sglang's one name in the working directory for every runner and rank (docs/DESIGN.md §1.3).
 """
 
 from __future__ import annotations

@@ -1,21 +1,5 @@
-"""Trace file names and rank discovery.
-
-Rank discovery order, per value (tp_rank, pp_rank, pp_size), first hit wins:
-
-1. the explicit argument;
-2. sglang's parallel state, only if sglang already imported it in this process and it is
-   initialised (``get_parallel()`` of sglang's runtime context, 0.5.14+, else its older parallel
-   state; names in ``mixins.sglang_targets``) — we never import sglang ourselves;
-3. the runner's own attributes: ``runner.<name>`` then ``runner.model_runner.<name>``;
-4. ``torch.distributed.get_rank()`` when a process group is initialised (tp_rank only);
-5. 0 for ranks, 1 for pp_size.
-
-Group sizes (``discover_sizes``: tp_size, dp_size, world_size) follow the same ladder, so ``check``
-can tell a missing rank from a group of one: explicit > sglang's parallel state > the runner, its
-``model_runner`` and that one's ``server_args`` > ``torch.distributed`` (world size; it stands for
-tp_size only when tp_rank came from ``torch.distributed`` too) > unknown (``None``), except that a
-process where nothing named a rank at all is rank 0 of 1.
-"""
+"""Trace file names, and rank and size discovery: which source wins for each value, and why sizes are recorded
+at all, is docs/DESIGN.md §1.1 ("Order of the sources"); we never import sglang ourselves."""
 
 from __future__ import annotations
 
@@ -201,7 +185,7 @@ class Sizes:
 
 
 def discover_sizes(runner: object, ranks: Ranks, *, tp_size: int | None = None) -> Sizes:
-    """tp_size/dp_size/world_size by the module's ladder; a tp_size not above tp_rank is not believed."""
+    """tp_size/dp_size/world_size in docs/DESIGN.md §1.1's order; a tp_size not above tp_rank is not believed."""
     world = _torch_dist("get_world_size")
     tp, source = None, None
     if tp_size is not None:

@@ -1,10 +1,6 @@
 """The output directory: who may control it, a private staging directory inside it, stale-temp sweeping.
 
-Trust policy (docs/DESIGN.md §2): write only into a directory no other user can rearrange — owned by us
-or root, not writable by others unless sticky — whose last component is no symbolic link another user
-owns; after the check, everything goes through the directory's descriptor. Each export stages in a 0700
-directory named ``.capture-trace-tmp.<pid>.<pidns>.<rand>.<host>``, removed later by a sweep when its
-process is gone. Never imports torch: the analyzer uses this module too.
+The trust policy and the sweep's rules: docs/DESIGN.md §2. Never imports torch: the analyzer uses this module too.
 """
 
 from __future__ import annotations
@@ -188,11 +184,8 @@ def refusal_of(path: Path) -> str | None:
 
 
 def fd_path(fd: int, fallback: Path) -> str:
-    """A path that names the directory open as ``fd`` itself (for writers that take only a path).
-
-    ``/proc/self/fd/N`` resolves through the descriptor, so renaming or replacing anything on the way
-    to the directory cannot redirect the writer. Without /proc, the directory's path (logged once).
-    """
+    """``/proc/self/fd/N``, which resolves through the descriptor (nothing renamed on the way can redirect a
+    writer that takes only a path); without /proc, the directory's path (logged once; docs/DESIGN.md §1)."""
     magic = f"/proc/self/fd/{fd}"
     try:
         if os.path.samestat(os.stat(magic), os.fstat(fd)):
@@ -408,10 +401,7 @@ def sweep(dir_fd: int, *, remove: bool = True, listing: bool = True, unsafe: str
 
     ``listing`` (``capture-trace ls`` and ``clean``): every name that parses, with sizes and, for those
     whose process is gone, why ``clean`` keeps them (``unsafe``: why nothing may be removed in this
-    directory at all, e.g. another user can rename in it). Without it (the exporter, docs/DESIGN.md §2):
-    only directories we could remove — this host and pid namespace, owned by us, a dead pid — checked
-    cheapest first, at most ``MAX_REMOVALS`` removed. Each entry is handled on its own: a name or a race
-    on one never stops the others. Removal itself re-checks :func:`not_our_staging` on its descriptor.
+    directory at all). Without it, the exporter's cheap sweep (docs/DESIGN.md §2, "Sweeping").
     """
     here = Here.now()
     ours = (f".{here.pid_namespace}.", f".{here.host}")  # the exporter's first, cheapest filter
