@@ -64,10 +64,6 @@ class _Publisher:
         self.trace.abandon()
 
 
-def _NO_RUNNER() -> object:
-    return None
-
-
 class LazyTrace:
     """The one file of one runner class and rank in one output directory, growing by a shape per capture."""
 
@@ -86,7 +82,7 @@ class LazyTrace:
         self._pending: list[Any] = []
         # the runner the metadata is read from, weakly: this trace lives as long as the process, and a
         # runner's CUDA graphs and memory pool must not (one not weak-referenceable is held)
-        self._runner: Callable[[], object] = _NO_RUNNER
+        self._runner: Callable[[], object] = lambda: None
         self._publisher: _Publisher | None = None
         self._current: StagedExport | None = None
         self._abandoned = False
@@ -111,7 +107,7 @@ class LazyTrace:
         with self._lock:
             first = self._refuse_locked()
         if first:
-            self._enqueue(None, None)
+            self.add(None, None)
 
     def _refuse_locked(self) -> bool:
         self._not_profiled += 1
@@ -131,12 +127,9 @@ class LazyTrace:
             self._admitted -= 1
 
     def add(self, prof: Any, runner: object) -> None:
-        """Queue a stopped profile of one shape; publish on the publisher thread (inline when the export
-        is synchronous: ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` or strict)."""
-        self._enqueue(prof, runner)
-
-    def _enqueue(self, prof: Any, runner: object) -> None:
-        """``prof`` None: publish again with the same shapes (the metadata changed)."""
+        """Queue a stopped profile of one shape (None: publish again with the same shapes, the metadata
+        changed); publish on the publisher thread (inline when the export is synchronous:
+        ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` or strict)."""
         with self._lock:
             self._pending.append(prof)
             if runner is not None:
@@ -267,11 +260,6 @@ class LazyTrace:
             current = self._current
         if current is not None:
             current.abandon()
-
-    def counts(self) -> tuple[int, int]:
-        """(shapes kept in the file, captures not profiled)."""
-        with self._lock:
-            return len(self._segments), self._not_profiled
 
 
 _traces: dict[tuple[str, str], LazyTrace] = {}
