@@ -126,38 +126,34 @@ def test_a_written_snapshot_opens_in_torchs_own_viewer(
 
 
 class _Hostile:
+    """Unpickled, it would run ``touch <marker>``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
     def __reduce__(self) -> tuple[Any, tuple[str]]:
-        return (os.system, (f"touch {_MARKER}",))
-
-
-_MARKER = "/nonexistent"
-
-
-def test_a_hostile_pickle_is_refused_in_one_line_and_never_runs(tmp_path: Path) -> None:
-    global _MARKER
-    _MARKER = str(tmp_path / "ran")
-    hostile = tmp_path / "cuda_graph_memory-Evil-TP-0.pickle"
-    hostile.write_bytes(pickle.dumps({"segments": [], "device_traces": [[_Hostile()]]}))
-    done = capture_trace("memory", str(hostile))
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.count("\n") == 1 and "refused to load posix.system" in done.stderr
-    assert not (tmp_path / "ran").exists()
+        return (os.system, (f"touch {self.marker}",))
 
 
 @pytest.mark.parametrize(
     ("payload", "why"),
     [
-        (b"not a pickle", "unreadable pickle"),
-        (pickle.dumps(["a list"]), "expected a dict with 'segments'"),
-        (pickle.dumps({"segments": [], "device_traces": []})[:-3], "unreadable pickle"),
-        (pickle.dumps({"segments": set()}, protocol=2), "refused to load __builtin__.set"),  # protocol 2 names the type
+        (lambda marker: pickle.dumps({"segments": [], "device_traces": [[_Hostile(marker)]]}),
+         "refused to load posix.system"),
+        (lambda marker: b"not a pickle", "unreadable pickle"),
+        (lambda marker: pickle.dumps(["a list"]), "expected a dict with 'segments'"),
+        (lambda marker: pickle.dumps({"segments": [], "device_traces": []})[:-3], "unreadable pickle"),
+        # protocol 2 names the type
+        (lambda marker: pickle.dumps({"segments": set()}, protocol=2), "refused to load __builtin__.set"),
     ],
 )
-def test_other_bad_snapshots_are_one_line_exit_2(tmp_path: Path, payload: bytes, why: str) -> None:
-    path = tmp_path / "x.pickle"
-    path.write_bytes(payload)
+def test_bad_snapshots_are_one_line_exit_2_and_never_run(tmp_path: Path, payload: Any, why: str) -> None:
+    """A pickle that names a global (a hostile one: ``os.system``) is refused before it runs."""
+    path = tmp_path / "cuda_graph_memory-Evil-TP-0.pickle"
+    path.write_bytes(payload(tmp_path / "ran"))
     done = capture_trace("memory", str(path))
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and why in done.stderr, done.stderr
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1 and why in done.stderr, done
+    assert not (tmp_path / "ran").exists()
 
 
 def test_memory_per_shape_from_the_trace_beside_the_snapshot(
