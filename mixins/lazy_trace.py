@@ -263,23 +263,19 @@ class LazyTrace:
 
 
 _traces: dict[tuple[str, str], LazyTrace] = {}
-_traces_pid = os.getpid()
 _traces_lock = threading.Lock()
+os.register_at_fork(after_in_child=_traces.clear)  # a forked child starts its own
 
 
 def trace_for(runner: object, runner_name: str) -> LazyTrace:
     """The one LazyTrace of this runner name, ranks and output directory in this process (a forked child
     starts its own); its file name is reserved when it is first asked for."""
-    global _traces_pid
     name = validate_runner_name(runner_name)
     ranks = discover_ranks(runner)
     directory = trace_dir(settings.profiler_dir())
     stem = trace_stem(name, ranks)
     key = (os.path.realpath(directory), stem)
     with _traces_lock:
-        if _traces_pid != os.getpid():
-            _traces.clear()
-            _traces_pid = os.getpid()
         trace = _traces.get(key)
         if trace is None:
             final, index = capture_numbers.reserve(directory, stem)

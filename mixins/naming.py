@@ -217,14 +217,11 @@ class _CaptureNumbers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str], int] = {}
-        self._pid = os.getpid()
+        os.register_at_fork(after_in_child=self._counts.clear)  # a forked child starts its own numbering
 
     def reserve(self, directory: Path, stem: str) -> tuple[Path, int]:
         key = (os.path.realpath(directory), stem)
         with self._lock:
-            if self._pid != os.getpid():  # a forked child starts its own numbering
-                self._counts.clear()
-                self._pid = os.getpid()
             index = self._counts.get(key, 0) + 1
             self._counts[key] = index
         suffix = "" if index == 1 else f"-{index}"
