@@ -312,10 +312,11 @@ class ProfilerTakenError(RuntimeError):
     """Another profiler started inside the capture ended or took over the one Kineto session ours had."""
 
 
-def _start(prof: Any) -> int:
-    """Start our profiler; the wall-clock time by which its Kineto session had started."""
+def _start(runner: object, hints: tuple[Any, ...] = ()) -> tuple[Any, int]:
+    """Our profiler for ``runner``, started, and the wall-clock time by which its Kineto session had started."""
+    prof = capture_profiler(runner, hints)
     prof.start()
-    return time.time_ns()
+    return prof, time.time_ns()
 
 
 def _stop(prof: Any, runner: object, started_by: int) -> bool:
@@ -364,8 +365,7 @@ def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draf
                     )
                     return call(*args, **kwargs)
                 try:
-                    prof = capture_profiler(instance)
-                    started_by = _start(prof)
+                    prof, started_by = _start(instance)
                 except Exception as exc:  # a debugging aid never stops the capture
                     report_failure(type(instance).__name__, None, exc)
                     return call(*args, **kwargs)
@@ -480,8 +480,7 @@ def _profile_shape(
                 report_failure(name, trace.final, exc)
         return result
     try:
-        prof = capture_profiler(instance, (*args, *kwargs.values()))
-        started_by = _start(prof)
+        prof, started_by = _start(instance, (*args, *kwargs.values()))
         before = _graph_count(instance, graphs)
     except Exception as exc:
         trace.release()

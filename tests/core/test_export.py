@@ -229,26 +229,11 @@ SGLANG_PROGRESS = "Capture cuda graph begin."
 SAVED = "CUDA graph capture trace saved to: "
 
 
-def _sglang_logged_export(tmp_path: Path, *args: str) -> str:
-    done = subprocess.run(
-        child("sglang_logging_export", *args), capture_output=True, text=True, timeout=300,
-        env=export_env(tmp_path, SGLANG_CAPTURE_TRACE_BACKGROUND="0"),
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def test_saved_line_shows_in_a_default_sglang_log(tmp_path: Path) -> None:
-    """sglang's own configuration (basicConfig on the root at --log-level info): its capture-progress
-    line and ours both in the server's log."""
-    out = _sglang_logged_export(tmp_path, "default")
-    assert SGLANG_PROGRESS in out and SAVED in out, out
-    assert re.search(r"^\[[0-9-]+ [0-9:,]+ TP0\] " + re.escape(SAVED), out, re.M), out
-
-
-def test_saved_line_follows_sglang_into_a_users_logging_config(tmp_path: Path) -> None:
-    """SGLANG_LOGGING_CONFIG_PATH routing the ``sglang`` logger to a handler of its own: the line goes where
-    sglang's capture lines go (dictConfig disables loggers outside the tree it names)."""
+@pytest.mark.parametrize(("mode", "prefix"), [("default", r"\[[0-9-]+ [0-9:,]+ TP0\] "), ("dict", "sglang-log ")])
+def test_saved_line_goes_where_sglangs_capture_lines_go(tmp_path: Path, mode: str, prefix: str) -> None:
+    """``default``: sglang's own configuration (basicConfig on the root at --log-level info); ``dict``:
+    SGLANG_LOGGING_CONFIG_PATH routing the ``sglang`` logger to a handler of its own (dictConfig disables
+    loggers outside the tree it names). Either way its capture-progress line and ours in the server's log."""
     config = tmp_path / "logging.json"
     config.write_text(json.dumps({
         "version": 1,
@@ -256,5 +241,8 @@ def test_saved_line_follows_sglang_into_a_users_logging_config(tmp_path: Path) -
         "handlers": {"out": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}},
         "loggers": {"sglang": {"handlers": ["out"], "level": "INFO", "propagate": False}},
     }))
-    out = _sglang_logged_export(tmp_path, "dict", str(config))
-    assert f"sglang-log {SGLANG_PROGRESS}" in out and f"sglang-log {SAVED}" in out, out
+    done = subprocess.run(child("sglang_logging_export", mode, str(config)), capture_output=True, text=True,
+                          timeout=300, env=export_env(tmp_path, SGLANG_CAPTURE_TRACE_BACKGROUND="0"))
+    assert done.returncode == 0, done.stderr
+    for line in (SGLANG_PROGRESS, SAVED):
+        assert re.search("^" + prefix + re.escape(line), done.stdout, re.M), done.stdout
