@@ -248,11 +248,7 @@ def _device_type(runner: object, hints: tuple[Any, ...] = ()) -> str:
             device = None
         if device is not None:
             return str(getattr(device, "type", device)).split(":")[0]
-    torch = sys.modules.get("torch")
-    try:
-        return "cuda" if torch is not None and torch.cuda.is_initialized() else "cpu"
-    except Exception:
-        return "cpu"
+    return "cuda" if _torch_says(lambda torch: torch.cuda.is_initialized()) else "cpu"
 
 
 def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
@@ -274,25 +270,25 @@ def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
 _ONE_PROFILER = threading.Lock()
 
 
-def _recording_here() -> bool:
-    """Whether a profiler records this thread (a range opened here lands in its profile)."""
+def _torch_says(ask: Callable[[Any], Any]) -> bool:
+    """``ask(torch)`` when torch is imported (never importing it); False when it is not, or ``ask`` raises."""
     torch = sys.modules.get("torch")
     try:
-        return torch is not None and bool(torch.autograd._profiler_enabled())
+        return torch is not None and bool(ask(torch))
     except Exception:
         return False
+
+
+def _recording_here() -> bool:
+    """Whether a profiler records this thread (a range opened here lands in its profile)."""
+    return _torch_says(lambda torch: torch.autograd._profiler_enabled())
 
 
 def profiler_active() -> bool:
     """Whether a torch profiler is already recording: in this thread, or in another (the process-wide flag
     torch's profilers set) — sglang's, the user's, or ours on another capture."""
-    if _recording_here():
-        return True
-    torch = sys.modules.get("torch")
-    try:
-        return torch is not None and bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
-    except Exception:
-        return False
+    return _recording_here() or _torch_says(
+        lambda torch: getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
 
 
 @contextmanager
