@@ -511,7 +511,6 @@ class _Options:
     shape_unit: str = BS
 
     def __post_init__(self) -> None:
-        """Bad options fail where they are written."""
         if self.profile is not None and (not isinstance(self.profile, str) or not self.profile.isidentifier()):
             raise TypeError(f"profile= names the method to profile (e.g. 'capture'), got {self.profile!r}")
         label_shape_in(self.shape_unit)  # ValueError naming the units
@@ -600,7 +599,7 @@ def with_capture_trace(
     named ``Draft{Name}`` when ``self.model_runner.is_draft_worker`` is truthy.
     """
 
-    _Options(hook, shape_method, None, profile, shape_unit)
+    _Options(hook, shape_method, None, profile, shape_unit)  # bad options fail where they are written
 
     def decorate(klass: Any) -> Any:
         if not isinstance(klass, type):

@@ -271,19 +271,14 @@ def test_a_profiler_directory_that_is_not_utf8_gives_traces_the_analyzer_reads(
 
 def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
-    old = os.umask(0o077)
-    try:
-        path = export_mm("Private")
-    finally:
-        os.umask(old)
-    assert path is not None
-    assert os.stat(path).st_mode & 0o777 == 0o600 and os.stat(trace_env).st_mode & 0o777 == 0o700
-    os.umask(0o022)
-    try:
-        path = export_mm("Shared")
-    finally:
-        os.umask(old)
-    assert path is not None and os.stat(path).st_mode & 0o777 == 0o644
+    for umask, mode, runner in ((0o077, 0o600, "Private"), (0o022, 0o644, "Shared")):
+        old = os.umask(umask)
+        try:
+            path = export_mm(runner)
+        finally:
+            os.umask(old)
+        assert path is not None and os.stat(path).st_mode & 0o777 == mode
+    assert os.stat(trace_env).st_mode & 0o777 == 0o700  # made under umask 077
 
 
 def test_umask_000_creates_directories_no_other_user_can_write(tmp_path: Path) -> None:
