@@ -88,9 +88,8 @@ def _umask() -> int:
 
 
 def make_dirs(path: Path) -> None:
-    """``mkdir -p`` with ``DIR_MODE`` minus the umask on every directory we create, whatever the umask
-    (000 made them 0777) or a default ACL says: each new one is opened without following links and
-    ``fchmod``-ed. Existing directories are left as they are; the trust check judges the last one."""
+    """``mkdir -p`` with ``DIR_MODE`` minus the umask on every directory we create, whatever the umask or a default
+    ACL says (docs/DESIGN.md §2, "Directories we create"); the trust check judges the last one."""
     mode = DIR_MODE & ~_umask()
     missing = []
     for candidate in (path, *path.parents):
