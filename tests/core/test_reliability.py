@@ -86,21 +86,27 @@ def _dead_process_staging(directory: Path) -> str:
     return done.stdout.strip()
 
 
-def test_sweep_removes_only_our_dead_processes_temps(trace_env: Path) -> None:
-    dead = _dead_process_staging(trace_env)
-    parsed = StagingName.parse(dead)
+def test_the_sweep_removes_our_dead_processes_staging_only_and_a_bounded_number_per_export(trace_env: Path) -> None:
+    """Only this host's, this pid namespace's, a dead pid's and this user's; at most MAX_REMOVALS per export, and
+    an unparseable name (pid > 2**31) stops nothing; the next export removes the rest."""
+    parsed = StagingName.parse(_dead_process_staging(trace_env))
     assert parsed is not None
-    host = parsed.host
-    alive = f"{STAGING_PREFIX}{os.getppid()}.{parsed.pid_namespace}.0a1b2c3d.{host}"
-    other_host = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}.0a1b2c3d.elsewhere.example"
-    other_namespace = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace + 1}.0a1b2c3d.{host}"
-    not_ours = _dead_process_staging(trace_env)
-    os.chown(trace_env / not_ours, 65534, 65534)
-    for name in (alive, other_host, other_namespace):
+    prefix, host = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}", parsed.host
+    kept = [
+        f"{STAGING_PREFIX}{os.getppid()}.{parsed.pid_namespace}.0a1b2c3d.{host}",  # alive
+        f"{prefix}.0a1b2c3d.elsewhere.example",
+        f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace + 1}.0a1b2c3d.{host}",
+        f"{STAGING_PREFIX}99999999999.{parsed.pid_namespace}.0a1b2c3d.{host}",
+        _dead_process_staging(trace_env),  # made another user's below
+    ]
+    os.chown(trace_env / kept[-1], 65534, 65534)
+    for name in [*kept[:-1], *(f"{prefix}.{i:08x}.{host}" for i in range(MAX_REMOVALS + 3))]:
         (trace_env / name).mkdir(mode=0o700)
-
-    path = exported_trace("Sweeper")
-    assert sorted(os.listdir(trace_env)) == sorted([path.name, alive, other_host, other_namespace, not_ours])
+    first = exported_trace("Sweeper")
+    assert load_trace(first)
+    assert len(_staging_dirs(trace_env)) == len(kept) + 3 + 1  # the leave_staging one counts among the dead
+    second = exported_trace("Sweeper", tp_rank=1)
+    assert sorted(os.listdir(trace_env)) == sorted([first.name, second.name, *kept])
 
 
 @pytest.mark.parametrize("name", [
@@ -119,23 +125,6 @@ def test_staging_names_out_of_range_are_not_ours(name: str) -> None:
     """Every field of a staging name is bounded; a name we could not have written is no staging name."""
     here = output_dir.Here.now()
     assert StagingName.parse(name.format(ns=here.pid_namespace, host=here.host)) is None
-
-
-def test_one_export_removes_a_bounded_number_of_dead_staging_directories(trace_env: Path) -> None:
-    """The sweep runs after publishing, removes at most MAX_REMOVALS per export, and an unparseable
-    name (pid > 2**31) stops nothing; the next export removes the rest."""
-    parsed = StagingName.parse(_dead_process_staging(trace_env))
-    assert parsed is not None
-    prefix = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}"
-    dead = [f"{prefix}.{i:08x}.{parsed.host}" for i in range(MAX_REMOVALS + 3)]
-    overflow = f"{STAGING_PREFIX}99999999999.{parsed.pid_namespace}.0a1b2c3d.{parsed.host}"
-    for name in [*dead, overflow]:
-        (trace_env / name).mkdir(mode=0o700)
-    path = exported_trace("Bounded")
-    assert load_trace(path)
-    assert len(_staging_dirs(trace_env)) == 1 + 3 + 1  # the leave_staging one counts among the dead
-    path = exported_trace("Bounded", tp_rank=1)
-    assert _staging_dirs(trace_env) == [overflow]
 
 
 def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
