@@ -148,9 +148,15 @@ def test_file_size_limit_efbig_leaves_no_file_and_warns(tmp_path: Path, backgrou
         assert "returned None" in done.stdout
 
 
-def test_background_export_completes_before_interpreter_exit(tmp_path: Path) -> None:
-    """The child exits at once: the exit hook must wait for the compression thread."""
-    done = run_case("export_then_exit", env=export_env(tmp_path))
+@pytest.mark.parametrize("exit_timeout", [None, "inf"])
+def test_background_export_completes_before_interpreter_exit(tmp_path: Path, exit_timeout: str | None) -> None:
+    """The child exits at once: the exit hook must wait for the compression thread. ``EXIT_TIMEOUT=inf`` made
+    threading._shutdown raise OverflowError (file lost, staging left): one WARNING, and the default applies."""
+    timeout = {} if exit_timeout is None else {"SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT": exit_timeout}
+    done = run_case("export_then_exit", env=export_env(tmp_path, **timeout))
+    assert "Traceback" not in done.stderr, done.stderr
+    warned = done.stderr.count("Invalid value 'inf' for SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT")
+    assert warned == (0 if exit_timeout is None else 1), done.stderr
     path = Path(done.stdout.strip())
     assert len(op_shapes(load_trace(path))) == 2000
     assert _names(path.parent) == [path.name]
