@@ -123,18 +123,15 @@ def redirected(runner: object, runner_name: Callable[[], str]) -> Iterator[Calla
     with suppress(TypeError), _saved_lock:
         _saved.pop(runner, None)  # a trace names only the snapshot of its own hook call
 
+    def dump_snapshot(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        saved.append(save(runner, runner_name(), wrapped))
+
     def wrap(hook: Callable[..., Any]) -> Any:
         for name in _MEMORY_MODULES:
             # only where torch has one (torch 2.7's torch.xpu.memory has none: wrapt would raise at the call)
             if callable(getattr(sys.modules.get(name), "_dump_snapshot", None)):
-                hook = wrapt.transient_function_wrapper(name, "_dump_snapshot")(_replacement(name))(hook)
+                hook = wrapt.transient_function_wrapper(name, "_dump_snapshot")(dump_snapshot)(hook)
         return hook
-
-    def _replacement(module: str) -> Callable[..., None]:
-        def dump_snapshot(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            saved.append(save(runner, runner_name(), lambda path: wrapped(path)))
-
-        return dump_snapshot
 
     hook_logger = _module_logger(runner)
     log_filter = _NamesTheSnapshot(saved)
