@@ -168,14 +168,9 @@ def shape_label(
     unit: str = BS,
 ) -> str | None:
     """``capture::{unit}={size}[,variant=..][,stream=..][,attention=..][,name=value..]`` from the call's own
-    arguments (never from counting calls, so repeated and multi-variant captures of one size stay right).
-    ``unit`` is what the size counts (``formats.SHAPE_UNITS``).
-
-    After the size, every scalar argument (str, int, float, bool) whose value is not its default is
-    labelled: sglang's ``variant_label``, ``stream_idx`` and ``attention_variant`` under their short
-    names (``sglang_targets.SHAPE_LABEL_NAMES``), in that order, then any other under its own name — so
-    two captures that differ in any such argument get different labels.
-    """
+    arguments, never from counting calls (repeated and multi-variant captures of one size stay right): after
+    the size, every scalar argument not at its default, sglang's under their short names first
+    (``sglang_targets.SHAPE_LABEL_NAMES``), so captures that differ in any such argument differ in label."""
     bound = _bind(function, instance, args, kwargs)
     if bound is None:
         return None
@@ -253,20 +248,12 @@ def _device_type(runner: object, hints: tuple[Any, ...] = ()) -> str:
             device = None
         if device is not None:
             return str(getattr(device, "type", device)).split(":")[0]
-    torch = sys.modules.get("torch")
-    try:
-        return "cuda" if torch is not None and torch.cuda.is_initialized() else "cpu"
-    except Exception:
-        return "cpu"
+    return "cuda" if _torch_says(lambda torch: torch.cuda.is_initialized()) else "cpu"
 
 
 def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
-    """A profiler configured like sglang's own decode capture profile (0.5.6-0.5.23
-    ``_init_profile_context_and_memory_record``): CPU plus the runner's device activity,
-    ``record_shapes=True``, no ``profile_memory`` (sglang records CUDA memory history separately,
-    which we do not). A device activity this torch cannot record is left out. The device is the
-    runner's (or its model runner's), else that of the first of ``hints`` (the call's arguments) that
-    has one."""
+    """A profiler configured like sglang's own decode capture profile (docs/DESIGN.md §1.2), for the device of
+    ``_device_type(runner, hints)`` when this torch can record it."""
     import torch
 
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -283,25 +270,25 @@ def capture_profiler(runner: object, hints: tuple[Any, ...] = ()) -> Any:
 _ONE_PROFILER = threading.Lock()
 
 
-def _recording_here() -> bool:
-    """Whether a profiler records this thread (a range opened here lands in its profile)."""
+def _torch_says(ask: Callable[[Any], Any]) -> bool:
+    """``ask(torch)`` when torch is imported (never importing it); False when it is not, or ``ask`` raises."""
     torch = sys.modules.get("torch")
     try:
-        return torch is not None and bool(torch.autograd._profiler_enabled())
+        return torch is not None and bool(ask(torch))
     except Exception:
         return False
+
+
+def _recording_here() -> bool:
+    """Whether a profiler records this thread (a range opened here lands in its profile)."""
+    return _torch_says(lambda torch: torch.autograd._profiler_enabled())
 
 
 def profiler_active() -> bool:
     """Whether a torch profiler is already recording: in this thread, or in another (the process-wide flag
     torch's profilers set) — sglang's, the user's, or ours on another capture."""
-    if _recording_here():
-        return True
-    torch = sys.modules.get("torch")
-    try:
-        return torch is not None and bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
-    except Exception:
-        return False
+    return _recording_here() or _torch_says(
+        lambda torch: getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
 
 
 @contextmanager
@@ -321,18 +308,16 @@ class ProfilerTakenError(RuntimeError):
     """Another profiler started inside the capture ended or took over the one Kineto session ours had."""
 
 
-def _start(prof: Any) -> int:
-    """Start our profiler; the wall-clock time by which its Kineto session had started."""
+def _start(runner: object, hints: tuple[Any, ...] = ()) -> tuple[Any, int]:
+    """Our profiler for ``runner``, started, and the wall-clock time by which its Kineto session had started."""
+    prof = capture_profiler(runner, hints)
     prof.start()
-    return time.time_ns()
+    return prof, time.time_ns()
 
 
 def _stop(prof: Any, runner: object, started_by: int) -> bool:
-    """Stop our profiler; True when its profile may be exported. Not when the capture ran a profiler of
-    its own in this thread: if that one ended our session, stopping and exporting ours crashed the process
-    inside Kineto (no session to save), so ours is left as it is; if it is still running, our stop ends
-    it and the profile is that one's, not ours. Either way one WARNING and nothing exported
-    (docs/DESIGN.md §1.2)."""
+    """Stop our profiler; True when its profile may be exported: not when a profiler the capture ran in this
+    thread ended our session or took it over (one WARNING; docs/DESIGN.md §1.2, "A profiler started inside ours")."""
     name = type(runner).__name__
     try:
         if not _recording_here():
@@ -355,12 +340,8 @@ def _flag_on_instance(runner: object) -> bool:
 
 
 def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draft_base: type | None = None) -> Wrapper:
-    """The wrapper for a capture method that profiles nothing itself: when our switch is on and
-    ``requested(runner)`` (sglang's ``--enable-profile-cuda-graph`` as the release reads it, or the
-    runner's ``enable_profile_cuda_graph`` attribute, default on, for user runners), run the method
-    inside ``capture_profiler(runner)`` and export that profile after it returns. Off: the method is
-    called straight away, nothing else. Outermost call per instance only (``super()`` chains, a
-    subclass wrapped too); a profiler already recording in this thread is left alone (DEBUG)."""
+    """The wrapper for a capture method that profiles nothing itself: profile mode (docs/DESIGN.md §1.2), on when
+    our switch is and ``requested(runner)`` (default: the runner's ``enable_profile_cuda_graph``, default on)."""
 
     def profile_capture(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -380,8 +361,7 @@ def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draf
                     )
                     return call(*args, **kwargs)
                 try:
-                    prof = capture_profiler(instance)
-                    started_by = _start(prof)
+                    prof, started_by = _start(instance)
                 except Exception as exc:  # a debugging aid never stops the capture
                     report_failure(type(instance).__name__, None, exc)
                     return call(*args, **kwargs)
@@ -429,15 +409,10 @@ def _graph_count(runner: object, graphs: str | None) -> int | None:
 def profile_lazy_capture(
     requested: Callable[[object], bool], shape_of: ShapeOf | None = None, graphs: str | None = None
 ) -> Wrapper:
-    """The wrapper for a method that captures one graph for a new input shape, while serving: when our
-    switch is on and ``requested(runner)``, run it inside ``capture_profiler`` and a
-    ``record_function(lazy_label)`` range, and hand the stopped profile to the runner's one
-    ``lazy_trace.LazyTrace``, which re-publishes the file with every shape so far, off this thread.
-    ``graphs``: the runner's dict of graphs, for a method that returns early for a known shape (a call
-    that adds none is not kept). Off: a straight call. A profiler already recording in this thread:
-    ours does not start, the range is recorded in that one (DEBUG). Past the trace's limits: a straight
-    call. Nothing of ours raises into the caller (unless strict); the method's own exceptions pass
-    through, and nothing is kept for that call."""
+    """The wrapper for a method that captures one graph for a new input shape while serving: lazy profile mode
+    (docs/DESIGN.md §1.2, §5.1 "Lazy captures"). ``graphs``: the runner's dict of graphs, for a method that
+    returns early for a known shape (a call that adds none is not kept). Nothing of ours raises into the
+    caller (unless strict); the method's own exceptions pass through, and nothing is kept for that call."""
 
     def profile_each_capture(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -501,8 +476,7 @@ def _profile_shape(
                 report_failure(name, trace.final, exc)
         return result
     try:
-        prof = capture_profiler(instance, (*args, *kwargs.values()))
-        started_by = _start(prof)
+        prof, started_by = _start(instance, (*args, *kwargs.values()))
         before = _graph_count(instance, graphs)
     except Exception as exc:
         trace.release()
@@ -536,6 +510,11 @@ class _Options:
     profile: str | None = None
     shape_unit: str = BS
 
+    def __post_init__(self) -> None:
+        if self.profile is not None and (not isinstance(self.profile, str) or not self.profile.isidentifier()):
+            raise TypeError(f"profile= names the method to profile (e.g. 'capture'), got {self.profile!r}")
+        label_shape_in(self.shape_unit)  # ValueError naming the units
+
 
 def _has_method(cls: type, name: str) -> bool:
     """Whether ``cls`` has ``name`` to wrap. A staticmethod is refused: called with no runner, it cannot
@@ -564,15 +543,6 @@ def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
             wrap_method(cls, name, label_shape_in(options.shape_unit), tag=tag)
         elif required and options.shape_method != AUTO:
             raise TypeError(f"{cls.__qualname__} has no per-shape method {name!r} to label")
-
-
-def _options(
-    hook: str, shape_method: str | None, draft_base: type | None, profile: str | None, shape_unit: str
-) -> _Options:
-    if profile is not None and (not isinstance(profile, str) or not profile.isidentifier()):
-        raise TypeError(f"profile= names the method to profile (e.g. 'capture'), got {profile!r}")
-    label_shape_in(shape_unit)  # ValueError naming the units
-    return _Options(hook=hook, shape_method=shape_method, draft_base=draft_base, profile=profile, shape_unit=shape_unit)
 
 
 def _follow_subclasses(cls: type, options: _Options) -> None:
@@ -629,7 +599,7 @@ def with_capture_trace(
     named ``Draft{Name}`` when ``self.model_runner.is_draft_worker`` is truthy.
     """
 
-    _options(hook, shape_method, None, profile, shape_unit)  # bad options fail where they are written
+    _Options(hook, shape_method, None, profile, shape_unit)  # bad options fail where they are written
 
     def decorate(klass: Any) -> Any:
         if not isinstance(klass, type):
@@ -637,7 +607,7 @@ def with_capture_trace(
         base = klass if draft_base is True else (draft_base or None)
         if base is not None and not isinstance(base, type):
             raise TypeError(f"with_capture_trace(draft_base=...) expects True, False or a class, got {draft_base!r}")
-        options = _options(hook, shape_method, base, profile, shape_unit)
+        options = _Options(hook, shape_method, base, profile, shape_unit)
         _apply(klass, options, DECORATOR_TAG, required=True)
         _follow_subclasses(klass, options)
         return klass
@@ -661,7 +631,7 @@ class CaptureTraceMixin:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        options = _options(
+        options = _Options(
             cls.capture_trace_hook,
             cls.capture_trace_shape_method,
             cls if vars(cls).get("capture_trace_draft_base", False) else None,

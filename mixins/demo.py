@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -169,15 +170,11 @@ def _written(directory: Path) -> dict[str, tuple[int, int]]:
         return {}
 
 
-def _count_events(path: Path) -> tuple[int, dict[str, int]]:
+def _count_events(path: Path) -> tuple[int, Counter[str]]:
     with gzip.open(path, "rt") as handle:
         events = json.load(handle)["traceEvents"]
-    by_cat: dict[str, int] = {}
-    for event in events:
-        cat = event.get("cat")
-        if cat in ("kernel", "cuda_runtime", "cpu_op", "user_annotation"):
-            by_cat[cat] = by_cat.get(cat, 0) + 1
-    return len(events), by_cat
+    shown = ("kernel", "cuda_runtime", "cpu_op", "user_annotation")
+    return len(events), Counter(cat for event in events if (cat := event.get("cat")) in shown)
 
 
 def _command(args: argparse.Namespace) -> int:

@@ -1,11 +1,8 @@
 """Write a ``torch.profiler`` profile as a gzip Chrome/Perfetto trace: fast, atomic, never fatal, safe as root.
 
 Not ``prof.export_chrome_trace("x.json.gz")``: torch gzips line by line at level 9 (22 s for a 487k-event
-capture) and Kineto swallows write errors. The flow (docs/DESIGN.md §1–2): the trusted output directory
-held by descriptor; a private 0700 staging directory in it; Kineto's plain JSON there (the only part that
-blocks the caller); then, on a background thread, zlib in 1 MiB chunks with our metadata as the first key,
-a completeness check, fsync, ``rename`` by descriptor, fsync of the directory, and a sweep of dead
-processes' staging directories. On any failure the staging directory goes and one WARNING is logged.
+capture) and Kineto swallows write errors. The flow, staged by descriptor and compressed off the caller's
+thread, and the failure policy: docs/DESIGN.md §1–2.
 """
 
 from __future__ import annotations
@@ -198,22 +195,21 @@ class StagedExport:
         """Kineto's JSON of ``prof`` into the staging directory; on failure the job is closed. ``abandon``
         during the write removes the staging directory (the writer's descriptors stay open until it
         returns), so a write cut short at exit leaves nothing."""
-        with self._lock:
-            if self._abandoned:
-                raise _Abandoned
-            self._writing = True
         try:
+            self._mark_writing(True)
             kineto.write_json(prof, self.kineto_path)
-            with self._lock:
-                if self._abandoned:
-                    raise _Abandoned
+            self._mark_writing(False)
         except BaseException:
             with self._lock:
                 self._writing = False
             self.close()
             raise
+
+    def _mark_writing(self, writing: bool) -> None:
         with self._lock:
-            self._writing = False
+            if self._abandoned:
+                raise _Abandoned
+            self._writing = writing
 
     def read_kineto(self, limit: int) -> bytes | None:
         """Kineto's staged JSON, read back by descriptor without following links; None when it is longer
@@ -343,10 +339,8 @@ class StagedExport:
         raise refused
 
     def abandon(self) -> None:
-        """At exit, past the timeout: remove our staging directory; the thread will not publish. During
-        Kineto's write the directory is removed under it (a write into a removed directory creates
-        nothing) and the writer's descriptors stay open: a descriptor number closed under a writer that
-        names it by ``/proc/self/fd/N`` could be reused for another directory."""
+        """At exit, past the timeout: remove our staging directory; the thread will not publish. During Kineto's
+        write, under the writer, whose descriptors stay open (docs/DESIGN.md §1, "Bookkeeping and exit")."""
         if self._lock.acquire(timeout=_ABANDON_WAIT_S):
             try:
                 self._abandoned = True
@@ -405,9 +399,8 @@ _HEAD_BYTES = 64 << 10
 
 
 def existing_metadata(dir_fd: int, name: str) -> tuple[dict[str, Any], float] | None:
-    """The ``capture_trace`` object and mtime of the trace at ``name``, when it is one this user wrote: a
-    regular file of ours with one link, opened without following links or blocking, its first 64 KiB
-    inflated to at most 64 KiB. None for anything else; never raises."""
+    """The ``capture_trace`` object and mtime of the trace at ``name``, read bounded when it is a regular file
+    of ours with one link (docs/DESIGN.md §2, "Two live processes"); None for anything else; never raises."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except (OSError, ValueError):
@@ -440,11 +433,8 @@ def _process_start(pid: int) -> float | None:
 
 
 def live_writer(dir_fd: int, name: str) -> int | None:
-    """The pid of another process of this host, still running, that wrote the trace at ``name``.
-
-    "Still running" is checked against pid reuse: the process must have started before the file was
-    last written (docs/DESIGN.md §2). A file of a process that has exited (an earlier run) gives None.
-    """
+    """The pid of another process of this host, still running (not a reused pid: docs/DESIGN.md §2), that
+    wrote the trace at ``name``; None for an earlier run's file."""
     found = existing_metadata(dir_fd, name)
     if found is None:
         return None
@@ -526,9 +516,7 @@ class _Background:
         self._lock = threading.Lock()
         self._running: list[tuple[threading.Thread, Job]] = []
         self._exit_hook_pid: int | None = None
-        # A forked child has none of its parent's threads: it must not wait at its exit for exports it can
-        # never see finish (the whole exit timeout, 300 s by default). A fresh lock too: the parent's may
-        # have been held by another thread at the fork.
+        # a forked child forgets its parent's exports, with a fresh lock (docs/DESIGN.md §2, "Forks and threads")
         os.register_at_fork(after_in_child=self._forget_the_parents)
 
     def _forget_the_parents(self) -> None:
@@ -590,14 +578,11 @@ class _Background:
             running = list(self._running)
         for thread, job in running:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if exports_only:
-                if thread.is_alive():  # a thread that died without finishing will never set it
-                    job.finished.wait(remaining)
-            else:
+            if not exports_only:
                 thread.join(remaining)
-        if exports_only:
-            return all(job.finished.is_set() or not thread.is_alive() for thread, job in running)
-        return not any(t.is_alive() for t, _ in running)
+            elif thread.is_alive():  # a thread that died without finishing will never set it
+                job.finished.wait(remaining)
+        return all(not t.is_alive() or (exports_only and j.finished.is_set()) for t, j in running)
 
 
 _background = _Background()

@@ -106,13 +106,11 @@ _TAIL_SEARCH = 64 << 10
 
 
 def split_trace(data: bytes) -> tuple[bytes, bytes, bytes]:
-    """Kineto's JSON as (everything through ``"traceEvents": [``, the events, the rest from the ``]``
-    that closes them): the events of several profiles of one process can then be joined under one head
-    (their timestamps share Kineto's per-process base time). Raises IncompleteTraceError for any other
-    layout: the closing ``]`` is looked for in the last 64 KiB only, and must be followed by keys with
-    scalar or string-list values, ``traceName`` among them, and preceded by an event's ``}``. Checked
-    against real Kineto output by ``tests/core/test_lazy_trace.py`` (the events split off parse to the
-    trace's ``traceEvents``)."""
+    """Kineto's JSON as (everything through ``"traceEvents": [``, the events, the rest from the ``]`` that
+    closes them), to join the events of several profiles of one process under one head (docs/DESIGN.md §5.1).
+    IncompleteTraceError for any other layout: the closing ``]`` is looked for in the last 64 KiB only, and
+    must be followed by keys with scalar or string-list values, ``traceName`` among them, and preceded by an
+    event's ``}``."""
     opened = _EVENTS_OPEN.search(data)
     if opened is None:
         raise IncompleteTraceError("Kineto's JSON has no traceEvents array")

@@ -1,11 +1,6 @@
 """One trace file per runner class and rank for runners that capture lazily, one CUDA graph per new input
-shape while serving (docs/DESIGN.md §5.1).
-
-Each lazy capture is profiled on its own (``capture_trace.profile_lazy_capture``) and handed to the
-runner's ``LazyTrace``, which keeps every shape's events and re-publishes the one file with all of them
-through the ordinary export (trust policy, staging, gzip, atomic rename), on one publisher thread per
-file. Bounded by ``MAX_SHAPES`` and ``MAX_EVENT_BYTES``; past either, later captures run unprofiled and
-the file says how many (``shapes_not_profiled``).
+shape while serving: each shape profiled on its own, the one file re-published with all of them through the
+ordinary export, within ``MAX_SHAPES`` and ``MAX_EVENT_BYTES`` (docs/DESIGN.md §5.1, "Lazy captures").
 """
 
 from __future__ import annotations
@@ -69,10 +64,6 @@ class _Publisher:
         self.trace.abandon()
 
 
-def _NO_RUNNER() -> object:
-    return None
-
-
 class LazyTrace:
     """The one file of one runner class and rank in one output directory, growing by a shape per capture."""
 
@@ -91,7 +82,7 @@ class LazyTrace:
         self._pending: list[Any] = []
         # the runner the metadata is read from, weakly: this trace lives as long as the process, and a
         # runner's CUDA graphs and memory pool must not (one not weak-referenceable is held)
-        self._runner: Callable[[], object] = _NO_RUNNER
+        self._runner: Callable[[], object] = lambda: None
         self._publisher: _Publisher | None = None
         self._current: StagedExport | None = None
         self._abandoned = False
@@ -116,7 +107,7 @@ class LazyTrace:
         with self._lock:
             first = self._refuse_locked()
         if first:
-            self._enqueue(None, None)
+            self.add(None, None)
 
     def _refuse_locked(self) -> bool:
         self._not_profiled += 1
@@ -136,12 +127,9 @@ class LazyTrace:
             self._admitted -= 1
 
     def add(self, prof: Any, runner: object) -> None:
-        """Queue a stopped profile of one shape; publish on the publisher thread (inline when the export
-        is synchronous: ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` or strict)."""
-        self._enqueue(prof, runner)
-
-    def _enqueue(self, prof: Any, runner: object) -> None:
-        """``prof`` None: publish again with the same shapes (the metadata changed)."""
+        """Queue a stopped profile of one shape (None: publish again with the same shapes, the metadata
+        changed); publish on the publisher thread (inline when the export is synchronous:
+        ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` or strict)."""
         with self._lock:
             self._pending.append(prof)
             if runner is not None:
@@ -273,30 +261,21 @@ class LazyTrace:
         if current is not None:
             current.abandon()
 
-    def counts(self) -> tuple[int, int]:
-        """(shapes kept in the file, captures not profiled)."""
-        with self._lock:
-            return len(self._segments), self._not_profiled
-
 
 _traces: dict[tuple[str, str], LazyTrace] = {}
-_traces_pid = os.getpid()
 _traces_lock = threading.Lock()
+os.register_at_fork(after_in_child=_traces.clear)  # a forked child starts its own
 
 
 def trace_for(runner: object, runner_name: str) -> LazyTrace:
     """The one LazyTrace of this runner name, ranks and output directory in this process (a forked child
     starts its own); its file name is reserved when it is first asked for."""
-    global _traces_pid
     name = validate_runner_name(runner_name)
     ranks = discover_ranks(runner)
     directory = trace_dir(settings.profiler_dir())
     stem = trace_stem(name, ranks)
     key = (os.path.realpath(directory), stem)
     with _traces_lock:
-        if _traces_pid != os.getpid():
-            _traces.clear()
-            _traces_pid = os.getpid()
         trace = _traces.get(key)
         if trace is None:
             final, index = capture_numbers.reserve(directory, stem)

@@ -1,11 +1,5 @@
-"""The CUDA memory snapshot of a profiled capture, one file per runner × rank beside its trace
-(docs/DESIGN.md §1.3).
-
-sglang's decode hooks call ``torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")``:
-one name in the working directory for every runner and rank. While our hook wrapper runs the hook
-(``redirected``), that function saves through ``save`` instead: into a private staging directory of
-the exporter's trust policy, published atomically as ``cuda_graph_memory-{Runner}{rank_tag}[-n].pickle``;
-sglang's log line names that file and the trace's metadata names it (``memory_snapshot``).
+"""The CUDA memory snapshot of a profiled capture, one file per runner × rank beside its trace, instead of
+sglang's one name in the working directory for every runner and rank (docs/DESIGN.md §1.3).
 """
 
 from __future__ import annotations
@@ -16,7 +10,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +35,9 @@ _saved_lock = threading.Lock()
 
 def saved_for(runner: object) -> str | None:
     """The file name (in the trace's directory) of the snapshot saved during ``runner``'s hook, if any."""
-    try:
-        with _saved_lock:
-            return _saved.get(runner)
-    except TypeError:  # not weakly referenceable
-        return None
+    with suppress(TypeError), _saved_lock:  # TypeError: not weakly referenceable
+        return _saved.get(runner)
+    return None
 
 
 def snapshot_stem(runner_name: str, runner: object) -> str:
@@ -99,11 +91,8 @@ def save(runner: object, runner_name: str, dump: Callable[[str], Any]) -> Path |
     if saved is None:
         logger.debug("%s: _dump_snapshot wrote nothing", one_line(runner_name))
         return None
-    try:
-        with _saved_lock:
-            _saved[runner] = saved.name
-    except TypeError:
-        pass
+    with suppress(TypeError), _saved_lock:
+        _saved[runner] = saved.name
     logger.info("CUDA memory snapshot of %s saved to: %s", one_line(runner_name), one_line(saved))
     return saved
 
@@ -131,24 +120,18 @@ def redirected(runner: object, runner_name: Callable[[], str]) -> Iterator[Calla
     import wrapt
 
     saved: list[Path | None] = []
-    try:
-        with _saved_lock:
-            _saved.pop(runner, None)  # a trace names only the snapshot of its own hook call
-    except TypeError:
-        pass
+    with suppress(TypeError), _saved_lock:
+        _saved.pop(runner, None)  # a trace names only the snapshot of its own hook call
+
+    def dump_snapshot(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        saved.append(save(runner, runner_name(), wrapped))
 
     def wrap(hook: Callable[..., Any]) -> Any:
         for name in _MEMORY_MODULES:
             # only where torch has one (torch 2.7's torch.xpu.memory has none: wrapt would raise at the call)
             if callable(getattr(sys.modules.get(name), "_dump_snapshot", None)):
-                hook = wrapt.transient_function_wrapper(name, "_dump_snapshot")(_replacement(name))(hook)
+                hook = wrapt.transient_function_wrapper(name, "_dump_snapshot")(dump_snapshot)(hook)
         return hook
-
-    def _replacement(module: str) -> Callable[..., None]:
-        def dump_snapshot(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            saved.append(save(runner, runner_name(), lambda path: wrapped(path)))
-
-        return dump_snapshot
 
     hook_logger = _module_logger(runner)
     log_filter = _NamesTheSnapshot(saved)

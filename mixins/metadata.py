@@ -96,11 +96,8 @@ KINETO_DISTRIBUTED_KEY = b'"distributedInfo"'
 
 
 def distributed_info(metadata: dict[str, Any]) -> dict[str, Any] | None:
-    """HTA's ``distributedInfo`` from our ranks: the rank in the (tp x pp) world, as sglang numbers it.
-
-    HTA keys traces by ``distributedInfo.rank`` (files without one all count as rank 0, one kept).
-    With pipeline stages and no known tp_size the world rank is unknown: then nothing is invented.
-    """
+    """HTA's ``distributedInfo`` from our ranks: the rank in the (tp x pp) world, as sglang numbers it, which
+    HTA keys traces by (docs/DESIGN.md §1.1); None when it is unknown (pipeline stages, no tp_size)."""
     tp_rank, pp_rank, pp_size, tp_size = (metadata.get(k) for k in ("tp_rank", "pp_rank", "pp_size", "tp_size"))
     if not isinstance(tp_rank, int) or not isinstance(pp_rank, int):
         return None
@@ -142,12 +139,8 @@ def _trace_texts(value: Any) -> Any:
 
 
 def trace_header(metadata: dict[str, Any], kineto_head: bytes) -> bytes:
-    """What goes before Kineto's first key: ``{"capture_trace": ..., ["distributedInfo": ...,]``.
-
-    ``kineto_head`` is the start of Kineto's JSON after its ``{``; Kineto writes its top-level keys,
-    ``distributedInfo`` among them, before ``traceEvents``, so that prefix tells whether it wrote one.
-    On one line, so HTA (which finds the rank by a line regex) reads it from the first line.
-    """
+    """What goes before Kineto's first key, on one line: ``{"capture_trace": ..., ["distributedInfo": ...,]``,
+    the latter unless ``kineto_head`` (Kineto's JSON after its ``{``) has its own (docs/DESIGN.md §1.1)."""
     head = HEADER_PREFIX.decode() + json.dumps(_trace_texts(metadata)) + ", "
     before_events = kineto_head.split(b'"traceEvents"', 1)[0]
     info = None if KINETO_DISTRIBUTED_KEY in before_events else distributed_info(metadata)

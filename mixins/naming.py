@@ -1,21 +1,5 @@
-"""Trace file names and rank discovery.
-
-Rank discovery order, per value (tp_rank, pp_rank, pp_size), first hit wins:
-
-1. the explicit argument;
-2. sglang's parallel state, only if sglang already imported it in this process and it is
-   initialised (``get_parallel()`` of sglang's runtime context, 0.5.14+, else its older parallel
-   state; names in ``mixins.sglang_targets``) — we never import sglang ourselves;
-3. the runner's own attributes: ``runner.<name>`` then ``runner.model_runner.<name>``;
-4. ``torch.distributed.get_rank()`` when a process group is initialised (tp_rank only);
-5. 0 for ranks, 1 for pp_size.
-
-Group sizes (``discover_sizes``: tp_size, dp_size, world_size) follow the same ladder, so ``check``
-can tell a missing rank from a group of one: explicit > sglang's parallel state > the runner, its
-``model_runner`` and that one's ``server_args`` > ``torch.distributed`` (world size; it stands for
-tp_size only when tp_rank came from ``torch.distributed`` too) > unknown (``None``), except that a
-process where nothing named a rank at all is rank 0 of 1.
-"""
+"""Trace file names, and rank and size discovery: which source wins for each value, and why sizes are recorded
+at all, is docs/DESIGN.md §1.1 ("Order of the sources"); we never import sglang ourselves."""
 
 from __future__ import annotations
 
@@ -89,15 +73,12 @@ def _call_quietly(fn: Callable[[], Any]) -> Any:
 
 
 def _sglang_value(name: str) -> int | None:
-    runtime_context = sys.modules.get(RUNTIME_CONTEXT)
-    if runtime_context is not None and hasattr(runtime_context, "get_parallel"):
-        value = _call_quietly(lambda: getattr(runtime_context.get_parallel(), name))
-        if _is_int(value):
-            return int(value)
+    """From sglang's runtime context, else its older parallel state; a module not imported has no attribute."""
+    runtime_context: Any = sys.modules.get(RUNTIME_CONTEXT)
     parallel_state = sys.modules.get(PARALLEL_STATE)
-    getter = PARALLEL_STATE_GETTERS.get(name)
-    if parallel_state is not None and getter is not None and hasattr(parallel_state, getter):
-        value = _call_quietly(getattr(parallel_state, getter))
+    getter = PARALLEL_STATE_GETTERS.get(name, "")
+    for read in (lambda: getattr(runtime_context.get_parallel(), name), lambda: getattr(parallel_state, getter)()):
+        value = _call_quietly(read)
         if _is_int(value):
             return int(value)
     return None
@@ -204,7 +185,7 @@ class Sizes:
 
 
 def discover_sizes(runner: object, ranks: Ranks, *, tp_size: int | None = None) -> Sizes:
-    """tp_size/dp_size/world_size by the module's ladder; a tp_size not above tp_rank is not believed."""
+    """tp_size/dp_size/world_size in docs/DESIGN.md §1.1's order; a tp_size not above tp_rank is not believed."""
     world = _torch_dist("get_world_size")
     tp, source = None, None
     if tp_size is not None:
@@ -236,14 +217,11 @@ class _CaptureNumbers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str], int] = {}
-        self._pid = os.getpid()
+        os.register_at_fork(after_in_child=self._counts.clear)  # a forked child starts its own numbering
 
     def reserve(self, directory: Path, stem: str) -> tuple[Path, int]:
         key = (os.path.realpath(directory), stem)
         with self._lock:
-            if self._pid != os.getpid():  # a forked child starts its own numbering
-                self._counts.clear()
-                self._pid = os.getpid()
             index = self._counts.get(key, 0) + 1
             self._counts[key] = index
         suffix = "" if index == 1 else f"-{index}"

@@ -1,10 +1,6 @@
 """The output directory: who may control it, a private staging directory inside it, stale-temp sweeping.
 
-Trust policy (docs/DESIGN.md §2): write only into a directory no other user can rearrange — owned by us
-or root, not writable by others unless sticky — whose last component is no symbolic link another user
-owns; after the check, everything goes through the directory's descriptor. Each export stages in a 0700
-directory named ``.capture-trace-tmp.<pid>.<pidns>.<rand>.<host>``, removed later by a sweep when its
-process is gone. Never imports torch: the analyzer uses this module too.
+The trust policy and the sweep's rules: docs/DESIGN.md §2. Never imports torch: the analyzer uses this module too.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ import re
 import secrets
 import socket
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,9 +88,8 @@ def _umask() -> int:
 
 
 def make_dirs(path: Path) -> None:
-    """``mkdir -p`` with ``DIR_MODE`` minus the umask on every directory we create, whatever the umask
-    (000 made them 0777) or a default ACL says: each new one is opened without following links and
-    ``fchmod``-ed. Existing directories are left as they are; the trust check judges the last one."""
+    """``mkdir -p`` with ``DIR_MODE`` minus the umask on every directory we create, whatever the umask or a default
+    ACL says (docs/DESIGN.md §2, "Directories we create"); the trust check judges the last one."""
     mode = DIR_MODE & ~_umask()
     missing = []
     for candidate in (path, *path.parents):
@@ -117,42 +113,48 @@ def _same_link(a: os.stat_result, b: os.stat_result | None) -> bool:
     return b is not None and (a.st_dev, a.st_ino, a.st_nlink) == (b.st_dev, b.st_ino, b.st_nlink)
 
 
-def _open_through_link(path: Path) -> tuple[int, os.stat_result]:
-    """Follow the symlink at ``path``; its ``lstat`` (owner, links) is judged by ``_refusal``. The same
-    link, with the same link count, must still be there after the open, or nothing was opened."""
-    link = os.lstat(path)
-    fd = os.open(path, _DIR_FLAGS)
+def _open_dir(name: str | Path, dir_fd: int | None, shown: Path,
+              follow: Callable[[os.stat_result], bool] = lambda link: True) -> tuple[int, str | None]:
+    """``name`` (in ``dir_fd``) opened as a directory, and why the trust policy refuses it (``_refusal``; None:
+    trusted). Never through a link, except a symbolic link that ``follow`` accepts: then the directory it points
+    to, judged with the link's ``lstat`` (owner, links), and the same link, with the same link count, must still
+    be there after the open (UnsafeDirectoryError). Any other case raises the OSError of the open."""
+    link: os.stat_result | None = None
     try:
-        after: os.stat_result | None = os.lstat(path)
-    except OSError:
-        after = None
-    if not _same_link(link, after):
+        fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)  # what we check is what we hold
+    except OSError as exc:
+        try:
+            link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not stat.S_ISLNK(link.st_mode) or not follow(link):
+            raise
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        try:
+            after: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            after = None
+        if not _same_link(link, after):
+            os.close(fd)
+            changed = f"refusing to write traces into {shown}: it changed while it was opened"
+            raise UnsafeDirectoryError(changed) from None
+    try:
+        return fd, _refusal(shown, os.fstat(fd), link)
+    except BaseException:
         os.close(fd)
-        raise UnsafeDirectoryError(f"refusing to write traces into {path}: it changed while it was opened")
-    return fd, link
+        raise
 
 
 def open_trusted(path: Path) -> int:
     """Create ``path`` if needed, open it and check the trust policy; returns a directory fd."""
     make_dirs(path)
-    link: os.stat_result | None = None
-    try:
-        fd = os.open(path, _DIR_FLAGS | os.O_NOFOLLOW)  # what we check is what we hold: no lstat/open race
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not os.path.islink(path):
-            raise
-        fd, link = _open_through_link(path)
-    try:
-        st = os.fstat(fd)
-        reason = _refusal(path, st, link)
-        if reason is not None:
-            raise UnsafeDirectoryError(
-                f"refusing to write traces into {path}: it {reason}; "
-                "set SGLANG_TORCH_PROFILER_DIR to a directory only this user can write (README: output directories)"
-            )
-    except BaseException:
+    fd, reason = _open_dir(path, None, path)
+    if reason is not None:
         os.close(fd)
-        raise
+        raise UnsafeDirectoryError(
+            f"refusing to write traces into {path}: it {reason}; "
+            "set SGLANG_TORCH_PROFILER_DIR to a directory only this user can write (README: output directories)"
+        )
     return fd
 
 
@@ -181,11 +183,8 @@ def refusal_of(path: Path) -> str | None:
 
 
 def fd_path(fd: int, fallback: Path) -> str:
-    """A path that names the directory open as ``fd`` itself (for writers that take only a path).
-
-    ``/proc/self/fd/N`` resolves through the descriptor, so renaming or replacing anything on the way
-    to the directory cannot redirect the writer. Without /proc, the directory's path (logged once).
-    """
+    """``/proc/self/fd/N``, which resolves through the descriptor (nothing renamed on the way can redirect a
+    writer that takes only a path); without /proc, the directory's path (logged once; docs/DESIGN.md §1)."""
     magic = f"/proc/self/fd/{fd}"
     try:
         if os.path.samestat(os.stat(magic), os.fstat(fd)):
@@ -401,10 +400,7 @@ def sweep(dir_fd: int, *, remove: bool = True, listing: bool = True, unsafe: str
 
     ``listing`` (``capture-trace ls`` and ``clean``): every name that parses, with sizes and, for those
     whose process is gone, why ``clean`` keeps them (``unsafe``: why nothing may be removed in this
-    directory at all, e.g. another user can rename in it). Without it (the exporter, docs/DESIGN.md §2):
-    only directories we could remove — this host and pid namespace, owned by us, a dead pid — checked
-    cheapest first, at most ``MAX_REMOVALS`` removed. Each entry is handled on its own: a name or a race
-    on one never stops the others. Removal itself re-checks :func:`not_our_staging` on its descriptor.
+    directory at all). Without it, the exporter's cheap sweep (docs/DESIGN.md §2, "Sweeping").
     """
     here = Here.now()
     ours = (f".{here.pid_namespace}.", f".{here.host}")  # the exporter's first, cheapest filter
@@ -447,35 +443,14 @@ def _examine(dir_fd: int, entry: os.DirEntry[str], here: Here, *, remove: bool, 
     return StaleTemp(entry.name, staging.pid, staging.host, size, gone, removed, kept)
 
 
-def _open_dir(name: str | Path, dir_fd: int | None, shown: Path) -> tuple[int, str | None] | None:
+def _open_listed(name: str | Path, dir_fd: int | None, shown: Path) -> tuple[int, str | None] | None:
     """``name`` (in ``dir_fd``) opened as a directory, and why nothing may be removed in it (the trust
     policy's reason), or None when it is no directory we may look into: a symbolic link is followed
     only when it is this user's or root's (another user's could point into a private directory of ours)."""
-    link: os.stat_result | None = None
     try:
-        fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-            return None
-        try:
-            link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if not stat.S_ISLNK(link.st_mode) or link.st_uid not in (os.geteuid(), 0):
-                return None
-            fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-        except OSError:
-            return None
-        try:
-            after: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            after = None
-        if not _same_link(link, after):
-            os.close(fd)
-            return None
-    try:
-        reason = _refusal(shown, os.fstat(fd), link)
-    except BaseException:
-        os.close(fd)
-        raise
+        fd, reason = _open_dir(name, dir_fd, shown, follow=lambda link: link.st_uid in (os.geteuid(), 0))
+    except OSError:
+        return None
     return fd, (None if reason is None else f"the directory {reason}")
 
 
@@ -483,12 +458,12 @@ def sweep_path(directory: str, *, remove: bool = True) -> list[StaleTemp]:
     """Staging directories where exports put them, for ``ls`` (``remove`` False) and ``clean``: in
     ``directory`` and in its ``SUBDIR`` (the profiler directory's trace folder), each opened by
     descriptor without following another user's link; removals only where no other user can rename."""
-    top = _open_dir(directory, None, Path(directory))
+    top = _open_listed(directory, None, Path(directory))
     if top is None:
         return []
     found: list[StaleTemp] = []
     try:
-        sub = _open_dir(SUBDIR, top[0], Path(directory) / SUBDIR)
+        sub = _open_listed(SUBDIR, top[0], Path(directory) / SUBDIR)
         for fd, unsafe in [top] + ([] if sub is None else [sub]):
             try:
                 found += sweep(fd, remove=remove, unsafe=unsafe)

@@ -32,15 +32,6 @@ def _mm_profile(repeats: int, rows: int = 4, *, record_shapes: bool = True) -> A
     return prof
 
 
-def _small_profile() -> Any:
-    """One 2 x 2 matmul, no shapes recorded."""
-    import torch
-
-    with _kineto_profile() as prof:
-        torch.mm(torch.ones(2, 2), torch.ones(2, 2))
-    return prof
-
-
 def _log_to_stderr() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 
@@ -49,10 +40,12 @@ def _log_to_stderr() -> None:
 
 
 def switched_off_imports() -> None:
-    """``import mixins`` and a switched-off export; prints which heavy modules got imported."""
+    """``import mixins`` and a switched-off export (unset, then "0"); prints which heavy modules got imported."""
     import mixins
 
-    assert mixins.export_cuda_graph_capture_trace(object(), runner_name="R") is None
+    for _ in ("unset", "0"):
+        assert mixins.export_cuda_graph_capture_trace(object(), runner_name="R", tp_rank=0) is None
+        os.environ["SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE"] = "0"
     print(sorted(m for m in ("torch", "sglang", "numpy") if m in sys.modules))
 
 
@@ -420,14 +413,14 @@ def synchronous_export() -> None:
     """One small export (the test sets SGLANG_CAPTURE_TRACE_BACKGROUND=0 and traces it with strace)."""
     from mixins import export_cuda_graph_capture_trace
 
-    assert export_cuda_graph_capture_trace(_small_profile(), runner_name="Synced", tp_rank=0)
+    assert export_cuda_graph_capture_trace(_mm_profile(1), runner_name="Synced", tp_rank=0)
 
 
 def export_and_hold(runner: str, rank_arg: str) -> None:
     """A live process of a run: exports synchronously, prints the path, then stays alive until stdin closes."""
     from mixins import export_cuda_graph_capture_trace
 
-    print(export_cuda_graph_capture_trace(_small_profile(), runner_name=runner, tp_rank=int(rank_arg)), flush=True)
+    print(export_cuda_graph_capture_trace(_mm_profile(1), runner_name=runner, tp_rank=int(rank_arg)), flush=True)
     sys.stdin.read()
 
 
@@ -442,7 +435,7 @@ def export_with_endless_sweep() -> None:
         return []
 
     output_dir.sweep = endless_sweep  # type: ignore[assignment]
-    print(export_cuda_graph_capture_trace(_small_profile(), runner_name="Swept", tp_rank=0), flush=True)
+    print(export_cuda_graph_capture_trace(_mm_profile(1), runner_name="Swept", tp_rank=0), flush=True)
 
 
 # -- test_kineto.py ------------------------------------------------------------------------------------
@@ -450,7 +443,7 @@ def export_with_endless_sweep() -> None:
 
 def kineto_export(path: str) -> None:
     """Torch's own export_chrome_trace, nothing of ours (the test traces it with strace)."""
-    _small_profile().export_chrome_trace(path)
+    _mm_profile(1).export_chrome_trace(path)
 
 
 # -- test_naming.py / test_sizes.py: real gloo ranks ---------------------------------------------------
@@ -575,7 +568,7 @@ def sglang_logging_export(mode: str, config: str = "") -> None:
         with open(config) as f:
             logging.config.dictConfig(json.load(f))
     logging.getLogger("sglang.srt.model_executor.cuda_graph_runner").info("Capture cuda graph begin.")
-    assert export_cuda_graph_capture_trace(_small_profile(), runner_name="Logged", tp_rank=0)
+    assert export_cuda_graph_capture_trace(_mm_profile(1), runner_name="Logged", tp_rank=0)
     sys.stdout.flush()
 
 

@@ -3,6 +3,7 @@ tests/sglang), the Python calls a path makes, subprocess environment."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -35,6 +36,29 @@ def matmul_work(rows: int, cols: int = 8) -> Callable[[], Any]:
         return torch.mm(torch.ones(rows, cols), torch.ones(cols, 3))
 
     return work
+
+
+def export_mm(runner_name: str, rows: int = 2, tp_rank: int | None = 0, **kwargs: Any) -> Path | None:
+    """The export (switch and directory from the environment) of a real profile of one (rows x 8) @ (8 x 3)
+    matmul; what ``export_cuda_graph_capture_trace`` returns."""
+    from mixins import export_cuda_graph_capture_trace
+
+    prof = profile_of(matmul_work(rows))
+    return export_cuda_graph_capture_trace(prof, runner_name=runner_name, tp_rank=tp_rank, **kwargs)
+
+
+def exported_trace(runner_name: str, rows: int = 2, tp_rank: int = 0) -> Path:
+    """``export_mm`` that must succeed, waited for: the saved trace's path."""
+    from mixins import wait_for_exports
+
+    path = export_mm(runner_name, rows, tp_rank)
+    assert path is not None and wait_for_exports(60)
+    return path
+
+
+def warnings_of(caplog: Any) -> list[str]:
+    """The messages of the WARNING records ``caplog`` holds."""
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
 def python_calls(work: Callable[[], Any]) -> set[str]:
@@ -74,6 +98,13 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
     return env
+
+
+def capture_trace(*args: Any, env: dict[str, str] | None = None,
+                  timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``capture-trace ARGS`` (``python -m mixins``) run to its end in a fresh interpreter, output as text."""
+    return subprocess.run([PYTHON, "-m", "mixins", *args], env=subprocess_env() if env is None else env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def child_env(**extra: str) -> dict[str, str]:

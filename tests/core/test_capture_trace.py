@@ -182,27 +182,24 @@ def test_a_classmethod_hook_is_named_by_its_class_and_a_staticmethod_is_refused(
                 pass
 
 
-def test_profiling_flag_false_skips_export_and_absent_means_on(trace_env: Path) -> None:
+def test_switch_or_profiling_flag_off_runs_the_hook_and_writes_nothing(
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner's ``enable_profile_cuda_graph`` False, or our switch off: the hook only. Absent: on."""
+
     @with_capture_trace
     class Flagged(Runner):
         enable_profile_cuda_graph = False
 
     assert Flagged().capture() == "hooked:Flagged"
-    assert exported(trace_env) == {}
     Flagged.enable_profile_cuda_graph = True
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "false")
+    assert Flagged().capture() == "hooked:Flagged"
+    assert not trace_env.exists()
+    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
+    del Flagged.enable_profile_cuda_graph
     Flagged().capture()
     assert list(exported(trace_env)) == ["cuda_graph_capture-Flagged-TP-0.json.gz"]
-
-
-def test_switch_off_runs_the_hook_and_writes_nothing(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "false")
-
-    @with_capture_trace
-    class Off(Runner):
-        pass
-
-    assert Off().capture() == "hooked:Off"
-    assert not trace_env.exists()
 
 
 class _ModelRunner:

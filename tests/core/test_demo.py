@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from core_helpers import PYTHON, load_trace, run_case, subprocess_env
+from core_helpers import capture_trace, load_trace, run_case, subprocess_env
 
 from mixins.demo import KINETO_INFO_LINE
 
@@ -21,10 +21,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Com
     out = tmp_path_factory.mktemp("demo")
     env = subprocess_env()
     env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)  # the demo switches it on for itself
-    done = subprocess.run(
-        [PYTHON, "-m", "mixins", "demo", "--out", str(out), "--batch-sizes", "1,3"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
+    done = capture_trace("demo", "--out", str(out), "--batch-sizes", "1,3", env=env)
     assert done.returncode == 0, done.stderr
     return out, done
 
@@ -79,8 +76,6 @@ def test_demo_command_writes_one_labelled_trace_per_runner(
         hidden = 64 if runner == "DecodeCudaGraphRunner" else 32
         linear_inputs = [e["args"]["Input Dims"][0] for e in trace["traceEvents"] if e.get("name") == "aten::linear"]
         assert [3, hidden] in linear_inputs and [1, hidden] in linear_inputs
-
-
     prefill = load_trace(directory / f"cuda_graph_capture-{PREFILL}-TP-0.json.gz")  # profile mode
     assert prefill["capture_trace"]["runner"] == PREFILL and prefill["capture_trace"]["capture_bs"] is None
     labels = [e["name"] for e in prefill["traceEvents"] if e.get("cat") == "user_annotation"]
@@ -103,38 +98,31 @@ def test_the_committed_demo_traces_are_what_the_demo_writes(demo: tuple[Path, su
         assert ops[0] == ops[1], path.name
 
 
-def test_demo_rejects_bad_batch_sizes_and_missing_cuda(tmp_path: Path) -> None:
-    bad = subprocess.run([PYTHON, "-m", "mixins", "demo", "--batch-sizes", "1,x"], env=subprocess_env(),
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and "expected comma-separated positive integers" in bad.stderr
+@pytest.mark.parametrize(("args", "stderr"), [
+    (["--batch-sizes", "1,x"], "capture-trace demo: error: argument --batch-sizes: expected comma-separated positive "
+     "integers, got '1,x'"),
+    (["--device", "cuda"], "capture-trace: error: --device cuda requested but torch.cuda.is_available() is False"),
+    (["--device", "cpu", "--replay", "2"], "capture-trace: error: --replay needs CUDA graphs: run with --device cuda "
+     "on a machine with a GPU\n"),
+    (["--out", "{afile}/x"], "capture-trace: error: --out {afile}/x: {afile} is not a directory\n"),
+])
+def test_demo_refuses_bad_input_in_one_line_before_capturing(tmp_path: Path, args: list[str], stderr: str) -> None:
+    """Exit 2 and nothing captured or created: an ``--out`` under a file was captured for minutes, then said
+    "expected 4 traces, found 0" (exit 1), and now prints nothing before its one line (the device line comes
+    after the check); no GPU here, so ``--replay`` refuses. An expected stderr ending in a newline is all of it,
+    else its last line."""
     import torch
 
-    if not torch.cuda.is_available():
-        done = subprocess.run([PYTHON, "-m", "mixins", "demo", "--out", str(tmp_path), "--device", "cuda"],
-                              env=subprocess_env(), capture_output=True, text=True)
-        assert done.returncode == 2
-        assert done.stderr.strip().splitlines()[-1].startswith("capture-trace: error: --device cuda requested")
-
-
-def test_demo_replay_on_cpu_says_it_needs_cuda_graphs(tmp_path: Path) -> None:
-    """No GPU here: ``demo --replay`` must refuse clearly, before capturing anything."""
+    if args[1] == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    afile = tmp_path / "afile"
+    afile.write_text("")
     out = tmp_path / "demo"
-    done = subprocess.run([PYTHON, "-m", "mixins", "demo", "--device", "cpu", "--replay", "2", "--out", str(out)],
-                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    done = capture_trace("demo", "--out", str(out), *(arg.format(afile=afile) for arg in args))
+    stderr = stderr.format(afile=afile)
     assert done.returncode == 2 and not out.exists()
-    assert done.stderr == ("capture-trace: error: --replay needs CUDA graphs: run with --device cuda on a machine "
-                           "with a GPU\n")
-
-
-def test_demo_refuses_an_out_under_a_file_before_capturing(tmp_path: Path) -> None:
-    """It captured for minutes, then said "expected 4 traces, found 0" (exit 1): now one line, exit 2, and
-    nothing profiled (the device line comes after the check)."""
-    (tmp_path / "afile").write_text("")
-    done = subprocess.run([PYTHON, "-m", "mixins", "demo", "--out", str(tmp_path / "afile" / "x")],
-                          env=subprocess_env(), capture_output=True, text=True)
-    assert (done.returncode, done.stdout) == (2, "")
-    where = tmp_path / "afile"
-    assert done.stderr == f"capture-trace: error: --out {where / 'x'}: {where} is not a directory\n"
+    assert done.stderr == stderr if stderr.endswith("\n") else done.stderr.splitlines()[-1] == stderr, done.stderr
+    assert done.stdout == "" or args[0] != "--out"  # under a file: refused before anything is printed
 
 
 def test_demo_never_reports_a_previous_runs_traces_as_its_own(
@@ -151,8 +139,7 @@ def test_demo_never_reports_a_previous_runs_traces_as_its_own(
     os.chmod(out / "graph_capture_profile", 0o777)
     env = subprocess_env()
     env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)
-    done = subprocess.run([PYTHON, "-m", "mixins", "demo", "--out", str(out), "--batch-sizes", "1"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = capture_trace("demo", "--out", str(out), "--batch-sizes", "1", env=env)
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "capture-trace: error: expected 4 traces, found 0"
     assert ".json.gz  " not in done.stdout  # no file listed as written

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import wrapt
-from core_helpers import export_env, load_trace, python_calls, run_case
+from core_helpers import export_env, load_trace, python_calls, run_case, warnings_of
 
 from mixins import kineto, lazy_trace, wait_for_exports
 from mixins.capture_trace import profile_lazy_capture
@@ -253,15 +253,11 @@ def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
     assert json.loads(head + b"\n" + events + b"\n" + tail)["traceName"] == json.loads(data)["traceName"]
 
 
-def _run_child(case: str, directory: Path, *args: str) -> list[str]:
-    done = run_case(case, *args, env=export_env(directory))
-    return done.stdout.split()
-
-
 def test_two_threads_capturing_at_once_start_one_profiler(tmp_path: Path) -> None:
     """Kineto records one profiler per process: the second thread's capture runs unprofiled, the first is
     the file's one segment (a second profiler crashed torch 2.13)."""
-    assert _run_child("two_threads_capture_at_once", tmp_path) == ["3", "5"]  # both graphs captured
+    done = run_case("two_threads_capture_at_once", env=export_env(tmp_path))
+    assert done.stdout.split() == ["3", "5"]  # both graphs captured
     trace = load_trace(tmp_path / "graph_capture_profile" / NAME)
     assert range_names(trace) == ["capture::tokens=3"]
 
@@ -270,7 +266,8 @@ def test_a_capture_while_another_thread_profiles_starts_no_second_profiler(tmp_p
     """A user's profiler on the main thread, a new shape captured by a serving thread: ours stays off,
     the user's profile is intact, and no file of ours claims a shape it did not profile."""
     user = tmp_path / "user.json"
-    assert _run_child("capture_while_another_thread_profiles", tmp_path, str(user)) == ["3"]
+    done = run_case("capture_while_another_thread_profiles", str(user), env=export_env(tmp_path))
+    assert done.stdout.split() == ["3"]
     assert not (tmp_path / "graph_capture_profile" / NAME).exists()
     assert any(e.get("name") == "aten::mm" for e in json.loads(user.read_text())["traceEvents"])
 
@@ -311,7 +308,7 @@ def test_a_refused_directory_spends_the_shape_limit_and_warns_once(
         for n in range(4, 12):
             runner.run(_ones(n))
     assert len(profilers_started) == 4 and sorted(runner.graphs) == list(range(1, 12))
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = warnings_of(caplog)
     assert len(warnings) == 1 and "CUDA graph capture trace of LazyRunner not saved" in warnings[0], warnings
     trace = _trace(trace_env)
     assert [label.split(",")[0] for label in range_names(trace)] == ["capture::tokens=3", "capture::tokens=4"]

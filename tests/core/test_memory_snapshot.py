@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import matmul_work, profile_of
+from core_helpers import capture_trace, matmul_work, profile_of, warnings_of
 
 from mixins import wait_for_exports, with_capture_trace
 from tests.memory_snapshots import GRAPH_POOL, MiB, recording_snapshot, stand_in_snapshot
@@ -107,7 +107,7 @@ def test_a_failed_snapshot_is_one_warning_and_the_trace_still_saved(
     SnapshotRunner(0).capture()
     assert wait_for_exports(60)
     assert [p.name for p in trace_env.iterdir()] == ["cuda_graph_capture-SnapshotRunner-TP-0.json.gz"]
-    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    (warning,) = warnings_of(caplog)
     assert "CUDA memory snapshot of SnapshotRunner not saved" in warning and "no CUDA device" in warning
 
 
@@ -126,40 +126,34 @@ def test_a_written_snapshot_opens_in_torchs_own_viewer(
 
 
 class _Hostile:
+    """Unpickled, it would run ``touch <marker>``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
     def __reduce__(self) -> tuple[Any, tuple[str]]:
-        return (os.system, (f"touch {_MARKER}",))
-
-
-_MARKER = "/nonexistent"
-
-
-def test_a_hostile_pickle_is_refused_in_one_line_and_never_runs(tmp_path: Path) -> None:
-    global _MARKER
-    _MARKER = str(tmp_path / "ran")
-    hostile = tmp_path / "cuda_graph_memory-Evil-TP-0.pickle"
-    hostile.write_bytes(pickle.dumps({"segments": [], "device_traces": [[_Hostile()]]}))
-    done = subprocess.run([sys.executable, "-m", "mixins", "memory", str(hostile)], capture_output=True, text=True,
-                          check=False)
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.count("\n") == 1 and "refused to load posix.system" in done.stderr
-    assert not (tmp_path / "ran").exists()
+        return (os.system, (f"touch {self.marker}",))
 
 
 @pytest.mark.parametrize(
     ("payload", "why"),
     [
-        (b"not a pickle", "unreadable pickle"),
-        (pickle.dumps(["a list"]), "expected a dict with 'segments'"),
-        (pickle.dumps({"segments": [], "device_traces": []})[:-3], "unreadable pickle"),
-        (pickle.dumps({"segments": set()}, protocol=2), "refused to load __builtin__.set"),  # protocol 2 names the type
+        (lambda marker: pickle.dumps({"segments": [], "device_traces": [[_Hostile(marker)]]}),
+         "refused to load posix.system"),
+        (lambda marker: b"not a pickle", "unreadable pickle"),
+        (lambda marker: pickle.dumps(["a list"]), "expected a dict with 'segments'"),
+        (lambda marker: pickle.dumps({"segments": [], "device_traces": []})[:-3], "unreadable pickle"),
+        # protocol 2 names the type
+        (lambda marker: pickle.dumps({"segments": set()}, protocol=2), "refused to load __builtin__.set"),
     ],
 )
-def test_other_bad_snapshots_are_one_line_exit_2(tmp_path: Path, payload: bytes, why: str) -> None:
-    path = tmp_path / "x.pickle"
-    path.write_bytes(payload)
-    done = subprocess.run([sys.executable, "-m", "mixins", "memory", str(path)], capture_output=True, text=True,
-                          check=False)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and why in done.stderr, done.stderr
+def test_bad_snapshots_are_one_line_exit_2_and_never_run(tmp_path: Path, payload: Any, why: str) -> None:
+    """A pickle that names a global (a hostile one: ``os.system``) is refused before it runs."""
+    path = tmp_path / "cuda_graph_memory-Evil-TP-0.pickle"
+    path.write_bytes(payload(tmp_path / "ran"))
+    done = capture_trace("memory", str(path))
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1 and why in done.stderr, done
+    assert not (tmp_path / "ran").exists()
 
 
 def test_memory_per_shape_from_the_trace_beside_the_snapshot(
@@ -199,16 +193,14 @@ def test_memory_per_shape_from_the_trace_beside_the_snapshot(
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", _snapshot)
     Shapes().capture()
     assert wait_for_exports(60)
-    done = subprocess.run([sys.executable, "-m", "mixins", "memory", "--json", str(trace_env)],
-                          capture_output=True, text=True, check=False)
+    done = capture_trace("memory", "--json", str(trace_env))
     assert done.returncode == 0, done.stderr
     (doc,) = json.loads(done.stdout)["snapshots"]
     got = {s["label"]: (s["allocs"], s["graph_pool_bytes"]) for s in doc["shapes"]}
     assert got == {"bs=2": (1, 8 * MiB), "bs=1": (1, 2 * MiB)}
     assert doc["peak_recorded_bytes"] == 11 * MiB and doc["graph_pool_reserved_bytes"] == 10 * MiB
     assert [s["site"] for s in doc["top_sites"]] == ["model.py:10 forward", "model.py:11 forward", "server.py:1 later"]
-    text = subprocess.run([sys.executable, "-m", "mixins", "memory", str(trace_env)], capture_output=True,
-                          text=True, check=False).stdout
+    text = capture_trace("memory", str(trace_env)).stdout
     assert "bs=2" in text and "8.0 MiB" in text and "model.py:10 forward" in text
 
 

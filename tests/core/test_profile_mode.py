@@ -122,7 +122,7 @@ def test_token_runners_label_tokens_and_non_default_variants(trace_env: Path) ->
 
 
 def test_switch_off_or_flag_off_calls_the_method_and_nothing_else(
-    trace_env: Path, monkeypatch: pytest.MonkeyPatch
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch, profilers_started: list[Any]
 ) -> None:
     """Off (either switch): no profiler created or started, no range, no export — the method only."""
     import torch
@@ -131,19 +131,14 @@ def test_switch_off_or_flag_off_calls_the_method_and_nothing_else(
     class Quiet(PlainRunner):
         pass
 
-    created: list[Any] = []
+    created = profilers_started
     ranges: list[str] = []
-    real_profile, real_range = torch.profiler.profile, torch.profiler.record_function
-
-    def profile_spy(*args: Any, **kwargs: Any) -> Any:
-        created.append(kwargs)
-        return real_profile(*args, **kwargs)
+    real_range = torch.profiler.record_function
 
     def range_spy(name: str, *args: Any) -> Any:
         ranges.append(name)
         return real_range(name, *args)
 
-    monkeypatch.setattr(torch.profiler, "profile", profile_spy)
     monkeypatch.setattr(torch.profiler, "record_function", range_spy)
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
     assert Quiet().capture() == "captured:Quiet"

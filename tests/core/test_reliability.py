@@ -16,19 +16,21 @@ from typing import Any
 
 import pytest
 from core_helpers import (
-    PYTHON,
+    capture_trace,
     child,
     export_env,
+    export_mm,
+    exported_trace,
     load_trace,
     matmul_work,
     op_shapes,
     profile_of,
     run_case,
     strace_log,
-    subprocess_env,
+    warnings_of,
 )
 
-from mixins import export_cuda_graph_capture_trace, output_dir, wait_for_exports
+from mixins import output_dir, wait_for_exports
 from mixins.output_dir import MAX_REMOVALS, STAGING_PREFIX, StagingName
 
 
@@ -74,8 +76,7 @@ def test_sigterm_during_export_leaves_a_temp_that_the_next_export_removes(trace_
     assert parsed is not None and parsed.pid == proc.pid and parsed.process_gone()
     assert not (trace_env / "cuda_graph_capture-Killed-TP-0.json.gz").exists()
 
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Next", tp_rank=0)
-    assert path is not None and wait_for_exports(60)
+    path = exported_trace("Next")
     assert os.listdir(trace_env) == [path.name]
 
 
@@ -85,22 +86,27 @@ def _dead_process_staging(directory: Path) -> str:
     return done.stdout.strip()
 
 
-def test_sweep_removes_only_our_dead_processes_temps(trace_env: Path) -> None:
-    dead = _dead_process_staging(trace_env)
-    parsed = StagingName.parse(dead)
+def test_the_sweep_removes_our_dead_processes_staging_only_and_a_bounded_number_per_export(trace_env: Path) -> None:
+    """Only this host's, this pid namespace's, a dead pid's and this user's; at most MAX_REMOVALS per export, and
+    an unparseable name (pid > 2**31) stops nothing; the next export removes the rest."""
+    parsed = StagingName.parse(_dead_process_staging(trace_env))
     assert parsed is not None
-    host = parsed.host
-    alive = f"{STAGING_PREFIX}{os.getppid()}.{parsed.pid_namespace}.0a1b2c3d.{host}"
-    other_host = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}.0a1b2c3d.elsewhere.example"
-    other_namespace = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace + 1}.0a1b2c3d.{host}"
-    not_ours = _dead_process_staging(trace_env)
-    os.chown(trace_env / not_ours, 65534, 65534)
-    for name in (alive, other_host, other_namespace):
+    prefix, host = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}", parsed.host
+    kept = [
+        f"{STAGING_PREFIX}{os.getppid()}.{parsed.pid_namespace}.0a1b2c3d.{host}",  # alive
+        f"{prefix}.0a1b2c3d.elsewhere.example",
+        f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace + 1}.0a1b2c3d.{host}",
+        f"{STAGING_PREFIX}99999999999.{parsed.pid_namespace}.0a1b2c3d.{host}",
+        _dead_process_staging(trace_env),  # made another user's below
+    ]
+    os.chown(trace_env / kept[-1], 65534, 65534)
+    for name in [*kept[:-1], *(f"{prefix}.{i:08x}.{host}" for i in range(MAX_REMOVALS + 3))]:
         (trace_env / name).mkdir(mode=0o700)
-
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Sweeper", tp_rank=0)
-    assert path is not None and wait_for_exports(60)
-    assert sorted(os.listdir(trace_env)) == sorted([path.name, alive, other_host, other_namespace, not_ours])
+    first = exported_trace("Sweeper")
+    assert load_trace(first)
+    assert len(_staging_dirs(trace_env)) == len(kept) + 3 + 1  # the leave_staging one counts among the dead
+    second = exported_trace("Sweeper", tp_rank=1)
+    assert sorted(os.listdir(trace_env)) == sorted([first.name, second.name, *kept])
 
 
 @pytest.mark.parametrize("name", [
@@ -121,24 +127,6 @@ def test_staging_names_out_of_range_are_not_ours(name: str) -> None:
     assert StagingName.parse(name.format(ns=here.pid_namespace, host=here.host)) is None
 
 
-def test_one_export_removes_a_bounded_number_of_dead_staging_directories(trace_env: Path) -> None:
-    """The sweep runs after publishing, removes at most MAX_REMOVALS per export, and an unparseable
-    name (pid > 2**31) stops nothing; the next export removes the rest."""
-    parsed = StagingName.parse(_dead_process_staging(trace_env))
-    assert parsed is not None
-    prefix = f"{STAGING_PREFIX}{parsed.pid}.{parsed.pid_namespace}"
-    dead = [f"{prefix}.{i:08x}.{parsed.host}" for i in range(MAX_REMOVALS + 3)]
-    overflow = f"{STAGING_PREFIX}99999999999.{parsed.pid_namespace}.0a1b2c3d.{parsed.host}"
-    for name in [*dead, overflow]:
-        (trace_env / name).mkdir(mode=0o700)
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Bounded", tp_rank=0)
-    assert path is not None and wait_for_exports(60) and load_trace(path)
-    assert len(_staging_dirs(trace_env)) == 1 + 3 + 1  # the leave_staging one counts among the dead
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Bounded", tp_rank=1)
-    assert path is not None and wait_for_exports(60)
-    assert _staging_dirs(trace_env) == [overflow]
-
-
 def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Planted staging names can cost the sweep time, never the caller or the trace: it runs last, once
     per process and directory."""
@@ -151,10 +139,10 @@ def test_the_sweep_runs_after_the_trace_is_published(trace_env: Path, monkeypatc
 
     monkeypatch.setattr(output_dir, "sweep", sweep)
     final = trace_env / "cuda_graph_capture-Last-TP-0.json.gz"
-    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Last", tp_rank=0) == final
+    assert export_mm("Last") == final
     assert wait_for_exports(60) and seen == [True]
     # one complete sweep per process and directory: the next export does not list it again
-    assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Last", tp_rank=1) is not None
+    assert export_mm("Last", tp_rank=1) is not None
     assert wait_for_exports(60) and seen == [True]
 
 
@@ -168,23 +156,20 @@ def test_exit_waits_for_the_export_not_for_its_sweep(tmp_path: Path) -> None:
 
 
 def test_capture_trace_ls_lists_temps_and_clean_removes_dead_ones(trace_env: Path) -> None:
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Listed", tp_rank=0)
-    assert path is not None and wait_for_exports(60)
+    path = exported_trace("Listed")
     dead = _dead_process_staging(trace_env)
     parsed = StagingName.parse(dead)
     assert parsed is not None
     running = f"{STAGING_PREFIX}{os.getpid()}.{parsed.pid_namespace}.0a1b2c3d.{parsed.host}"
     (trace_env / running).mkdir(mode=0o700)
     before = sorted(os.listdir(trace_env))
-    done = subprocess.run([PYTHON, "-m", "mixins", "ls", str(trace_env)], env=subprocess_env(), capture_output=True,
-                          text=True)
+    done = capture_trace("ls", str(trace_env))
     assert done.returncode == 0, done.stderr
     assert f"temporary {dead}: 1,000 B, its process is gone: stale (capture-trace clean removes it)" in done.stdout
     assert f"temporary {running}: 0 B, pid {os.getpid()} on" in done.stdout and "kept" in done.stdout
     assert "Listed" in done.stdout
     assert sorted(os.listdir(trace_env)) == before  # ls lists; it never deletes
-    done = subprocess.run([PYTHON, "-m", "mixins", "clean", str(trace_env)], env=subprocess_env(),
-                          capture_output=True, text=True)
+    done = capture_trace("clean", str(trace_env))
     assert done.returncode == 0, done.stderr
     assert f"temporary {dead}: 1,000 B, its process is gone: removed" in done.stdout
     assert f"temporary {running}: 0 B, pid {os.getpid()} on" in done.stdout and "kept" in done.stdout
@@ -196,14 +181,14 @@ def test_capture_trace_ls_lists_temps_and_clean_removes_dead_ones(trace_env: Pat
 
 def test_runner_names_up_to_the_final_name_limit_work(trace_env: Path, caplog: pytest.LogCaptureFixture) -> None:
     fits = "R" * 223  # cuda_graph_capture-{223}-TP-0.json.gz is exactly 255 bytes
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name=fits, tp_rank=0)
+    path = export_mm(fits)
     assert path is not None and len(path.name.encode()) == 255
     assert wait_for_exports(60) and load_trace(path)["capture_trace"]["runner"] == fits
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name=fits + "R", tp_rank=0) is None
-    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert "trace file name is 256 bytes, over the directory's 255-byte limit" in record.getMessage()
-    assert "runner_name has 224 characters, at most 223 fit" in record.getMessage()
+        assert export_mm(fits + "R") is None
+    [message] = warnings_of(caplog)
+    assert "trace file name is 256 bytes, over the directory's 255-byte limit" in message
+    assert "runner_name has 224 characters, at most 223 fit" in message
     assert os.listdir(trace_env) == [path.name]
 
 
@@ -217,11 +202,11 @@ def test_directory_at_the_final_name_saves_the_trace_beside_it(
     blocked = trace_env / "cuda_graph_capture-Blocked-TP-0.json.gz"
     blocked.mkdir()
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Blocked", tp_rank=0)
+        path = export_mm("Blocked")
     assert path is not None and path != blocked and blocked.is_dir()
     assert re.fullmatch(r"cuda_graph_capture-Blocked-TP-0\.[0-9a-f]{8}\.json\.gz", path.name)
     assert op_shapes(load_trace(path)) == [[[2, 8], [8, 3]]]
-    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    [message] = warnings_of(caplog)
     assert f"saved to {path} instead of {blocked}, which holds a directory owned by uid 0" in message
     assert sorted(os.listdir(trace_env)) == sorted([blocked.name, path.name])
 
@@ -235,12 +220,16 @@ def test_newline_and_nul_in_names_and_paths_stay_on_one_line(
     blocker.write_text("x")
     monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(blocker))
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Ok", tp_rank=0) is None
-        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="x\n\x00y", tp_rank=0) is None
-    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert export_mm("Ok") is None
+        assert export_mm("x\n\x00y") is None
+    messages = warnings_of(caplog)
     assert len(messages) == 2 and all("\n" not in m and "\x00" not in m for m in messages)
     assert "a\\nfile/graph_capture_profile/cuda_graph_capture-Ok-TP-0.json.gz" in messages[0]
+    assert messages[0].startswith("CUDA graph capture trace of Ok not saved") and "NotADirectoryError" in messages[0]
     assert messages[1].startswith("CUDA graph capture trace of x\\n\\x00y not saved")
+    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
+    with pytest.raises(NotADirectoryError):
+        export_mm("Ok")
 
 
 def test_a_profiler_directory_that_is_not_utf8_gives_traces_the_analyzer_reads(
@@ -256,7 +245,7 @@ def test_a_profiler_directory_that_is_not_utf8_gives_traces_the_analyzer_reads(
     monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", directory)
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
     monkeypatch.delenv("SGLANG_CAPTURE_TRACE_STRICT", raising=False)
-    eager = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Bytes", tp_rank=0)
+    eager = export_mm("Bytes")
     lazy = lazy_trace.trace_for(None, "LazyBytes")
     assert lazy.admit()
     lazy.add(profile_of(matmul_work(3)), None)
@@ -264,27 +253,21 @@ def test_a_profiler_directory_that_is_not_utf8_gives_traces_the_analyzer_reads(
     shown = str(tmp_path) + "/dir\\xffname/graph_capture_profile/"
     for path in (eager, lazy.final):
         assert load_trace(path)["traceName"] == shown + path.name
-    done = subprocess.run([PYTHON, "-m", "mixins", "summary", os.fsencode(eager.parent)], env=subprocess_env(),
-                          capture_output=True, text=True)
+    done = capture_trace("summary", os.fsencode(eager.parent))
     assert done.returncode == 0, done.stderr
     assert "Bytes" in done.stdout and "LazyBytes" in done.stdout
 
 
 def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
-    old = os.umask(0o077)
-    try:
-        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Private", tp_rank=0)
-    finally:
-        os.umask(old)
-    assert path is not None
-    assert os.stat(path).st_mode & 0o777 == 0o600 and os.stat(trace_env).st_mode & 0o777 == 0o700
-    os.umask(0o022)
-    try:
-        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Shared", tp_rank=0)
-    finally:
-        os.umask(old)
-    assert path is not None and os.stat(path).st_mode & 0o777 == 0o644
+    for umask, mode, runner in ((0o077, 0o600, "Private"), (0o022, 0o644, "Shared")):
+        old = os.umask(umask)
+        try:
+            path = export_mm(runner)
+        finally:
+            os.umask(old)
+        assert path is not None and os.stat(path).st_mode & 0o777 == mode
+    assert os.stat(trace_env).st_mode & 0o777 == 0o700  # made under umask 077
 
 
 def test_umask_000_creates_directories_no_other_user_can_write(tmp_path: Path) -> None:
@@ -309,22 +292,12 @@ def test_own_world_writable_directory_is_refused_with_the_fix_named(
     trace_env.mkdir()
     os.chmod(trace_env, 0o777)
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Fixed", tp_rank=0) is None
+        assert export_mm("Fixed") is None
     assert f"(mode 0777); if nobody else uses it, `chmod o-w {trace_env}` (or remove it) lets exports resume" in (
         caplog.text)
     os.chmod(trace_env, 0o755)
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Fixed", tp_rank=0)
-    assert path is not None and wait_for_exports(60) and load_trace(path)
-
-
-def test_infinite_exit_timeout_is_refused_and_the_trace_saved(tmp_path: Path) -> None:
-    """``EXIT_TIMEOUT=inf`` made threading._shutdown raise OverflowError: file lost, staging left."""
-    env = export_env(tmp_path, SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT="inf")
-    done = subprocess.run(child("export_then_exit"), env=env, capture_output=True, text=True)
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.count("Invalid value 'inf' for SGLANG_CAPTURE_TRACE_EXIT_TIMEOUT") == 1, done.stderr
-    path = Path(done.stdout.strip())
-    assert os.listdir(path.parent) == [path.name] and load_trace(path)
+    path = exported_trace("Fixed")
+    assert load_trace(path)
 
 
 def test_live_process_exporting_the_same_name_is_warned_about(
@@ -339,11 +312,11 @@ def test_live_process_exporting_the_same_name_is_warned_about(
         assert holder.stdout is not None
         held = Path(holder.stdout.readline().strip())  # its trace is final: it exported synchronously
         with caplog.at_level(logging.WARNING, logger="mixins"):
-            path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Twin", tp_rank=0)
+            path = export_mm("Twin")
             assert path == held and wait_for_exports(60)
     finally:
         holder.communicate("")
-    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    [message] = warnings_of(caplog)
     assert f"{held} of pid {holder.pid} (still running) is replaced by pid {os.getpid()}'s" in message
     assert "export runner Twin with the same ranks" in message
     assert load_trace(path)["capture_trace"]["pid"] == os.getpid()
@@ -352,9 +325,8 @@ def test_live_process_exporting_the_same_name_is_warned_about(
     assert done.returncode == 0, done.stderr
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Twin", tp_rank=1)
-        assert path is not None and wait_for_exports(60)
-    assert [r for r in caplog.records if r.levelno == logging.WARNING] == []
+        path = exported_trace("Twin", tp_rank=1)
+    assert warnings_of(caplog) == []
 
 
 def test_directory_is_fsynced_after_the_rename(tmp_path: Path) -> None:

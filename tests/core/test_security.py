@@ -15,14 +15,22 @@ import os
 import re
 import select
 import stat
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import PYTHON, load_trace, matmul_work, op_shapes, profile_of, subprocess_env
+from core_helpers import (
+    capture_trace,
+    export_mm,
+    exported_trace,
+    load_trace,
+    matmul_work,
+    op_shapes,
+    profile_of,
+    warnings_of,
+)
 
 from mixins import export_cuda_graph_capture_trace, lazy_trace, wait_for_exports
 from mixins.output_dir import STAGING_PREFIX, Here, UnsafeDirectoryError
@@ -96,6 +104,14 @@ def server_env(shared: Path, trace_env: Path, monkeypatch: pytest.MonkeyPatch) -
     return shared / "graph_capture_profile"
 
 
+@pytest.fixture
+def sticky_dir(server_env: Path) -> Path:
+    """``server_env`` made now as root's and both users' (mode 1777, sticky), as /tmp itself."""
+    server_env.mkdir()
+    os.chmod(server_env, 0o1777)
+    return server_env
+
+
 def _secret_untouched(secret: Path) -> None:
     assert secret.read_bytes() == SECRET and stat.S_IMODE(secret.stat().st_mode) == 0o600
 
@@ -103,51 +119,49 @@ def _secret_untouched(secret: Path) -> None:
 def _refused_once(out: Path, caplog: pytest.LogCaptureFixture, reason: str) -> None:
     with caplog.at_level(logging.WARNING, logger="mixins"):
         for rank in range(3):
-            assert export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=rank) is None
+            assert export_mm("R", tp_rank=rank) is None
     assert wait_for_exports(60)
-    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    messages = warnings_of(caplog)
     assert len(messages) == 3 and all(f"refusing to write traces into {out}: it {reason}" in m for m in messages)
 
 
-def test_directory_pre_created_by_another_user_is_refused_while_attacked(
-    server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+def _nobodys_directory(path: Path) -> None:
+    as_nobody(lambda: os.mkdir(path, 0o755))  # the default location, claimed first
+
+
+def _writable_by_all(path: Path) -> None:
+    path.mkdir()
+    os.chmod(path, 0o777)
+
+
+def _nobodys_link(path: Path) -> None:
+    roots_dir = path.parent / "roots"  # a directory of root's the attacker would like traces in
+    roots_dir.mkdir()
+    as_nobody(lambda: os.symlink(roots_dir, path))
+
+
+@pytest.mark.parametrize(("make", "reason"), [
+    (_nobodys_directory, "is owned by uid 65534"),
+    (_writable_by_all, "is writable by every user without the sticky bit (mode 0777)"),
+    (_nobodys_link, "is a symbolic link owned by uid 65534"),  # what it points to stays empty: nothing of ours
+])
+def test_a_directory_another_user_controls_is_refused_while_attacked(
+    server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+    make: Callable[[Path], None], reason: str,
 ) -> None:
-    as_nobody(lambda: os.mkdir(server_env, 0o755))  # the default location, claimed first
+    """One WARNING per export (strict mode raises), nothing of ours in it, the root-only file untouched."""
+    make(server_env)
     attacker = Nobody(swap_everything(server_env, secret))
     try:
-        _refused_once(server_env, caplog, "is owned by uid 65534")
+        _refused_once(server_env, caplog, reason)
         monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STRICT", "1")
-        with pytest.raises(UnsafeDirectoryError, match="owned by uid 65534"):
-            export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=0)
+        with pytest.raises(UnsafeDirectoryError, match=re.escape(reason)):
+            export_mm("R")
     finally:
         result = attacker.release()
     assert result["rounds"] > 0
     _secret_untouched(secret)
-    assert all(p.owner() == "nobody" or p.stat().st_uid == NOBODY for p in server_env.iterdir())  # nothing of ours
-
-
-def test_world_writable_directory_without_sticky_bit_is_refused(
-    server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    server_env.mkdir()
-    os.chmod(server_env, 0o777)
-    attacker = Nobody(swap_everything(server_env, secret))
-    try:
-        _refused_once(server_env, caplog, "is writable by every user without the sticky bit (mode 0777)")
-    finally:
-        attacker.release()
-    _secret_untouched(secret)
-    assert all(p.lstat().st_uid == NOBODY for p in server_env.iterdir())
-
-
-def test_symlink_planted_at_the_output_directory_is_refused(
-    server_env: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    roots_dir = tmp_path / "roots"  # a directory of root's the attacker would like traces in
-    roots_dir.mkdir()
-    as_nobody(lambda: os.symlink(roots_dir, server_env))
-    _refused_once(server_env, caplog, "is a symbolic link owned by uid 65534")
-    assert list(roots_dir.iterdir()) == []
+    assert all(p.lstat().st_uid == NOBODY for p in server_env.iterdir())  # nothing of ours
 
 
 class PausingProfile:
@@ -166,22 +180,20 @@ class PausingProfile:
 
 
 def test_attacker_in_a_shared_sticky_output_directory_cannot_reach_the_staging(
-    server_env: Path, secret: Path
+    sticky_dir: Path, secret: Path
 ) -> None:
     """An output directory both may write (root's, mode 1777) is accepted; the staging inside is not theirs."""
-    server_env.mkdir()
-    os.chmod(server_env, 0o1777)
-    final = server_env / "cuda_graph_capture-Shared-TP-0.json.gz"
+    final = sticky_dir / "cuda_graph_capture-Shared-TP-0.json.gz"
     outcomes: dict[str, str] = {}
 
     def attack_at_kineto_write(kineto_path: str) -> None:
         staging = Path(os.path.realpath(os.path.dirname(kineto_path)))
-        assert staging.parent == server_env and stat.S_IMODE(staging.stat().st_mode) == 0o700
+        assert staging.parent == sticky_dir and stat.S_IMODE(staging.stat().st_mode) == 0o700
         outcomes.update(as_nobody(lambda: {
             "list staging": _errno_of(lambda: os.listdir(staging)),
             "plant at Kineto's staging name": _errno_of(lambda: os.symlink(secret, staging / "trace.json.tmp")),
             "plant at Kineto's output": _errno_of(lambda: os.symlink(secret, staging / "trace.json")),
-            "move the staging away": _errno_of(lambda: os.rename(staging, server_env / "moved")),
+            "move the staging away": _errno_of(lambda: os.rename(staging, sticky_dir / "moved")),
             "plant at the final name": _errno_of(lambda: os.symlink(secret, final)),
         }))
 
@@ -200,13 +212,11 @@ def test_attacker_in_a_shared_sticky_output_directory_cannot_reach_the_staging(
     _secret_untouched(secret)
 
 
-def test_racing_attacker_in_a_shared_sticky_directory_loses(server_env: Path, secret: Path) -> None:
+def test_racing_attacker_in_a_shared_sticky_directory_loses(sticky_dir: Path, secret: Path) -> None:
     """The attacker loops freely and, deterministically, runs a whole round at each moment that matters:
     while our staging directory is empty (Kineto about to write), while it holds Kineto's raw trace, and
     once every final file is published (each sync's round provably attacked those names)."""
-    server_env.mkdir()
-    os.chmod(server_env, 0o1777)
-    attacker = Nobody(swap_everything(server_env, secret))
+    attacker = Nobody(swap_everything(sticky_dir, secret))
     staged: list[str] = []
 
     def attack_now(kineto_path: str) -> None:
@@ -249,12 +259,10 @@ def test_kineto_output_is_reopened_without_following_a_symlink(
     _secret_untouched(secret)
 
 
-def test_planted_staging_names_stop_neither_the_export_nor_ls(server_env: Path, secret: Path) -> None:
+def test_planted_staging_names_stop_neither_the_export_nor_ls(sticky_dir: Path, secret: Path) -> None:
     """Names another user plants in a shared sticky directory, shaped like our staging directories but
     with fields we never write (a pid over 2**31 made os.kill raise OverflowError: every export returned
     None and ``ls`` printed a traceback), or well formed with a dead pid: all left alone, trace saved."""
-    server_env.mkdir()
-    os.chmod(server_env, 0o1777)
     here = Here.now()
     planted = [
         f"{STAGING_PREFIX}99999999999.{here.pid_namespace}.ab.{here.host}",
@@ -266,38 +274,34 @@ def test_planted_staging_names_stop_neither_the_export_nor_ls(server_env: Path, 
 
     def plant() -> list[str]:
         for name in planted:
-            os.mkdir(server_env / name, 0o700)
-            os.symlink(secret, server_env / name / "trace.json")
-        os.symlink(secret, server_env / f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3e.{here.host}")
-        return sorted(os.listdir(server_env))
+            os.mkdir(sticky_dir / name, 0o700)
+            os.symlink(secret, sticky_dir / name / "trace.json")
+        os.symlink(secret, sticky_dir / f"{STAGING_PREFIX}4194303.{here.pid_namespace}.0a1b2c3e.{here.host}")
+        return sorted(os.listdir(sticky_dir))
 
     before = as_nobody(plant)
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(4)), runner_name="Planted", tp_rank=0)
-    assert path == server_env / "cuda_graph_capture-Planted-TP-0.json.gz" and wait_for_exports(60)
+    path = export_mm("Planted", 4)
+    assert path == sticky_dir / "cuda_graph_capture-Planted-TP-0.json.gz" and wait_for_exports(60)
     assert op_shapes(load_trace(path)) == [[[4, 8], [8, 3]]]
-    done = subprocess.run([PYTHON, "-m", "mixins", "ls", str(server_env)], env=subprocess_env(),
-                          capture_output=True, text=True)
+    done = capture_trace("ls", str(sticky_dir))
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "Planted" in done.stdout
     stale = rf"temporary {re.escape(planted[-1])}: \d+ B, its process is gone: stale"
     assert re.search(stale, done.stdout), done.stdout
-    done = subprocess.run([PYTHON, "-m", "mixins", "clean", str(server_env)], env=subprocess_env(),
-                          capture_output=True, text=True)
+    done = capture_trace("clean", str(sticky_dir))
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert re.search(rf"temporary {re.escape(planted[-1])}: \d+ B, its process is gone; not removed \(another user's\)",
                      done.stdout), done.stdout
-    assert sorted(os.listdir(server_env)) == sorted([*before, path.name])  # the planted names untouched
+    assert sorted(os.listdir(sticky_dir)) == sorted([*before, path.name])  # the planted names untouched
     _secret_untouched(secret)
 
 
 def test_attacker_directory_at_the_final_name_cannot_lose_the_trace(
-    server_env: Path, secret: Path, caplog: pytest.LogCaptureFixture
+    sticky_dir: Path, secret: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """After the path is returned, another user makes a directory at the final name (rename(2) cannot
     replace it): the trace is saved beside it, one WARNING names both, their directory is untouched."""
-    server_env.mkdir()
-    os.chmod(server_env, 0o1777)
-    final = server_env / "cuda_graph_capture-Taken-TP-0.json.gz"
+    final = sticky_dir / "cuda_graph_capture-Taken-TP-0.json.gz"
 
     def take_the_final_name(_kineto_path: str) -> None:
         def attack() -> str:
@@ -311,27 +315,25 @@ def test_attacker_directory_at_the_final_name_cannot_lose_the_trace(
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert export_cuda_graph_capture_trace(prof, runner_name="Taken", tp_rank=0) == final
         assert wait_for_exports(60)
-    [saved] = [p for p in server_env.iterdir() if p != final]
+    [saved] = [p for p in sticky_dir.iterdir() if p != final]
     assert re.fullmatch(r"cuda_graph_capture-Taken-TP-0\.[0-9a-f]{8}\.json\.gz", saved.name)
     assert stat.S_ISREG(saved.lstat().st_mode) and saved.lstat().st_uid == 0
     assert op_shapes(load_trace(saved)) == [[[6, 8], [8, 3]]]
-    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    [message] = warnings_of(caplog)
     assert f"saved to {saved} instead of {final}, which holds a directory owned by uid 65534" in message
     assert final.lstat().st_uid == NOBODY and os.listdir(final) == ["inside"]
     _secret_untouched(secret)
 
 
 def test_lazy_trace_beside_an_attackers_directory_keeps_one_fallback_name(
-    server_env: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    sticky_dir: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Another user's directory at a lazy runner's final name: every re-publish made a new fallback copy
     (20 shapes, 21 entries, 20 WARNINGs). Now one fallback name for the trace's life, replaced on each
     re-publish, one WARNING; once the final name is free again the trace goes there and the copy goes."""
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
-    server_env.mkdir()
-    os.chmod(server_env, 0o1777)
     trace = lazy_trace.trace_for(None, "LazyTaken")
-    final = server_env / "cuda_graph_capture-LazyTaken-TP-0.json.gz"
+    final = sticky_dir / "cuda_graph_capture-LazyTaken-TP-0.json.gz"
     assert trace.final == final
 
     def take_the_final_name() -> str:
@@ -344,18 +346,18 @@ def test_lazy_trace_beside_an_attackers_directory_keeps_one_fallback_name(
             assert trace.admit()
             trace.add(profile_of(matmul_work(rows)), None)
     assert wait_for_exports(60)
-    [saved] = [p for p in server_env.iterdir() if p != final]
+    [saved] = [p for p in sticky_dir.iterdir() if p != final]
     assert re.fullmatch(r"cuda_graph_capture-LazyTaken-TP-0\.[0-9a-f]{8}\.json\.gz", saved.name)
     assert stat.S_ISREG(saved.lstat().st_mode) and saved.lstat().st_uid == 0
     assert [shape[0][0] for shape in op_shapes(load_trace(saved))] == [1, 2, 3, 4, 5]
-    [message] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    [message] = warnings_of(caplog)
     assert f"saved to {saved} instead of {final}, which holds a directory owned by uid 65534" in message
 
     as_nobody(lambda: os.rmdir(final))
     assert trace.admit()
     trace.add(profile_of(matmul_work(6)), None)
     assert wait_for_exports(60)
-    assert os.listdir(server_env) == [final.name]
+    assert os.listdir(sticky_dir) == [final.name]
     assert [shape[0][0] for shape in op_shapes(load_trace(final))] == [1, 2, 3, 4, 5, 6]
     _secret_untouched(secret)
 
@@ -397,6 +399,5 @@ def test_hard_link_to_a_root_symlink_at_the_output_directory_is_refused(
 
     os.unlink(server_env)  # root's own symbolic link, one link: followed as before
     os.symlink(roots_dir, server_env)
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="Linked", tp_rank=0)
-    assert path is not None and wait_for_exports(60)
+    path = exported_trace("Linked")
     assert os.listdir(roots_dir) == [path.name]

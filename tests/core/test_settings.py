@@ -4,11 +4,11 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from core_helpers import warnings_of
 
 import _sglang_capture_trace_switches as switches
 from mixins import settings
@@ -19,10 +19,16 @@ from mixins import settings
     [
         ("1", True), ("true", True), ("TRUE", True), ("True", True), ("yes", True), ("Y", True), ("y", True),
         ("0", False), ("false", False), ("False", False), ("no", False), ("N", False), ("n", False),
+        (None, False),  # unset: off
     ],
 )
-def test_switch_accepts_sglang_envbool_values(monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool) -> None:
-    monkeypatch.setenv(settings.ENABLE, raw)
+def test_switch_accepts_sglang_envbool_values_read_at_call_time(
+    monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: bool
+) -> None:
+    if raw is None:
+        monkeypatch.delenv(settings.ENABLE, raising=False)
+    else:
+        monkeypatch.setenv(settings.ENABLE, raw)
     assert settings.trace_enabled() is expected
 
 
@@ -35,18 +41,9 @@ def test_invalid_switch_value_warns_once_naming_variable_and_counts_as_off(
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert settings.trace_enabled() is False
         assert settings.trace_enabled() is False
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1
-    message = warnings[0].getMessage()
+    [message] = warnings_of(caplog)
     assert settings.ENABLE in message and repr(raw) in message
     assert "true/1/yes/y/false/0/no/n" in message
-
-
-def test_unset_switch_is_off_and_read_at_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(settings.ENABLE, raising=False)
-    assert settings.trace_enabled() is False
-    monkeypatch.setenv(settings.ENABLE, "1")
-    assert settings.trace_enabled() is True
 
 
 def test_profiler_dir_defaults_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,12 +55,29 @@ def test_profiler_dir_defaults_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.profiler_dir() == "/data/prof"
 
 
-def _read_twice(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, name: str, raw: str | None,
-    read: Callable[[], Any],
-) -> tuple[list[Any], list[str]]:
-    """``read()`` twice with ``name`` set to ``raw`` (None: unset) and the warn-once memory cleared: both
-    values, and the warnings logged meanwhile (a bad value warns once, not at every read)."""
+_GZIP = (settings.GZIP_LEVEL, settings.gzip_level, 6, "expected an integer from 0 to 9; using 6")
+_EXIT = (settings.EXIT_TIMEOUT, settings.exit_timeout, 300.0,
+         "expected a number of seconds from 0 to 86400; using 300.0")
+
+
+@pytest.mark.parametrize(("setting", "raw", "expected"), [
+    *((_GZIP, raw, value) for raw, value in [
+        (None, 6), ("1", 1), ("9", 9), ("0", 0), ("10", 6), ("x", 6), ("-1", 6), (" 5", 6), ("0_5", 6),
+        ("\u0665", 6), ("1" * 5000, 6),
+    ]),
+    *((_EXIT, raw, value) for raw, value in [
+        (None, 300.0), ("0", 0.0), ("2.5", 2.5), (".5", 0.5), ("1e3", 1000.0), ("86400", 86400.0),
+        ("inf", 300.0), ("Infinity", 300.0), ("1e400", 300.0), ("1e12", 300.0), ("86400.5", 300.0), ("nan", 300.0),
+        ("-1", 300.0), ("", 300.0), (" 5", 300.0), ("1_0", 300.0), ("\u0665", 300.0), ("9" * 5000, 300.0),
+    ]),
+], ids=lambda v: v[0] if isinstance(v, tuple) else None)
+def test_numeric_settings_warn_once_and_use_the_default(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, setting: tuple[Any, ...], raw: str | None,
+    expected: float,
+) -> None:
+    """Read twice (unset when ``raw`` is None): a bad value warns once, not at every read. The exit timeout is
+    finite and at most a day: ``inf``/``1e400``/``1e12`` made threading._shutdown raise OverflowError at exit."""
+    name, read, default, message = setting
     switches._warned.clear()
     if raw is None:
         monkeypatch.delenv(name, raising=False)
@@ -71,37 +85,11 @@ def _read_twice(
         monkeypatch.setenv(name, raw)
     with caplog.at_level(logging.WARNING, logger="mixins"):
         values = [read(), read()]
-    return values, [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-
-
-@pytest.mark.parametrize(("raw", "expected"), [
-    (None, 6), ("1", 1), ("9", 9), ("0", 0), ("10", 6), ("x", 6), ("-1", 6), (" 5", 6), ("0_5", 6), ("\u0665", 6),
-    ("1" * 5000, 6),
-])
-def test_gzip_level(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str | None,
-                    expected: int) -> None:
-    values, warnings = _read_twice(monkeypatch, caplog, settings.GZIP_LEVEL, raw, settings.gzip_level)
+    warnings = warnings_of(caplog)
     assert values == [expected, expected]
-    valid = raw is None or str(expected) == raw
+    valid = raw is None or expected != default
     assert len(warnings) == (0 if valid else 1)
-    assert valid or f"for {settings.GZIP_LEVEL}: expected an integer from 0 to 9; using 6" in warnings[0]
-
-
-@pytest.mark.parametrize(("raw", "expected"), [
-    (None, 300.0), ("0", 0.0), ("2.5", 2.5), (".5", 0.5), ("1e3", 1000.0), ("86400", 86400.0),
-    ("inf", 300.0), ("Infinity", 300.0), ("1e400", 300.0), ("1e12", 300.0), ("86400.5", 300.0), ("nan", 300.0),
-    ("-1", 300.0), ("", 300.0), (" 5", 300.0), ("1_0", 300.0), ("\u0665", 300.0), ("9" * 5000, 300.0),
-])
-def test_exit_timeout_is_finite_and_at_most_a_day(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str | None, expected: float
-) -> None:
-    """``inf``/``1e400``/``1e12`` were accepted and made threading._shutdown raise OverflowError at exit."""
-    values, warnings = _read_twice(monkeypatch, caplog, settings.EXIT_TIMEOUT, raw, settings.exit_timeout)
-    assert values == [expected, expected]
-    valid = raw is None or expected != 300.0
-    assert len(warnings) == (0 if valid else 1)
-    assert valid or f"for {settings.EXIT_TIMEOUT}: expected a number of seconds from 0 to 86400; using 300.0" in (
-        warnings[0])
+    assert valid or f"for {name}: {message}" in warnings[0]
 
 
 def test_strict_and_background_switches(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,7 +155,7 @@ def test_invalid_startup_switch_warns_once_and_keeps_the_hook_on(caplog: pytest.
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert settings.startup_hook_wanted(environ) is True
         assert settings.startup_hook_wanted(environ) is True
-    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    messages = warnings_of(caplog)
     assert len(messages) == 1 and settings.STARTUP_HOOK in messages[0] and "'off'" in messages[0]
 
 
@@ -183,22 +171,19 @@ def _interpreter_start(**env: str) -> subprocess.CompletedProcess[str]:
                           env={**clean, **env}, timeout=120)
 
 
-@pytest.mark.parametrize(("typo", "ours"), [
-    ("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACES", settings.ENABLE),
-    ("SGLANG_TORCH_PROFILE_DIR", settings.PROFILER_DIR),
-    ("SGLANG_CAPTURE_TRACE_GZIP_LEVL", settings.GZIP_LEVEL),
+@pytest.mark.parametrize(("env", "stderr"), [
+    *(({typo: "1"}, f"sglang-capture-trace: {typo} is set; did you mean {ours}?\n") for typo, ours in [
+        ("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACES", settings.ENABLE),
+        ("SGLANG_TORCH_PROFILE_DIR", settings.PROFILER_DIR),
+        ("SGLANG_CAPTURE_TRACE_GZIP_LEVL", settings.GZIP_LEVEL),
+    ]),
+    ({"SGLANG_PORT": "30000", "SGLANG_USE_MODELSCOPE": "1", "SGLANG_CAPTURE_TRACE_STRICT": "0",
+      "SGLANG_TORCH_PROFILER_DIR": "/tmp", "SGLANG_LOGGING_CONFIG_PATH": "x"}, ""),  # others' names, and ours
 ])
-def test_start_up_hook_warns_once_about_a_name_a_typo_away(typo: str, ours: str) -> None:
+def test_start_up_hook_warns_once_about_a_name_a_typo_away(env: dict[str, str], stderr: str) -> None:
     """Before, a misspelt switch was silent (the .pth ran nothing without the exact name)."""
-    done = _interpreter_start(**{typo: "1"})
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == f"sglang-capture-trace: {typo} is set; did you mean {ours}?\n"
-
-
-def test_start_up_hook_is_silent_for_other_sglang_names_and_our_own() -> None:
-    done = _interpreter_start(SGLANG_PORT="30000", SGLANG_USE_MODELSCOPE="1", SGLANG_CAPTURE_TRACE_STRICT="0",
-                              SGLANG_TORCH_PROFILER_DIR="/tmp", SGLANG_LOGGING_CONFIG_PATH="x")
-    assert done.returncode == 0 and done.stderr == ""
+    done = _interpreter_start(**env)
+    assert done.returncode == 0 and done.stderr == stderr, done.stderr
 
 
 def test_doctor_names_the_typo() -> None:

@@ -5,16 +5,14 @@ Real profiles, real files; the torch.distributed case runs two real gloo ranks i
 
 from __future__ import annotations
 
-import gzip
 import json
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace as _Holder  # a runner, its model_runner, its server_args
 
 import pytest
-from core_helpers import PYTHON, export_env, load_trace, matmul_work, profile_of, run_ranks, subprocess_env
+from core_helpers import capture_trace, export_env, export_mm, exported_trace, load_trace, run_ranks
 
-from mixins import export_cuda_graph_capture_trace, wait_for_exports
+from mixins import wait_for_exports
 from mixins.metadata import distributed_info, trace_header
 from mixins.naming import Ranks, Sizes, discover_sizes
 from tests.interop import import_hta
@@ -46,7 +44,7 @@ def test_explicit_tp_size_wins_and_is_validated(trace_env: Path) -> None:
     assert discover_sizes(_Holder(tp_size=8), Ranks(1, 0, 1, "explicit"), tp_size=2).tp_size == 2
     with pytest.raises(ValueError, match="tp_size must be an integer >= 4"):
         discover_sizes(None, Ranks(3, 0, 1, "explicit"), tp_size=2)
-    path = export_cuda_graph_capture_trace(profile_of(matmul_work(2)), runner_name="R", tp_rank=1, tp_size=2)
+    path = export_mm("R", tp_rank=1, tp_size=2)
     assert path is not None and wait_for_exports(60)
     meta = load_trace(path)["capture_trace"]
     assert (meta["tp_size"], meta["pp_size"], meta["size_source"]) == (2, 1, "explicit")
@@ -81,9 +79,7 @@ def test_hta_loads_two_ranks_without_torch_distributed(trace_env: Path) -> None:
     TraceAnalysis = import_hta("hta.trace_analysis").TraceAnalysis
 
     for rank in (0, 1):
-        path = export_cuda_graph_capture_trace(profile_of(matmul_work(3)), runner_name="Decode", tp_rank=rank)
-        assert path is not None
-    assert wait_for_exports(60)
+        exported_trace("Decode", 3, rank)
     analysis = TraceAnalysis(trace_dir=str(trace_env))
     assert sorted(analysis.t.traces) == [0, 1]
     for rank in (0, 1):
@@ -96,18 +92,16 @@ def test_two_gloo_ranks_record_sizes_and_check_notices_a_missing_rank(tmp_path: 
     paths = [Path(p) for p in run_ranks(2, "gloo_export", str(tmp_path / "store"), env=env)]
     assert [p.name for p in paths] == [f"cuda_graph_capture-GlooRunner-TP-{r}.json.gz" for r in (0, 1)]
     for rank, path in enumerate(paths):
-        with gzip.open(path, "rt") as handle:
-            trace = json.load(handle)
+        trace = load_trace(path)
         meta = trace["capture_trace"]
         assert (meta["tp_rank"], meta["tp_size"], meta["world_size"]) == (rank, 2, 2)
         assert meta["rank_source"] == meta["size_source"] == "torch.distributed"
         assert trace["distributedInfo"]["backend"] == "gloo"  # Kineto's own, kept as it was
         assert "source" not in trace["distributedInfo"]
     directory = paths[0].parent
-    cli = [PYTHON, "-m", "mixins", "check"]
-    ok = subprocess.run([*cli, str(directory)], capture_output=True, text=True, env=subprocess_env())
+    ok = capture_trace("check", str(directory))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     paths[1].unlink()
-    missing = subprocess.run([*cli, str(directory)], capture_output=True, text=True, env=subprocess_env())
+    missing = capture_trace("check", str(directory))
     assert missing.returncode == 1
     assert "GlooRunner" in missing.stdout and "TP rank 1 missing (tp_size 2)" in missing.stdout

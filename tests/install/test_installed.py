@@ -39,8 +39,12 @@ def test_pth_and_bootstrap_are_installed_beside_each_other(venv: Venv) -> None:
         assert (site / f"{module}.py").read_text() == (REPO / f"{module}.py").read_text()
 
 
-def test_switch_on_patches_sglang_at_start_up_without_importing_it(venv: Venv, tmp_path: Path) -> None:
-    result, stderr = probe(venv, tmp_path, **{ENABLE: "1"})
+@pytest.mark.parametrize("env", [{ENABLE: "1"}, {ENABLE: "1", PLUGINS: "other, capture_trace"}],
+                         ids=["on", "plugins-naming-us"])
+def test_switch_on_patches_sglang_at_start_up_without_importing_it(
+    venv: Venv, tmp_path: Path, env: dict[str, str]
+) -> None:
+    result, stderr = probe(venv, tmp_path, **env)
     assert result["installed"] is True, stderr
     assert "wrapt" in result["modules"]
     assert not {"torch", "sglang"} & set(result["modules"])
@@ -95,11 +99,6 @@ def _imported_under(rows: list[list[str]], module: str) -> list[str]:
             break
         under.append(name.strip())
     return under
-
-
-def test_plugins_list_naming_us_keeps_the_hook(wheel_venv: Venv, tmp_path: Path) -> None:
-    result, _ = probe(wheel_venv, tmp_path, **{ENABLE: "1", PLUGINS: "other, capture_trace"})
-    assert result["installed"] is True
 
 
 @pytest.mark.parametrize(
