@@ -33,12 +33,7 @@ SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
 #: Any other scalar argument with a non-default value is labelled under its own name.
 SHAPE_LABEL_NAMES = {"variant_label": VARIANT, "stream_idx": "stream", "attention_variant": "attention"}
 
-#: sglang's ``--enable-profile-cuda-graph``, read as each release reads it (docs/DESIGN.md §5.1): the
-#: runner's own copy (decode and CPU runners store it in ``__init__``), else the published config
-#: ``get_exec().graph.<flag>`` (0.5.14+, ``RUNTIME_CONTEXT``), else ``model_runner.server_args.<flag>``
-#: (every release) or ``eagle_worker.server_args.<flag>`` (the single-graph multi-layer EAGLE runner,
-#: which has no model runner; 0.5.16 publishes no ``get_exec``), else ``get_global_server_args().<flag>``
-#: (0.5.x runners without a model runner).
+#: sglang's ``--enable-profile-cuda-graph`` and where each release keeps it, in the order read (docs/DESIGN.md §5.1).
 PROFILE_FLAG = "enable_profile_cuda_graph"
 EXEC_CONFIG = ("get_exec", "graph")
 SERVER_ARGS_OWNERS: tuple[tuple[str, ...], ...] = (("model_runner", "server_args"), ("eagle_worker", "server_args"))
@@ -59,19 +54,12 @@ PARALLEL_STATE_GETTERS = {
     "pp_size": "get_pipeline_model_parallel_world_size",
     "tp_size": "get_tensor_model_parallel_world_size",
 }
-#: Where a runner keeps ranks and group sizes (read from the 0.4.10, 0.5.5, 0.5.13, 0.5.23 wheels):
-#: ``CudaGraphRunner.tp_size/pp_size/dp_size`` (0.4.10-0.5.13, from server_args),
-#: ``ModelRunner.tp_rank/tp_size/pp_rank/pp_size/dp_size`` (<= 0.5.13), ``BaseRunner.pp_size`` (0.5.23),
-#: ``ModelRunner.server_args.tp_size/pp_size/dp_size`` (every version). Paths of attributes from the runner.
-#: ``ModelRunner.ps`` (a frozen ``ParallelState``: tp/pp/dp ranks and sizes, attn_dp_size; 0.5.20).
+#: Where a runner keeps ranks and group sizes, as paths of attributes from the runner (docs/DESIGN.md §1.1;
+#: ``model_runner.ps`` is 0.5.20's frozen ``ParallelState``).
 RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",), ("model_runner", "ps"))
 RUNNER_SIZE_OWNERS: tuple[tuple[str, ...], ...] = RUNNER_OWNERS + (("model_runner", "server_args"),)
-#: Data-parallel replicas (read from the 0.5.5, 0.5.13, 0.5.20, 0.5.23 wheels). The replica's rank:
-#: ``get_parallel().dp_rank`` (0.5.23: ``SpawnRanks.dp_rank`` as published, None without a DP
-#: controller), ``ModelRunner.ps.dp_rank`` (0.5.20), ``ModelRunner.dp_rank`` (0.5.13; 0.5.5 keeps it in
-#: the scheduler only, out of a runner's reach: unknown there). Under DP attention the same launcher
-#: numbers attention groups of one TP group, whose TP ranks already differ (so they are not replicas):
-#: on when ``attn_dp_size`` > 1 (``get_parallel()`` / ``ps``, 0.5.20+) or ``server_args.enable_dp_attention``.
+#: Data-parallel replicas: the replica's rank and size, and the two signs of DP attention, whose "DP ranks"
+#: are attention groups of one TP group, not replicas (docs/DESIGN.md §1.1).
 DP_RANK = "dp_rank"
 DP_SIZE = "dp_size"
 ATTENTION_DP_SIZE = "attn_dp_size"
@@ -268,13 +256,6 @@ _PROFILE_WHY = (
 )
 
 
-def _profile_note(method: str) -> str:
-    return (
-        f"`{method}()` run inside our own profiler (CPU + device activity, record_shapes) when "
-        "--enable-profile-cuda-graph is on; exported after it returns"
-    )
-
-
 _PROFILE_DROP = "drop when sglang profiles this runner's capture itself (the row then defers: never two files)"
 
 
@@ -292,7 +273,8 @@ def _profile_row(
         module, cls, method, Strategy.PROFILE_CAPTURE,
         why=why,
         drop_when=_PROFILE_DROP,
-        note=_profile_note(method) + (f"; {note}" if note else ""),
+        note=f"`{method}()` run inside our own profiler (CPU + device activity, record_shapes) when "
+        f"--enable-profile-cuda-graph is on; exported after it returns{f'; {note}' if note else ''}",
         read_in=read_in,
         evidence=evidence,
         capture_path=path,

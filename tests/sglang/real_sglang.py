@@ -372,11 +372,6 @@ def cpu_graph_context(runner: Any) -> Iterator[None]:
 
 PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
 PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
-#: (module, class, per-shape method) of the token-count runners sglang never profiles.
-TOKEN_RUNNERS = (
-    (PIECEWISE, "PiecewiseCudaGraphRunner", "capture_one_batch_size"),
-    (PREFILL, "PrefillCudaGraphRunner", "capture_one_shape"),
-)
 
 
 def token_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:
@@ -437,12 +432,6 @@ def run_token_capture(runner: Any, profile_flag: bool) -> None:
 
 BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
 MULTI_LAYER = f"{SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
-#: (module, class, per-shape method) of the never-profiled runners without a capture(): our row is on the
-#: method that captures everything (``_capture_all``, ``_init_and_capture``).
-CAPTURE_METHOD_RUNNERS = (
-    (BREAKABLE, "BreakableCudaGraphRunner", "_capture_one"),
-    (MULTI_LAYER, "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner", "_capture_one_graph"),
-)
 
 
 def breakable_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:

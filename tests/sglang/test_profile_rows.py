@@ -31,50 +31,36 @@ from tests.trace_files import load_trace, range_names  # noqa: E402
 
 cpu_shims.prepare()
 
-TRACE = "cuda_graph_capture-CPUGraphRunner-TP-0.json.gz"
-
-
 def capture(runner: Any) -> None:
     with real_sglang.cpu_graph_context(runner):
         runner.capture()
 
 
-def test_cpu_graph_runner_real_capture_writes_one_trace(
-    trace_dir: Path, installed: None, profilers_started: list[Any]
+@pytest.mark.parametrize("case", real_sglang.CASES)
+def test_cpu_graph_runner_real_capture(
+    case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch, profilers_started: list[Any]
 ) -> None:
-    """The real capture path under --enable-profile-cuda-graph: one file, the runner's own name, one
-    segment per captured batch size (largest first, as sglang captures), torch.compile really ran."""
+    """On, the real capture path under --enable-profile-cuda-graph: one file, the runner's own name, one
+    segment per captured batch size (largest first, as sglang captures), torch.compile really ran. Either
+    switch off: the capture runs, no profiler is started, nothing is written. The control (our package not
+    installed, flag and switch on): sglang itself writes no capture trace."""
     cls = real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner")
-    runner = real_sglang.cpu_graph_runner(cls, (1, 2))
-    capture(runner)
+    with real_sglang.activation(case, monkeypatch) as flag:
+        runner = real_sglang.cpu_graph_runner(cls, (1, 2), profile_flag=flag)
+        capture(runner)
     assert sorted(runner.graphs) == [1, 2] and all(callable(g) for g in runner.graphs.values())
-    assert real_sglang.trace_names(trace_dir) == [TRACE]
-    path = real_sglang.traces(trace_dir)[0]
-    assert real_sglang.is_ours(path)
+    path = _the_one_trace(case, "CPUGraphRunner", trace_dir, profilers_started)
+    if path is None:
+        assert not (trace_dir / "graph_capture_profile").exists()
+        return
     trace = load_trace(path)
     labels = [a for a in range_names(trace) if a.startswith("capture::")]  # dynamo adds its own ranges
     assert [label.split(",")[0] for label in labels] == ["capture::bs=2", "capture::bs=1"], labels
-    assert len(profilers_started) == 1 and profilers_started[0]["record_shapes"] is True
+    assert profilers_started[0]["record_shapes"] is True
     assert trace["capture_trace"]["runner"] == "CPUGraphRunner"
     assert trace["capture_trace"]["capture_bs"] == [1, 2]
     mm = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] in ("aten::addmm", "aten::mm")]
     assert mm and all("Input Dims" in e["args"] for e in mm)  # record_shapes, the model's own ops
-
-
-@pytest.mark.parametrize("off", real_sglang.CASES[1:])
-def test_cpu_graph_runner_writes_nothing_when_off(
-    off: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch, profilers_started: list[Any]
-) -> None:
-    """Either switch off: the capture runs, no profiler is started, nothing is written. The control
-    (our package not installed, flag and switch on): sglang itself writes no capture trace."""
-    cls = real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner")
-    with real_sglang.activation(off, monkeypatch) as flag:
-        runner = real_sglang.cpu_graph_runner(cls, (1, 2), profile_flag=flag)
-        capture(runner)
-    assert sorted(runner.graphs) == [1, 2]
-    assert profilers_started == []
-    assert real_sglang.trace_names(trace_dir) == []
-    assert not (trace_dir / "graph_capture_profile").exists()
 
 
 def test_cpu_graph_runner_defers_to_an_active_profiler(
@@ -115,7 +101,7 @@ def test_rows_we_profile_say_so() -> None:
         assert (target.limits in str(row)) == applies or not target.limits
 
 
-# -- token-count runners: real capture(), the per-shape CUDA-graph capture stood in ------------------
+# -- the token-count runners' real capture(), and the real capture methods of the runners without one -------
 
 
 def _the_one_trace(case: str, name: str, trace_dir: Path, profilers_started: list[Any]) -> Path | None:
@@ -124,74 +110,64 @@ def _the_one_trace(case: str, name: str, trace_dir: Path, profilers_started: lis
     return real_sglang.the_one_trace(trace_dir, name, case)
 
 
-TOKEN_IDS = [name for _, name, _ in real_sglang.TOKEN_RUNNERS]
+def _token_capture(cls: type, flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = real_sglang.token_runner(cls, (64, 256), profile_flag=flag)  # ascending, as sglang keeps it
+    real_sglang.run_token_capture(runner, flag)
+
+
+def _breakable_capture(cls: type, flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = real_sglang.breakable_runner(cls, (64, 256), profile_flag=flag)
+    real_sglang.run_breakable_capture(runner)
+    assert sorted(runner.graphs) == [64, 256]
+
+
+def _one_graph_capture(cls: type, flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    step_cls = real_sglang.load_class(real_sglang.MULTI_LAYER, "MultiLayerEagleDraftExtendCudaGraphRunner")
+    monkeypatch.setattr(cls, "_create_runner", cpu_shims.step_runner_stand_in(step_cls, [1, 2], flag))
+    monkeypatch.setattr(cls, "_allocate_buffers", cpu_shims.shared_buffers_stand_in)
+    runner = real_sglang.run_one_graph_capture(cls, real_sglang.one_graph_worker(2, profile_flag=flag), flag)
+    assert [r.step for r in runner.runners] == [0, 1]
+
+
+#: runner -> (module, per-shape method, what runs its real capture path, what the per-shape stand-in returns
+#: where the real method returns something else than the output, the segment labels in capture order)
+SHAPES: dict[str, tuple[str, str, Any, Any, list[str]]] = {
+    "PiecewiseCudaGraphRunner": (real_sglang.PIECEWISE, "capture_one_batch_size", _token_capture, None,
+                                 ["capture::tokens=256", "capture::tokens=64"]),
+    "PrefillCudaGraphRunner": (real_sglang.PREFILL, "capture_one_shape", _token_capture, None, [
+        "capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2", "capture::tokens=64",
+        "capture::tokens=64,prefix_num_chunks=2"]),
+    # __init__ warms up on the GPU, then calls _capture_all(), which our row wraps
+    "BreakableCudaGraphRunner": (real_sglang.BREAKABLE, "_capture_one", _breakable_capture, cpu_shims.breakable_graph,
+                                 ["capture::tokens=256", "capture::tokens=64"]),
+    # the real __init__ -> _init_and_capture(): per-step runners, then one graph per batch size
+    "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner": (
+        real_sglang.MULTI_LAYER, "_capture_one_graph", _one_graph_capture, None, ["capture::bs=2", "capture::bs=1"]),
+}
 
 
 @pytest.mark.parametrize("case", real_sglang.CASES)
-@pytest.mark.parametrize(("module", "name", "method"), real_sglang.TOKEN_RUNNERS, ids=TOKEN_IDS)
-def test_token_runner_real_capture(
-    module: str, name: str, method: str, case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch,
-    profilers_started: list[Any],
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_runner_real_capture(
+    name: str, case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch, profilers_started: list[Any],
 ) -> None:
-    """On: exactly one file named after the runner, a capture::tokens= segment per token count (largest
-    first, as sglang captures; prefill's prefix-chunk variants labelled). Either switch off, or our
-    package not installed (the control): the capture runs, no profiler starts, nothing is written."""
+    """The prefill / piecewise runners' real ``capture()``, ``BreakableCudaGraphRunner``'s real
+    ``_capture_all()`` and the single-graph multi-layer EAGLE draft-extend runner's real ``__init__`` ->
+    ``_init_and_capture()``, only the per-shape CUDA-graph capture (and the GPU parts) stood in. On: exactly
+    one file named after the runner, one range per shape (largest first, as sglang captures; prefill's
+    prefix-chunk variants labelled). Either switch off, or our package not installed (the control): the
+    capture runs, no profiler starts, nothing is written."""
+    module, method, run, returns, labels = SHAPES[name]
     cls = real_sglang.class_or_skip(module, name)
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls))
-    with real_sglang.activation(case, monkeypatch) as flag:
-        runner = real_sglang.token_runner(cls, (64, 256), profile_flag=flag)  # ascending, as sglang keeps it
-        real_sglang.run_token_capture(runner, flag)
-    assert calls and calls[0][0] == 256  # the real loop ran, largest first
-    path = _the_one_trace(case, name, trace_dir, profilers_started)
-    if path is None:
-        return
-    expected = {
-        "PiecewiseCudaGraphRunner": ["capture::tokens=256", "capture::tokens=64"],
-        "PrefillCudaGraphRunner": ["capture::tokens=256", "capture::tokens=256,prefix_num_chunks=2",
-                                   "capture::tokens=64", "capture::tokens=64,prefix_num_chunks=2"],
-    }[name]
-    assert range_names(load_trace(path)) == expected
-
-
-# -- runners without a capture(): our profiler around the method that captures everything -------------
-
-
-CAPTURE_METHOD_IDS = [name for _, name, _ in real_sglang.CAPTURE_METHOD_RUNNERS]
-
-
-@pytest.mark.parametrize("case", real_sglang.CASES)
-@pytest.mark.parametrize(("module", "name", "method"), real_sglang.CAPTURE_METHOD_RUNNERS, ids=CAPTURE_METHOD_IDS)
-def test_runner_without_capture_real_capture(
-    module: str, name: str, method: str, case: str, trace_dir: Path, monkeypatch: pytest.MonkeyPatch,
-    profilers_started: list[Any],
-) -> None:
-    """``BreakableCudaGraphRunner`` (its real ``_capture_all()``) and the single-graph multi-layer EAGLE
-    draft-extend runner (its real ``__init__`` -> ``_init_and_capture()``), only the GPU parts stood in. On:
-    exactly one file named after the runner, one range per shape (largest first, as sglang captures).
-    Either switch off, or our package not installed (the control): the capture runs, no profiler starts,
-    nothing is written."""
-    cls = real_sglang.class_or_skip(module, name)
-    calls: list[tuple[Any, ...]] = []
-    returns = cpu_shims.breakable_graph if name == "BreakableCudaGraphRunner" else None
     monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls, returns))
     with real_sglang.activation(case, monkeypatch) as flag:
-        if name == "BreakableCudaGraphRunner":
-            runner = real_sglang.breakable_runner(cls, (64, 256), profile_flag=flag)
-            real_sglang.run_breakable_capture(runner)
-            assert sorted(runner.graphs) == [64, 256]
-        else:
-            step_cls = real_sglang.load_class(module, "MultiLayerEagleDraftExtendCudaGraphRunner")
-            monkeypatch.setattr(cls, "_create_runner", cpu_shims.step_runner_stand_in(step_cls, [1, 2], flag))
-            monkeypatch.setattr(cls, "_allocate_buffers", cpu_shims.shared_buffers_stand_in)
-            runner = real_sglang.run_one_graph_capture(cls, real_sglang.one_graph_worker(2, profile_flag=flag), flag)
-            assert [r.step for r in runner.runners] == [0, 1]
-    sizes = [call[0] for call in calls]
-    assert sizes == ([256, 64] if name == "BreakableCudaGraphRunner" else [2, 1])  # the real loop ran
+        run(cls, flag, monkeypatch)
+    sizes = [int(label.split("=")[1].split(",")[0]) for label in labels]
+    assert [call[0] for call in calls] == sizes  # the real loop ran, largest first
     path = _the_one_trace(case, name, trace_dir, profilers_started)
     if path is None:
         return
     trace = load_trace(path)
-    unit = "tokens" if name == "BreakableCudaGraphRunner" else "bs"
-    assert range_names(trace) == [f"capture::{unit}={size}" for size in sizes]
+    assert range_names(trace) == labels
     assert trace["capture_trace"]["runner"] == name

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_sglang import clean_env
 from orders import expected_states, installed_after, orders
 
 if importlib.util.find_spec("sglang") is None:
@@ -213,9 +214,7 @@ REAL_ORDERS = (
 def _order_environ(**env: str) -> dict[str, str]:
     """No SGLANG_* but ``env``, the start-up hook off (only the order's steps activate), these modules on
     the path."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
-    environ.update(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **env)
-    return environ
+    return clean_env(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **env)
 
 
 @pytest.fixture(scope="module")
@@ -300,7 +299,14 @@ def test_plugin_entry_point_and_pth_are_installed() -> None:
     assert installed_pth[0].read_text() == repo_pth.read_text()
 
 
-def _spawn_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, startup_hook: bool, load_plugins: bool):
+@pytest.mark.parametrize(("startup_hook", "load_plugins"), [(True, False), (False, True), (False, False)],
+                         ids=["through the .pth", "through the plugin loader", "control: no activation"])
+def test_spawn_child_exports_only_when_activated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, startup_hook: bool,
+                                                 load_plugins: bool) -> None:
+    """A spawned child that never calls install(): the .pth start-up hook or sglang's plugin loader patches
+    it and it writes its one file; with the hook off and no loader call (the control) it is unpatched."""
+    if load_plugins:
+        module_or_skip("sglang.srt.plugins")
     module, cls = base_runner()
     for key in [k for k in os.environ if k.startswith("SGLANG_")]:
         monkeypatch.delenv(key)
@@ -316,70 +322,36 @@ def _spawn_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, startup_h
     child.start()
     child.join(timeout=600)
     assert child.exitcode == 0
+    activated = startup_hook or load_plugins
+    assert json.loads(report.read_text())["installed"] is activated
     ours = [p.name for p in real_sglang.traces(tmp_path) if real_sglang.is_ours(p)]
-    return json.loads(report.read_text()), ours, cls
+    assert ours == ([f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"] if activated else [])
 
 
-def test_spawn_child_exports_through_pth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    report, ours, cls = _spawn_capture(tmp_path, monkeypatch, startup_hook=True, load_plugins=False)
-    assert report["installed"] is True
-    assert ours == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
-
-
-def test_spawn_child_exports_through_plugin_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    module_or_skip("sglang.srt.plugins")
-    report, ours, cls = _spawn_capture(tmp_path, monkeypatch, startup_hook=False, load_plugins=True)
-    assert report["installed"] is True
-    assert ours == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
-
-
-def test_spawn_child_without_activation_exports_nothing_of_ours(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The control: with the start-up hook off and no plugin loader call, the child is unpatched."""
-    report, ours, _ = _spawn_capture(tmp_path, monkeypatch, startup_hook=False, load_plugins=False)
-    assert report["installed"] is False
-    assert ours == []
-
-
-def test_rank_discovery_reads_the_real_sglang_parallel_state() -> None:
-    """sglang's own rank state beats runner attributes once written, and its 'not written' /
-    'not initialised' errors are survived (falling back to the runner) — no fake module involved."""
+def test_rank_and_size_discovery_read_the_real_sglang_parallel_state() -> None:
+    """sglang's own rank and size state beats the runner's attributes once written, and its 'not written' /
+    'not initialised' errors are survived, falling back to the runner (tp_size as sglang's CudaGraphRunner
+    copies it from server_args) — no fake module involved."""
     import types
 
-    from mixins.naming import discover_ranks
+    from mixins.naming import Ranks, discover_ranks, discover_sizes
 
     importlib.import_module("sglang.srt.distributed.parallel_state")  # every era has it; not initialised here
-    runner = types.SimpleNamespace(tp_rank=5, pp_rank=0, pp_size=1)
-    ranks = discover_ranks(runner)
+    model_runner = types.SimpleNamespace(server_args=types.SimpleNamespace(tp_size=2))
+    runner = types.SimpleNamespace(tp_rank=5, pp_rank=0, pp_size=1, model_runner=model_runner)
+    ranks, sizes = discover_ranks(runner), discover_sizes(runner, Ranks(1, 0, 1, "runner"))
     assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (5, 0, 1, "runner")
+    assert (sizes.tp_size, sizes.source) == (2, "runner")
     if importlib.util.find_spec("sglang.srt.runtime_context") is None:
         return  # sglang < 0.5.14: only the (uninitialised) parallel_state above exists
     from sglang.srt.runtime_context import get_parallel
 
-    with get_parallel().override(tp_rank=3, pp_rank=1, pp_size=2):
-        ranks = discover_ranks(runner)
+    with get_parallel().override(tp_rank=3, tp_size=4, pp_rank=1, pp_size=2):
+        ranks, sizes = discover_ranks(runner), discover_sizes(runner, Ranks(3, 1, 2, "sglang"))
     assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (3, 1, 2, "sglang")
-
-
-def test_size_discovery_reads_the_real_sglang_parallel_state() -> None:
-    """tp_size for ``check``: sglang's written state wins; its 'not initialised' errors fall back to
-    the runner's attributes (as sglang's CudaGraphRunner copies them from server_args)."""
-    import types
-
-    from mixins.naming import Ranks, discover_sizes
-
-    importlib.import_module("sglang.srt.distributed.parallel_state")  # not initialised here
-    runner = types.SimpleNamespace(model_runner=types.SimpleNamespace(server_args=types.SimpleNamespace(tp_size=2)))
-    sizes = discover_sizes(runner, Ranks(1, 0, 1, "runner"))
-    assert (sizes.tp_size, sizes.source) == (2, "runner")
-    if importlib.util.find_spec("sglang.srt.runtime_context") is None:
-        return  # sglang < 0.5.16: no runtime_context
-    from sglang.srt.runtime_context import get_parallel
-
-    with get_parallel().override(tp_rank=3, tp_size=4, pp_rank=0, pp_size=1):
-        sizes = discover_sizes(runner, Ranks(3, 0, 1, "sglang"))
     assert (sizes.tp_size, sizes.source) == (4, "sglang")
+
+
 @pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
 def test_shape_labels_are_unique_for_the_real_signature(module: str, name: str) -> None:
     """Every per-shape method of this sglang, called as its capture loop calls it (positionally: size,
