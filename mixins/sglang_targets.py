@@ -238,15 +238,10 @@ def _adopt_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str) -
         "DecodeCudaGraphRunner and inherit the hook)",
         note="sglang crashes here with --enable-profile-cuda-graph; we add the two missing helpers "
         "(delegating to CudaGraphRunner) and export",
-        read_in=read_in,
-        evidence=evidence,
-        absent=(INIT, HOOK),
-        own=False,
-        requires=("capture",),
-        code_names=("CudaGraphRunner",),
-        code_of="capture",
-        base="CudaGraphRunner",
-        base_requires=(INIT, HOOK),
+        read_in=read_in, evidence=evidence,
+        # applies where the class calls CudaGraphRunner.capture(self) and has neither helper itself
+        absent=(INIT, HOOK), own=False, requires=("capture",), code_names=("CudaGraphRunner",), code_of="capture",
+        base="CudaGraphRunner", base_requires=(INIT, HOOK),
     )
 
 
@@ -260,24 +255,17 @@ _PROFILE_DROP = "drop when sglang profiles this runner's capture itself (the row
 
 
 def _profile_row(
-    module: str, cls: str, read_in: tuple[str, ...], evidence: str, *,
-    method: str = "capture",
-    path: tuple[str, ...] = (),
-    why: str = _PROFILE_WHY,
-    note: str = "",
+    module: str, cls: str, read_in: tuple[str, ...], evidence: str, *, method: str = "capture",
+    path: tuple[str, ...] = (), why: str = _PROFILE_WHY, note: str = "",
 ) -> Target:
     """A runner whose capture sglang never profiles: PROFILE_CAPTURE on ``method``, the method that does
     the whole capture (``capture()`` for most; ``path``: the methods it calls on the way to each shape,
     searched for sglang's own profiling). ``note`` is added to the standard one."""
     return Target(
-        module, cls, method, Strategy.PROFILE_CAPTURE,
-        why=why,
-        drop_when=_PROFILE_DROP,
+        module, cls, method, Strategy.PROFILE_CAPTURE, why=why, drop_when=_PROFILE_DROP,
         note=f"`{method}()` run inside our own profiler (CPU + device activity, record_shapes) when "
         f"--enable-profile-cuda-graph is on; exported after it returns{f'; {note}' if note else ''}",
-        read_in=read_in,
-        evidence=evidence,
-        capture_path=path,
+        read_in=read_in, evidence=evidence, capture_path=path,
     )
 
 
@@ -387,22 +375,18 @@ def _lazy_row(
     standard = _LAZY_NOTE.format(when=_FLAG_ON if profile_flag else _SWITCH_ALONE,
                                  label=SEGMENT_PREFIX + (label_text(label) if label else f"{unit}=N,…"))
     return Target(
-        module, cls, method, Strategy.PROFILE_LAZY_CAPTURE,
-        why=_LAZY_WHY if profile_flag else _DIFFUSION_WHY,
-        drop_when=_PROFILE_DROP,
-        note=standard + (f"; {note}" if note else ""),
-        read_in=read_in,
-        ci=ci,
-        evidence=evidence,
-        own=own,
-        capture_path=path,
-        shape_of=shape_of,
-        graphs=graphs,
-        unit=unit,
-        profile_flag=profile_flag,
-        limits=limits or ("" if profile_flag else _SWITCH_ALONE_LIMITS),
-        optional=optional or ("" if profile_flag else _DIFFUSION_DEPS),
+        module, cls, method, Strategy.PROFILE_LAZY_CAPTURE, why=_LAZY_WHY if profile_flag else _DIFFUSION_WHY,
+        drop_when=_PROFILE_DROP, note=standard + (f"; {note}" if note else ""), read_in=read_in, ci=ci,
+        evidence=evidence, own=own, capture_path=path, shape_of=shape_of, graphs=graphs, unit=unit,
+        profile_flag=profile_flag, limits=limits, optional=optional,
     )
+
+
+def _diffusion_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str, **fields: Any) -> Target:
+    """A lazy ``_capture`` of the diffusion runtime: no --enable-profile-cuda-graph (our switch alone opts in),
+    dependencies of its own, batch-first shapes; run in the CI venvs that import it."""
+    return _lazy_row(module, cls, "_capture", read_in, evidence, unit=BS, profile_flag=False, ci=_DIFFUSION_CI,
+                     limits=_SWITCH_ALONE_LIMITS, optional=_DIFFUSION_DEPS, **fields)
 
 
 def _shape_rows(
@@ -413,9 +397,7 @@ def _shape_rows(
     return [
         Target(
             module, cls, method, Strategy.LABEL_SHAPES, why, drop_when,
-            note=f"`{method}` labelled per call (`{SEGMENT_PREFIX}{unit}=N`)",
-            read_in=read_in,
-            evidence=evidence,
+            note=f"`{method}` labelled per call (`{SEGMENT_PREFIX}{unit}=N`)", read_in=read_in, evidence=evidence,
             unit=unit,
         )
         for module, cls, read_in, evidence in rows
@@ -693,8 +675,8 @@ TARGETS: tuple[Target, ...] = (
         optional="torch_npu (an Ascend NPU build of torch)",
     ),
     # -- the diffusion runtime (sglang.multimodal_gen): no --enable-profile-cuda-graph, our switch opts in ----
-    _lazy_row(
-        "sglang.multimodal_gen.runtime.breakable_cuda_graph.runner", "DiffusionBreakableCudaGraphRunner", "_capture",
+    _diffusion_row(
+        "sglang.multimodal_gen.runtime.breakable_cuda_graph.runner", "DiffusionBreakableCudaGraphRunner",
         _DIFFUSION_BCG_RELEASES,
         "the denoising stage builds one per DiT (and quality level) under --enable-breakable-cuda-graph; at "
         "warm-up it calls capture(**kwargs) once per prompt bucket (and __call__ captures an unseen "
@@ -704,49 +686,37 @@ TARGETS: tuple[Target, ...] = (
         "raises; the diffusion runtime has no --enable-profile-cuda-graph and no profiler here; module absent "
         "in 0.5.14",
         shape_of=_diffusion_shape,
-        unit=BS,
         own=False,
-        profile_flag=False,
-        ci=_DIFFUSION_CI,
         label=((BS, "B"), ("frames", "F"), ("height", "H"), ("width", "W"), ("prompt_tokens", "S")),
         note="labelled from the latents (video; `bs,height,width` for images, `bs,tokens` packed) and the "
         "prompt bucket",
     ),
-    _lazy_row(
-        _VLA, "VLAPrefixGraphRunner", "_capture", _VLA_RELEASES,
+    _diffusion_row(
+        _VLA, "VLAPrefixGraphRunner", _VLA_RELEASES,
         "pi05's encode_prefix calls capture_or_run(signature, encode, inputs) (batch 1 only), which captures "
         "through _capture(signature, step_fn, inputs) (one eager warm-up, torch.cuda.graph into the global "
         "pool) for an uncached signature the bounded cache admits, and stores the entry itself; module absent "
         "in 0.5.17",
         shape_of=_vla_prefix_shape,
-        unit=BS,
-        profile_flag=False,
-        ci=_DIFFUSION_CI,
         label=((BS, "B"), (TOKENS, "T"), ("images", "K")),
         note="pi0.5's prefix encoding (images + prompt tokens)",
     ),
-    _lazy_row(
-        _VLA, "VLADenoiseGraphRunner", "_capture", _VLA_RELEASES,
+    _diffusion_row(
+        _VLA, "VLADenoiseGraphRunner", _VLA_RELEASES,
         "pi05's denoise_step calls capture_or_run(signature, step_fn, prefix_context, x_t, timestep) for each "
         "action-denoise step; one graph per VLADenoiseGraphSignature (batch, prefix length, action horizon x "
         "dim, dtype, layout) captured through _capture (one eager warm-up, torch.cuda.graph), every later step "
         "replays it (prefix_full_attention joins the signature by 0.5.20)",
         shape_of=_vla_denoise_shape,
-        unit=BS,
-        profile_flag=False,
-        ci=_DIFFUSION_CI,
         label=((BS, "B"), ("prefix_tokens", "P"), ("horizon", "H"), ("action_dim", "D")),
         note="one action-denoise step per signature (the later steps replay it)",
     ),
-    _lazy_row(
-        _VLA, "VLATensorGraphRunner", "_capture", _VLA_TENSOR_RELEASES,
+    _diffusion_row(
+        _VLA, "VLATensorGraphRunner", _VLA_TENSOR_RELEASES,
         "FLUX 3 action's observation encoder and denoise loop each build one (named \"FLUX 3 observation\" / "
         "\"FLUX 3 denoise\"); run(fn, inputs, key=) captures through _capture(fn, inputs) for a new (key, input "
         "shapes and dtypes), evicting the oldest past max_entries; class absent in 0.5.20-0.5.21",
         shape_of=_vla_tensor_shape,
-        unit=BS,
-        profile_flag=False,
-        ci=_DIFFUSION_CI,
         label=(("inputs", "K"), ("elements", "N")),
         note="FLUX 3 action's graphs (both instances in one file)",
     ),

@@ -117,9 +117,10 @@ def make_runner(cls: type, *, draft_worker: bool = False) -> Any:
 
 @contextmanager
 def patched_attributes(target: Any, values: dict[str, Any]) -> Iterator[None]:
-    saved = {name: getattr(target, name) for name in values}
-    for name, value in values.items():
-        setattr(target, name, value)
+    """Those of ``values`` that ``target`` has (a module of this release, or None: nothing) replaced for the block."""
+    saved = {name: getattr(target, name) for name in values if hasattr(target, name)}
+    for name in saved:
+        setattr(target, name, values[name])
     try:
         yield
     finally:
@@ -132,7 +133,7 @@ def rank_context() -> Iterator[None]:
     """TP rank 0 without a process group: sglang >= 0.5.16 reads it from its runtime context (which
     must be stated); 0.5.14/0.5.15's decode hook calls get_tensor_model_parallel_rank() (shimmed)."""
     decode = importlib.import_module(DECODE) if load_class(DECODE, "DecodeCudaGraphRunner") else None
-    with patched_attributes(decode, cpu_shims.tp_rank_shims(decode)) if decode else nullcontext():
+    with patched_attributes(decode, cpu_shims.TP_RANK_0):
         try:
             from sglang.srt.runtime_context import get_parallel
         except ImportError:
@@ -155,7 +156,7 @@ def run_capture_path(runner: Any) -> None:
     old = importlib.import_module(OLD) if load_class(OLD, "CudaGraphRunner") is not None else None
     with rank_context():
         if old is not None:
-            with patched_attributes(old, cpu_shims.era_a_capture_shims(old)):
+            with patched_attributes(old, cpu_shims.ERA_A_CAPTURE):
                 runner.capture()
             return
         prof_context = getattr(runner, INIT)()
@@ -352,9 +353,7 @@ def cpu_graph_runner(cls: type, capture_bs: tuple[int, ...] = (1, 2), *, profile
 def cpu_graph_context(runner: Any) -> Iterator[None]:
     """What a scheduler process has when CPUGraphRunner captures: rank 0 of one, and (0.5.23) a published
     config, made with ``create_context`` / ``use_context`` so this process's own context is left alone."""
-    module = importlib.import_module(CPU_GRAPH)
-    shims = {"get_tensor_model_parallel_rank": lambda: 0} if hasattr(module, "get_tensor_model_parallel_rank") else {}
-    with patched_attributes(module, shims):
+    with patched_attributes(importlib.import_module(CPU_GRAPH), cpu_shims.TP_RANK_0):
         runtime_context = import_optional("sglang.srt.runtime_context")  # 0.5.14+
         if runtime_context is None:
             yield
@@ -372,25 +371,6 @@ def cpu_graph_context(runner: Any) -> Iterator[None]:
 
 PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
 PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
-
-
-def token_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:
-    """A prefill / piecewise runner without ``__init__``: what its ``capture()`` reads. Releases with a
-    published config (0.5.14+) read the flag from it (``sglang_config``), older ones from server_args."""
-    runner: Any = object.__new__(cls)
-    runner.model_runner = types.SimpleNamespace(
-        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, model=cpu_shims.tiny_model(),
-        tp_group=cpu_shims.TpGroup(),  # 0.5.5's piecewise capture() reads its custom all-reduce
-        server_args=types.SimpleNamespace(enable_cudagraph_gc=False, enable_profile_cuda_graph=profile_flag),
-    )
-    if importlib.util.find_spec("sglang.srt.runtime_context") is not None:
-        del runner.model_runner.server_args  # 0.5.14+: the runner reads get_exec() / get_flags()
-    runner.capture_num_tokens = list(sizes)
-    runner.max_context_size = None
-    runner._capture_chunked_prefix = True  # prefill: each token count again per prefix-chunk variant
-    runner._prefix_capture_variants = [2]
-    runner.backend = cpu_shims.CaptureBackend()
-    return runner
 
 
 @contextmanager
@@ -422,55 +402,5 @@ def sglang_config(**fields: Any) -> Iterator[None]:
             setattr(context, name, value)
 
 
-def run_token_capture(runner: Any, profile_flag: bool) -> None:
-    """The runner's real ``capture()`` with the CUDA-side module globals stood in."""
-    module = importlib.import_module(type(runner).__module__)
-    with patched_attributes(module, cpu_shims.token_capture_shims(module)):
-        with sglang_config(enable_profile_cuda_graph=profile_flag):
-            runner.capture()
-
-
 BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
 MULTI_LAYER = f"{SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
-
-
-def breakable_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:
-    """A ``BreakableCudaGraphRunner`` without ``__init__`` (which resolves the model's layer stack, allocates
-    the input buffers, warms up on the GPU, then calls ``_capture_all()``): what ``_capture_all`` reads."""
-    runner: Any = object.__new__(cls)
-    runner.model_runner = types.SimpleNamespace(
-        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, tp_group=cpu_shims.TpGroup(),
-        server_args=types.SimpleNamespace(enable_cudagraph_gc=True, enable_profile_cuda_graph=profile_flag),
-    )
-    runner.device = "cpu"
-    runner.capture_num_tokens = sorted(sizes)  # as __init__ keeps them
-    runner.graphs, runner.output_buffers = {}, {}
-    return runner
-
-
-def run_breakable_capture(runner: Any) -> None:
-    """The runner's real ``_capture_all()`` (what its ``__init__`` ends with), the CUDA-side globals stood in."""
-    module = importlib.import_module(type(runner).__module__)
-    with patched_attributes(module, cpu_shims.token_capture_shims(module)):
-        runner._capture_all()
-
-
-def one_graph_worker(steps: int, *, profile_flag: bool) -> Any:
-    """What ``OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner(eagle_worker)`` reads from the
-    multi-layer EAGLE draft worker: device, step count, one draft-extend attention backend per step, and
-    its ``server_args``."""
-    return types.SimpleNamespace(
-        device="cpu", gpu_id=0, speculative_num_steps=steps,
-        draft_extend_attn_backend_list=[types.SimpleNamespace() for _ in range(steps)],
-        server_args=types.SimpleNamespace(enable_profile_cuda_graph=profile_flag),
-    )
-
-
-def run_one_graph_capture(cls: type, worker: Any, profile_flag: bool) -> Any:
-    """Build the runner as the worker does: its real ``__init__``, which calls the real ``_init_and_capture()``
-    (per-step runners, then one graph per batch size), under a published config (0.5.14+) with the flag,
-    the CUDA-side module globals stood in. Returns the runner."""
-    module = importlib.import_module(cls.__module__)
-    with patched_attributes(module, cpu_shims.one_graph_capture_shims(module)):
-        with sglang_config(enable_profile_cuda_graph=profile_flag):
-            return cls(worker)

@@ -151,11 +151,10 @@ def profile_flag(on: bool, mm_attention_backend: str = "triton_attn") -> Iterato
     # <= 0.5.13 the runners read mm_attention_backend there too, and the TP group's custom all-reduce.
     server_args._global_server_args = types.SimpleNamespace(  # type: ignore[attr-defined]
         enable_profile_cuda_graph=on, mm_attention_backend=mm_attention_backend)
-    modules = [importlib.import_module(m) for m in (VIT, INTERN_VIT)]
-    shims = [{"get_tp_group": cpu_shims.TpGroup} if hasattr(m, "get_tp_group") else {} for m in modules]
+    shims = {"get_tp_group": cpu_shims.TpGroup}
     try:
-        with real_sglang.patched_attributes(modules[0], shims[0]), \
-                real_sglang.patched_attributes(modules[1], shims[1]):
+        with real_sglang.patched_attributes(importlib.import_module(VIT), shims), \
+                real_sglang.patched_attributes(importlib.import_module(INTERN_VIT), shims):
             yield
     finally:
         server_args._global_server_args = saved  # type: ignore[attr-defined]

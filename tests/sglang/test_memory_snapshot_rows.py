@@ -63,8 +63,7 @@ def _capture_as_rank(cls: type, tp_rank: int) -> None:
 
     runner = real_sglang.make_runner(cls)
     runner.model_runner.tp_rank = tp_rank
-    decode = importlib.import_module(real_sglang.DECODE)
-    with real_sglang.patched_attributes(decode, cpu_shims.tp_rank_shims(decode)):
+    with real_sglang.patched_attributes(importlib.import_module(real_sglang.DECODE), cpu_shims.TP_RANK_0):
         with get_parallel().override(tp_rank=tp_rank, tp_size=2):
             prof_context = getattr(runner, INIT)()
             with prof_context as prof:

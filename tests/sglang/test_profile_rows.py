@@ -10,9 +10,11 @@ hit dynamo's cache (seconds).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import sys
+import types
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -111,21 +113,58 @@ def _the_one_trace(case: str, name: str, trace_dir: Path, profilers_started: lis
 
 
 def _token_capture(cls: type, flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    runner = real_sglang.token_runner(cls, (64, 256), profile_flag=flag)  # ascending, as sglang keeps it
-    real_sglang.run_token_capture(runner, flag)
+    """A prefill / piecewise runner without ``__init__`` (what its ``capture()`` reads; releases with a published
+    config, 0.5.14+, read the flag from it, older ones from server_args), then its real ``capture()``."""
+    runner: Any = object.__new__(cls)
+    runner.model_runner = types.SimpleNamespace(
+        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, model=cpu_shims.tiny_model(),
+        tp_group=cpu_shims.TpGroup(),  # 0.5.5's piecewise capture() reads its custom all-reduce
+        server_args=types.SimpleNamespace(enable_cudagraph_gc=False, enable_profile_cuda_graph=flag),
+    )
+    if importlib.util.find_spec("sglang.srt.runtime_context") is not None:
+        del runner.model_runner.server_args  # 0.5.14+: the runner reads get_exec() / get_flags()
+    runner.capture_num_tokens = [64, 256]  # ascending, as sglang keeps them
+    runner.max_context_size = None
+    runner._capture_chunked_prefix = True  # prefill: each token count again per prefix-chunk variant
+    runner._prefix_capture_variants = [2]
+    runner.backend = cpu_shims.CaptureBackend()
+    with real_sglang.patched_attributes(importlib.import_module(cls.__module__), cpu_shims.TOKEN_CAPTURE):
+        with real_sglang.sglang_config(enable_profile_cuda_graph=flag):
+            runner.capture()
 
 
 def _breakable_capture(cls: type, flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    runner = real_sglang.breakable_runner(cls, (64, 256), profile_flag=flag)
-    real_sglang.run_breakable_capture(runner)
+    """A ``BreakableCudaGraphRunner`` without ``__init__`` (which resolves the model's layer stack, allocates
+    the input buffers, warms up on the GPU, then calls ``_capture_all()``), then its real ``_capture_all()``."""
+    runner: Any = object.__new__(cls)
+    runner.model_runner = types.SimpleNamespace(
+        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, tp_group=cpu_shims.TpGroup(),
+        server_args=types.SimpleNamespace(enable_cudagraph_gc=True, enable_profile_cuda_graph=flag),
+    )
+    runner.device = "cpu"
+    runner.capture_num_tokens = [64, 256]  # sorted, as __init__ keeps them
+    runner.graphs, runner.output_buffers = {}, {}
+    with real_sglang.patched_attributes(importlib.import_module(cls.__module__), cpu_shims.TOKEN_CAPTURE):
+        runner._capture_all()
     assert sorted(runner.graphs) == [64, 256]
 
 
 def _one_graph_capture(cls: type, flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner built as the multi-layer EAGLE draft worker builds it, from what it reads of the worker
+    (device, step count, one draft-extend attention backend per step, ``server_args``): its real ``__init__``
+    calls the real ``_init_and_capture()`` (per-step runners, then one graph per batch size), under a
+    published config (0.5.14+) with the flag."""
     step_cls = real_sglang.load_class(real_sglang.MULTI_LAYER, "MultiLayerEagleDraftExtendCudaGraphRunner")
     monkeypatch.setattr(cls, "_create_runner", cpu_shims.step_runner_stand_in(step_cls, [1, 2], flag))
     monkeypatch.setattr(cls, "_allocate_buffers", cpu_shims.shared_buffers_stand_in)
-    runner = real_sglang.run_one_graph_capture(cls, real_sglang.one_graph_worker(2, profile_flag=flag), flag)
+    worker = types.SimpleNamespace(
+        device="cpu", gpu_id=0, speculative_num_steps=2,
+        draft_extend_attn_backend_list=[types.SimpleNamespace() for _ in range(2)],
+        server_args=types.SimpleNamespace(enable_profile_cuda_graph=flag),
+    )
+    with real_sglang.patched_attributes(importlib.import_module(cls.__module__), cpu_shims.ONE_GRAPH_CAPTURE):
+        with real_sglang.sglang_config(enable_profile_cuda_graph=flag):
+            runner = cls(worker)
     assert [r.step for r in runner.runners] == [0, 1]
 
 
