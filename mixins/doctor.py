@@ -257,15 +257,10 @@ def import_cleanly(name: str) -> Any:
     ``sys.modules`` are dropped too (Python drops the failed package, not what its ``__init__`` imported), so
     a later import of a sibling fails the same way instead of with ``KeyError: '<package>'``."""
     forget_orphans(name.partition(".")[0])
-    before = set(sys.modules)
     try:
         return importlib.import_module(name)
     except BaseException:
-        parts = name.split(".")
-        gone = [".".join(parts[:i]) + "." for i in range(1, len(parts) + 1) if ".".join(parts[:i]) not in sys.modules]
-        for orphan in set(sys.modules) - before:
-            if orphan.startswith(tuple(gone)):
-                del sys.modules[orphan]
+        forget_orphans(name.partition(".")[0])
         raise
 
 

@@ -180,24 +180,17 @@ class Target:
 _OLD = "sglang.srt.model_executor.cuda_graph_runner"
 _DECODE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
 _SPEC = "sglang.srt.speculative"
-_NPU_OLD = "sglang.srt.model_executor.npu_graph_runner"
-_NPU = "sglang.srt.hardware_backend.npu.graph_runner.npu_graph_runner"
-_XPU = "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner"
 
 _CPU = "sglang.srt.model_executor.cpu_graph_runner"
 _PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
 _PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
 _BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
-_VIT = "sglang.srt.multimodal.vit_cuda_graph_runner"
-_INTERN_VIT = "sglang.srt.multimodal.internvl_vit_cuda_graph_runner"
-_KIMI_VIT = "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner"
 _VLA = "sglang.multimodal_gen.runtime.vla.cuda_graph"
 
 _EAGLE = f"{_SPEC}.eagle_draft_cuda_graph_runner"
 _EAGLE_EXTEND = f"{_SPEC}.eagle_draft_extend_cuda_graph_runner"
 _MULTI_LAYER = f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
 _FROZEN = f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner"
-_UNO = f"{_SPEC}.uno_cuda_graph_runner"
 
 _ERA_A, _ERA_B, _ERA_C = span("0.4.10", "0.5.5"), span("0.5.6", "0.5.13"), span("0.5.14", "0.5.23")
 
@@ -208,19 +201,8 @@ _PREFILL_RELEASES = span("0.5.14", "0.5.23")
 #: ... and each never-profiled runner without a capture(), whose row is on the method that captures.
 _BREAKABLE_RELEASES = span("0.5.11", "0.5.13")
 _ONE_GRAPH_RELEASES = span("0.5.16", "0.5.23")
-#: ... and each vision-encoder runner, which has no capture() but captures lazily per new shape.
-_VIT_RELEASES = span("0.5.7", "0.5.23")
-_INTERN_VIT_RELEASES = span("0.5.8", "0.5.23")
-_KIMI_VIT_RELEASES = span("0.5.17", "0.5.23")
-#: ... and the other lazy captures of the LLM runtime (absent from the 0.5.20-0.5.22 wheels).
-_ROW_BUCKET_RELEASES = ("0.5.23",)
-_DSPARK_RELEASES = ("0.5.23",)
-#: ... and the NPU vision encoder (imports torch_npu at module level: never imported in CI).
-_VIT_NPU_RELEASES = span("0.5.10", "0.5.23")
 #: ... and the diffusion runtime's graphs (``sglang.multimodal_gen``).
-_DIFFUSION_BCG_RELEASES = span("0.5.16", "0.5.23")
 _VLA_RELEASES = span("0.5.18", "0.5.23")
-_VLA_TENSOR_RELEASES = span("0.5.22", "0.5.23")
 #: The CI venvs that import the diffusion runtime: 0.5.20's lacks its dependencies (imageio).
 _DIFFUSION_CI = ("0.5.23",)
 
@@ -390,10 +372,11 @@ def _diffusion_row(module: str, cls: str, read_in: tuple[str, ...], evidence: st
 
 
 def _shape_rows(
-    method: str, *, why: str, drop_when: str, rows: tuple[tuple[str, str, tuple[str, ...], str], ...],
-    unit: str = BS,
+    method: str, *, why: str, rows: tuple[tuple[str, str, tuple[str, ...], str], ...], unit: str = BS,
+    drop_when: str = _PROFILE_DROP,
 ) -> list[Target]:
-    """Per-shape methods (one strategy, one reason) for several classes: (module, class, read_in, evidence)."""
+    """Per-shape methods (one strategy, one reason) for several classes: (module, class, read_in, evidence);
+    by default inside a runner we profile."""
     return [
         Target(
             module, cls, method, Strategy.LABEL_SHAPES, why, drop_when,
@@ -460,7 +443,8 @@ TARGETS: tuple[Target, ...] = (
         draft_base=True,
     ),
     Target(
-        _XPU, "XPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
+        "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner", "XPUGraphRunner", HOOK,
+        Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with XPU tables and no super() call, bypassing DecodeCudaGraphRunner's "
         "(exporting) hook",
         drop_when="drop when XPUGraphRunner's override exports or calls super()",
@@ -469,7 +453,7 @@ TARGETS: tuple[Target, ...] = (
         evidence="module absent in 0.5.14",
     ),
     Target(
-        _NPU_OLD, "NPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
+        "sglang.srt.model_executor.npu_graph_runner", "NPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with `pass`, bypassing CudaGraphRunner's hook",
         drop_when="drop with support for sglang 0.5.6",
         note="`pass` override wrapped: export after it returns",
@@ -477,7 +461,8 @@ TARGETS: tuple[Target, ...] = (
         evidence="0.5.5 has the class without the hook; the module moved in 0.5.7",
     ),
     Target(
-        _NPU, "NPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
+        "sglang.srt.hardware_backend.npu.graph_runner.npu_graph_runner", "NPUGraphRunner", HOOK,
+        Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with `pass`, bypassing the base class's hook (and its native export in 0.5.14+)",
         drop_when="drop when NPUGraphRunner's override exports or calls super()",
         note="`pass` override wrapped: export after it returns (profiling needs torch_npu: not run in CI)",
@@ -513,7 +498,8 @@ TARGETS: tuple[Target, ...] = (
                 "never calls it",
             ),
             (_FROZEN, "FrozenKVMTPCudaGraphRunner", _ERA_C, ""),
-            (_UNO, "UnoDecodeCudaGraphRunner", span("0.5.20", "0.5.23"), "calls super(): labelled once, outermost"),
+            (f"{_SPEC}.uno_cuda_graph_runner", "UnoDecodeCudaGraphRunner", span("0.5.20", "0.5.23"),
+             "calls super(): labelled once, outermost"),
         ),
     ),
     # -- runners sglang never profiles: our own profiler around capture() ---------------------------------
@@ -537,21 +523,18 @@ TARGETS: tuple[Target, ...] = (
     *_shape_rows(
         "capture_one_batch_size",
         why="label each batch size's capture as a capture::bs=N range inside our profile",
-        drop_when=_PROFILE_DROP,
         rows=((_CPU, "CPUGraphRunner", _CPU_RELEASES,
                "(bs, forward) <= 0.5.5; (bs, forward, skip_cross_attention=False) later, called with True"),),
     ),
     *_shape_rows(
         "capture_one_batch_size",
         why="label each token count's capture as a capture::tokens=N range inside our profile",
-        drop_when=_PROFILE_DROP,
         rows=((_PIECEWISE, "PiecewiseCudaGraphRunner", _PIECEWISE_RELEASES, "(num_tokens)"),),
         unit=TOKENS,
     ),
     *_shape_rows(
         "capture_one_shape",
         why="label each token count's capture as a capture::tokens=N[,prefix_num_chunks=K] range",
-        drop_when=_PROFILE_DROP,
         rows=((_PREFILL, "PrefillCudaGraphRunner", _PREFILL_RELEASES, "(size, *, prefix_num_chunks=0)"),),
         unit=TOKENS,
     ),
@@ -570,7 +553,6 @@ TARGETS: tuple[Target, ...] = (
     *_shape_rows(
         "_capture_one",
         why="label each token count's capture as a capture::tokens=N range inside our profile",
-        drop_when=_PROFILE_DROP,
         rows=((_BREAKABLE, "BreakableCudaGraphRunner", _BREAKABLE_RELEASES, "(num_tokens, pool, stream)"),),
         unit=TOKENS,
     ),
@@ -594,7 +576,6 @@ TARGETS: tuple[Target, ...] = (
         "_capture_one_graph",
         why="label each batch size's capture (all draft steps in one graph) as a capture::bs=N range inside "
         "our profile",
-        drop_when=_PROFILE_DROP,
         rows=(
             (
                 _MULTI_LAYER, "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner", _ONE_GRAPH_RELEASES,
@@ -604,7 +585,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     # -- vision encoders: no capture(), one lazy capture per new input shape while serving ---------------
     _lazy_row(
-        _VIT, "ViTCudaGraphRunner", "create_graph", _VIT_RELEASES,
+        "sglang.srt.multimodal.vit_cuda_graph_runner", "ViTCudaGraphRunner", "create_graph", span("0.5.7", "0.5.23"),
         "run() calls create_graph(x_3d, cu_seqlens, cu_window_seqlens, position_embeddings, ...) for a new "
         "graph key (seq_len <= 0.5.18; (seq_len, attention layout) from 0.5.19, attention_layout_key=None "
         "added), which returns early for a known key, else allocates and calls _create_graph (warm-up, "
@@ -615,7 +596,8 @@ TARGETS: tuple[Target, ...] = (
         graphs="block_graphs",
     ),
     _lazy_row(
-        _INTERN_VIT, "InternViTCudaGraphRunner", "create_graph", _INTERN_VIT_RELEASES,
+        "sglang.srt.multimodal.internvl_vit_cuda_graph_runner", "InternViTCudaGraphRunner", "create_graph",
+        span("0.5.8", "0.5.23"),
         "run(x) calls create_graph(x [tiles, S, H]) for a new (tiles, S), which returns early for a known "
         "key, else _warmup_once then _capture_graph (torch.cuda.graph); module absent in 0.5.7",
         shape_of=_intern_vit_shape,
@@ -623,7 +605,8 @@ TARGETS: tuple[Target, ...] = (
         graphs="graphs",
     ),
     _lazy_row(
-        _KIMI_VIT, "KimiK3ViTCudaGraphRunner", "_capture", _KIMI_VIT_RELEASES,
+        "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner", "KimiK3ViTCudaGraphRunner", "_capture",
+        span("0.5.17", "0.5.23"),
         "run() calls _capture(key, pixel_values, grid_thws, grid_thw_list, metadata) for a new grid key seen "
         "min_hits times while under capacity (SGLANG_KIMI_K3_VIT_CUDA_GRAPH_*), stores the entry itself, "
         "and falls back to eager when _capture raises; module absent in 0.5.16",
@@ -632,7 +615,7 @@ TARGETS: tuple[Target, ...] = (
     # -- other lazy captures of the LLM runtime --------------------------------------------------------------
     _lazy_row(
         "sglang.srt.model_executor.runner.row_bucket_graph_runner", "RowBucketGraphRunner", "_capture",
-        _ROW_BUCKET_RELEASES,
+        ("0.5.23",),
         "a plain class (DeepSeek-V4's replay tail builds one); run() captures, on first use of a (rows, key), "
         "every bucket from max_rows down to it, each through _capture(rows, num_rows, static, forward_batch, "
         "body, batch_scope, *, global_num_rows=None) -> _record (two eager warm-ups, BreakableCUDAGraphCapture "
@@ -642,7 +625,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     _lazy_row(
         f"{_SPEC}.dspark_components.dspark_sampling_accept_graph", "DsparkSamplingAcceptGraph", "_capture",
-        _DSPARK_RELEASES,
+        ("0.5.23",),
         "DSpark's static verify (SGLANG_OPT_DSV41_SAMPLING_ACCEPT_GRAPH) builds one; run() routes an all-sampled "
         "step to _run(key, region), key = (verify batch size, buffer addresses): the first step of a key runs "
         "eagerly, the second calls _capture(key, region) (graph_capture(), torch.cuda.graph into its own "
@@ -658,7 +641,7 @@ TARGETS: tuple[Target, ...] = (
     # -- the NPU vision encoder: the ViT row's lazy capture, overridden -----------------------------------------
     _lazy_row(
         "sglang.srt.hardware_backend.npu.graph_runner.vit_npu_graph_runner", "ViTNpuGraphRunner", "create_graph",
-        _VIT_NPU_RELEASES,
+        span("0.5.10", "0.5.23"),
         "subclass of ViTCudaGraphRunner overriding create_graph(x_3d, cu_seqlens, rotary_pos_emb_cos, "
         "rotary_pos_emb_sin; attention_layout_key added by 0.5.20) without super(), so the ViT row never sees "
         "it: returns early for a known key, else allocates and, given the rotary tables, _create_graph "
@@ -677,7 +660,7 @@ TARGETS: tuple[Target, ...] = (
     # -- the diffusion runtime (sglang.multimodal_gen): no --enable-profile-cuda-graph, our switch opts in ----
     _diffusion_row(
         "sglang.multimodal_gen.runtime.breakable_cuda_graph.runner", "DiffusionBreakableCudaGraphRunner",
-        _DIFFUSION_BCG_RELEASES,
+        span("0.5.16", "0.5.23"),
         "the denoising stage builds one per DiT (and quality level) under --enable-breakable-cuda-graph; at "
         "warm-up it calls capture(**kwargs) once per prompt bucket (and __call__ captures an unseen "
         "signature while forward_batch.is_warmup), which returns early for a known or blocked signature, else "
@@ -712,7 +695,7 @@ TARGETS: tuple[Target, ...] = (
         note="one action-denoise step per signature (the later steps replay it)",
     ),
     _diffusion_row(
-        _VLA, "VLATensorGraphRunner", _VLA_TENSOR_RELEASES,
+        _VLA, "VLATensorGraphRunner", span("0.5.22", "0.5.23"),
         "FLUX 3 action's observation encoder and denoise loop each build one (named \"FLUX 3 observation\" / "
         "\"FLUX 3 denoise\"); run(fn, inputs, key=) captures through _capture(fn, inputs) for a new (key, input "
         "shapes and dtypes), evicting the oldest past max_entries; class absent in 0.5.20-0.5.21",
