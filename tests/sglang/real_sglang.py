@@ -4,11 +4,14 @@ the spawn children (``spawn_child.py``); shims themselves live in ``cpu_shims.py
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib
 import importlib.util
 import json
+import os
 import sys
+import traceback
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -273,10 +276,10 @@ def import_targets() -> None:
                 raise
 
 
-def run_order(*steps: str) -> None:
-    """One fresh process of the real-sglang matrix (``python -m real_sglang STEP...``): run the steps
-    (``plugin`` is sglang's own ``load_plugins()``), reporting every row's status after each, then what
-    the target classes hold, then uninstall and what they hold after. Prints one JSON line."""
+def run_order(*steps: str) -> dict[str, Any]:
+    """One fresh process of the real-sglang matrix: run the steps (``plugin`` is sglang's own
+    ``load_plugins()``), reporting every row's status after each, then what the target classes hold, then
+    uninstall and what they hold after."""
     cpu_shims.prepare()
     from mixins import sglang_patch
 
@@ -299,11 +302,51 @@ def run_order(*steps: str) -> None:
     result = {"after_each": after_each, "end": fingerprint(), "applied": sglang_patch.PATCH.applied()}
     sglang_patch.PATCH.uninstall()
     result["final"] = fingerprint()
-    print("MATRIX-RESULT " + json.dumps(result))
+    return result
 
 
-if __name__ == "__main__":
-    run_order(*sys.argv[1:])
+def order_in_child(steps: tuple[str, ...], environ: dict[str, str], conn: Any) -> None:
+    """A fresh process's target: this environment, then :func:`run_order`'s result (or the traceback) and the
+    modules the process ended with, sent on ``conn``."""
+    os.environ.clear()
+    os.environ.update(environ)
+    try:
+        conn.send((run_order(*steps), list(sys.modules)))
+    except BaseException:
+        conn.send((traceback.format_exc(), []))
+
+
+# Fresh processes of the matrix fork from a server (``fork_preload.py``) that has imported the third-party
+# modules (torch, transformers, openai, triton, ...) an order ended with, learnt once per environment (kept in
+# ``sys.prefix``: CI's cached venv per sglang version). Never sglang's own modules, nor this project's: their
+# import order against ``install()`` is what the matrix tests, so each order still imports them, and only them,
+# in a process that has never seen them. A child then costs what importing sglang itself costs (~6 s instead of
+# ~18 s); a stale or unwritable list only costs that time again, never a result.
+LEARNT = os.path.join(sys.prefix, ".capture-trace-fork-server-modules.json")
+#: top-level names whose import order the tests are about, and the processes' own main modules
+NOT_PRELOADED = ("sglang", "mixins", "_sglang_capture_trace_bootstrap", "_sglang_capture_trace_switches", "__main__",
+                 "__mp_main__")
+
+
+def learnt_modules() -> list[str]:
+    try:
+        with open(LEARNT) as f:
+            modules = json.load(f)
+    except (OSError, ValueError):
+        return []
+    return [m for m in modules if isinstance(m, str)] if isinstance(modules, list) else []
+
+
+def remember_modules(modules: list[str]) -> None:
+    """Keep the third-party ones of ``modules`` (in the order they were first imported) for :func:`learnt_modules`."""
+    tmp = f"{LEARNT}.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump([name for name in modules if name.split(".")[0] not in NOT_PRELOADED], f)
+        os.replace(tmp, LEARNT)
+    except OSError:  # a read-only environment: learnt again next time
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 # -- runners sglang never profiles (PROFILE_CAPTURE rows) ----------------------------------------------

@@ -11,12 +11,10 @@ import importlib.util
 import itertools
 import json
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import re
 import site
-import subprocess
-import sys
-from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -211,41 +209,40 @@ REAL_ORDERS = (
 )
 
 
-def _order_environ(**env: str) -> dict[str, str]:
-    """No SGLANG_* but ``env``, the start-up hook off (only the order's steps activate), these modules on
-    the path."""
-    return clean_env(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **env)
+@pytest.fixture(scope="module")
+def fork() -> Any:
+    """``multiprocessing``'s fork server for the module's orders, each still a fresh process: it first imports
+    ``fork_preload.py``. The modules it preloads are learnt once per environment, from an order in a spawned
+    interpreter. Both start with no SGLANG_* and the start-up hook off: only the orders' steps activate."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for key in [k for k in os.environ if k.startswith("SGLANG_")]:
+            monkeypatch.delenv(key)
+        monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "0")
+        if not real_sglang.learnt_modules():
+            real_sglang.remember_modules(_run_order(multiprocessing.get_context("spawn"), ("import",))[1])
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["fork_preload"])
+        multiprocessing.forkserver.ensure_running()
+    return context
+
+
+def _run_order(context: Any, steps: tuple[str, ...], **env: str) -> tuple[dict, list[str]]:
+    """``real_sglang.run_order(*steps)`` in a fresh process with no SGLANG_* but ``env`` and the start-up hook
+    off; its result and the modules it ended with."""
+    receive, send = context.Pipe(duplex=False)
+    environ = clean_env(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", **env)
+    child = context.Process(target=real_sglang.order_in_child, args=(steps, environ, send))
+    child.start()
+    send.close()
+    result, modules = receive.recv()
+    child.join()
+    assert child.exitcode == 0 and isinstance(result, dict), result
+    return result, modules
 
 
 @pytest.fixture(scope="module")
-def fork_server() -> Iterator[subprocess.Popen[str]]:
-    """One fork server (fork_server.py) for the module's orders: each order is still a fresh process."""
-    server = subprocess.Popen([sys.executable, "-m", "fork_server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=_order_environ())
-    yield server
-    assert server.stdin is not None
-    server.stdin.close()
-    assert server.wait(timeout=60) == 0
-
-
-def _run_order(server: subprocess.Popen[str], steps: tuple[str, ...], **env: str) -> dict:
-    """``python -m real_sglang STEP...`` in a fresh process forked by the server, with the environment
-    a subprocess of this test would get."""
-    assert server.stdin is not None and server.stdout is not None
-    request = {"module": "real_sglang", "argv": list(steps), "env": _order_environ(**env)}
-    server.stdin.write(json.dumps(request) + "\n")
-    server.stdin.flush()
-    reply = server.stdout.readline()
-    assert reply, f"the fork server exited (status {server.wait()}); its stderr is above"
-    proc = json.loads(reply)
-    assert proc["rc"] == 0, proc["stderr"][-4000:]
-    line = next(li for li in proc["stdout"].splitlines() if li.startswith("MATRIX-RESULT "))
-    return json.loads(line.removeprefix("MATRIX-RESULT "))
-
-
-@pytest.fixture(scope="module")
-def pristine(fork_server: subprocess.Popen[str]) -> dict:
-    return _run_order(fork_server, ("import",))["final"]
+def pristine(fork: Any) -> dict:
+    return _run_order(fork, ("import",))[0]["final"]
 
 
 def _module_exists(name: str) -> bool:
@@ -268,12 +265,12 @@ def _verified_here(qualname: str) -> str | None:
 
 
 @pytest.mark.parametrize("steps", REAL_ORDERS, ids="-".join)
-def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict, fork_server: subprocess.Popen[str]) -> None:
+def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict, fork: Any) -> None:
     """Status after every step as the model says, never double-wrapped while installed, exact restore."""
     assert steps in orders(3)
     if "plugin" in steps and not _module_exists("sglang.srt.plugins"):
         pytest.skip(f"sglang {metadata.version('sglang')} has no plugin loader (0.5.13+)")
-    result = _run_order(fork_server, steps, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
+    result, _ = _run_order(fork, steps, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
     for done, states in enumerate(result["after_each"], start=1):
         assert states == expected_states(steps[:done], list(states), _verified_here), steps[:done]
     assert not any("wrapped*" in v for v in pristine.values())
