@@ -82,6 +82,16 @@ def class_or_skip(module_name: str, cls_name: str) -> type:
     return cls
 
 
+def base_runner() -> tuple[str, type]:
+    """The decode runner the others derive from, and its module: ``DecodeCudaGraphRunner`` (0.5.14+), else
+    ``CudaGraphRunner``."""
+    for module, name in ((DECODE, "DecodeCudaGraphRunner"), (OLD, "CudaGraphRunner")):
+        cls = load_class(module, name)
+        if cls is not None:
+            return module, cls
+    raise AssertionError("no base CUDA-graph runner in this sglang")
+
+
 def target_class(target: Any) -> type | None:
     """A row's class as load_class gives it, or None when the row's module needs an ``optional``
     dependency this venv lacks (torch_npu, the diffusion runtime's): as on a server without it."""

@@ -49,14 +49,6 @@ def module_or_skip(name: str):
     return module
 
 
-def base_runner() -> tuple[str, type]:
-    for module, name in ((real_sglang.DECODE, "DecodeCudaGraphRunner"), (real_sglang.OLD, "CudaGraphRunner")):
-        cls = real_sglang.load_class(module, name)
-        if cls is not None:
-            return module, cls
-    raise AssertionError("no base CUDA-graph runner in this sglang")
-
-
 # -- one file per runner class, through each era's real path -----------------------------------------
 
 
@@ -79,14 +71,14 @@ def test_one_trace_per_runner_class(module: str, name: str, case: str, trace_dir
 
 
 def test_draft_worker_base_runner_gets_draft_name(trace_dir: Path, installed: None) -> None:
-    _, cls = base_runner()
+    _, cls = real_sglang.base_runner()
     real_sglang.run_capture_path(real_sglang.make_runner(cls, draft_worker=True))
     assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-Draft{cls.__name__}-TP-0.json.gz"]
 
 
 def test_trace_switch_off_writes_nothing(trace_dir: Path, installed: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    _, cls = base_runner()
+    _, cls = real_sglang.base_runner()
     real_sglang.run_capture_path(real_sglang.make_runner(cls))
     assert real_sglang.trace_names(trace_dir) == []
 
@@ -304,7 +296,7 @@ def test_spawn_child_exports_only_when_activated(tmp_path: Path, monkeypatch: py
     it and it writes its one file; with the hook off and no loader call (the control) it is unpatched."""
     if load_plugins:
         module_or_skip("sglang.srt.plugins")
-    module, cls = base_runner()
+    module, cls = real_sglang.base_runner()
     for key in [k for k in os.environ if k.startswith("SGLANG_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
