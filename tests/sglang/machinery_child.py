@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import wrapt
+from orders import run_steps
 from real_sglang import MISSING, describe
 
 from mixins import capture_trace, sglang_patch
@@ -68,19 +69,7 @@ def matrix(*steps: str) -> None:
     """One order of import / install / plugin (the entry point sglang's loader calls) / uninstall on the
     era-C fake, with every row's status after each step; then a capture, an uninstall and the restored
     state."""
-    after_each = []
-    for step in steps:
-        if step == "import":
-            classes(ERA_C_CLASSES)
-        elif step == "install":
-            sglang_patch.PATCH.install()
-        elif step == "plugin":
-            sglang_patch.register()
-        elif step == "uninstall":
-            sglang_patch.PATCH.uninstall()
-        else:
-            raise SystemExit(f"unknown step {step!r}")
-        after_each.append(states())
+    after_each = run_steps(steps, do_import=lambda: classes(ERA_C_CLASSES), load_plugins=sglang_patch.register)
     end = {cls.__name__: snapshot(cls) for cls in classes(ERA_C_CLASSES)}
     result = {"after_each": after_each, "end": end, "applied": sglang_patch.PATCH.applied(), "run": exercise_era_c()}
     sglang_patch.PATCH.uninstall()

@@ -14,7 +14,7 @@ import sys
 import traceback
 import types
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -291,23 +291,16 @@ def run_order(*steps: str) -> dict[str, Any]:
     ``load_plugins()``), reporting every row's status after each, then what the target classes hold, then
     uninstall and what they hold after."""
     cpu_shims.prepare()
+    from orders import run_steps
+
     from mixins import sglang_patch
 
-    after_each = []
-    for step in steps:
-        if step == "import":
-            import_targets()
-        elif step == "install":
-            sglang_patch.PATCH.install()
-        elif step == "plugin":
-            from sglang.srt.plugins import load_plugins
+    def load_plugins() -> None:
+        from sglang.srt.plugins import load_plugins
 
-            load_plugins()
-        elif step == "uninstall":
-            sglang_patch.PATCH.uninstall()
-        else:
-            raise SystemExit(f"unknown step {step!r}")
-        after_each.append({s.target.qualname: s.state.value for s in sglang_patch.PATCH.status()})
+        load_plugins()
+
+    after_each = run_steps(steps, do_import=import_targets, load_plugins=load_plugins)
     import_targets()
     result = {"after_each": after_each, "end": fingerprint(), "applied": sglang_patch.PATCH.applied()}
     sglang_patch.PATCH.uninstall()
@@ -360,67 +353,6 @@ def remember_modules(modules: list[str]) -> None:
 
 
 # -- runners sglang never profiles (PROFILE_CAPTURE rows) ----------------------------------------------
-
-CPU_GRAPH = "sglang.srt.model_executor.cpu_graph_runner"
-
-
-def cpu_graph_runner(cls: type, capture_bs: tuple[int, ...] = (1, 2), *, profile_flag: bool = True) -> Any:
-    """A ``CPUGraphRunner`` without ``__init__`` (which would also capture): the attributes its
-    ``__init__`` sets that ``capture()`` reads, for a decode-only text model on CPU. ``profile_flag``
-    stands for what ``__init__`` stores from ``--enable-profile-cuda-graph``."""
-    import torch
-    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    runner: Any = object.__new__(cls)
-    runner.model_runner = types.SimpleNamespace(
-        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, is_draft_worker=False,
-        model=cpu_shims.tiny_model(), attn_backend=cpu_shims.CpuGraphAttention(), tp_group=cpu_shims.TpGroup(),
-        spec_algorithm=SpeculativeAlgorithm.NONE, req_to_token_pool=None, token_to_kv_pool=None,
-        kv_index_translator=types.SimpleNamespace(bind_runner_slots=lambda forward_batch: None),
-        server_args=types.SimpleNamespace(enable_profile_cuda_graph=profile_flag, tp_size=1, pp_size=1, dp_size=1),
-    )
-    runner.device = "cpu"
-    runner.enable_profile_cuda_graph = profile_flag
-    runner.capture_bs = list(capture_bs)
-    runner.graphs, runner.graphs_cross, runner.output_buffers = {}, {}, {}
-    runner.captured_forward_batches, runner.captured_forward_batches_cross = {}, {}
-    runner.is_encoder_decoder = False
-    runner.encoder_lens = None
-    runner.num_tokens_per_bs = runner.captured_req_width = 1
-    runner.capture_forward_mode = ForwardMode.DECODE
-    runner.capture_hidden_mode = CaptureHiddenMode.NULL
-    max_bs = max(capture_bs)
-    runner.input_ids = torch.zeros((max_bs,), dtype=torch.int64)
-    runner.req_pool_indices = torch.zeros((max_bs,), dtype=torch.int64)
-    runner.seq_lens = torch.ones((max_bs,), dtype=torch.int64)
-    runner.out_cache_loc = torch.zeros((max_bs,), dtype=torch.int64)
-    runner.positions = torch.zeros((max_bs,), dtype=torch.int64)
-    runner.mrope_positions = torch.zeros((3, max_bs), dtype=torch.int64)
-    runner.num_token_non_padded = torch.zeros((1,), dtype=torch.int64)
-    runner.custom_mask = torch.ones((max_bs * 2,), dtype=torch.bool)
-    return runner
-
-
-@contextmanager
-def cpu_graph_context(runner: Any) -> Iterator[None]:
-    """What a scheduler process has when CPUGraphRunner captures: rank 0 of one, and (0.5.23) a published
-    config, made with ``create_context`` / ``use_context`` so this process's own context is left alone."""
-    with patched_attributes(importlib.import_module(CPU_GRAPH), cpu_shims.TP_RANK_0):
-        runtime_context = import_optional("sglang.srt.runtime_context")  # 0.5.14+
-        if runtime_context is None:
-            yield
-            return
-        scope: Any = nullcontext()
-        if hasattr(runtime_context, "use_context"):
-            from sglang.srt.server_args import ServerArgs
-
-            args = ServerArgs(model_path="dummy", device="cpu")  # no download: nothing reads the model
-            scope = runtime_context.use_context(runtime_context.create_context(args, role="test"))
-        with scope:
-            with runtime_context.get_parallel().override(tp_rank=0, tp_group=runner.model_runner.tp_group):
-                yield
-
 
 PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
 PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"

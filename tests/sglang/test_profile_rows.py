@@ -10,6 +10,7 @@ hit dynamo's cache (seconds).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -26,6 +27,7 @@ if importlib.util.find_spec("sglang") is None:
 
 import cpu_shims  # noqa: E402
 import real_sglang  # noqa: E402
+import torch  # noqa: E402
 
 from mixins import sglang_patch  # noqa: E402
 from mixins.sglang_targets import TARGETS, Strategy  # noqa: E402
@@ -33,9 +35,59 @@ from tests.trace_files import load_trace, range_names  # noqa: E402
 
 cpu_shims.prepare()
 
-def capture(runner: Any) -> None:
-    with real_sglang.cpu_graph_context(runner):
+CPU_GRAPH = "sglang.srt.model_executor.cpu_graph_runner"
+
+
+def capture_cpu_graphs(profile_flag: bool = True, capture_bs: tuple[int, ...] = (1, 2)) -> Any:
+    """The real ``CPUGraphRunner.capture()``, on a runner built without ``__init__`` (which would also capture)
+    from the attributes its ``__init__`` sets that ``capture()`` reads, for a decode-only text model on CPU
+    (``profile_flag``: what ``__init__`` stores from ``--enable-profile-cuda-graph``), in what a scheduler
+    process has when it captures: rank 0 of one, and (0.5.23) a published config, made with
+    ``create_context`` / ``use_context`` so this process's own context is left alone. Returns the runner."""
+    cls = real_sglang.class_or_skip(CPU_GRAPH, "CPUGraphRunner")
+    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    runner: Any = object.__new__(cls)
+    runner.model_runner = types.SimpleNamespace(
+        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, is_draft_worker=False,
+        model=cpu_shims.tiny_model(), attn_backend=cpu_shims.CpuGraphAttention(), tp_group=cpu_shims.TpGroup(),
+        spec_algorithm=SpeculativeAlgorithm.NONE, req_to_token_pool=None, token_to_kv_pool=None,
+        kv_index_translator=types.SimpleNamespace(bind_runner_slots=lambda forward_batch: None),
+        server_args=types.SimpleNamespace(enable_profile_cuda_graph=profile_flag, tp_size=1, pp_size=1, dp_size=1),
+    )
+    runner.device = "cpu"
+    runner.enable_profile_cuda_graph = profile_flag
+    runner.capture_bs = list(capture_bs)
+    runner.graphs, runner.graphs_cross, runner.output_buffers = {}, {}, {}
+    runner.captured_forward_batches, runner.captured_forward_batches_cross = {}, {}
+    runner.is_encoder_decoder = False
+    runner.encoder_lens = None
+    runner.num_tokens_per_bs = runner.captured_req_width = 1
+    runner.capture_forward_mode = ForwardMode.DECODE
+    runner.capture_hidden_mode = CaptureHiddenMode.NULL
+    max_bs = max(capture_bs)
+    runner.input_ids = torch.zeros((max_bs,), dtype=torch.int64)
+    runner.req_pool_indices = torch.zeros((max_bs,), dtype=torch.int64)
+    runner.seq_lens = torch.ones((max_bs,), dtype=torch.int64)
+    runner.out_cache_loc = torch.zeros((max_bs,), dtype=torch.int64)
+    runner.positions = torch.zeros((max_bs,), dtype=torch.int64)
+    runner.mrope_positions = torch.zeros((3, max_bs), dtype=torch.int64)
+    runner.num_token_non_padded = torch.zeros((1,), dtype=torch.int64)
+    runner.custom_mask = torch.ones((max_bs * 2,), dtype=torch.bool)
+    with contextlib.ExitStack() as scope:
+        scope.enter_context(real_sglang.patched_attributes(importlib.import_module(CPU_GRAPH), cpu_shims.TP_RANK_0))
+        runtime_context = real_sglang.import_optional("sglang.srt.runtime_context")  # 0.5.14+
+        if runtime_context is not None:
+            if hasattr(runtime_context, "use_context"):
+                from sglang.srt.server_args import ServerArgs
+
+                args = ServerArgs(model_path="dummy", device="cpu")  # no download: nothing reads the model
+                scope.enter_context(runtime_context.use_context(runtime_context.create_context(args, role="test")))
+            parallel = runtime_context.get_parallel()
+            scope.enter_context(parallel.override(tp_rank=0, tp_group=runner.model_runner.tp_group))
         runner.capture()
+    return runner
 
 
 @pytest.mark.parametrize("case", real_sglang.CASES)
@@ -46,10 +98,8 @@ def test_cpu_graph_runner_real_capture(
     segment per captured batch size (largest first, as sglang captures), torch.compile really ran. Either
     switch off: the capture runs, no profiler is started, nothing is written. The control (our package not
     installed, flag and switch on): sglang itself writes no capture trace."""
-    cls = real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner")
     with real_sglang.activation(case, monkeypatch) as flag:
-        runner = real_sglang.cpu_graph_runner(cls, (1, 2), profile_flag=flag)
-        capture(runner)
+        runner = capture_cpu_graphs(profile_flag=flag)
     assert sorted(runner.graphs) == [1, 2] and all(callable(g) for g in runner.graphs.values())
     path = _the_one_trace(case, "CPUGraphRunner", trace_dir, profilers_started)
     if path is None:
@@ -70,12 +120,9 @@ def test_cpu_graph_runner_defers_to_an_active_profiler(
 ) -> None:
     """Nested profilers: with a profiler already recording in this process, ours does not start and we
     write nothing; the per-shape ranges land in that profile."""
-    import torch
-
-    runner = real_sglang.cpu_graph_runner(real_sglang.class_or_skip(real_sglang.CPU_GRAPH, "CPUGraphRunner"), (1, 2))
     with caplog.at_level(logging.DEBUG, logger="mixins"):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
-            capture(runner)
+            capture_cpu_graphs()
     assert real_sglang.trace_names(trace_dir) == []
     assert "already recording in this process" in caplog.text
     assert {e.name.split(",")[0] for e in outer.events()} >= {"capture::bs=2", "capture::bs=1"}
