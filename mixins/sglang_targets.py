@@ -87,10 +87,6 @@ def span(first: str, last: str) -> tuple[str, ...]:
     return RELEASES[start : stop + 1]
 
 
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
-
-
 class Strategy(str, Enum):
     """How a row is applied (see ``mixins.sglang_patch``). Every strategy but ADOPT_HOOK wraps one
     method with one of our wrappers; what differs is the wrapper and what else the row changes."""
