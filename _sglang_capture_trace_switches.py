@@ -74,7 +74,7 @@ def _trigrams(name: str) -> "set[str]":
     return {name[i:i + 3] for i in range(len(name) - 2)}
 
 
-_our_trigrams: "dict[str, set[str]]" = {}
+_OUR_TRIGRAMS = {ours: _trigrams(ours) for ours in OUR_VARIABLES}
 
 
 def misspelt_variables(environ: "Mapping[str, str] | None" = None) -> "list[tuple[str, str]]":
@@ -89,15 +89,10 @@ def misspelt_variables(environ: "Mapping[str, str] | None" = None) -> "list[tupl
     for name in os.environ if environ is None else environ:
         if not name.startswith("SGLANG_") or name in OUR_VARIABLES:
             continue
-        grams = None
-        for ours in OUR_VARIABLES:
+        grams = _trigrams(name)
+        for ours, theirs in _OUR_TRIGRAMS.items():
             if abs(len(name) - len(ours)) > TYPO_DISTANCE:
                 continue
-            theirs = _our_trigrams.get(ours)
-            if theirs is None:
-                theirs = _our_trigrams[ours] = _trigrams(ours)
-            if grams is None:
-                grams = _trigrams(name)
             if len(grams & theirs) >= len(theirs) - 3 * TYPO_DISTANCE and within_distance(name, ours):
                 found.append((name, ours))
                 break

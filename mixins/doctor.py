@@ -15,7 +15,7 @@ import os
 import platform
 import site
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from importlib.machinery import PathFinder
@@ -29,7 +29,6 @@ from mixins.one_line import one_line
 from mixins.sglang_targets import PLUGIN_GROUP, PLUGIN_LOADER, PLUGIN_NAME, TARGETS, modules
 from mixins.usage import DIFFERENT, OK
 
-STARTUP_SWITCH = settings.STARTUP_HOOK
 # Plain text: argparse shows it as written (wrapped), so no reST markup.
 DESCRIPTION = (
     "The first thing to run when no trace appears. It prints the installed versions, whether the switch "
@@ -79,9 +78,9 @@ def cause(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Sglang:
-    """What became of sglang here: ``found`` (a module to import), ``imported``, and why not (``failure``)."""
+    """What became of sglang here: ``imported``, why not (``failure``), and the report's lines on it."""
 
-    found: bool
+    lines: list[str]
     imported: bool = False
     failure: str | None = None
 
@@ -96,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     sglang = _import_sglang(problems, not args.no_import)
     probes: list[tuple[str, Probe]] = [
         ("versions", lambda _problems: _versions()),
-        ("sglang", lambda _problems: ("sglang", _sglang_lines(sglang, args.no_import))),
+        ("sglang", lambda _problems: ("sglang", sglang.lines)),
         ("switch", _switch),
         ("activation routes", _routes),
         ("patch rows", lambda problems_: _rows(problems_, sglang)),
@@ -129,26 +128,15 @@ def _import_sglang(problems: list[str], do_import: bool) -> Sglang:
             f"sglang is not installed in this environment ({sys.executable}): install {PACKAGE} "
             "where sglang runs"
         )
-        return Sglang(found=False)
+        return Sglang(["not installed: no module named 'sglang'"])
     if not do_import:
-        return Sglang(found=True)
+        return Sglang(["import sglang: not tried (--no-import)"])
     try:
-        importlib.import_module("sglang")
+        module = importlib.import_module("sglang")
     except (Exception, SystemExit) as exc:  # a broken sglang (or its dependencies) must still give a report
         problems.append(f"import sglang fails here, so no sglang process can start: {cause(exc)}")
-        return Sglang(found=True, failure=cause(exc))
-    return Sglang(found=True, imported=True)
-
-
-def _sglang_lines(sglang: Sglang, no_import: bool) -> list[str]:
-    if not sglang.found:
-        return ["not installed: no module named 'sglang'"]
-    if sglang.failure is not None:
-        return [f"import sglang: fails: {sglang.failure}"]
-    if no_import:
-        return ["import sglang: not tried (--no-import)"]
-    module = sys.modules["sglang"]
-    return [f"import sglang: ok ({os.path.dirname(getattr(module, '__file__', None) or '?')})"]
+        return Sglang([f"import sglang: fails: {cause(exc)}"], failure=cause(exc))
+    return Sglang([f"import sglang: ok ({os.path.dirname(getattr(module, '__file__', None) or '?')})"], imported=True)
 
 
 def _versions() -> tuple[str, list[str]]:
@@ -189,19 +177,9 @@ def _switch(problems: list[str]) -> tuple[str, list[str]]:
     ]
 
 
-def _entry_point() -> str | None:
-    for entry_point in metadata.entry_points(group=PLUGIN_GROUP):
-        if entry_point.name == PLUGIN_NAME:
-            return entry_point.value
-    return None
-
-
-def _pth_files() -> Iterator[str]:
-    directories = [*site.getsitepackages(), site.getusersitepackages()]
-    for directory in dict.fromkeys(directories):
-        path = os.path.join(directory, PTH_NAME)
-        if os.path.isfile(path):
-            yield path
+def _pth_files() -> list[str]:
+    paths = (os.path.join(d, PTH_NAME) for d in dict.fromkeys([*site.getsitepackages(), site.getusersitepackages()]))
+    return [path for path in paths if os.path.isfile(path)]
 
 
 def _allow_list_text() -> str:
@@ -215,29 +193,26 @@ def _allow_list_text() -> str:
 
 
 def _routes(problems: list[str]) -> tuple[str, list[str]]:
-    lines = []
-    entry_point = _entry_point()
+    entry_point = next((ep.value for ep in metadata.entry_points(group=PLUGIN_GROUP, name=PLUGIN_NAME)), None)
     loader = _locate(PLUGIN_LOADER)
     allowed = settings.plugin_allowed()
-    lines.append(
+    pth = _pth_files()
+    hook_raw = os.environ.get(settings.STARTUP_HOOK)
+    lines = [
         f"plugin entry point {PLUGIN_NAME!r} in {PLUGIN_GROUP}: {entry_point or 'not registered'}; "
-        f"sglang's plugin loader: {'present (sglang >= 0.5.13)' if loader else 'absent'}"
-    )
-    lines.append(f"{_allow_list_text()}: {'allows' if allowed else 'excludes'} {PLUGIN_NAME}")
-    plugin_live = bool(entry_point) and loader and allowed
-    pth = list(_pth_files())
-    hook_on = settings.env_bool(STARTUP_SWITCH, True)
-    lines.append(f"start-up hook: {', '.join(pth) if pth else f'no {PTH_NAME} in site-packages'}")
-    hook_raw = os.environ.get(STARTUP_SWITCH)
-    shown = "(unset)" if hook_raw is None else one_line(hook_raw)
-    lines.append(f"{STARTUP_SWITCH}={shown}: {'on' if hook_on else 'off'}")
+        f"sglang's plugin loader: {'present (sglang >= 0.5.13)' if loader else 'absent'}",
+        f"{_allow_list_text()}: {'allows' if allowed else 'excludes'} {PLUGIN_NAME}",
+        f"start-up hook: {', '.join(pth) if pth else f'no {PTH_NAME} in site-packages'}",
+        f"{settings.STARTUP_HOOK}={'(unset)' if hook_raw is None else one_line(hook_raw)}: "
+        f"{'on' if settings.env_bool(settings.STARTUP_HOOK, True) else 'off'}",
+    ]
     owner = ownership_problem()  # a note, not a problem: a source checkout on sys.path (tests, development)
     if owner is not None:  # shadows the install here; a shadowing foreign package would not even run doctor
         lines.append(f"in this interpreter the start-up hook would stand down: {owner}")
-    pth_live = bool(pth) and settings.startup_hook_allowed()
-    live = [name for name, on in (("plugin", plugin_live), (".pth", pth_live)) if on]
+    live = [name for name, on in (("plugin", bool(entry_point) and loader and allowed),
+                                  (".pth", bool(pth) and settings.startup_hook_allowed())) if on]
     lines.append(f"live routes: {', '.join(live) or 'none'}")
-    if not (plugin_live or pth_live):
+    if not live:
         problems.append("no activation route is live: sglang's processes will not be patched")
     return "activation routes", lines
 
@@ -282,15 +257,10 @@ def import_cleanly(name: str) -> Any:
     ``sys.modules`` are dropped too (Python drops the failed package, not what its ``__init__`` imported), so
     a later import of a sibling fails the same way instead of with ``KeyError: '<package>'``."""
     forget_orphans(name.partition(".")[0])
-    before = set(sys.modules)
     try:
         return importlib.import_module(name)
     except BaseException:
-        parts = name.split(".")
-        gone = [".".join(parts[:i]) + "." for i in range(1, len(parts) + 1) if ".".join(parts[:i]) not in sys.modules]
-        for orphan in set(sys.modules) - before:
-            if orphan.startswith(tuple(gone)):
-                del sys.modules[orphan]
+        forget_orphans(name.partition(".")[0])
         raise
 
 

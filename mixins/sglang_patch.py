@@ -171,9 +171,8 @@ class SglangPatch:
             logger.warning("sglang-capture-trace: could not patch %s", target.qualname, exc_info=True)
             return RowStatus(target, State.SKIPPED, f"error: {exc!r}")
         logger.debug("sglang-capture-trace: patched %s (%s)", target.qualname, target.strategy.value)
-        if target.strategy not in _PROFILED:
-            return RowStatus(target, State.APPLIED)
-        return RowStatus(target, State.APPLIED, PROFILED_BY_US + (f"; {target.limits}" if target.limits else ""))
+        profiled = (PROFILED_BY_US, target.limits) if target.strategy in _PROFILED else ()
+        return RowStatus(target, State.APPLIED, "; ".join(filter(None, profiled)))
 
 
 #: The process-wide patch (what the plugin entry point and the start-up hook install).
@@ -221,14 +220,10 @@ def applicable_class(target: Target, module: types.ModuleType) -> type:
     return cls
 
 
-def plain_function(attribute: Any) -> Any:
-    """The function under any FunctionWrapper, staticmethod or classmethod (each has ``__wrapped__``)."""
-    return inspect.unwrap(attribute)
-
-
 def code_names(attribute: Any) -> set[str]:
-    """Global and attribute names used by a function, including its nested functions."""
-    code = getattr(plain_function(attribute), "__code__", None)
+    """Global and attribute names used by a function (under any wrapper: ``inspect.unwrap``), including its
+    nested functions."""
+    code = getattr(inspect.unwrap(attribute), "__code__", None)
     names: set[str] = set()
     stack = [code] if isinstance(code, types.CodeType) else []
     while stack:
@@ -258,14 +253,10 @@ def _wrap(target: Target, cls: type, wrapper: Wrapper, tag: str) -> Undo:
     return undo
 
 
-def _draft_base(target: Target, cls: type) -> type | None:
-    return cls if target.draft_base else None
-
-
 def _export_after_hook(target: Target, cls: type, tag: str) -> Undo:
     from mixins.capture_trace import export_after_hook
 
-    return _wrap(target, cls, export_after_hook(_draft_base(target, cls)), tag)
+    return _wrap(target, cls, export_after_hook(cls if target.draft_base else None), tag)
 
 
 def _label_shapes(target: Target, cls: type, tag: str) -> Undo:
@@ -295,9 +286,14 @@ def profiling_requested(runner: object) -> bool:
     own = vars(runner).get(PROFILE_FLAG) if hasattr(runner, "__dict__") else None
     if own is not None:
         return bool(own)
-    for read in (_from_exec_config, _from_server_args, _from_global_server_args):
+    readers = (
+        lambda: _published(RUNTIME_CONTEXT, *EXEC_CONFIG),
+        lambda: _from_server_args(runner),
+        lambda: _published(*GLOBAL_SERVER_ARGS),
+    )
+    for read in readers:
         try:
-            value = read(runner)
+            value = read()
         except Exception:  # not published in this process, or not this release's layout
             continue
         if value is not None:
@@ -307,31 +303,24 @@ def profiling_requested(runner: object) -> bool:
     return False
 
 
-def _from_exec_config(runner: object) -> Any:
-    context = sys.modules.get(RUNTIME_CONTEXT)
-    getter, section = EXEC_CONFIG
-    if context is None or not hasattr(context, getter):
-        return None
-    return getattr(getattr(getattr(context, getter)(), section), PROFILE_FLAG)
+def _attributes(owner: Any, path: tuple[str, ...]) -> Any:
+    """``owner.a.b...`` along ``path``; None where an attribute is missing."""
+    for name in path:
+        owner = getattr(owner, name, None)
+    return owner
 
 
-def _from_server_args(runner: object) -> Any:
-    for path in SERVER_ARGS_OWNERS:
-        owner: Any = runner
-        for name in path:
-            owner = getattr(owner, name, None)
-        value = getattr(owner, PROFILE_FLAG, None) if owner is not None else None
-        if isinstance(value, bool):
-            return value
-    return None
+def _from_server_args(runner: object) -> bool | None:
+    values = (_attributes(runner, (*path, PROFILE_FLAG)) for path in SERVER_ARGS_OWNERS)
+    return next((value for value in values if isinstance(value, bool)), None)
 
 
-def _from_global_server_args(runner: object) -> Any:
-    module_name, getter = GLOBAL_SERVER_ARGS
+def _published(module_name: str, getter: str, *path: str) -> Any:
+    """``module.getter()`` then ``path`` and the flag, where sglang already imported the module; else None."""
     module = sys.modules.get(module_name)
     if module is None or not hasattr(module, getter):
         return None
-    return getattr(getattr(module, getter)(), PROFILE_FLAG, None)
+    return _attributes(getattr(module, getter)(), (*path, PROFILE_FLAG))
 
 
 def _profile_capture(target: Target, cls: type, tag: str) -> Undo:
@@ -369,7 +358,7 @@ def _take_over_native(target: Target, cls: type, tag: str) -> Undo:
     hook = vars(cls)[target.method]
     if NATIVE_EXPORT not in code_names(hook):
         return _export_after_hook(target, cls, tag)  # no native export in this hook: a plain hook
-    namespace: dict[str, Any] = getattr(plain_function(hook), "__globals__", {})
+    namespace: dict[str, Any] = getattr(inspect.unwrap(hook), "__globals__", {})
     native = namespace.get(NATIVE_EXPORT)
     if not callable(native):
         # The hook reaches the native export some other way (e.g. through a module attribute): we
@@ -408,10 +397,10 @@ class _ProfileRecorder:
 def _inline_capture(target: Target, cls: type, tag: str) -> Undo:
     from mixins.capture_trace import bind_instance, export_from_runner
 
-    namespace: dict[str, Any] = getattr(plain_function(vars(cls)[target.method]), "__globals__", {})
+    namespace: dict[str, Any] = getattr(inspect.unwrap(vars(cls)[target.method]), "__globals__", {})
     if not callable(namespace.get("profile")):
         raise Skip("its module has no callable 'profile'")
-    draft_base = _draft_base(target, cls)
+    draft_base = cls if target.draft_base else None
 
     def capture_and_export(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # EAGLE runners (plain classes) call ``CudaGraphRunner.capture(self)``: bind_instance finds them.

@@ -33,12 +33,7 @@ SHAPE_METHODS = ("capture_one_shape", "capture_one_batch_size")
 #: Any other scalar argument with a non-default value is labelled under its own name.
 SHAPE_LABEL_NAMES = {"variant_label": VARIANT, "stream_idx": "stream", "attention_variant": "attention"}
 
-#: sglang's ``--enable-profile-cuda-graph``, read as each release reads it (docs/DESIGN.md §5.1): the
-#: runner's own copy (decode and CPU runners store it in ``__init__``), else the published config
-#: ``get_exec().graph.<flag>`` (0.5.14+, ``RUNTIME_CONTEXT``), else ``model_runner.server_args.<flag>``
-#: (every release) or ``eagle_worker.server_args.<flag>`` (the single-graph multi-layer EAGLE runner,
-#: which has no model runner; 0.5.16 publishes no ``get_exec``), else ``get_global_server_args().<flag>``
-#: (0.5.x runners without a model runner).
+#: sglang's ``--enable-profile-cuda-graph`` and where each release keeps it, in the order read (docs/DESIGN.md §5.1).
 PROFILE_FLAG = "enable_profile_cuda_graph"
 EXEC_CONFIG = ("get_exec", "graph")
 SERVER_ARGS_OWNERS: tuple[tuple[str, ...], ...] = (("model_runner", "server_args"), ("eagle_worker", "server_args"))
@@ -59,19 +54,12 @@ PARALLEL_STATE_GETTERS = {
     "pp_size": "get_pipeline_model_parallel_world_size",
     "tp_size": "get_tensor_model_parallel_world_size",
 }
-#: Where a runner keeps ranks and group sizes (read from the 0.4.10, 0.5.5, 0.5.13, 0.5.23 wheels):
-#: ``CudaGraphRunner.tp_size/pp_size/dp_size`` (0.4.10-0.5.13, from server_args),
-#: ``ModelRunner.tp_rank/tp_size/pp_rank/pp_size/dp_size`` (<= 0.5.13), ``BaseRunner.pp_size`` (0.5.23),
-#: ``ModelRunner.server_args.tp_size/pp_size/dp_size`` (every version). Paths of attributes from the runner.
-#: ``ModelRunner.ps`` (a frozen ``ParallelState``: tp/pp/dp ranks and sizes, attn_dp_size; 0.5.20).
+#: Where a runner keeps ranks and group sizes, as paths of attributes from the runner (docs/DESIGN.md §1.1;
+#: ``model_runner.ps`` is 0.5.20's frozen ``ParallelState``).
 RUNNER_OWNERS: tuple[tuple[str, ...], ...] = ((), ("model_runner",), ("model_runner", "ps"))
 RUNNER_SIZE_OWNERS: tuple[tuple[str, ...], ...] = RUNNER_OWNERS + (("model_runner", "server_args"),)
-#: Data-parallel replicas (read from the 0.5.5, 0.5.13, 0.5.20, 0.5.23 wheels). The replica's rank:
-#: ``get_parallel().dp_rank`` (0.5.23: ``SpawnRanks.dp_rank`` as published, None without a DP
-#: controller), ``ModelRunner.ps.dp_rank`` (0.5.20), ``ModelRunner.dp_rank`` (0.5.13; 0.5.5 keeps it in
-#: the scheduler only, out of a runner's reach: unknown there). Under DP attention the same launcher
-#: numbers attention groups of one TP group, whose TP ranks already differ (so they are not replicas):
-#: on when ``attn_dp_size`` > 1 (``get_parallel()`` / ``ps``, 0.5.20+) or ``server_args.enable_dp_attention``.
+#: Data-parallel replicas: the replica's rank and size, and the two signs of DP attention, whose "DP ranks"
+#: are attention groups of one TP group, not replicas (docs/DESIGN.md §1.1).
 DP_RANK = "dp_rank"
 DP_SIZE = "dp_size"
 ATTENTION_DP_SIZE = "attn_dp_size"
@@ -97,10 +85,6 @@ def span(first: str, last: str) -> tuple[str, ...]:
     if start > stop:
         raise ValueError(f"span({first!r}, {last!r}): {first} comes after {last}")
     return RELEASES[start : stop + 1]
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 class Strategy(str, Enum):
@@ -192,24 +176,17 @@ class Target:
 _OLD = "sglang.srt.model_executor.cuda_graph_runner"
 _DECODE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
 _SPEC = "sglang.srt.speculative"
-_NPU_OLD = "sglang.srt.model_executor.npu_graph_runner"
-_NPU = "sglang.srt.hardware_backend.npu.graph_runner.npu_graph_runner"
-_XPU = "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner"
 
 _CPU = "sglang.srt.model_executor.cpu_graph_runner"
 _PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
 _PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
 _BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
-_VIT = "sglang.srt.multimodal.vit_cuda_graph_runner"
-_INTERN_VIT = "sglang.srt.multimodal.internvl_vit_cuda_graph_runner"
-_KIMI_VIT = "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner"
 _VLA = "sglang.multimodal_gen.runtime.vla.cuda_graph"
 
 _EAGLE = f"{_SPEC}.eagle_draft_cuda_graph_runner"
 _EAGLE_EXTEND = f"{_SPEC}.eagle_draft_extend_cuda_graph_runner"
 _MULTI_LAYER = f"{_SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
 _FROZEN = f"{_SPEC}.frozen_kv_mtp_cuda_graph_runner"
-_UNO = f"{_SPEC}.uno_cuda_graph_runner"
 
 _ERA_A, _ERA_B, _ERA_C = span("0.4.10", "0.5.5"), span("0.5.6", "0.5.13"), span("0.5.14", "0.5.23")
 
@@ -220,19 +197,8 @@ _PREFILL_RELEASES = span("0.5.14", "0.5.23")
 #: ... and each never-profiled runner without a capture(), whose row is on the method that captures.
 _BREAKABLE_RELEASES = span("0.5.11", "0.5.13")
 _ONE_GRAPH_RELEASES = span("0.5.16", "0.5.23")
-#: ... and each vision-encoder runner, which has no capture() but captures lazily per new shape.
-_VIT_RELEASES = span("0.5.7", "0.5.23")
-_INTERN_VIT_RELEASES = span("0.5.8", "0.5.23")
-_KIMI_VIT_RELEASES = span("0.5.17", "0.5.23")
-#: ... and the other lazy captures of the LLM runtime (absent from the 0.5.20-0.5.22 wheels).
-_ROW_BUCKET_RELEASES = ("0.5.23",)
-_DSPARK_RELEASES = ("0.5.23",)
-#: ... and the NPU vision encoder (imports torch_npu at module level: never imported in CI).
-_VIT_NPU_RELEASES = span("0.5.10", "0.5.23")
 #: ... and the diffusion runtime's graphs (``sglang.multimodal_gen``).
-_DIFFUSION_BCG_RELEASES = span("0.5.16", "0.5.23")
 _VLA_RELEASES = span("0.5.18", "0.5.23")
-_VLA_TENSOR_RELEASES = span("0.5.22", "0.5.23")
 #: The CI venvs that import the diffusion runtime: 0.5.20's lacks its dependencies (imageio).
 _DIFFUSION_CI = ("0.5.23",)
 
@@ -250,15 +216,10 @@ def _adopt_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str) -
         "DecodeCudaGraphRunner and inherit the hook)",
         note="sglang crashes here with --enable-profile-cuda-graph; we add the two missing helpers "
         "(delegating to CudaGraphRunner) and export",
-        read_in=read_in,
-        evidence=evidence,
-        absent=(INIT, HOOK),
-        own=False,
-        requires=("capture",),
-        code_names=("CudaGraphRunner",),
-        code_of="capture",
-        base="CudaGraphRunner",
-        base_requires=(INIT, HOOK),
+        read_in=read_in, evidence=evidence,
+        # applies where the class calls CudaGraphRunner.capture(self) and has neither helper itself
+        absent=(INIT, HOOK), own=False, requires=("capture",), code_names=("CudaGraphRunner",), code_of="capture",
+        base="CudaGraphRunner", base_requires=(INIT, HOOK),
     )
 
 
@@ -268,34 +229,21 @@ _PROFILE_WHY = (
 )
 
 
-def _profile_note(method: str) -> str:
-    return (
-        f"`{method}()` run inside our own profiler (CPU + device activity, record_shapes) when "
-        "--enable-profile-cuda-graph is on; exported after it returns"
-    )
-
-
 _PROFILE_DROP = "drop when sglang profiles this runner's capture itself (the row then defers: never two files)"
 
 
 def _profile_row(
-    module: str, cls: str, read_in: tuple[str, ...], evidence: str, *,
-    method: str = "capture",
-    path: tuple[str, ...] = (),
-    why: str = _PROFILE_WHY,
-    note: str = "",
+    module: str, cls: str, read_in: tuple[str, ...], evidence: str, *, method: str = "capture",
+    path: tuple[str, ...] = (), why: str = _PROFILE_WHY, note: str = "",
 ) -> Target:
     """A runner whose capture sglang never profiles: PROFILE_CAPTURE on ``method``, the method that does
     the whole capture (``capture()`` for most; ``path``: the methods it calls on the way to each shape,
     searched for sglang's own profiling). ``note`` is added to the standard one."""
     return Target(
-        module, cls, method, Strategy.PROFILE_CAPTURE,
-        why=why,
-        drop_when=_PROFILE_DROP,
-        note=_profile_note(method) + (f"; {note}" if note else ""),
-        read_in=read_in,
-        evidence=evidence,
-        capture_path=path,
+        module, cls, method, Strategy.PROFILE_CAPTURE, why=why, drop_when=_PROFILE_DROP,
+        note=f"`{method}()` run inside our own profiler (CPU + device activity, record_shapes) when "
+        f"--enable-profile-cuda-graph is on; exported after it returns{f'; {note}' if note else ''}",
+        read_in=read_in, evidence=evidence, capture_path=path,
     )
 
 
@@ -405,35 +353,30 @@ def _lazy_row(
     standard = _LAZY_NOTE.format(when=_FLAG_ON if profile_flag else _SWITCH_ALONE,
                                  label=SEGMENT_PREFIX + (label_text(label) if label else f"{unit}=N,…"))
     return Target(
-        module, cls, method, Strategy.PROFILE_LAZY_CAPTURE,
-        why=_LAZY_WHY if profile_flag else _DIFFUSION_WHY,
-        drop_when=_PROFILE_DROP,
-        note=standard + (f"; {note}" if note else ""),
-        read_in=read_in,
-        ci=ci,
-        evidence=evidence,
-        own=own,
-        capture_path=path,
-        shape_of=shape_of,
-        graphs=graphs,
-        unit=unit,
-        profile_flag=profile_flag,
-        limits=limits or ("" if profile_flag else _SWITCH_ALONE_LIMITS),
-        optional=optional or ("" if profile_flag else _DIFFUSION_DEPS),
+        module, cls, method, Strategy.PROFILE_LAZY_CAPTURE, why=_LAZY_WHY if profile_flag else _DIFFUSION_WHY,
+        drop_when=_PROFILE_DROP, note=standard + (f"; {note}" if note else ""), read_in=read_in, ci=ci,
+        evidence=evidence, own=own, capture_path=path, shape_of=shape_of, graphs=graphs, unit=unit,
+        profile_flag=profile_flag, limits=limits, optional=optional,
     )
 
 
+def _diffusion_row(module: str, cls: str, read_in: tuple[str, ...], evidence: str, **fields: Any) -> Target:
+    """A lazy ``_capture`` of the diffusion runtime: no --enable-profile-cuda-graph (our switch alone opts in),
+    dependencies of its own, batch-first shapes; run in the CI venvs that import it."""
+    return _lazy_row(module, cls, "_capture", read_in, evidence, unit=BS, profile_flag=False, ci=_DIFFUSION_CI,
+                     limits=_SWITCH_ALONE_LIMITS, optional=_DIFFUSION_DEPS, **fields)
+
+
 def _shape_rows(
-    method: str, *, why: str, drop_when: str, rows: tuple[tuple[str, str, tuple[str, ...], str], ...],
-    unit: str = BS,
+    method: str, *, why: str, rows: tuple[tuple[str, str, tuple[str, ...], str], ...], unit: str = BS,
+    drop_when: str = _PROFILE_DROP,
 ) -> list[Target]:
-    """Per-shape methods (one strategy, one reason) for several classes: (module, class, read_in, evidence)."""
+    """Per-shape methods (one strategy, one reason) for several classes: (module, class, read_in, evidence);
+    by default inside a runner we profile."""
     return [
         Target(
             module, cls, method, Strategy.LABEL_SHAPES, why, drop_when,
-            note=f"`{method}` labelled per call (`{SEGMENT_PREFIX}{unit}=N`)",
-            read_in=read_in,
-            evidence=evidence,
+            note=f"`{method}` labelled per call (`{SEGMENT_PREFIX}{unit}=N`)", read_in=read_in, evidence=evidence,
             unit=unit,
         )
         for module, cls, read_in, evidence in rows
@@ -496,7 +439,8 @@ TARGETS: tuple[Target, ...] = (
         draft_base=True,
     ),
     Target(
-        _XPU, "XPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
+        "sglang.srt.hardware_backend.xpu.graph_runner.xpu_graph_runner", "XPUGraphRunner", HOOK,
+        Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with XPU tables and no super() call, bypassing DecodeCudaGraphRunner's "
         "(exporting) hook",
         drop_when="drop when XPUGraphRunner's override exports or calls super()",
@@ -505,7 +449,7 @@ TARGETS: tuple[Target, ...] = (
         evidence="module absent in 0.5.14",
     ),
     Target(
-        _NPU_OLD, "NPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
+        "sglang.srt.model_executor.npu_graph_runner", "NPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with `pass`, bypassing CudaGraphRunner's hook",
         drop_when="drop with support for sglang 0.5.6",
         note="`pass` override wrapped: export after it returns",
@@ -513,7 +457,8 @@ TARGETS: tuple[Target, ...] = (
         evidence="0.5.5 has the class without the hook; the module moved in 0.5.7",
     ),
     Target(
-        _NPU, "NPUGraphRunner", HOOK, Strategy.EXPORT_AFTER_HOOK,
+        "sglang.srt.hardware_backend.npu.graph_runner.npu_graph_runner", "NPUGraphRunner", HOOK,
+        Strategy.EXPORT_AFTER_HOOK,
         why="overrides the hook with `pass`, bypassing the base class's hook (and its native export in 0.5.14+)",
         drop_when="drop when NPUGraphRunner's override exports or calls super()",
         note="`pass` override wrapped: export after it returns (profiling needs torch_npu: not run in CI)",
@@ -549,7 +494,8 @@ TARGETS: tuple[Target, ...] = (
                 "never calls it",
             ),
             (_FROZEN, "FrozenKVMTPCudaGraphRunner", _ERA_C, ""),
-            (_UNO, "UnoDecodeCudaGraphRunner", span("0.5.20", "0.5.23"), "calls super(): labelled once, outermost"),
+            (f"{_SPEC}.uno_cuda_graph_runner", "UnoDecodeCudaGraphRunner", span("0.5.20", "0.5.23"),
+             "calls super(): labelled once, outermost"),
         ),
     ),
     # -- runners sglang never profiles: our own profiler around capture() ---------------------------------
@@ -573,21 +519,18 @@ TARGETS: tuple[Target, ...] = (
     *_shape_rows(
         "capture_one_batch_size",
         why="label each batch size's capture as a capture::bs=N range inside our profile",
-        drop_when=_PROFILE_DROP,
         rows=((_CPU, "CPUGraphRunner", _CPU_RELEASES,
                "(bs, forward) <= 0.5.5; (bs, forward, skip_cross_attention=False) later, called with True"),),
     ),
     *_shape_rows(
         "capture_one_batch_size",
         why="label each token count's capture as a capture::tokens=N range inside our profile",
-        drop_when=_PROFILE_DROP,
         rows=((_PIECEWISE, "PiecewiseCudaGraphRunner", _PIECEWISE_RELEASES, "(num_tokens)"),),
         unit=TOKENS,
     ),
     *_shape_rows(
         "capture_one_shape",
         why="label each token count's capture as a capture::tokens=N[,prefix_num_chunks=K] range",
-        drop_when=_PROFILE_DROP,
         rows=((_PREFILL, "PrefillCudaGraphRunner", _PREFILL_RELEASES, "(size, *, prefix_num_chunks=0)"),),
         unit=TOKENS,
     ),
@@ -606,7 +549,6 @@ TARGETS: tuple[Target, ...] = (
     *_shape_rows(
         "_capture_one",
         why="label each token count's capture as a capture::tokens=N range inside our profile",
-        drop_when=_PROFILE_DROP,
         rows=((_BREAKABLE, "BreakableCudaGraphRunner", _BREAKABLE_RELEASES, "(num_tokens, pool, stream)"),),
         unit=TOKENS,
     ),
@@ -630,7 +572,6 @@ TARGETS: tuple[Target, ...] = (
         "_capture_one_graph",
         why="label each batch size's capture (all draft steps in one graph) as a capture::bs=N range inside "
         "our profile",
-        drop_when=_PROFILE_DROP,
         rows=(
             (
                 _MULTI_LAYER, "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner", _ONE_GRAPH_RELEASES,
@@ -640,7 +581,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     # -- vision encoders: no capture(), one lazy capture per new input shape while serving ---------------
     _lazy_row(
-        _VIT, "ViTCudaGraphRunner", "create_graph", _VIT_RELEASES,
+        "sglang.srt.multimodal.vit_cuda_graph_runner", "ViTCudaGraphRunner", "create_graph", span("0.5.7", "0.5.23"),
         "run() calls create_graph(x_3d, cu_seqlens, cu_window_seqlens, position_embeddings, ...) for a new "
         "graph key (seq_len <= 0.5.18; (seq_len, attention layout) from 0.5.19, attention_layout_key=None "
         "added), which returns early for a known key, else allocates and calls _create_graph (warm-up, "
@@ -651,7 +592,8 @@ TARGETS: tuple[Target, ...] = (
         graphs="block_graphs",
     ),
     _lazy_row(
-        _INTERN_VIT, "InternViTCudaGraphRunner", "create_graph", _INTERN_VIT_RELEASES,
+        "sglang.srt.multimodal.internvl_vit_cuda_graph_runner", "InternViTCudaGraphRunner", "create_graph",
+        span("0.5.8", "0.5.23"),
         "run(x) calls create_graph(x [tiles, S, H]) for a new (tiles, S), which returns early for a known "
         "key, else _warmup_once then _capture_graph (torch.cuda.graph); module absent in 0.5.7",
         shape_of=_intern_vit_shape,
@@ -659,7 +601,8 @@ TARGETS: tuple[Target, ...] = (
         graphs="graphs",
     ),
     _lazy_row(
-        _KIMI_VIT, "KimiK3ViTCudaGraphRunner", "_capture", _KIMI_VIT_RELEASES,
+        "sglang.srt.multimodal.kimi_k3_vit_cuda_graph_runner", "KimiK3ViTCudaGraphRunner", "_capture",
+        span("0.5.17", "0.5.23"),
         "run() calls _capture(key, pixel_values, grid_thws, grid_thw_list, metadata) for a new grid key seen "
         "min_hits times while under capacity (SGLANG_KIMI_K3_VIT_CUDA_GRAPH_*), stores the entry itself, "
         "and falls back to eager when _capture raises; module absent in 0.5.16",
@@ -668,7 +611,7 @@ TARGETS: tuple[Target, ...] = (
     # -- other lazy captures of the LLM runtime --------------------------------------------------------------
     _lazy_row(
         "sglang.srt.model_executor.runner.row_bucket_graph_runner", "RowBucketGraphRunner", "_capture",
-        _ROW_BUCKET_RELEASES,
+        ("0.5.23",),
         "a plain class (DeepSeek-V4's replay tail builds one); run() captures, on first use of a (rows, key), "
         "every bucket from max_rows down to it, each through _capture(rows, num_rows, static, forward_batch, "
         "body, batch_scope, *, global_num_rows=None) -> _record (two eager warm-ups, BreakableCUDAGraphCapture "
@@ -678,7 +621,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     _lazy_row(
         f"{_SPEC}.dspark_components.dspark_sampling_accept_graph", "DsparkSamplingAcceptGraph", "_capture",
-        _DSPARK_RELEASES,
+        ("0.5.23",),
         "DSpark's static verify (SGLANG_OPT_DSV41_SAMPLING_ACCEPT_GRAPH) builds one; run() routes an all-sampled "
         "step to _run(key, region), key = (verify batch size, buffer addresses): the first step of a key runs "
         "eagerly, the second calls _capture(key, region) (graph_capture(), torch.cuda.graph into its own "
@@ -694,7 +637,7 @@ TARGETS: tuple[Target, ...] = (
     # -- the NPU vision encoder: the ViT row's lazy capture, overridden -----------------------------------------
     _lazy_row(
         "sglang.srt.hardware_backend.npu.graph_runner.vit_npu_graph_runner", "ViTNpuGraphRunner", "create_graph",
-        _VIT_NPU_RELEASES,
+        span("0.5.10", "0.5.23"),
         "subclass of ViTCudaGraphRunner overriding create_graph(x_3d, cu_seqlens, rotary_pos_emb_cos, "
         "rotary_pos_emb_sin; attention_layout_key added by 0.5.20) without super(), so the ViT row never sees "
         "it: returns early for a known key, else allocates and, given the rotary tables, _create_graph "
@@ -711,9 +654,9 @@ TARGETS: tuple[Target, ...] = (
         optional="torch_npu (an Ascend NPU build of torch)",
     ),
     # -- the diffusion runtime (sglang.multimodal_gen): no --enable-profile-cuda-graph, our switch opts in ----
-    _lazy_row(
-        "sglang.multimodal_gen.runtime.breakable_cuda_graph.runner", "DiffusionBreakableCudaGraphRunner", "_capture",
-        _DIFFUSION_BCG_RELEASES,
+    _diffusion_row(
+        "sglang.multimodal_gen.runtime.breakable_cuda_graph.runner", "DiffusionBreakableCudaGraphRunner",
+        span("0.5.16", "0.5.23"),
         "the denoising stage builds one per DiT (and quality level) under --enable-breakable-cuda-graph; at "
         "warm-up it calls capture(**kwargs) once per prompt bucket (and __call__ captures an unseen "
         "signature while forward_batch.is_warmup), which returns early for a known or blocked signature, else "
@@ -722,49 +665,37 @@ TARGETS: tuple[Target, ...] = (
         "raises; the diffusion runtime has no --enable-profile-cuda-graph and no profiler here; module absent "
         "in 0.5.14",
         shape_of=_diffusion_shape,
-        unit=BS,
         own=False,
-        profile_flag=False,
-        ci=_DIFFUSION_CI,
         label=((BS, "B"), ("frames", "F"), ("height", "H"), ("width", "W"), ("prompt_tokens", "S")),
         note="labelled from the latents (video; `bs,height,width` for images, `bs,tokens` packed) and the "
         "prompt bucket",
     ),
-    _lazy_row(
-        _VLA, "VLAPrefixGraphRunner", "_capture", _VLA_RELEASES,
+    _diffusion_row(
+        _VLA, "VLAPrefixGraphRunner", _VLA_RELEASES,
         "pi05's encode_prefix calls capture_or_run(signature, encode, inputs) (batch 1 only), which captures "
         "through _capture(signature, step_fn, inputs) (one eager warm-up, torch.cuda.graph into the global "
         "pool) for an uncached signature the bounded cache admits, and stores the entry itself; module absent "
         "in 0.5.17",
         shape_of=_vla_prefix_shape,
-        unit=BS,
-        profile_flag=False,
-        ci=_DIFFUSION_CI,
         label=((BS, "B"), (TOKENS, "T"), ("images", "K")),
         note="pi0.5's prefix encoding (images + prompt tokens)",
     ),
-    _lazy_row(
-        _VLA, "VLADenoiseGraphRunner", "_capture", _VLA_RELEASES,
+    _diffusion_row(
+        _VLA, "VLADenoiseGraphRunner", _VLA_RELEASES,
         "pi05's denoise_step calls capture_or_run(signature, step_fn, prefix_context, x_t, timestep) for each "
         "action-denoise step; one graph per VLADenoiseGraphSignature (batch, prefix length, action horizon x "
         "dim, dtype, layout) captured through _capture (one eager warm-up, torch.cuda.graph), every later step "
         "replays it (prefix_full_attention joins the signature by 0.5.20)",
         shape_of=_vla_denoise_shape,
-        unit=BS,
-        profile_flag=False,
-        ci=_DIFFUSION_CI,
         label=((BS, "B"), ("prefix_tokens", "P"), ("horizon", "H"), ("action_dim", "D")),
         note="one action-denoise step per signature (the later steps replay it)",
     ),
-    _lazy_row(
-        _VLA, "VLATensorGraphRunner", "_capture", _VLA_TENSOR_RELEASES,
+    _diffusion_row(
+        _VLA, "VLATensorGraphRunner", span("0.5.22", "0.5.23"),
         "FLUX 3 action's observation encoder and denoise loop each build one (named \"FLUX 3 observation\" / "
         "\"FLUX 3 denoise\"); run(fn, inputs, key=) captures through _capture(fn, inputs) for a new (key, input "
         "shapes and dtypes), evicting the oldest past max_entries; class absent in 0.5.20-0.5.21",
         shape_of=_vla_tensor_shape,
-        unit=BS,
-        profile_flag=False,
-        ci=_DIFFUSION_CI,
         label=(("inputs", "K"), ("elements", "N")),
         note="FLUX 3 action's graphs (both instances in one file)",
     ),

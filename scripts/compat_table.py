@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -23,13 +24,8 @@ END = "<!-- compat-table:end -->"
 
 def ranges(versions: tuple[str, ...]) -> str:
     """``0.5.6–0.5.13, 0.5.15`` from a set of releases (runs of consecutive RELEASES collapse)."""
-    indexes = sorted(RELEASES.index(v) for v in versions)
-    runs: list[list[int]] = []
-    for index in indexes:
-        if runs and index == runs[-1][-1] + 1:
-            runs[-1].append(index)
-        else:
-            runs.append([index])
+    indexes = enumerate(sorted(RELEASES.index(v) for v in versions))
+    runs = [[index for _, index in run] for _, run in itertools.groupby(indexes, key=lambda pair: pair[1] - pair[0])]
     return ", ".join(RELEASES[r[0]] if len(r) == 1 else f"{RELEASES[r[0]]}–{RELEASES[r[-1]]}" for r in runs) or "–"
 
 

@@ -75,10 +75,6 @@ class Wheel:
             self._trees[name] = ast.parse(self.sources[name])
         return self._trees[name]
 
-    def source(self, module: str) -> str:
-        name = self.file_of(module)
-        return self.sources[name] if name else ""
-
 
 @dataclass
 class Klass:
@@ -86,8 +82,13 @@ class Klass:
     node: ast.ClassDef
 
     def own(self) -> dict[str, ast.AST]:
+        return self.definitions(self.node.body)
+
+    @staticmethod
+    def definitions(body: list[ast.stmt]) -> dict[str, ast.AST]:
+        """The functions and assigned names of a class or module body, each to its (last) definition."""
         members: dict[str, ast.AST] = {}
-        for item in self.node.body:
+        for item in body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 members[item.name] = item
             elif isinstance(item, ast.Assign):
@@ -105,7 +106,7 @@ def module_global(wheel: Wheel, module: str, name: str, depth: int = 0) -> Klass
     for node in tree.body:  # the last top-level binding wins, as at run time
         if isinstance(node, ast.ClassDef) and node.name == name:
             found = Klass(module, node)
-        elif isinstance(node, (ast.FunctionDef, ast.Assign)) and name in _bound_names(node):
+        elif isinstance(node, (ast.FunctionDef, ast.Assign)) and name in Klass.definitions([node]):
             found = node
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
@@ -113,14 +114,6 @@ def module_global(wheel: Wheel, module: str, name: str, depth: int = 0) -> Klass
                     target = module_global(wheel, node.module, alias.name, depth + 1)
                     found = target if isinstance(target, Klass) else node
     return found
-
-
-def _bound_names(node: ast.AST) -> set[str]:
-    if isinstance(node, ast.FunctionDef):
-        return {node.name}
-    if isinstance(node, ast.Assign):
-        return {t.id for t in node.targets if isinstance(t, ast.Name)}
-    return set()
 
 
 def mro(wheel: Wheel, klass: Klass) -> Iterator[Klass]:
@@ -216,7 +209,7 @@ def facts(wheel: Wheel) -> Iterator[str]:
         if target.strategy is Strategy.TAKE_OVER_NATIVE:
             klass = module_global(wheel, target.module, target.cls)
             hook = klass.own().get(HOOK) if isinstance(klass, Klass) else None
-            source = wheel.source(target.module)
+            source = wheel.sources.get(wheel.file_of(target.module) or "", "")
             for call in (n for n in ast.walk(hook) if isinstance(n, ast.Call)) if hook else ():
                 if isinstance(call.func, ast.Name) and call.func.id == NATIVE_EXPORT:
                     text = " ".join((ast.get_source_segment(source, call) or "").split())

@@ -153,24 +153,20 @@ def stand_in_cuda(monkeypatch: Any) -> None:
         monkeypatch.setattr(torch.cuda, name, value)
 
 
-def era_a_capture_shims(module: types.ModuleType) -> dict[str, Any]:
-    """Module globals that let the real era-A ``CudaGraphRunner.capture()`` run on CPU with no batch
-    sizes to capture (the profiler still starts and stops around the loop)."""
-    replacements: dict[str, Any] = {
-        "graph_capture": stand_in_scope,
-        "get_available_gpu_memory": lambda *a, **k: 0.0,
-        "get_tensor_model_parallel_rank": lambda: 1,  # not 0: no tqdm bar
-        "save_gemlite_cache": lambda *a, **k: None,
-    }
-    return {name: value for name, value in replacements.items() if hasattr(module, name)}
+# Module globals, for ``real_sglang.patched_attributes`` (which replaces those a module has).
 
-
-def tp_rank_shims(module: types.ModuleType) -> dict[str, Any]:
-    """sglang 0.5.14/0.5.15 evaluate ``tp_rank=get_tensor_model_parallel_rank()`` in the decode runner's
-    hook, which asserts an initialised TP process group; a CPU test has none."""
-    if hasattr(module, "get_tensor_model_parallel_rank"):
-        return {"get_tensor_model_parallel_rank": lambda: 0}
-    return {}
+#: What lets the real era-A ``CudaGraphRunner.capture()`` run on CPU with no batch sizes to capture (the
+#: profiler still starts and stops around the loop).
+ERA_A_CAPTURE: dict[str, Any] = {
+    "graph_capture": stand_in_scope,
+    "get_available_gpu_memory": lambda *a, **k: 0.0,
+    "get_tensor_model_parallel_rank": lambda: 1,  # not 0: no tqdm bar
+    "save_gemlite_cache": lambda *a, **k: None,
+}
+#: sglang 0.5.14/0.5.15 evaluate ``tp_rank=get_tensor_model_parallel_rank()`` in the decode runner's hook
+#: (and the CPU graph runner's module calls it), which asserts an initialised TP process group; a CPU test
+#: has none.
+TP_RANK_0: dict[str, Any] = {"get_tensor_model_parallel_rank": lambda: 0}
 
 
 # -- CPUGraphRunner's real capture() on CPU ------------------------------------------------------------
@@ -238,10 +234,8 @@ class CaptureBackend:
         yield
 
 
-def token_capture_shims(module: types.ModuleType) -> dict[str, Any]:
-    """Module globals of the prefill / piecewise runner modules that need CUDA or a process group."""
-    replacements = {**era_a_capture_shims(module), "get_or_create_global_graph_capture_stream": lambda: None}
-    return {name: value for name, value in replacements.items() if hasattr(module, name)}
+#: Module globals of the prefill / piecewise runner modules that need CUDA or a process group.
+TOKEN_CAPTURE: dict[str, Any] = {**ERA_A_CAPTURE, "get_or_create_global_graph_capture_stream": lambda: None}
 
 
 def per_shape_stand_in(real: Any, calls: list[tuple[Any, ...]], returns: Any = None) -> Any:
@@ -279,11 +273,9 @@ def breakable_graph(output: Any) -> tuple[Any, Any]:
     return object(), output
 
 
-def one_graph_capture_shims(module: types.ModuleType) -> dict[str, Any]:
-    """Module globals of the multi-layer EAGLE module the single-graph ``_init_and_capture`` calls that need
-    CUDA: free GPU memory, and ``resolve_decode_backend(runner)`` (a CUDA-graph backend per step runner)."""
-    replacements = {**era_a_capture_shims(module), "resolve_decode_backend": lambda runner: types.SimpleNamespace()}
-    return {name: value for name, value in replacements.items() if hasattr(module, name)}
+#: Module globals of the multi-layer EAGLE module the single-graph ``_init_and_capture`` calls that need
+#: CUDA: free GPU memory, and ``resolve_decode_backend(runner)`` (a CUDA-graph backend per step runner).
+ONE_GRAPH_CAPTURE: dict[str, Any] = {**ERA_A_CAPTURE, "resolve_decode_backend": lambda runner: types.SimpleNamespace()}
 
 
 def step_runner_stand_in(step_cls: type, capture_bs: list[int], profile_flag: bool) -> Any:

@@ -34,16 +34,17 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_child(fake: Path, case: str, *args: str, **env: str) -> tuple[dict[str, Any], str]:
-    """Run one case; the start-up hook is off (an installed .pth would otherwise install at start-up)."""
+def run_python(fake: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` with one fake's ``sglang``, this directory and the repository on the path, no SGLANG_*
+    but ``env``, and the start-up hook off (an installed .pth would otherwise install at start-up)."""
     env.setdefault("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "0")
-    proc = subprocess.run(
-        [sys.executable, "-m", "machinery_child", case, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(PYTHONPATH=os.pathsep.join([str(fake), str(HERE), str(REPO)]), **env),
-    )
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                          env=clean_env(PYTHONPATH=os.pathsep.join([str(fake), str(HERE), str(REPO)]), **env))
+
+
+def run_child(fake: Path, case: str, *args: str, **env: str) -> tuple[dict[str, Any], str]:
+    """Run one case of ``machinery_child.py``: its result and its log."""
+    proc = run_python(fake, "-m", "machinery_child", case, *args, **env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(li for li in proc.stdout.splitlines() if li.startswith("RESULT "))
     return json.loads(line.removeprefix("RESULT ")), proc.stderr

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import wrapt
+from orders import run_steps
 from real_sglang import MISSING, describe
 
 from mixins import capture_trace, sglang_patch
@@ -68,19 +69,7 @@ def matrix(*steps: str) -> None:
     """One order of import / install / plugin (the entry point sglang's loader calls) / uninstall on the
     era-C fake, with every row's status after each step; then a capture, an uninstall and the restored
     state."""
-    after_each = []
-    for step in steps:
-        if step == "import":
-            classes(ERA_C_CLASSES)
-        elif step == "install":
-            sglang_patch.PATCH.install()
-        elif step == "plugin":
-            sglang_patch.register()
-        elif step == "uninstall":
-            sglang_patch.PATCH.uninstall()
-        else:
-            raise SystemExit(f"unknown step {step!r}")
-        after_each.append(states())
+    after_each = run_steps(steps, do_import=lambda: classes(ERA_C_CLASSES), load_plugins=sglang_patch.register)
     end = {cls.__name__: snapshot(cls) for cls in classes(ERA_C_CLASSES)}
     result = {"after_each": after_each, "end": end, "applied": sglang_patch.PATCH.applied(), "run": exercise_era_c()}
     sglang_patch.PATCH.uninstall()
@@ -89,7 +78,7 @@ def matrix(*steps: str) -> None:
 
 def defer() -> None:
     sglang_patch.PATCH.install()
-    out(run=exercise_era_c(), states=states())
+    out(run=exercise_era_c(), decode_hook=states()[f"{DECODE}.DecodeCudaGraphRunner.{HOOK}"])
 
 
 def adopt() -> None:
@@ -106,7 +95,7 @@ def adopt() -> None:
     base().capture()
     installed = list(exported)
     sglang_patch.PATCH.uninstall()
-    out(unpatched=unpatched, installed=installed, restored=snapshot(eagle) == before, before=before)
+    out(unpatched=unpatched, installed=installed, restored=snapshot(eagle) == before, hook_before=before[HOOK])
 
 
 def inline() -> None:
@@ -137,8 +126,8 @@ def idempotent() -> None:
     sglang_patch.PATCH.uninstall()
     sglang_patch.PATCH.uninstall()
     out(
-        first=first,
-        second=second,
+        repeat_same=first == second,
+        all_waiting=bool(first) and all(line.endswith(": waiting for import") for line in first),
         imported=imported_by_install,
         depth_one=not is_wrapped(hook.__wrapped__),
         wrapped=is_wrapped(hook),
@@ -153,14 +142,20 @@ def failing_patch() -> None:
     sglang_patch._STRATEGIES[Strategy.TAKE_OVER_NATIVE] = boom
     sglang_patch.PATCH.install()
     decode = importlib.import_module(DECODE).DecodeCudaGraphRunner
-    out(imported=decode.__name__, applied=sglang_patch.PATCH.applied(), states=states())
+    out(imported=decode.__name__, applied=sglang_patch.PATCH.applied(),
+        decode_hook=states()[f"{DECODE}.DecodeCudaGraphRunner.{HOOK}"])
 
 
 def missing() -> None:
-    importlib.import_module("sglang.srt.speculative.frozen_kv_mtp_cuda_graph_runner")
+    frozen = "sglang.srt.speculative.frozen_kv_mtp_cuda_graph_runner"
+    importlib.import_module(frozen)
     importlib.import_module(DECODE)
     sglang_patch.PATCH.install()
-    out(states=states(), applied=sglang_patch.PATCH.applied())
+    rows = states()
+    decode = {f"{DECODE}.DecodeCudaGraphRunner.{HOOK}", f"{DECODE}.DecodeCudaGraphRunner.capture_one_shape"}
+    out(frozen_rows=sorted({s for q, s in rows.items() if q.startswith(f"{frozen}.FrozenKVMTPCudaGraphRunner")}),
+        decode_applied=decode <= set(sglang_patch.PATCH.applied()),
+        xpu_hook=rows[f"{XPU}.XPUGraphRunner.{HOOK}"])
 
 
 def overlaid() -> None:

@@ -39,6 +39,23 @@ def installed_after(steps: tuple[str, ...]) -> bool:
     return installed
 
 
+def run_steps(steps: tuple[str, ...], *, do_import: Callable[[], object], load_plugins: Callable[[], object]
+              ) -> list[dict[str, str]]:
+    """Run ``steps`` in this process (``install`` / ``uninstall`` on its patch; ``import`` and ``plugin``
+    given), every row's status after each."""
+    from mixins import sglang_patch
+
+    actions = {"import": do_import, "install": sglang_patch.PATCH.install, "plugin": load_plugins,
+               "uninstall": sglang_patch.PATCH.uninstall}
+    after_each = []
+    for step in steps:
+        if step not in actions:
+            raise SystemExit(f"unknown step {step!r}")
+        actions[step]()
+        after_each.append({s.target.qualname: s.state.value for s in sglang_patch.PATCH.status()})
+    return after_each
+
+
 def expected_states(
     steps: tuple[str, ...], qualnames: list[str], applies: Callable[[str], str | None]
 ) -> dict[str, str]:

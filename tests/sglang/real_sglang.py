@@ -4,14 +4,17 @@ the spawn children (``spawn_child.py``); shims themselves live in ``cpu_shims.py
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib
 import importlib.util
 import json
+import os
 import sys
+import traceback
 import types
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +82,16 @@ def class_or_skip(module_name: str, cls_name: str) -> type:
     return cls
 
 
+def base_runner() -> tuple[str, type]:
+    """The decode runner the others derive from, and its module: ``DecodeCudaGraphRunner`` (0.5.14+), else
+    ``CudaGraphRunner``."""
+    for module, name in ((DECODE, "DecodeCudaGraphRunner"), (OLD, "CudaGraphRunner")):
+        cls = load_class(module, name)
+        if cls is not None:
+            return module, cls
+    raise AssertionError("no base CUDA-graph runner in this sglang")
+
+
 def target_class(target: Any) -> type | None:
     """A row's class as load_class gives it, or None when the row's module needs an ``optional``
     dependency this venv lacks (torch_npu, the diffusion runtime's): as on a server without it."""
@@ -117,9 +130,10 @@ def make_runner(cls: type, *, draft_worker: bool = False) -> Any:
 
 @contextmanager
 def patched_attributes(target: Any, values: dict[str, Any]) -> Iterator[None]:
-    saved = {name: getattr(target, name) for name in values}
-    for name, value in values.items():
-        setattr(target, name, value)
+    """Those of ``values`` that ``target`` has (a module of this release, or None: nothing) replaced for the block."""
+    saved = {name: getattr(target, name) for name in values if hasattr(target, name)}
+    for name in saved:
+        setattr(target, name, values[name])
     try:
         yield
     finally:
@@ -132,7 +146,7 @@ def rank_context() -> Iterator[None]:
     """TP rank 0 without a process group: sglang >= 0.5.16 reads it from its runtime context (which
     must be stated); 0.5.14/0.5.15's decode hook calls get_tensor_model_parallel_rank() (shimmed)."""
     decode = importlib.import_module(DECODE) if load_class(DECODE, "DecodeCudaGraphRunner") else None
-    with patched_attributes(decode, cpu_shims.tp_rank_shims(decode)) if decode else nullcontext():
+    with patched_attributes(decode, cpu_shims.TP_RANK_0):
         try:
             from sglang.srt.runtime_context import get_parallel
         except ImportError:
@@ -155,7 +169,7 @@ def run_capture_path(runner: Any) -> None:
     old = importlib.import_module(OLD) if load_class(OLD, "CudaGraphRunner") is not None else None
     with rank_context():
         if old is not None:
-            with patched_attributes(old, cpu_shims.era_a_capture_shims(old)):
+            with patched_attributes(old, cpu_shims.ERA_A_CAPTURE):
                 runner.capture()
             return
         prof_context = getattr(runner, INIT)()
@@ -272,130 +286,76 @@ def import_targets() -> None:
                 raise
 
 
-def run_order(*steps: str) -> None:
-    """One fresh process of the real-sglang matrix (``python -m real_sglang STEP...``): run the steps
-    (``plugin`` is sglang's own ``load_plugins()``), reporting every row's status after each, then what
-    the target classes hold, then uninstall and what they hold after. Prints one JSON line."""
+def run_order(*steps: str) -> dict[str, Any]:
+    """One fresh process of the real-sglang matrix: run the steps (``plugin`` is sglang's own
+    ``load_plugins()``), reporting every row's status after each, then what the target classes hold, then
+    uninstall and what they hold after."""
     cpu_shims.prepare()
+    from orders import run_steps
+
     from mixins import sglang_patch
 
-    after_each = []
-    for step in steps:
-        if step == "import":
-            import_targets()
-        elif step == "install":
-            sglang_patch.PATCH.install()
-        elif step == "plugin":
-            from sglang.srt.plugins import load_plugins
+    def load_plugins() -> None:
+        from sglang.srt.plugins import load_plugins
 
-            load_plugins()
-        elif step == "uninstall":
-            sglang_patch.PATCH.uninstall()
-        else:
-            raise SystemExit(f"unknown step {step!r}")
-        after_each.append({s.target.qualname: s.state.value for s in sglang_patch.PATCH.status()})
+        load_plugins()
+
+    after_each = run_steps(steps, do_import=import_targets, load_plugins=load_plugins)
     import_targets()
     result = {"after_each": after_each, "end": fingerprint(), "applied": sglang_patch.PATCH.applied()}
     sglang_patch.PATCH.uninstall()
     result["final"] = fingerprint()
-    print("MATRIX-RESULT " + json.dumps(result))
+    return result
 
 
-if __name__ == "__main__":
-    run_order(*sys.argv[1:])
+def order_in_child(steps: tuple[str, ...], environ: dict[str, str], conn: Any) -> None:
+    """A fresh process's target: this environment, then :func:`run_order`'s result (or the traceback) and the
+    modules the process ended with, sent on ``conn``."""
+    os.environ.clear()
+    os.environ.update(environ)
+    try:
+        conn.send((run_order(*steps), list(sys.modules)))
+    except BaseException:
+        conn.send((traceback.format_exc(), []))
+
+
+# Fresh processes of the matrix fork from a server (``fork_preload.py``) that has imported the third-party
+# modules (torch, transformers, openai, triton, ...) an order ended with, learnt once per environment (kept in
+# ``sys.prefix``: CI's cached venv per sglang version). Never sglang's own modules, nor this project's: their
+# import order against ``install()`` is what the matrix tests, so each order still imports them, and only them,
+# in a process that has never seen them. A child then costs what importing sglang itself costs (~6 s instead of
+# ~18 s); a stale or unwritable list only costs that time again, never a result.
+LEARNT = os.path.join(sys.prefix, ".capture-trace-fork-server-modules.json")
+#: top-level names whose import order the tests are about, and the processes' own main modules
+NOT_PRELOADED = ("sglang", "mixins", "_sglang_capture_trace_bootstrap", "_sglang_capture_trace_switches", "__main__",
+                 "__mp_main__")
+
+
+def learnt_modules() -> list[str]:
+    try:
+        with open(LEARNT) as f:
+            modules = json.load(f)
+    except (OSError, ValueError):
+        return []
+    return [m for m in modules if isinstance(m, str)] if isinstance(modules, list) else []
+
+
+def remember_modules(modules: list[str]) -> None:
+    """Keep the third-party ones of ``modules`` (in the order they were first imported) for :func:`learnt_modules`."""
+    tmp = f"{LEARNT}.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump([name for name in modules if name.split(".")[0] not in NOT_PRELOADED], f)
+        os.replace(tmp, LEARNT)
+    except OSError:  # a read-only environment: learnt again next time
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 # -- runners sglang never profiles (PROFILE_CAPTURE rows) ----------------------------------------------
 
-CPU_GRAPH = "sglang.srt.model_executor.cpu_graph_runner"
-
-
-def cpu_graph_runner(cls: type, capture_bs: tuple[int, ...] = (1, 2), *, profile_flag: bool = True) -> Any:
-    """A ``CPUGraphRunner`` without ``__init__`` (which would also capture): the attributes its
-    ``__init__`` sets that ``capture()`` reads, for a decode-only text model on CPU. ``profile_flag``
-    stands for what ``__init__`` stores from ``--enable-profile-cuda-graph``."""
-    import torch
-    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-    runner: Any = object.__new__(cls)
-    runner.model_runner = types.SimpleNamespace(
-        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, is_draft_worker=False,
-        model=cpu_shims.tiny_model(), attn_backend=cpu_shims.CpuGraphAttention(), tp_group=cpu_shims.TpGroup(),
-        spec_algorithm=SpeculativeAlgorithm.NONE, req_to_token_pool=None, token_to_kv_pool=None,
-        kv_index_translator=types.SimpleNamespace(bind_runner_slots=lambda forward_batch: None),
-        server_args=types.SimpleNamespace(enable_profile_cuda_graph=profile_flag, tp_size=1, pp_size=1, dp_size=1),
-    )
-    runner.device = "cpu"
-    runner.enable_profile_cuda_graph = profile_flag
-    runner.capture_bs = list(capture_bs)
-    runner.graphs, runner.graphs_cross, runner.output_buffers = {}, {}, {}
-    runner.captured_forward_batches, runner.captured_forward_batches_cross = {}, {}
-    runner.is_encoder_decoder = False
-    runner.encoder_lens = None
-    runner.num_tokens_per_bs = runner.captured_req_width = 1
-    runner.capture_forward_mode = ForwardMode.DECODE
-    runner.capture_hidden_mode = CaptureHiddenMode.NULL
-    max_bs = max(capture_bs)
-    runner.input_ids = torch.zeros((max_bs,), dtype=torch.int64)
-    runner.req_pool_indices = torch.zeros((max_bs,), dtype=torch.int64)
-    runner.seq_lens = torch.ones((max_bs,), dtype=torch.int64)
-    runner.out_cache_loc = torch.zeros((max_bs,), dtype=torch.int64)
-    runner.positions = torch.zeros((max_bs,), dtype=torch.int64)
-    runner.mrope_positions = torch.zeros((3, max_bs), dtype=torch.int64)
-    runner.num_token_non_padded = torch.zeros((1,), dtype=torch.int64)
-    runner.custom_mask = torch.ones((max_bs * 2,), dtype=torch.bool)
-    return runner
-
-
-@contextmanager
-def cpu_graph_context(runner: Any) -> Iterator[None]:
-    """What a scheduler process has when CPUGraphRunner captures: rank 0 of one, and (0.5.23) a published
-    config, made with ``create_context`` / ``use_context`` so this process's own context is left alone."""
-    module = importlib.import_module(CPU_GRAPH)
-    shims = {"get_tensor_model_parallel_rank": lambda: 0} if hasattr(module, "get_tensor_model_parallel_rank") else {}
-    with patched_attributes(module, shims):
-        runtime_context = import_optional("sglang.srt.runtime_context")  # 0.5.14+
-        if runtime_context is None:
-            yield
-            return
-        scope: Any = nullcontext()
-        if hasattr(runtime_context, "use_context"):
-            from sglang.srt.server_args import ServerArgs
-
-            args = ServerArgs(model_path="dummy", device="cpu")  # no download: nothing reads the model
-            scope = runtime_context.use_context(runtime_context.create_context(args, role="test"))
-        with scope:
-            with runtime_context.get_parallel().override(tp_rank=0, tp_group=runner.model_runner.tp_group):
-                yield
-
-
 PIECEWISE = "sglang.srt.model_executor.piecewise_cuda_graph_runner"
 PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
-#: (module, class, per-shape method) of the token-count runners sglang never profiles.
-TOKEN_RUNNERS = (
-    (PIECEWISE, "PiecewiseCudaGraphRunner", "capture_one_batch_size"),
-    (PREFILL, "PrefillCudaGraphRunner", "capture_one_shape"),
-)
-
-
-def token_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:
-    """A prefill / piecewise runner without ``__init__``: what its ``capture()`` reads. Releases with a
-    published config (0.5.14+) read the flag from it (``sglang_config``), older ones from server_args."""
-    runner: Any = object.__new__(cls)
-    runner.model_runner = types.SimpleNamespace(
-        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, model=cpu_shims.tiny_model(),
-        tp_group=cpu_shims.TpGroup(),  # 0.5.5's piecewise capture() reads its custom all-reduce
-        server_args=types.SimpleNamespace(enable_cudagraph_gc=False, enable_profile_cuda_graph=profile_flag),
-    )
-    if importlib.util.find_spec("sglang.srt.runtime_context") is not None:
-        del runner.model_runner.server_args  # 0.5.14+: the runner reads get_exec() / get_flags()
-    runner.capture_num_tokens = list(sizes)
-    runner.max_context_size = None
-    runner._capture_chunked_prefix = True  # prefill: each token count again per prefix-chunk variant
-    runner._prefix_capture_variants = [2]
-    runner.backend = cpu_shims.CaptureBackend()
-    return runner
 
 
 @contextmanager
@@ -427,61 +387,5 @@ def sglang_config(**fields: Any) -> Iterator[None]:
             setattr(context, name, value)
 
 
-def run_token_capture(runner: Any, profile_flag: bool) -> None:
-    """The runner's real ``capture()`` with the CUDA-side module globals stood in."""
-    module = importlib.import_module(type(runner).__module__)
-    with patched_attributes(module, cpu_shims.token_capture_shims(module)):
-        with sglang_config(enable_profile_cuda_graph=profile_flag):
-            runner.capture()
-
-
 BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
 MULTI_LAYER = f"{SPEC}.multi_layer_eagle_draft_extend_cuda_graph_runner"
-#: (module, class, per-shape method) of the never-profiled runners without a capture(): our row is on the
-#: method that captures everything (``_capture_all``, ``_init_and_capture``).
-CAPTURE_METHOD_RUNNERS = (
-    (BREAKABLE, "BreakableCudaGraphRunner", "_capture_one"),
-    (MULTI_LAYER, "OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner", "_capture_one_graph"),
-)
-
-
-def breakable_runner(cls: type, sizes: tuple[int, ...], *, profile_flag: bool) -> Any:
-    """A ``BreakableCudaGraphRunner`` without ``__init__`` (which resolves the model's layer stack, allocates
-    the input buffers, warms up on the GPU, then calls ``_capture_all()``): what ``_capture_all`` reads."""
-    runner: Any = object.__new__(cls)
-    runner.model_runner = types.SimpleNamespace(
-        device="cpu", gpu_id=0, tp_rank=0, pp_rank=0, pp_size=1, tp_group=cpu_shims.TpGroup(),
-        server_args=types.SimpleNamespace(enable_cudagraph_gc=True, enable_profile_cuda_graph=profile_flag),
-    )
-    runner.device = "cpu"
-    runner.capture_num_tokens = sorted(sizes)  # as __init__ keeps them
-    runner.graphs, runner.output_buffers = {}, {}
-    return runner
-
-
-def run_breakable_capture(runner: Any) -> None:
-    """The runner's real ``_capture_all()`` (what its ``__init__`` ends with), the CUDA-side globals stood in."""
-    module = importlib.import_module(type(runner).__module__)
-    with patched_attributes(module, cpu_shims.token_capture_shims(module)):
-        runner._capture_all()
-
-
-def one_graph_worker(steps: int, *, profile_flag: bool) -> Any:
-    """What ``OneGraphMultiLayerEagleMultiStepDraftExtendCudaGraphRunner(eagle_worker)`` reads from the
-    multi-layer EAGLE draft worker: device, step count, one draft-extend attention backend per step, and
-    its ``server_args``."""
-    return types.SimpleNamespace(
-        device="cpu", gpu_id=0, speculative_num_steps=steps,
-        draft_extend_attn_backend_list=[types.SimpleNamespace() for _ in range(steps)],
-        server_args=types.SimpleNamespace(enable_profile_cuda_graph=profile_flag),
-    )
-
-
-def run_one_graph_capture(cls: type, worker: Any, profile_flag: bool) -> Any:
-    """Build the runner as the worker does: its real ``__init__``, which calls the real ``_init_and_capture()``
-    (per-step runners, then one graph per batch size), under a published config (0.5.14+) with the flag,
-    the CUDA-side module globals stood in. Returns the runner."""
-    module = importlib.import_module(cls.__module__)
-    with patched_attributes(module, cpu_shims.one_graph_capture_shims(module)):
-        with sglang_config(enable_profile_cuda_graph=profile_flag):
-            return cls(worker)

@@ -9,29 +9,24 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fake_sglang import DECODE, EAGLE, FAKES, REPO, XPU, clean_env, fake_with
+from fake_sglang import DECODE, EAGLE, FAKES, REPO, XPU, clean_env, fake_with, run_python
 
 HOOK = "_post_process_after_profile"
 
 
 def doctor(fake: Path, *args: str, **env: str) -> tuple[int, str]:
-    env.setdefault("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "0")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mixins.doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(PYTHONPATH=os.pathsep.join([str(fake), str(REPO)]), **env),
-    )
+    proc = run_python(fake, "-m", "mixins.doctor", *args, **env)
     assert proc.stderr == ""
     return proc.returncode, proc.stdout
 
 
 ON = {"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "1"}
-#: (arguments, environment, exit code, lines the report holds) on the era-C fake.
-REPORTS = {
+#: (arguments, environment, exit code, lines the report holds) on the era-C fake, some of its modules replaced
+#: by files of ``fakes/variants`` (the last item, where there is one).
+REPORTS: dict[str, tuple[Any, ...]] = {
     "every row and the routes": ((), {**ON, "SGLANG_PLUGINS": "other"}, 1, [
         f"{DECODE}.{HOOK}: applied", f"{XPU}.{HOOK}: applied",
         f"{EAGLE}.{HOOK}: skipped (EAGLEDraftCudaGraphRunner lacks ['capture'])",
@@ -48,13 +43,18 @@ REPORTS = {
     "the switch when it is off": ((), {"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "no"}, 1, [
         "problem: SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE is 'no': set it to 1"]),
     "rows waiting without the import": (("--no-import",), ON, None, [f"{DECODE}.{HOOK}: waiting for import"]),
+    "deferred rows and modules that fail to import": ((), ON, None, [
+        f"{DECODE}.{HOOK}: deferred to native (the hook exports natively in a way we cannot take over)",
+        f"{XPU}.{HOOK}: cannot tell (", "capture_trace_no_such_dependency"], {
+            DECODE.rsplit(".", 1)[0]: "decode_via_module_attribute.py",
+            XPU.rsplit(".", 1)[0]: "needs_missing_dependency.py"}),
 }
 
 
 @pytest.mark.parametrize("case", list(REPORTS))
-def test_doctor_reports(case: str) -> None:
-    args, env, expected_rc, lines = REPORTS[case]
-    rc, out = doctor(FAKES / "era_c", *args, **env)
+def test_doctor_reports(case: str, tmp_path: Path) -> None:
+    args, env, expected_rc, lines, *variants = REPORTS[case]
+    rc, out = doctor(fake_with(tmp_path, "era_c", *variants) if variants else FAKES / "era_c", *args, **env)
     assert [line for line in lines if line not in out] == [], out
     assert expected_rc is None or rc == expected_rc
 
@@ -71,20 +71,6 @@ def test_doctor_help_is_plain_text_with_whole_option_names(command: list[str], c
     assert not [w for w in words if w.endswith("-") and w != "-"], done.stdout  # nothing broken at a hyphen
     assert all(len(line) <= columns for line in done.stdout.splitlines()), done.stdout
     assert "SGLANG_PLUGINS" in done.stdout and "SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE" in done.stdout
-
-
-def test_doctor_shows_deferred_rows_and_modules_that_fail_to_import(tmp_path: Path) -> None:
-    fake = fake_with(
-        tmp_path,
-        "era_c",
-        {
-            DECODE.rsplit(".", 1)[0]: "decode_via_module_attribute.py",
-            XPU.rsplit(".", 1)[0]: "needs_missing_dependency.py",
-        },
-    )
-    _, out = doctor(fake, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
-    assert f"{DECODE}.{HOOK}: deferred to native (the hook exports natively in a way we cannot take over)" in out
-    assert f"{XPU}.{HOOK}: cannot tell (" in out and "capture_trace_no_such_dependency" in out
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="sglang is not installed here")

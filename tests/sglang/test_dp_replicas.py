@@ -44,15 +44,9 @@ def replica(runner: Any, dp_rank: int | None, dp_size: int, **fields: Any) -> It
         yield
 
 
-def _base() -> type:
-    return real_sglang.load_class(real_sglang.DECODE, "DecodeCudaGraphRunner") or real_sglang.load_class(
-        real_sglang.OLD, "CudaGraphRunner"
-    )
-
-
 def test_each_replica_writes_its_own_file(trace_dir: Path, installed: None) -> None:
     """Before: both replicas wrote ``…-TP-0.json.gz``; the second replaced the first."""
-    cls = _base()
+    _, cls = real_sglang.base_runner()
     for dp in (0, 1):
         runner = real_sglang.make_runner(cls)
         with replica(runner, dp, 2):
@@ -73,7 +67,7 @@ def test_each_replica_writes_its_own_file(trace_dir: Path, installed: None) -> N
 def test_one_replica_or_dp_attention_keeps_the_upstream_name(trace_dir: Path, installed: None) -> None:
     """``--dp-size 1`` is the upstream name; DP attention numbers attention groups of one TP group (their
     TP ranks differ already): not replicas, no DP in the name."""
-    cls = _base()
+    _, cls = real_sglang.base_runner()
     runner = real_sglang.make_runner(cls)
     with replica(runner, None, 1):
         real_sglang.run_capture_path(runner)

@@ -63,8 +63,7 @@ def _capture_as_rank(cls: type, tp_rank: int) -> None:
 
     runner = real_sglang.make_runner(cls)
     runner.model_runner.tp_rank = tp_rank
-    decode = importlib.import_module(real_sglang.DECODE)
-    with real_sglang.patched_attributes(decode, cpu_shims.tp_rank_shims(decode)):
+    with real_sglang.patched_attributes(importlib.import_module(real_sglang.DECODE), cpu_shims.TP_RANK_0):
         with get_parallel().override(tp_rank=tp_rank, tp_size=2):
             prof_context = getattr(runner, INIT)()
             with prof_context as prof:
@@ -72,20 +71,26 @@ def _capture_as_rank(cls: type, tp_rank: int) -> None:
             getattr(runner, HOOK)(prof)
 
 
-def _capture_all(cwd: Path) -> None:
+def _capture_all() -> None:
     for cls in _classes():
         for tp_rank in (0, 1):
             _capture_as_rank(cls, tp_rank)
 
 
+@pytest.fixture
+def cwd(trace_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory of its own, beside the trace directory."""
+    path = trace_dir / "cwd"
+    path.mkdir()
+    monkeypatch.chdir(path)
+    return path
+
+
 def test_every_runner_and_rank_leaves_its_own_snapshot_and_the_cwd_stays_empty(
-    trace_dir: Path, installed: None, allocator: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    trace_dir: Path, installed: None, allocator: None, cwd: Path
 ) -> None:
     """Before: each hook wrote ./cuda_graph_runner_memory_usage.pickle, the last one replacing the rest."""
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    _capture_all(cwd)
+    _capture_all()
     assert list(cwd.iterdir()) == []
     out = trace_dir / "graph_capture_profile"
     names = {cls.__name__ for cls in _classes()}
@@ -120,24 +125,13 @@ def test_a_snapshot_that_cannot_be_published_leaves_no_staging_directory(
     assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
 
 
-def test_without_our_package_sglang_overwrites_one_file_in_the_cwd(
-    trace_dir: Path, allocator: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("case", ["package not installed", "switch off"])
+def test_without_us_sglang_overwrites_one_file_in_the_cwd(
+    case: str, trace_dir: Path, allocator: None, cwd: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The control: not installed, every hook writes the one name in the working directory."""
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    _capture_all(cwd)
+    """The controls: our package not installed, or installed with the switch off: every hook writes the one
+    name in the working directory, and nothing of ours is written."""
+    with real_sglang.activation(case, monkeypatch):
+        _capture_all()
     assert [p.name for p in cwd.iterdir()] == [UPSTREAM]
     assert list((trace_dir / "graph_capture_profile").glob("*.pickle")) == []
-
-
-def test_switch_off_leaves_sglangs_snapshot_as_it_was(
-    trace_dir: Path, installed: None, allocator: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    _capture_as_rank(_classes()[0], 0)
-    assert [p.name for p in cwd.iterdir()] == [UPSTREAM]

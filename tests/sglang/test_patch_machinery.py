@@ -22,7 +22,6 @@ from fake_sglang import (
     ERA_C_MODULES,
     ERA_C_NAMES,
     FAKES,
-    XPU,
     fake_with,
     run_child,
 )
@@ -81,63 +80,52 @@ def test_the_matrix_holds_the_orders_users_hit() -> None:
 
 # -- one behaviour each --------------------------------------------------------------------------------
 
-
-def test_era_c_defers_when_native_export_cannot_be_switched_off(tmp_path: Path) -> None:
-    fake = fake_with(tmp_path, "era_c", {DECODE.rsplit(".", 1)[0]: "decode_via_module_attribute.py"})
-    result, stderr = run_child(fake, "defer")
-    assert result["run"] == {"ours": ["XPUGraphRunner"], "native": ERA_C_NAMES[:2]}
-    assert result["states"][f"{DECODE}._post_process_after_profile"] == "deferred to native"
-    assert "deferring to sglang's own export" in stderr
-
-
-def test_era_b_adopts_helpers_for_eagle_runner() -> None:
-    result, _ = run_child(FAKES / "era_b", "adopt")
-    assert result["unpatched"] == "AttributeError"  # the upstream bug under --enable-profile-cuda-graph
-    assert result["installed"] == [
+ON = {"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "1"}
+FROZEN = "sglang.srt.speculative.frozen_kv_mtp_cuda_graph_runner"
+#: case of machinery_child.py -> (FAKE era, its modules replaced by files of fakes/variants, environment, what
+#: the child reports, lines its log holds)
+BEHAVIOURS: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, Any], list[str]]] = {
+    # era C: the hook reaches the native export some way we cannot switch off: defer, never two files
+    "defer": ("era_c", {DECODE.rsplit(".", 1)[0]: "decode_via_module_attribute.py"}, {}, {
+        "run": {"ours": ["XPUGraphRunner"], "native": ERA_C_NAMES[:2]},
+        "decode_hook": "deferred to native"}, ["deferring to sglang's own export"]),
+    # era B: unpatched, the upstream AttributeError under --enable-profile-cuda-graph; patched, both export
+    "adopt": ("era_b", {}, {}, {"unpatched": "AttributeError", "installed": [
         ["EAGLEDraftCudaGraphRunner", "profile-of-EAGLEDraftCudaGraphRunner"],
-        ["CudaGraphRunner", "profile-of-CudaGraphRunner"],
-    ]
-    assert result["restored"] is True
-    assert result["before"]["_post_process_after_profile"] == "absent"
+        ["CudaGraphRunner", "profile-of-CudaGraphRunner"]], "restored": True, "hook_before": "absent"}, []),
+    # era A: the profile sglang creates inline is recorded during the call only, with sglang's own arguments
+    "inline": ("era_a", {}, ON, {
+        "exported": ["EAGLEDraftCudaGraphRunner", "CudaGraphRunner"], "kwargs": {"record_shapes": True},
+        "during_install": True, "after_call": True, "restored": True}, []),
+    # install never imports sglang; guarded by a flag, as OpenTelemetry's instrumentors are: a repeat
+    # changes nothing and says so
+    "idempotent": ("era_c", {}, {}, {
+        "repeat_same": True, "all_waiting": True, "imported": False, "depth_one": True, "wrapped": True,
+        "installed": False}, [
+        "WARNING mixins.sglang_patch sglang-capture-trace: sglang patches already installed",
+        "WARNING mixins.sglang_patch sglang-capture-trace: sglang patches not installed; nothing to undo"]),
+    # a failing patch never breaks the import: that row is skipped, the others apply
+    "failing_patch": ("era_c", {}, {}, {
+        "imported": "DecodeCudaGraphRunner", "applied": [f"{DECODE}.capture_one_shape"], "decode_hook": "skipped"},
+        ["patch exploded"]),
+    # missing targets are skipped with the reason
+    "missing": ("era_c", {FROZEN: "module_without_class.py"}, {}, {
+        "frozen_rows": ["skipped"], "decode_applied": True, "xpu_hook": "waiting for import"},
+        [f"skipping {FROZEN}.FrozenKVMTPCudaGraphRunner.capture_one_shape: no class FrozenKVMTPCudaGraphRunner"]),
+    # another instrumentor wraps a patched method with wrapt after install(): uninstall() takes ours out from
+    # under it and leaves theirs; a method replaced outright is left as is, with a warning
+    "overlaid": ("era_c", {}, ON, {
+        "ours_under_theirs": True, "theirs_kept": True, "theirs_wraps_the_original": True, "replaced_kept": True},
+        [f"{DECODE}.capture_one_shape was replaced by someone else; left as is"]),
+}
 
 
-def test_era_a_records_inline_profile_scoped_to_the_call() -> None:
-    result, _ = run_child(FAKES / "era_a", "inline", SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
-    assert result["exported"] == ["EAGLEDraftCudaGraphRunner", "CudaGraphRunner"]
-    assert result["kwargs"] == {"record_shapes": True}  # sglang's own arguments reach the profiler
-    assert result["during_install"] is True and result["after_call"] is True
-    assert result["restored"] is True
-
-
-def test_install_is_idempotent_and_never_imports_sglang() -> None:
-    result, stderr = run_child(FAKES / "era_c", "idempotent")
-    assert result["first"] == result["second"] and result["first"]
-    assert all(line.endswith(": waiting for import") for line in result["first"])
-    assert result["imported"] is False
-    assert result["wrapped"] is True and result["depth_one"] is True
-    assert result["installed"] is False
-    # Guarded by a flag, as OpenTelemetry's instrumentors are: a repeat changes nothing and says so.
-    assert "WARNING mixins.sglang_patch sglang-capture-trace: sglang patches already installed" in stderr
-    assert "WARNING mixins.sglang_patch sglang-capture-trace: sglang patches not installed; nothing to undo" in stderr
-
-
-def test_a_failing_patch_never_breaks_the_import() -> None:
-    result, stderr = run_child(FAKES / "era_c", "failing_patch")
-    assert result["imported"] == "DecodeCudaGraphRunner"
-    assert "patch exploded" in stderr
-    assert result["applied"] == [f"{DECODE}.capture_one_shape"]
-    assert result["states"][f"{DECODE}._post_process_after_profile"] == "skipped"
-
-
-def test_missing_targets_are_skipped_with_the_reason(tmp_path: Path) -> None:
-    frozen = "sglang.srt.speculative.frozen_kv_mtp_cuda_graph_runner"
-    result, stderr = run_child(fake_with(tmp_path, "era_c", {frozen: "module_without_class.py"}), "missing")
-    frozen_rows = {q: s for q, s in result["states"].items() if q.startswith(f"{frozen}.FrozenKVMTPCudaGraphRunner")}
-    assert frozen_rows and set(frozen_rows.values()) == {"skipped"}
-    reason = "no class FrozenKVMTPCudaGraphRunner"
-    assert f"skipping {frozen}.FrozenKVMTPCudaGraphRunner.capture_one_shape: {reason}" in stderr
-    assert {f"{DECODE}._post_process_after_profile", f"{DECODE}.capture_one_shape"} <= set(result["applied"])
-    assert result["states"][f"{XPU}._post_process_after_profile"] == "waiting for import"
+@pytest.mark.parametrize("case", list(BEHAVIOURS))
+def test_one_behaviour(case: str, tmp_path: Path) -> None:
+    era, variants, env, reported, logged = BEHAVIOURS[case]
+    result, stderr = run_child(fake_with(tmp_path, era, variants) if variants else FAKES / era, case, **env)
+    assert result == reported
+    assert [line for line in logged if line not in stderr] == [], stderr
 
 
 @pytest.mark.parametrize(

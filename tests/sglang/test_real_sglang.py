@@ -11,17 +11,16 @@ import importlib.util
 import itertools
 import json
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import re
 import site
-import subprocess
-import sys
-from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_sglang import clean_env
 from orders import expected_states, installed_after, orders
 
 if importlib.util.find_spec("sglang") is None:
@@ -50,14 +49,6 @@ def module_or_skip(name: str):
     return module
 
 
-def base_runner() -> tuple[str, type]:
-    for module, name in ((real_sglang.DECODE, "DecodeCudaGraphRunner"), (real_sglang.OLD, "CudaGraphRunner")):
-        cls = real_sglang.load_class(module, name)
-        if cls is not None:
-            return module, cls
-    raise AssertionError("no base CUDA-graph runner in this sglang")
-
-
 # -- one file per runner class, through each era's real path -----------------------------------------
 
 
@@ -80,14 +71,14 @@ def test_one_trace_per_runner_class(module: str, name: str, case: str, trace_dir
 
 
 def test_draft_worker_base_runner_gets_draft_name(trace_dir: Path, installed: None) -> None:
-    _, cls = base_runner()
+    _, cls = real_sglang.base_runner()
     real_sglang.run_capture_path(real_sglang.make_runner(cls, draft_worker=True))
     assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-Draft{cls.__name__}-TP-0.json.gz"]
 
 
 def test_trace_switch_off_writes_nothing(trace_dir: Path, installed: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    _, cls = base_runner()
+    _, cls = real_sglang.base_runner()
     real_sglang.run_capture_path(real_sglang.make_runner(cls))
     assert real_sglang.trace_names(trace_dir) == []
 
@@ -210,43 +201,40 @@ REAL_ORDERS = (
 )
 
 
-def _order_environ(**env: str) -> dict[str, str]:
-    """No SGLANG_* but ``env``, the start-up hook off (only the order's steps activate), these modules on
-    the path."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
-    environ.update(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]), **env)
-    return environ
+@pytest.fixture(scope="module")
+def fork() -> Any:
+    """``multiprocessing``'s fork server for the module's orders, each still a fresh process: it first imports
+    ``fork_preload.py``. The modules it preloads are learnt once per environment, from an order in a spawned
+    interpreter. Both start with no SGLANG_* and the start-up hook off: only the orders' steps activate."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for key in [k for k in os.environ if k.startswith("SGLANG_")]:
+            monkeypatch.delenv(key)
+        monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "0")
+        if not real_sglang.learnt_modules():
+            real_sglang.remember_modules(_run_order(multiprocessing.get_context("spawn"), ("import",))[1])
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["fork_preload"])
+        multiprocessing.forkserver.ensure_running()
+    return context
+
+
+def _run_order(context: Any, steps: tuple[str, ...], **env: str) -> tuple[dict, list[str]]:
+    """``real_sglang.run_order(*steps)`` in a fresh process with no SGLANG_* but ``env`` and the start-up hook
+    off; its result and the modules it ended with."""
+    receive, send = context.Pipe(duplex=False)
+    environ = clean_env(SGLANG_CAPTURE_TRACE_STARTUP_HOOK="0", **env)
+    child = context.Process(target=real_sglang.order_in_child, args=(steps, environ, send))
+    child.start()
+    send.close()
+    result, modules = receive.recv()
+    child.join()
+    assert child.exitcode == 0 and isinstance(result, dict), result
+    return result, modules
 
 
 @pytest.fixture(scope="module")
-def fork_server() -> Iterator[subprocess.Popen[str]]:
-    """One fork server (fork_server.py) for the module's orders: each order is still a fresh process."""
-    server = subprocess.Popen([sys.executable, "-m", "fork_server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=_order_environ())
-    yield server
-    assert server.stdin is not None
-    server.stdin.close()
-    assert server.wait(timeout=60) == 0
-
-
-def _run_order(server: subprocess.Popen[str], steps: tuple[str, ...], **env: str) -> dict:
-    """``python -m real_sglang STEP...`` in a fresh process forked by the server, with the environment
-    a subprocess of this test would get."""
-    assert server.stdin is not None and server.stdout is not None
-    request = {"module": "real_sglang", "argv": list(steps), "env": _order_environ(**env)}
-    server.stdin.write(json.dumps(request) + "\n")
-    server.stdin.flush()
-    reply = server.stdout.readline()
-    assert reply, f"the fork server exited (status {server.wait()}); its stderr is above"
-    proc = json.loads(reply)
-    assert proc["rc"] == 0, proc["stderr"][-4000:]
-    line = next(li for li in proc["stdout"].splitlines() if li.startswith("MATRIX-RESULT "))
-    return json.loads(line.removeprefix("MATRIX-RESULT "))
-
-
-@pytest.fixture(scope="module")
-def pristine(fork_server: subprocess.Popen[str]) -> dict:
-    return _run_order(fork_server, ("import",))["final"]
+def pristine(fork: Any) -> dict:
+    return _run_order(fork, ("import",))[0]["final"]
 
 
 def _module_exists(name: str) -> bool:
@@ -269,12 +257,12 @@ def _verified_here(qualname: str) -> str | None:
 
 
 @pytest.mark.parametrize("steps", REAL_ORDERS, ids="-".join)
-def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict, fork_server: subprocess.Popen[str]) -> None:
+def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict, fork: Any) -> None:
     """Status after every step as the model says, never double-wrapped while installed, exact restore."""
     assert steps in orders(3)
     if "plugin" in steps and not _module_exists("sglang.srt.plugins"):
         pytest.skip(f"sglang {metadata.version('sglang')} has no plugin loader (0.5.13+)")
-    result = _run_order(fork_server, steps, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
+    result, _ = _run_order(fork, steps, SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE="1")
     for done, states in enumerate(result["after_each"], start=1):
         assert states == expected_states(steps[:done], list(states), _verified_here), steps[:done]
     assert not any("wrapped*" in v for v in pristine.values())
@@ -300,8 +288,15 @@ def test_plugin_entry_point_and_pth_are_installed() -> None:
     assert installed_pth[0].read_text() == repo_pth.read_text()
 
 
-def _spawn_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, startup_hook: bool, load_plugins: bool):
-    module, cls = base_runner()
+@pytest.mark.parametrize(("startup_hook", "load_plugins"), [(True, False), (False, True), (False, False)],
+                         ids=["through the .pth", "through the plugin loader", "control: no activation"])
+def test_spawn_child_exports_only_when_activated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, startup_hook: bool,
+                                                 load_plugins: bool) -> None:
+    """A spawned child that never calls install(): the .pth start-up hook or sglang's plugin loader patches
+    it and it writes its one file; with the hook off and no loader call (the control) it is unpatched."""
+    if load_plugins:
+        module_or_skip("sglang.srt.plugins")
+    module, cls = real_sglang.base_runner()
     for key in [k for k in os.environ if k.startswith("SGLANG_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
@@ -316,70 +311,36 @@ def _spawn_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, startup_h
     child.start()
     child.join(timeout=600)
     assert child.exitcode == 0
+    activated = startup_hook or load_plugins
+    assert json.loads(report.read_text())["installed"] is activated
     ours = [p.name for p in real_sglang.traces(tmp_path) if real_sglang.is_ours(p)]
-    return json.loads(report.read_text()), ours, cls
+    assert ours == ([f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"] if activated else [])
 
 
-def test_spawn_child_exports_through_pth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    report, ours, cls = _spawn_capture(tmp_path, monkeypatch, startup_hook=True, load_plugins=False)
-    assert report["installed"] is True
-    assert ours == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
-
-
-def test_spawn_child_exports_through_plugin_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    module_or_skip("sglang.srt.plugins")
-    report, ours, cls = _spawn_capture(tmp_path, monkeypatch, startup_hook=False, load_plugins=True)
-    assert report["installed"] is True
-    assert ours == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
-
-
-def test_spawn_child_without_activation_exports_nothing_of_ours(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The control: with the start-up hook off and no plugin loader call, the child is unpatched."""
-    report, ours, _ = _spawn_capture(tmp_path, monkeypatch, startup_hook=False, load_plugins=False)
-    assert report["installed"] is False
-    assert ours == []
-
-
-def test_rank_discovery_reads_the_real_sglang_parallel_state() -> None:
-    """sglang's own rank state beats runner attributes once written, and its 'not written' /
-    'not initialised' errors are survived (falling back to the runner) — no fake module involved."""
+def test_rank_and_size_discovery_read_the_real_sglang_parallel_state() -> None:
+    """sglang's own rank and size state beats the runner's attributes once written, and its 'not written' /
+    'not initialised' errors are survived, falling back to the runner (tp_size as sglang's CudaGraphRunner
+    copies it from server_args) — no fake module involved."""
     import types
 
-    from mixins.naming import discover_ranks
+    from mixins.naming import Ranks, discover_ranks, discover_sizes
 
     importlib.import_module("sglang.srt.distributed.parallel_state")  # every era has it; not initialised here
-    runner = types.SimpleNamespace(tp_rank=5, pp_rank=0, pp_size=1)
-    ranks = discover_ranks(runner)
+    model_runner = types.SimpleNamespace(server_args=types.SimpleNamespace(tp_size=2))
+    runner = types.SimpleNamespace(tp_rank=5, pp_rank=0, pp_size=1, model_runner=model_runner)
+    ranks, sizes = discover_ranks(runner), discover_sizes(runner, Ranks(1, 0, 1, "runner"))
     assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (5, 0, 1, "runner")
+    assert (sizes.tp_size, sizes.source) == (2, "runner")
     if importlib.util.find_spec("sglang.srt.runtime_context") is None:
         return  # sglang < 0.5.14: only the (uninitialised) parallel_state above exists
     from sglang.srt.runtime_context import get_parallel
 
-    with get_parallel().override(tp_rank=3, pp_rank=1, pp_size=2):
-        ranks = discover_ranks(runner)
+    with get_parallel().override(tp_rank=3, tp_size=4, pp_rank=1, pp_size=2):
+        ranks, sizes = discover_ranks(runner), discover_sizes(runner, Ranks(3, 1, 2, "sglang"))
     assert (ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.source) == (3, 1, 2, "sglang")
-
-
-def test_size_discovery_reads_the_real_sglang_parallel_state() -> None:
-    """tp_size for ``check``: sglang's written state wins; its 'not initialised' errors fall back to
-    the runner's attributes (as sglang's CudaGraphRunner copies them from server_args)."""
-    import types
-
-    from mixins.naming import Ranks, discover_sizes
-
-    importlib.import_module("sglang.srt.distributed.parallel_state")  # not initialised here
-    runner = types.SimpleNamespace(model_runner=types.SimpleNamespace(server_args=types.SimpleNamespace(tp_size=2)))
-    sizes = discover_sizes(runner, Ranks(1, 0, 1, "runner"))
-    assert (sizes.tp_size, sizes.source) == (2, "runner")
-    if importlib.util.find_spec("sglang.srt.runtime_context") is None:
-        return  # sglang < 0.5.16: no runtime_context
-    from sglang.srt.runtime_context import get_parallel
-
-    with get_parallel().override(tp_rank=3, tp_size=4, pp_rank=0, pp_size=1):
-        sizes = discover_sizes(runner, Ranks(3, 0, 1, "sglang"))
     assert (sizes.tp_size, sizes.source) == (4, "sglang")
+
+
 @pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
 def test_shape_labels_are_unique_for_the_real_signature(module: str, name: str) -> None:
     """Every per-shape method of this sglang, called as its capture loop calls it (positionally: size,
