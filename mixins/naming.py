@@ -217,7 +217,12 @@ class _CaptureNumbers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str], int] = {}
-        os.register_at_fork(after_in_child=self._counts.clear)  # a forked child starts its own numbering
+        os.register_at_fork(after_in_child=self._forget_the_parents)
+
+    def _forget_the_parents(self) -> None:
+        """A forked child numbers its own captures, and a lock a parent thread held at the fork is not its own."""
+        self._lock = threading.Lock()
+        self._counts.clear()
 
     def reserve(self, directory: Path, stem: str) -> tuple[Path, int]:
         key = (os.path.realpath(directory), stem)
