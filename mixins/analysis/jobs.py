@@ -1,6 +1,6 @@
 """Files in, results out, for every analyzer command: which files a path names, each read in a worker
 process under the reader's limits, and one line per file that failed (whatever went wrong: the other
-files are still reported). Exit codes: ``mixins.usage``; trouble (2) wins over a difference (1)."""
+files are still reported)."""
 
 from __future__ import annotations
 
@@ -19,16 +19,9 @@ from mixins.analysis.read.reader import MAX_TEXT, Limits, TraceError, current_li
 from mixins.analysis.tables import wide_tables
 from mixins.formats import SUBDIR
 from mixins.helptext import int_at_least, non_negative_int
-from mixins.usage import DIFFERENT, OK, TROUBLE
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
-
-__all__ = [
-    "OK", "DIFFERENT", "TROUBLE", "DIR_HELP", "add_jobs_option", "with_limits", "trace_files", "expand_paths",
-    "run_one", "map_files", "gather", "collect_results", "listed_in",
-]
-
 
 def add_jobs_option(p: argparse.ArgumentParser) -> None:
     """``-j/--jobs``: how many files are read at once, each in its own worker process."""

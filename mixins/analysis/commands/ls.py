@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import DIR_HELP, OK, TROUBLE, collect_results, listed_in, map_files, trace_files, with_limits
+from mixins.analysis.jobs import DIR_HELP, collect_results, listed_in, map_files, trace_files, with_limits
 from mixins.analysis.read.reader import TraceError
 from mixins.formats import STAGING_PREFIX, SUBDIR
 from mixins.helptext import add_command
+from mixins.usage import OK, TROUBLE
 
 
 def add(subparsers: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from msgspec import Struct, field
 
 from mixins.analysis import render
-from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.jobs import add_jobs_option, collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model import events as E
 from mixins.analysis.model.events import C_INSTANTIATE
 from mixins.analysis.model.identity import Identity
@@ -25,6 +25,7 @@ from mixins.analysis.model.segments import segments_of, size_json
 from mixins.analysis.model.timeline import BareEvent, Timeline, load_timeline
 from mixins.formats import PHASES
 from mixins.helptext import add_command, non_negative_int
+from mixins.usage import OK, TROUBLE
 
 __all__ = ["PHASES", "NOTE", "TopOp", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
 
