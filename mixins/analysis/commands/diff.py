@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
@@ -36,42 +35,55 @@ def add(subparsers: Any) -> None:
 
 
 def pair_key(t: CompactTrace) -> tuple[Any, ...]:
-    """What pairs a trace of run A with one of run B."""
+    """What pairs a trace of run A with one of run B (``PAIR_FIELDS``)."""
     i = t.identity
-    return (i.runner or "", i.pp_rank or 0, i.tp_rank, i.capture_index, i.bs)
+    return (i.runner or None, i.pp_rank or 0, i.tp_rank, i.capture_index, i.bs)
 
 
-def _load(paths: list[str], listed: Collection[str], json_out: bool) -> tuple[list[CompactTrace], bool]:
+PAIR_FIELDS = ("runner", "pp_rank", "tp_rank", "capture_index", "bs")
+
+
+def _sides(args: argparse.Namespace, runs: bool) -> list[dict[tuple[Any, ...], CompactTrace]] | None:
+    """Run A's and run B's captures by ``pair_key`` (two folders), or the two traces under one key; None when
+    an input was bad (reported: a folder that cannot be listed, or a bad file in A, stops before B is read)."""
     from mixins.analysis.commands.compare import compact_job
 
-    return collect_results(map_files(compact_job, paths, (), 1, not json_out), listed, reads=("diff", READS["diff"]))
+    sides: list[dict[tuple[Any, ...], CompactTrace]] = []
+    for paths in ([args.a], [args.b]) if runs else ([args.a, args.b],):
+        files, listed, bad_dir = expand_paths(paths) if runs else (paths, (), False)
+        traces, bad = collect_results(
+            map_files(compact_job, files, (), 1, not args.json), listed, reads=("diff", READS["diff"])
+        )
+        if bad or bad_dir:
+            return None
+        sides += [{pair_key(t): t for t in traces}] if runs else [{(): t} for t in traces]
+    return sides
 
 
-def _diff_runs(args: argparse.Namespace) -> int:
-    """Two folders (two runs): each capture of A against the capture of B with the same runner and rank."""
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Two traces: one pair; two folders (two runs): each capture of A with the capture of B of the same
+    runner and rank, in A's order, then what only B has."""
     from mixins.analysis.commands.compare import diff_traces
 
-    sides = []
-    for folder in (args.a, args.b):  # a folder that cannot be listed, or a bad file in A, stops before B is read
-        files, listed, bad_dir = expand_paths([folder])
-        traces, bad = _load(files, listed, args.json)
-        if bad or bad_dir:
-            return TROUBLE
-        sides.append({pair_key(t): t for t in traces})
+    runs = os.path.isdir(args.a) and os.path.isdir(args.b)
+    sides = _sides(args, runs)
+    if sides is None:
+        return TROUBLE
     a, b = sides
     pairs = []
-    for key in a | b:  # A's order, then what only B has
+    for key in a | b:
         ta, tb = a.get(key), b.get(key)
         diffs = diff_traces(ta, tb) if ta is not None and tb is not None else []
         pairs.append({
-            "runner": key[0] or None, "pp_rank": key[1], "tp_rank": key[2], "capture_index": key[3], "bs": key[4],
+            **dict(zip(PAIR_FIELDS, key, strict=False)),  # none for two traces
             "a": ta.path if ta is not None else None, "b": tb.path if tb is not None else None,
             "same": ta is not None and tb is not None and all(d.status == "same" for d in diffs),
             "segments": diffs,
         })
     same = all(p["same"] for p in pairs)
     if args.json:
-        render.print_json({"a": args.a, "b": args.b, "same": same, "pairs": pairs})
+        more = {"pairs": pairs} if runs else {"segments": pairs[0]["segments"]}
+        render.print_json({"a": args.a, "b": args.b, "same": same, **more})
     else:
         for p in pairs:
             if p["a"] is None or p["b"] is None:
@@ -79,21 +91,3 @@ def _diff_runs(args: argparse.Namespace) -> int:
             else:
                 render.render_diff(p["a"], p["b"], p["segments"])
     return DIFFERENT if not same else OK
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    from mixins.analysis.commands.compare import diff_traces
-
-    if os.path.isdir(args.a) and os.path.isdir(args.b):
-        return _diff_runs(args)
-    loaded, bad = _load([args.a, args.b], [], args.json)
-    if bad:
-        return TROUBLE
-    a, b = loaded
-    diffs = diff_traces(a, b)
-    different = any(d.status != "same" for d in diffs)
-    if args.json:
-        render.print_json({"a": args.a, "b": args.b, "same": not different, "segments": diffs})
-    else:
-        render.render_diff(args.a, args.b, diffs)
-    return DIFFERENT if different else OK
