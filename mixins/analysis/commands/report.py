@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import io
 import json
 import sys
@@ -29,9 +28,6 @@ from mixins.usage import OK, TROUBLE
 if TYPE_CHECKING:
     from mixins.analysis.commands.attribute import Details
     from mixins.analysis.model.windows import Capture
-
-__all__ = ["add", "cmd_report", "report_dicts", "capture_job"]
-
 
 def add(subparsers: Any) -> None:
     p = add_command(
@@ -56,24 +52,14 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=with_limits(cmd_report, p, tables=False))
 
 
-def _printed(run: Callable[[], int | None]) -> tuple[int | None, Any]:
-    """Exit code and the JSON ``run`` printed on stdout (None when it printed nothing)."""
+def _printed(command: Callable[..., int | None], *args: Any) -> tuple[int | None, Any]:
+    """Exit code and the JSON ``command(*args)`` printed on stdout (None when it printed nothing): each of the
+    three dicts as its command's ``--json`` prints it."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        rc = run()
+        rc = command(*args)
     text = out.getvalue()
     return rc, json.loads(text) if text.strip() else None
-
-
-def _attribute_json(args: argparse.Namespace, caps: list[Capture]) -> tuple[int | None, Any]:
-    """``attribute --json`` as the console script runs it (its own parser, so its defaults), over the
-    captures already read: only the replay is read here."""
-    from mixins.analysis.commands.attribute import cmd_attribute
-    from mixins.cli import build_parser
-
-    argv = ["attribute", args.replay, *args.traces, "--jobs", str(args.jobs), "--json"]
-    ns = build_parser("attribute").parse_args(argv + ["--any-rank"] * args.any_rank)
-    return _printed(lambda: cmd_attribute(ns, caps))  # under report's limits (``with_limits``)
 
 
 def capture_job(
@@ -90,11 +76,6 @@ def capture_job(
     time_json, record = to_json(build(path, identity, tl, DEFAULT_TOP)), compact(record_of(tl, identity))
     capture = None if details is None else capture_of(tl, identity, details.get(path))
     return time_json, capture, record
-
-
-def _as_printed(doc: Any) -> Any:
-    """``doc`` as ``--json`` prints it (``render.print_json``), read back."""
-    return _printed(functools.partial(render.print_json, doc))[1]
 
 
 def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None] | None:
@@ -116,15 +97,19 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
     )
     if bad or bad_dir:
         return None
-    time_json = _as_printed(time_doc([t for t, _, _ in read], [c.identity for _, _, c in read]))
-    check_json = _as_printed(check_doc([c for _, _, c in read], failed, bad, args.traces))
-    attribute_json = None
-    if details is not None:
-        caps = {cap.path: cap for _, cap, _ in read if cap is not None}  # a file given twice is one capture
-        rc, attribute_json = _attribute_json(args, list(caps.values()))
-        if rc != OK or attribute_json is None:
-            return None
-    return time_json, check_json, attribute_json
+    _, time_json = _printed(render.print_json, time_doc([t for t, _, _ in read], [c.identity for _, _, c in read]))
+    _, check_json = _printed(render.print_json, check_doc([c for _, _, c in read], failed, bad, args.traces))
+    if details is None:
+        return time_json, check_json, None
+    # ``attribute --json`` as the console script runs it (its own parser, so its defaults; under report's
+    # limits) over the captures already read (a file given twice is one capture): only the replay is read there
+    from mixins.analysis.commands.attribute import cmd_attribute
+    from mixins.cli import build_parser
+
+    argv = ["attribute", args.replay, *args.traces, "--jobs", str(args.jobs), "--json", *["--any-rank"] * args.any_rank]
+    caps = {cap.path: cap for _, cap, _ in read if cap is not None}
+    rc, attribute_json = _printed(cmd_attribute, build_parser("attribute").parse_args(argv), list(caps.values()))
+    return (time_json, check_json, attribute_json) if rc == OK and attribute_json is not None else None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
