@@ -87,12 +87,13 @@ def trace_files(directory: str) -> list[str]:
     return files
 
 
-def expand_paths(paths: list[str]) -> tuple[list[str], set[str], bool]:
-    """Files as given, directories as their traces (also returned as ``listed``), and whether a
-    directory was bad (reported)."""
-    files, listed, bad = [], set(), False
+def expand_paths(paths: list[str], each: bool = False) -> tuple[list[str], set[str], bool]:
+    """Files as given, directories as their traces (also returned as ``listed``), and whether a directory
+    was bad (reported). ``each``: every path through :func:`trace_files` (a missing one is bad here, not
+    when read), and the first bad one ends the listing (``check``: nothing is read)."""
+    files, listed, bad = [], set[str](), False
     for path in paths:
-        if not os.path.isdir(path):
+        if not each and not os.path.isdir(path):
             files.append(path)
             continue
         try:
@@ -100,9 +101,11 @@ def expand_paths(paths: list[str]) -> tuple[list[str], set[str], bool]:
         except TraceError as exc:
             render.error(str(exc))
             bad = True
+            if each:
+                break
             continue
         files += found
-        listed.update(found)
+        listed.update(listed_in(path, found))
     return files, listed, bad
 
 

@@ -129,7 +129,7 @@ def flip_after_listing(victim: str, *argv: str) -> None:
     """The CLI with the attacker's timing made exact: right after the directory is listed (and the
     name seen as a regular trace), ``victim`` becomes a FIFO, which a read by name would hang on."""
     from mixins.analysis import jobs
-    from mixins.analysis.commands import check, ls
+    from mixins.analysis.commands import ls
 
     listed = jobs.trace_files
 
@@ -139,7 +139,7 @@ def flip_after_listing(victim: str, *argv: str) -> None:
         os.mkfifo(victim)
         return files
 
-    for module in (jobs, ls, check):  # where each command looks it up
+    for module in (jobs, ls):  # where each command looks it up
         module.trace_files = then_flip  # type: ignore[attr-defined]
     analyzer_cli(*argv)
 

@@ -7,7 +7,6 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import jobs, render
-from mixins.analysis.read.reader import TraceError
 from mixins.helptext import add_command
 from mixins.usage import DIFFERENT, OK, TROUBLE
 
@@ -47,16 +46,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from mixins.analysis.commands.compare import compact_job
     from mixins.analysis.model.roles import READS
 
-    files: list[str] = []
-    listed: list[str] = []
-    for path in args.dirs:
-        try:
-            found = jobs.trace_files(path)
-        except TraceError as exc:
-            render.error(str(exc))
-            return TROUBLE
-        files += found
-        listed += jobs.listed_in(path, found)
+    files, listed, bad_dir = jobs.expand_paths(args.dirs, each=True)
+    if bad_dir:
+        return TROUBLE
     failed: list[str] = []
     traces, bad = jobs.collect_results(
         jobs.map_files(compact_job, files, (), args.jobs, not args.json), listed, failed, ("check", READS["check"])
