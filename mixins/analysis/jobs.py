@@ -64,10 +64,11 @@ DIR_HELP = (
 )
 
 
-def trace_files(directory: str) -> list[str]:
-    """Visible ``*.json[.gz]`` files of ``directory``, sorted; raises TraceError if none / unreadable."""
+def trace_files(directory: str) -> tuple[list[str], list[str]]:
+    """The traces ``directory`` names, and those of them found by listing (``collect_results`` may skip these):
+    a file is itself, not listed; a directory's visible ``*.json[.gz]`` files, sorted. TraceError if none."""
     if os.path.isfile(directory):
-        return [directory]
+        return [directory], []
     try:
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
@@ -84,7 +85,7 @@ def trace_files(directory: str) -> list[str]:
         return trace_files(os.path.join(directory, SUBDIR))
     if not files:
         raise TraceError(directory, "no traces (*.json.gz or *.json) in this directory")
-    return files
+    return files, files
 
 
 def expand_paths(paths: list[str], each: bool = False) -> tuple[list[str], set[str], bool]:
@@ -97,7 +98,7 @@ def expand_paths(paths: list[str], each: bool = False) -> tuple[list[str], set[s
             files.append(path)
             continue
         try:
-            found = trace_files(path)
+            found, found_listed = trace_files(path)
         except TraceError as exc:
             render.error(str(exc))
             bad = True
@@ -105,7 +106,7 @@ def expand_paths(paths: list[str], each: bool = False) -> tuple[list[str], set[s
                 break
             continue
         files += found
-        listed.update(listed_in(path, found))
+        listed.update(found_listed)
     return files, listed, bad
 
 
@@ -216,8 +217,3 @@ def collect_results(
             render.error(str(TraceError(folder or ".", f"no {wanted} in this directory ({said})")))
             bad = True
     return good, bad
-
-
-def listed_in(path: str, files: list[str]) -> Collection[str]:
-    """The files :func:`trace_files` found by listing ``path`` (none when ``path`` named a file itself)."""
-    return files if os.path.isdir(path) else ()

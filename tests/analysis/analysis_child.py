@@ -133,7 +133,7 @@ def flip_after_listing(victim: str, *argv: str) -> None:
 
     listed = jobs.trace_files
 
-    def then_flip(directory: str) -> list[str]:
+    def then_flip(directory: str) -> tuple[list[str], list[str]]:
         files = listed(directory)
         os.unlink(victim)
         os.mkfifo(victim)

@@ -21,7 +21,6 @@ from mixins.analysis.jobs import (
     add_jobs_option,
     collect_results,
     gather,
-    listed_in,
     map_files,
     run_one,
     trace_files,
@@ -88,8 +87,7 @@ def add(subparsers: Any) -> None:
 def _files(path: str) -> tuple[list[str], Collection[str]]:
     """A directory's traces, or the path itself (the reader reports a missing or bad file); and those
     found by listing a directory (``jobs.collect_results`` skips what among them is not a trace)."""
-    files = trace_files(path) if os.path.isdir(path) else [path]
-    return files, listed_in(path, files)
+    return trace_files(path) if os.path.isdir(path) else ([path], [])
 
 
 _REPLAY_WANTED = "REPLAY is a serving trace with graph launches (then its captures)"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mixins.analysis import render
-from mixins.analysis.jobs import DIR_HELP, collect_results, listed_in, map_files, trace_files, with_limits
+from mixins.analysis.jobs import DIR_HELP, collect_results, map_files, trace_files, with_limits
 from mixins.analysis.read.reader import TraceError
 from mixins.formats import STAGING_PREFIX, SUBDIR
 from mixins.helptext import add_command
@@ -66,11 +66,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if temps and not args.json:
         render.render_temps(temps)
     try:
-        files = trace_files(args.dir)
+        files, listed = trace_files(args.dir)
     except TraceError as exc:
         render.error(str(exc))
         return TROUBLE
-    rows, bad = collect_results(map_files(_ls_job, files, (), 0, not args.json), listed_in(args.dir, files))
+    rows, bad = collect_results(map_files(_ls_job, files, (), 0, not args.json), listed)
     if args.json:
         traces = [{k: r[k] for k in r if k != "totals"} | {"segments": [s["label"] for s in r["segments"]]}
                   for r in rows]
