@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,19 @@ def test_doctor_is_wired(capsys: pytest.CaptureFixture[str], monkeypatch: pytest
     rc, out, _ = run_main(capsys, "doctor", "--no-import")
     assert rc == 1  # the switch is off
     assert "activation routes" in out and "problem: SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE is unset" in out
+
+
+def test_memory_reads_each_snapshot_as_every_command_reads_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot that passes the layout check but holds a time no float can hold (an int of 400 digits) is
+    that file's one line, and the next snapshot is still reported (``jobs.run_one``): it was a traceback."""
+    good = {"segments": [], "device_traces": [[{"action": "alloc", "size": 512, "time_us": 1}]]}
+    bad = {"segments": [], "device_traces": [[{"action": "alloc", "size": 512, "time_us": 10**400}]]}
+    paths = [tmp_path / f"cuda_graph_memory-R-TP-{rank}.pickle" for rank in (0, 1)]
+    for path, snapshot in zip(paths, (bad, good), strict=True):
+        path.write_bytes(pickle.dumps(snapshot))
+    rc, out, err = run_main(capsys, "memory", tmp_path, "--json")
+    assert rc == 2 and [s["path"] for s in json.loads(out)["snapshots"]] == [str(paths[1])]
+    assert err == (f"capture-trace: error: {paths[0]}: cannot analyse "
+                   "(OverflowError: int too large to convert to float); please report this\n")

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from mixins.analysis import render
+from mixins.analysis.jobs import collect_results, map_files
 from mixins.analysis.model.identity import identity_of
 from mixins.analysis.model.segments import segments_of
 from mixins.analysis.read.reader import TraceError
@@ -152,12 +153,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
             render.error(str(exc) if isinstance(exc, TraceError) else f"{path}: {exc.strerror or exc}")
             bad = True
             continue
-        for file in files:
-            try:
-                results.append(memory_job(file, args.top))
-            except TraceError as exc:
-                render.error(str(exc))
-                bad = True
+        read, bad_files = collect_results(map_files(memory_job, files, (args.top,), 1, False))
+        results += read
+        bad = bad or bad_files
     if args.json:
         render.print_json({"snapshots": results})
     else:
