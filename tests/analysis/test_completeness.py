@@ -51,6 +51,10 @@ CASES: dict[str, Any] = {
         ["PP rank 1 missing (pp_size 2): no trace of any TP rank"],
         [("", None, [0, 1], 2, False, False, ["PP rank 1 missing (pp_size 2): no trace of any TP rank"], [])],
     ),
+    # a rank's pp_size 2, the other's 3: either way a stage is missing (it said ok)
+    "disagreeing pp sizes": ([("r0", PP2), ("r1", {**PP2, "pp_size": 3})], 1, ["traces disagree on pp_size (2, 3)"],
+                             [("", None, [0, 1], 2, False, False, ["traces disagree on pp_size (2, 3): completeness "
+                                                                   "not checked"], [])]),
     "both pipeline stages": ([(r, {**PP2, "pp_rank": p}) for p in (0, 1) for r in ("r0", "r1")], 0, [],
                              [("", None, [0, 1], 2, True, True, [], [])] * 2),
     # before: two replicas' TP 0 failed as "2 traces claim TP rank 0" and TP 1 likewise
