@@ -12,12 +12,10 @@ import pytest
 
 from mixins.formats import STAGING_PREFIX
 from mixins.output_dir import Here
+from tests.analysis.pairs import DATA, H100
+from tests.analysis.pairs import VLLM_CAPTURE as VLLM
 from tests.built_once import built_once
 from tests.trace_files import CPU_TRACE, NO_META
-
-DATA = Path(__file__).resolve().parent.parent / "data"
-H100 = DATA / "h100_qwen1.5-0.5b_inference.json.gz"
-VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
 
 
 def dead_name(tag: int = 0) -> str:
