@@ -1,5 +1,5 @@
 """The console script's entry point, ``mixins.cli.main``: every analyzer command wired through it (the other
-tests build their own parser from ``add_commands``), and what a run imports.
+tests run its parser in-process, ``inprocess.py``, not ``main``), and what a run imports.
 
 Why the imports are tested: the exporter's imports (wrapt, asyncio via wrapt, inspect …) and the record
 builders cost ~0.3 s per run, more than attributing the real vLLM pair itself; the package ``__init__`` files
