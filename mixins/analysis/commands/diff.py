@@ -34,21 +34,19 @@ def add(subparsers: Any) -> None:
     p.set_defaults(func=with_limits(cmd_diff, p))
 
 
-def pair_key(t: CompactTrace) -> tuple[Any, ...]:
-    """What pairs a trace of run A with one of run B (``PAIR_FIELDS``)."""
+def pair_key(t: CompactTrace) -> tuple[tuple[str, Any], ...]:
+    """What pairs a trace of run A with one of run B: (field, value) pairs, a pair's first fields in the JSON."""
     i = t.identity
-    return (i.runner or None, i.pp_rank or 0, i.tp_rank, i.capture_index, i.bs)
+    return tuple({"runner": i.runner or None, "pp_rank": i.pp_rank or 0, "tp_rank": i.tp_rank,
+                  "capture_index": i.capture_index, "bs": i.bs}.items())
 
 
-PAIR_FIELDS = ("runner", "pp_rank", "tp_rank", "capture_index", "bs")
-
-
-def _sides(args: argparse.Namespace, runs: bool) -> list[dict[tuple[Any, ...], CompactTrace]] | None:
+def _sides(args: argparse.Namespace, runs: bool) -> list[dict[tuple[tuple[str, Any], ...], CompactTrace]] | None:
     """Run A's and run B's captures by ``pair_key`` (two folders), or the two traces under one key; None when
     an input was bad (reported: a folder that cannot be listed, or a bad file in A, stops before B is read)."""
     from mixins.analysis.commands.compare import compact_job
 
-    sides: list[dict[tuple[Any, ...], CompactTrace]] = []
+    sides: list[dict[tuple[tuple[str, Any], ...], CompactTrace]] = []
     for paths in ([args.a], [args.b]) if runs else ([args.a, args.b],):
         files, listed, bad_dir = expand_paths(paths) if runs else (paths, (), False)
         traces, bad = collect_results(
@@ -75,7 +73,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         ta, tb = a.get(key), b.get(key)
         diffs = diff_traces(ta, tb) if ta is not None and tb is not None else []
         pairs.append({
-            **dict(zip(PAIR_FIELDS, key, strict=False)),  # none for two traces
+            **dict(key),  # none for two traces
             "a": ta.path if ta is not None else None, "b": tb.path if tb is not None else None,
             "same": ta is not None and tb is not None and all(d.status == "same" for d in diffs),
             "segments": diffs,
