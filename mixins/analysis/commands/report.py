@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mixins.analysis.commands.attribute import Details
     from mixins.analysis.model.windows import Capture
 
+
 def add(subparsers: Any) -> None:
     p = add_command(
         subparsers,
