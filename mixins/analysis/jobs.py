@@ -23,6 +23,7 @@ from mixins.helptext import int_at_least, non_negative_int
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+
 def add_jobs_option(p: argparse.ArgumentParser) -> None:
     """``-j/--jobs``: how many files are read at once, each in its own worker process."""
     jobs = non_negative_int("--jobs")

@@ -151,4 +151,3 @@ def test_check_compares_upstream_per_batch_size_files_size_by_size(tmp_path: Pat
     groups = json.loads(out)["groups"]
     assert [(g["bs"], g["ranks"], g["ok"]) for g in groups] == [(1, [0, 1], True), (2, [0, 1], False)], err
     assert rc == 1 and groups[1]["problems"] == [] and groups[1]["divergences"][0]["rank"] == 1
-
