@@ -84,7 +84,7 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
     files, listed, bad_dir = expand_paths(list(args.traces))
     details = None
     if args.replay is not None and not bad_dir:  # attribute's captures, less the replay (a folder may hold both)
-        from mixins.analysis.commands.attribute import capture_inputs
+        from mixins.analysis.commands.attribute import capture_inputs, cmd_attribute  # cmd_attribute: run below
 
         try:
             details = capture_inputs(list(args.traces), args.replay)
@@ -104,7 +104,6 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
         return time_json, check_json, None
     # ``attribute --json`` as the console script runs it (its own parser, so its defaults; under report's
     # limits) over the captures already read (a file given twice is one capture): only the replay is read there
-    from mixins.analysis.commands.attribute import cmd_attribute
     from mixins.cli import build_parser
 
     argv = ["attribute", args.replay, *args.traces, "--jobs", str(args.jobs), "--json", *["--any-rank"] * args.any_rank]
