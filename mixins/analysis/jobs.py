@@ -174,13 +174,13 @@ def collect_results(
     pairs: Iterable[tuple[str, Any]],
     listed: Collection[str] = (),
     failed: list[str] | None = None,
-    reads: tuple[str, Collection[str]] | None = None,
+    reads: str | None = None,
 ) -> tuple[list[Any], bool]:
     """Results in order, and whether any file was bad (each reported on stderr as it comes; ``failed``
     collects their paths). A file a folder listing found (``listed``) that is JSON but no trace, and not
-    trace-named, or of a role the command does not read (``reads``: (command, its roles)), is skipped with
+    trace-named, or of a role the command ``reads`` does not read (``roles.READS``), is skipped with
     one INFO line; a folder where all were skipped is an error (docs/DESIGN.md §7, §7.4)."""
-    from mixins.analysis.model.roles import ROLE_NAMES, refusal, role_in
+    from mixins.analysis.model.roles import READS, ROLE_NAMES, refusal, role_in
 
     good, bad = [], False
     skipped: dict[str, Counter[str]] = {}  # folder -> why its files were skipped -> how many
@@ -193,9 +193,9 @@ def collect_results(
             continue
         if reads is not None and not isinstance(res, TraceError):
             identity = getattr(res[-1] if isinstance(res, tuple) else res, "identity", None)  # report's: last
-            if identity is not None and identity.role not in reads[1]:
+            if identity is not None and identity.role not in READS[reads]:
                 role = role_in(identity)
-                res = TraceError(path, refusal("", role, reads[0]), wrong_role=role.role)
+                res = TraceError(path, refusal("", role, reads), wrong_role=role.role)
         if isinstance(res, TraceError) and res.wrong_role is not None and path in listed:
             render.error(f"{path}: skipped: {res.message}", "info")
             skipped.setdefault(folder, Counter())[ROLE_NAMES[res.wrong_role]] += 1
@@ -214,7 +214,7 @@ def collect_results(
                 f"{n} {what or 'JSON file'}{'s' * (n != 1)} skipped" + ("" if what else ": not a trace")
                 for what, n in why.items()
             )
-            wanted = "traces" if set(why) == {""} or reads is None else " or ".join(sorted(reads[1])) + " traces"
+            wanted = "traces" if set(why) == {""} or reads is None else " or ".join(sorted(READS[reads])) + " traces"
             render.error(str(TraceError(folder or ".", f"no {wanted} in this directory ({said})")))
             bad = True
     return good, bad

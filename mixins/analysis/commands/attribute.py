@@ -26,7 +26,7 @@ from mixins.analysis.jobs import (
     trace_files,
     with_limits,
 )
-from mixins.analysis.model.roles import CAPTURE, READS, refusal, replay_ok, role_in
+from mixins.analysis.model.roles import CAPTURE, refusal, replay_ok, role_in
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
 from mixins.analysis.read.reader import TraceError, current_limits, holding
 from mixins.analysis.read.safe_io import STDOUT_NAMES, output_file
@@ -91,7 +91,7 @@ def _files(path: str) -> tuple[list[str], Collection[str]]:
 
 
 _REPLAY_WANTED = "REPLAY is a serving trace with graph launches (then its captures)"
-_CAPTURES = ("attribute", READS["attribute"])  # what CAPTURE arguments must be
+_CAPTURES = "attribute"  # what CAPTURE arguments must be: roles.READS["attribute"]
 
 
 def _capture_inputs(paths: list[str], replays: list[str]) -> tuple[dict[str, Details], set[str]]:

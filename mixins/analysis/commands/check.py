@@ -44,15 +44,13 @@ def check_doc(traces: list[CompactTrace], failed: list[str], bad: bool, named: l
 
 def cmd_check(args: argparse.Namespace) -> int:
     from mixins.analysis.commands.compare import compact_job
-    from mixins.analysis.model.roles import READS
 
     files, listed, bad_dir = jobs.expand_paths(args.dirs, each=True)
     if bad_dir:
         return TROUBLE
     failed: list[str] = []
-    traces, bad = jobs.collect_results(
-        jobs.map_files(compact_job, files, (), args.jobs, not args.json), listed, failed, ("check", READS["check"])
-    )
+    pairs = jobs.map_files(compact_job, files, (), args.jobs, not args.json)
+    traces, bad = jobs.collect_results(pairs, listed, failed, "check")
     doc = check_doc(traces, failed, bad, args.dirs)
     groups = doc["groups"]
     if args.json:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from mixins.analysis import render
 from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
-from mixins.analysis.model.roles import READS
 from mixins.helptext import add_command
 from mixins.usage import DIFFERENT, OK, TROUBLE
 
@@ -49,9 +48,7 @@ def _sides(args: argparse.Namespace, runs: bool) -> list[dict[tuple[tuple[str, A
     sides: list[dict[tuple[tuple[str, Any], ...], CompactTrace]] = []
     for paths in ([args.a], [args.b]) if runs else ([args.a, args.b],):
         files, listed, bad_dir = expand_paths(paths) if runs else (paths, (), False)
-        traces, bad = collect_results(
-            map_files(compact_job, files, (), 1, not args.json), listed, reads=("diff", READS["diff"])
-        )
+        traces, bad = collect_results(map_files(compact_job, files, (), 1, not args.json), listed, reads="diff")
         if bad or bad_dir:
             return None
         sides += [{pair_key(t): t for t in traces}] if runs else [{(): t} for t in traces]

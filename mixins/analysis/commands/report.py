@@ -17,7 +17,7 @@ from mixins.analysis.commands.check import check_doc
 from mixins.analysis.commands.time import DEFAULT_TOP, build, time_doc
 from mixins.analysis.jobs import add_jobs_option, collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model.record import CompactTrace, compact
-from mixins.analysis.model.roles import READS, identify
+from mixins.analysis.model.roles import identify
 from mixins.analysis.model.timeline import load_timeline
 from mixins.analysis.read.reader import Event, TraceError
 from mixins.analysis.serialise import to_json
@@ -93,9 +93,7 @@ def report_dicts(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
             return None
         files = [f for f in files if f in details]
     failed: list[str] = []
-    read, bad = collect_results(
-        map_files(capture_job, files, (details,), args.jobs, False), listed, failed, ("report", READS["report"])
-    )
+    read, bad = collect_results(map_files(capture_job, files, (details,), args.jobs, False), listed, failed, "report")
     if bad or bad_dir:
         return None
     _, time_json = _printed(render.print_json, time_doc([t for t, _, _ in read], [c.identity for _, _, c in read]))

@@ -535,12 +535,11 @@ def compare_runs(traces: list[dict[str, Any]], runs: list[str]) -> list[dict[str
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from mixins.analysis.model.roles import READS
     from mixins.analysis.serialise import to_json
 
     files, listed, bad = expand_paths(list(args.paths))
     results, bad_files = collect_results(
-        map_files(time_trace, files, (args.top,), args.jobs, not args.json), listed, reads=("time", READS["time"])
+        map_files(time_trace, files, (args.top,), args.jobs, not args.json), listed, reads="time"
     )
     if not results and (bad or bad_files):  # each file said why on stderr: no empty document
         return TROUBLE
