@@ -24,18 +24,16 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 
-def add_jobs_option(p: argparse.ArgumentParser) -> None:
-    """``-j/--jobs``: how many files are read at once, each in its own worker process."""
-    jobs = non_negative_int("--jobs")
-    p.add_argument("-j", "--jobs", type=jobs, default=0, metavar="N", help="worker processes; 0: one per core")
-
-
 def with_limits(
-    cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser, tables: bool = True
+    cmd: Callable[[argparse.Namespace], int], p: argparse.ArgumentParser, tables: bool = True, jobs: bool = False
 ) -> Callable[..., int]:
-    """Give ``p`` the --max-events / --max-value-mib / --max-distinct-mib options (and ``--wide`` where it
-    prints ``tables``); ``cmd`` runs under those limits and that table policy (``tables.wide_tables``)."""
+    """Give ``p`` the --max-events / --max-value-mib / --max-distinct-mib options (``-j/--jobs`` where it reads
+    files in worker processes, ``--wide`` where it prints ``tables``); ``cmd`` runs under those limits and that
+    table policy (``tables.wide_tables``)."""
     d = Limits()
+    if jobs:
+        p.add_argument("-j", "--jobs", type=non_negative_int("--jobs"), default=0, metavar="N",
+                       help="worker processes; 0: one per core")
     if tables:
         p.add_argument(
             "--wide", action="store_true",

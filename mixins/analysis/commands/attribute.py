@@ -18,7 +18,6 @@ from mixins.analysis.commands.attribute_annotate import write_annotated
 from mixins.analysis.commands.attribute_match import Attribution, ReplayIndex, attribute_index, index_replay
 from mixins.analysis.commands.attribute_views import GROUP_BY, GROUP_KEYS, group_rows, low_coverage
 from mixins.analysis.jobs import (
-    add_jobs_option,
     collect_results,
     gather,
     map_files,
@@ -80,8 +79,7 @@ def add(subparsers: Any) -> None:
         choices=GROUP_BY,
         help="GPU time per op row (op), per nn.Module, per op and shape, or per runner and segment",
     )
-    add_jobs_option(p)
-    p.set_defaults(func=with_limits(cmd_attribute, p))
+    p.set_defaults(func=with_limits(cmd_attribute, p, jobs=True))
 
 
 def _files(path: str) -> tuple[list[str], Collection[str]]:

@@ -28,8 +28,7 @@ def add(subparsers: Any) -> None:
         help=jobs.DIR_HELP + "; several (before/ after/): each run's ranks are checked among themselves",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    jobs.add_jobs_option(p)
-    p.set_defaults(func=jobs.with_limits(cmd_check, p))
+    p.set_defaults(func=jobs.with_limits(cmd_check, p, jobs=True))
 
 
 def check_doc(traces: list[CompactTrace], failed: list[str], bad: bool, named: list[str]) -> dict[str, Any]:

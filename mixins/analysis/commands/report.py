@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from mixins.analysis import render
 from mixins.analysis.commands.check import check_doc
 from mixins.analysis.commands.time import DEFAULT_TOP, build, time_doc
-from mixins.analysis.jobs import add_jobs_option, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model.record import CompactTrace, compact
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.timeline import load_timeline
@@ -49,8 +49,7 @@ def add(subparsers: Any) -> None:
     p.add_argument("--replay", metavar="REPLAY", help="a serving trace (or a directory of them) to attribute")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
     p.add_argument("--any-rank", action="store_true", help="attribute even when ranks differ (as attribute's)")
-    add_jobs_option(p)
-    p.set_defaults(func=with_limits(cmd_report, p, tables=False))
+    p.set_defaults(func=with_limits(cmd_report, p, tables=False, jobs=True))
 
 
 def _printed(command: Callable[..., int | None], *args: Any) -> tuple[int | None, Any]:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from msgspec import Struct, field
 
 from mixins.analysis import render
-from mixins.analysis.jobs import add_jobs_option, collect_results, expand_paths, map_files, with_limits
+from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
 from mixins.analysis.model import events as E
 from mixins.analysis.model.events import C_INSTANTIATE
 from mixins.analysis.model.identity import Identity
@@ -495,8 +495,7 @@ def add(subparsers: Any) -> None:
     p.add_argument(
         "--top", type=non_negative_int("--top"), default=DEFAULT_TOP, metavar="N", help="top N ops per phase"
     )
-    add_jobs_option(p)
-    p.set_defaults(func=with_limits(cmd_time, p))
+    p.set_defaults(func=with_limits(cmd_time, p, jobs=True))
 
 
 def time_doc(traces: list[Any], identities: list[Identity]) -> dict[str, Any]:
