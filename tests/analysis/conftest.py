@@ -17,6 +17,8 @@ from tests.analysis.pairs import VLLM_CAPTURE as VLLM
 from tests.built_once import built_once
 from tests.trace_files import CPU_TRACE, NO_META
 
+__all__ = ["DATA", "H100", "VLLM", "dead_name"]  # the real traces' paths live in pairs.py
+
 
 def dead_name(tag: int = 0) -> str:
     """A well-formed staging name of this host and pid namespace whose pid no process can have."""
