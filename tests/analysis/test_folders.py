@@ -151,3 +151,9 @@ def test_check_compares_upstream_per_batch_size_files_size_by_size(tmp_path: Pat
     groups = json.loads(out)["groups"]
     assert [(g["bs"], g["ranks"], g["ok"]) for g in groups] == [(1, [0, 1], True), (2, [0, 1], False)], err
     assert rc == 1 and groups[1]["problems"] == [] and groups[1]["divergences"][0]["rank"] == 1
+
+
+def test_check_stops_at_the_first_path_it_cannot_list(tmp_path: Path, run_cli: Run) -> None:
+    """Nothing is read or printed, and the paths after it are not listed: one line, not one per path."""
+    rc, out, err = run_cli("check", tmp_path / "gone", tmp_path / "gone too", VLLM)
+    assert (rc, out, err) == (2, "", f"capture-trace: error: {tmp_path / 'gone'}: no such directory\n")
