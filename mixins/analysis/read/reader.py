@@ -21,7 +21,7 @@ import msgspec
 from msgspec import Struct
 
 from mixins.analysis.read import safe_io
-from mixins.analysis.read.errors import TraceError
+from mixins.analysis.read.safe_io import TraceError
 
 try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 MB); not required
     from isal import igzip as _fast_gzip  # type: ignore[import-untyped]

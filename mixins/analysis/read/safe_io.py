@@ -1,5 +1,7 @@
 """Files the analyzer opens or writes because a user (or a directory listing) named them: traces sit in
-shared directories and the analyzer often runs as root (docs/DESIGN.md §7.2)."""
+shared directories and the analyzer often runs as root (docs/DESIGN.md §7.2); memory snapshots are read
+without unpickling an object (§7.5). ``TraceError``, the analyzer's one error for bad input, lives here:
+the reader opens files through this module."""
 
 from __future__ import annotations
 
@@ -15,15 +17,32 @@ from typing import IO, Any
 
 import msgspec
 
-from mixins.analysis.read.errors import TraceError
-
-__all__ = ["open_input", "read_small_json", "output_file", "STDOUT_NAMES", "file_kind", "SMALL_JSON_BYTES"]
+__all__ = ["TraceError", "open_input", "read_small_json", "load_snapshot", "output_file", "STDOUT_NAMES", "file_kind",
+           "SMALL_JSON_BYTES", "MAX_SNAPSHOT_BYTES"]
 
 # Written to this process's own descriptor, whatever it is (a pipe, a terminal, a file): never opened by name.
 STDOUT_NAMES = {"-": 1, "/dev/stdout": 1, "/dev/stderr": 2}
 SMALL_JSON_BYTES = 16 << 20  # a side file such as TraceLens's execution_details.json (real ones: a few KB)
+MAX_SNAPSHOT_BYTES = 2 << 30  # a real snapshot of a whole capture is tens of MiB; past this refused before reading
 
 _IN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class TraceError(Exception):
+    """Bad input, already phrased for ``capture-trace: error: <path>: <what>``."""
+
+    def __init__(self, path: str, message: str, not_a_trace: bool = False, wrong_role: str | None = None) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+        # valid JSON that is not a trace (execution_details.json, a config): a directory listing skips
+        # such a file unless its name says it is a trace (``jobs.collect_results``)
+        self.not_a_trace = not_a_trace
+        # a trace of a role the command does not read (``model.roles``): skipped too, when listed
+        self.wrong_role = wrong_role
+
+    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str, bool, str | None]]:  # survive process pools
+        return (TraceError, (self.path, self.message, self.not_a_trace, self.wrong_role))
 
 
 # ``ls -l``'s type letter (``stat.filemode``) -> what a non-regular file is, for an error line
@@ -86,6 +105,40 @@ def read_small_json(path: str, what: str, limit: int = SMALL_JSON_BYTES) -> Any:
         raise TraceError(path, f"cannot read {what}: invalid JSON: number out of range") from None
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"cannot read {what}: invalid JSON: {exc}") from None
+
+
+def load_snapshot(path: str) -> dict[str, Any]:
+    """The memory snapshot (torch's ``_snapshot()`` pickled) at ``path``: a dict with a ``segments`` list and
+    a ``device_traces`` list of lists, built from pickle opcodes alone (every global and persistent id is
+    refused: torch's layout needs none). Anything else is a TraceError naming the file."""
+    import pickle  # here, not at the top: only ``memory`` reads a pickle
+
+    class BuiltinsOnly(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:  # every opcode naming a global comes here
+            raise TraceError(path, f"not a memory snapshot: refused to load {module}.{name}: a memory snapshot "
+                                   "holds only dicts, lists, strings and numbers")
+
+        def persistent_load(self, pid: Any) -> Any:
+            raise TraceError(path, "not a memory snapshot: refused a persistent id: a memory snapshot has none")
+
+    fd, st = open_input(path)
+    with os.fdopen(fd, "rb") as handle:
+        if st.st_size > MAX_SNAPSHOT_BYTES:
+            limit = f"{MAX_SNAPSHOT_BYTES:,}-byte limit for a memory snapshot"
+            raise TraceError(path, f"{st.st_size:,} bytes: over the {limit}")
+        data = handle.read(MAX_SNAPSHOT_BYTES + 1)
+    try:
+        snapshot = BuiltinsOnly(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as exc:
+        raise TraceError(path, f"not a memory snapshot (unreadable pickle: {exc})") from None
+    except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, MemoryError,
+            RecursionError) as exc:
+        raise TraceError(path, f"not a memory snapshot (unreadable pickle: {type(exc).__name__})") from None
+    traces = snapshot.get("device_traces", []) if isinstance(snapshot, dict) else None
+    if not (isinstance(snapshot, dict) and isinstance(snapshot.get("segments"), list)
+            and isinstance(traces, list) and all(isinstance(t, list) for t in traces)):
+        raise TraceError(path, "not a memory snapshot (expected a dict with 'segments' and 'device_traces' lists)")
+    return snapshot
 
 
 @contextmanager
