@@ -366,7 +366,7 @@ class TraceStream:
         self._base = 0  # bytes dropped from the front of _buf, for error offsets
         self._kind: type[Any] = Event
         # called with (key, raw JSON of the value) for each top-level member in file order, and with
-        # ("traceEvents", None) where that array starts (its elements are the slices): ``raw_events``
+        # ("traceEvents", None) where that array starts (its elements are the slices): ``events(msgspec.Raw)``
         self.on_member: Callable[[str, bytes | None], None] | None = None
 
     # -- low level -------------------------------------------------------------------------------
@@ -490,24 +490,21 @@ class TraceStream:
         return key
 
     def _string_end(self) -> int:
-        """Just past the closing quote of the string at the cursor, each byte looked at once (docs/DESIGN.md §7.1)."""
-        scan, slashes = 1, 0  # offset from the cursor; backslashes ending the part scanned so far
+        """Just past the closing quote of the string at the cursor, each quote looked at once; the buffer doubles
+        while the string is open (docs/DESIGN.md §7.1)."""
+        at = 0  # the last quote looked at, from the cursor: the opening one, then each escaped one
         while True:
             buf, pos = self._buf, self._pos
-            quote = buf.find(b'"', pos + scan)
-            stop = quote if quote >= 0 else len(buf)
-            seg = buf[pos + scan : stop]
-            run = len(seg) - len(seg.rstrip(b"\\"))
-            run = slashes + run if run == len(seg) else run
-            scan = stop - pos
+            while (quote := buf.find(b'"', pos + at + 1)) >= 0:
+                seg = buf[pos + at + 1 : quote]  # a backslash run before a quote lies after the previous one
+                if (len(seg) - len(seg.rstrip(b"\\"))) % 2 == 0:
+                    break
+                at = quote - pos
+            scan = (quote if quote >= 0 else len(buf)) - pos
             if scan > self.limits.max_value_bytes:
                 raise self._too_big("an object key")
-            if quote >= 0 and run % 2 == 0:
+            if quote >= 0:
                 return quote + 1
-            if quote >= 0:  # an escaped quote: go on after it
-                scan, slashes = scan + 1, 0
-                continue
-            slashes = run
             if self._eof:
                 raise self._error(f"invalid JSON: unterminated object key at byte {self._offset()}")
             self._fill(2 * scan + self.buffering.block)
@@ -649,16 +646,9 @@ class TraceStream:
 
     # -- public ------------------------------------------------------------------------------------
     def events(self, fields: type = Event) -> Iterator[list[Any]]:
-        """Event slices in file order, each event a ``fields``; TraceError on any bad input."""
-        return self._slices(fields)
-
-    def raw_events(self) -> Iterator[list[msgspec.Raw]]:
-        """:meth:`events` as each element's JSON text (same checks and limits): ``--annotate`` copies the
-        replay through this, with ``on_member`` receiving the other top-level members."""
-        return self._slices(msgspec.Raw)
-
-    def _slices(self, kind: type[Any]) -> Iterator[list[Any]]:
-        self._kind = kind
+        """Event slices in file order, each event a ``fields``; TraceError on any bad input. ``msgspec.Raw``:
+        each element's JSON text (``--annotate`` copies the replay so, ``on_member`` taking the rest)."""
+        self._kind = fields
         gc_was_enabled = gc.isenabled()
         gc.disable()  # decoding creates millions of acyclic objects; collections only cost time
         try:

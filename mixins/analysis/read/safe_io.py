@@ -148,12 +148,9 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
     fd_no = STDOUT_NAMES.get(path)
     if fd_no is not None:
         sys.stdout.flush()
-        with _writing(path, os.dup(fd_no), stdout=True) as f:
-            yield f
-        return
-    target, st = _output_target(path)
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        with _writing(path, _open_special(path, target, st)) as f:
+    fd = os.dup(fd_no) if fd_no is not None else _special_fd(path)
+    if fd is not None:
+        with _writing(path, fd, stdout=fd_no is not None) as f:
             yield f
         return
     directory = os.path.dirname(os.path.abspath(path))
@@ -190,29 +187,27 @@ def _refuse_foreign(path: str, st: os.stat_result) -> None:
                                "(refused: only this user's or root's are written)")
 
 
-def _output_target(path: str) -> tuple[str, os.stat_result | None]:
-    """(the name to open, its lstat), or (path, None) when nothing is there: a symbolic link another user
-    owns is refused; ours (or root's) is followed once and its target judged like any output name."""
+def _special_fd(path: str) -> int | None:
+    """A non-blocking write descriptor when ``path`` is a FIFO or character device: never created, truncated
+    or replaced. None when a regular file is to be written there (nothing, a file or a dangling link: the
+    rename replaces the name itself). Another user's FIFO, device or link is refused; a link of ours (or
+    root's) is followed once and its target judged like any output name."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return path, None
+        return None
     except OSError as exc:
         raise _os_error(path, exc, "cannot write: ") from None
-    if not stat.S_ISLNK(st.st_mode):
-        return path, st
-    _refuse_foreign(path, st)
-    target = os.path.realpath(path)
-    try:
-        got = os.lstat(target)
-    except OSError:
-        return path, None  # dangling: the rename replaces the link itself, as it always did
-    return (path, None) if stat.S_ISREG(got.st_mode) else (target, got)
-
-
-def _open_special(path: str, target: str, st: os.stat_result) -> int:
-    """A non-blocking write descriptor on the FIFO or character device ``target``: never created,
-    truncated or replaced; another user's refused."""
+    target = path
+    if stat.S_ISLNK(st.st_mode):
+        _refuse_foreign(path, st)
+        target = os.path.realpath(path)
+        try:
+            st = os.lstat(target)
+        except OSError:
+            return None
+    if stat.S_ISREG(st.st_mode):
+        return None
     if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise TraceError(path, f"cannot write: {file_kind(st.st_mode)}, not a regular file (refused)")
     _refuse_foreign(path, st)
