@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from itertools import islice
+from itertools import count, islice
 from typing import IO, Annotated, Any, ClassVar, NamedTuple, cast
 
 import msgspec
@@ -117,21 +117,19 @@ class _OutOfRange(Exception):
     """A number msgspec or float() cannot hold (more than ~308 digits, or 4,300 for an integer)."""
 
 
-def _after_ws(buf: bytes, pos: int) -> int:
-    """The index of the first byte at or after ``pos`` that is not JSON whitespace."""
-    return cast(re.Match[bytes], _WS.match(buf, pos)).end()  # the pattern matches anywhere, if only ""
-
-
 def _has_separator(buf: bytes, lo: int, hi: int) -> bool:
     """Whether ``buf[lo:hi]`` holds a ``,`` or ``]``: what must follow a traceEvents element that ends there."""
     return buf.find(b",", lo, hi) >= 0 or buf.find(b"]", lo, hi) >= 0
 
 
+def _after_ws(buf: bytes, pos: int) -> int:
+    """The index of the first byte at or after ``pos`` that is not JSON whitespace."""
+    return cast(re.Match[bytes], _WS.match(buf, pos)).end()  # the pattern matches anywhere, if only ""
+
+
 _RAW_EMPTY = msgspec.Raw(b"")
 
-# Bounded numbers: checked by the typed decoder in C; a value outside goes to the tolerant path, which
-# names it. Times (µs) stay below 4e15 (year 2096 as epoch µs), so start + duration in integer ns
-# fits a signed 64-bit array slot and no sum of 10M of them overflows a float.
+# Bounded numbers, checked by the typed decoder in C (why these bounds: docs/DESIGN.md §7.1, "Bounded fields")
 MAX_TIME_US = 4e15
 _Time = Annotated[float, msgspec.Meta(ge=-MAX_TIME_US, le=MAX_TIME_US)]
 _Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]  # ids go into int64 arrays
@@ -286,9 +284,11 @@ def _int64(v: int | None, name: str) -> int | None:
     return v
 
 
-def _decode_slice(data: bytes, kind: type[Any]) -> tuple[list[Any], int] | None:
-    """Decode ``data`` (a JSON array) into (Events, number of elements); None when it is not valid JSON.
-    _OutOfRange and RecursionError are real even when the cut is false (docs/DESIGN.md §7.1)."""
+def _decode_slice(buf: bytes, start: int, end: int, kind: type[Any]) -> tuple[list[Any], int] | None:
+    """Decode ``buf[start:end]`` as the elements of a JSON array into (Events, number of elements); None when
+    it is not valid JSON. _OutOfRange and RecursionError are real even when the cut is false (§7.1)."""
+    with memoryview(buf) as view:  # one copy of a multi-megabyte slice, not three
+        data = b"".join((b"[", view[start:end], b"]"))
     try:
         events = _SLICE[kind].decode(data)
         return events, len(events)
@@ -318,12 +318,6 @@ def _decode_slice(data: bytes, kind: type[Any]) -> tuple[list[Any], int] | None:
     return events, len(elements)
 
 
-def _bracketed(buf: bytes, start: int, end: int) -> bytes:
-    """``[`` + ``buf[start:end]`` + ``]`` with one copy of a multi-megabyte slice, not three."""
-    with memoryview(buf) as view:
-        return b"".join((b"[", view[start:end], b"]"))
-
-
 class _Cut(NamedTuple):
     """A run of whole elements decoded from the buffer: where to resume, whether ``]`` was reached."""
 
@@ -348,11 +342,6 @@ class TraceStream:
         self.progress = progress
         self.limits = limits if limits is not None else current_limits()
         self.buffering = buffering if buffering is not None else _current[Buffering]
-        # work done, for the tests that hold the reader linear: bytes held after each refill that grew
-        # the buffer (summed), and bytes the stdlib scanner was given for top-level values (summed)
-        self.bytes_buffered = 0
-        self.bytes_scanned = 0
-        self.scans = 0
         self.metadata: dict[str, Any] = {}
         self.top_keys: list[str] = []  # distinct names in file order, at most _MAX_TOP_KEYS (for errors)
         self.events_seen = False
@@ -376,6 +365,12 @@ class TraceStream:
     def _too_big(self, what: str) -> TraceError:
         mib = self.limits.max_value_bytes / (1 << 20)
         return self._error(f"{what} larger than {mib:g} MiB at byte {self._offset()} (the limit; see --max-value-mib)")
+
+    def _more(self, held: int, what: str) -> int:
+        """The next window once ``held`` bytes hold no complete ``what``: twice as many, up to the limit."""
+        if held > self.limits.max_value_bytes:
+            raise self._too_big(what)
+        return min(2 * held, self.limits.max_value_bytes + self.buffering.block)
 
     def _open(self) -> None:
         """Open the file once (or take the descriptor the command holds for it, :func:`holding`), by
@@ -437,11 +432,8 @@ class TraceStream:
                 have += len(block)
             self._base += self._pos
             self._pos = 0
-            grew = len(parts) > 1
             self._buf = b"".join(parts)
             del parts
-        if grew:
-            self.bytes_buffered += len(self._buf)
         return have >= need
 
     def _skip_ws(self) -> None:
@@ -516,8 +508,6 @@ class TraceStream:
         while True:
             self._fill(want)
             stop = min(len(self._buf), self._pos + want)
-            self.bytes_scanned += stop - self._pos
-            self.scans += 1
             try:  # latin-1: 1 byte = 1 char, so offsets stay byte offsets
                 end = self._pos + _JSON_TEXT.raw_decode(self._buf[self._pos : stop].decode("latin-1"))[1]
             except json.JSONDecodeError:  # incomplete (or invalid: never complete)
@@ -540,20 +530,12 @@ class TraceStream:
                 return value, raw
             if at_eof:
                 raise self._error(f"invalid JSON: bad or truncated value at byte {self._offset()}")
-            if stop - self._pos > self.limits.max_value_bytes:
-                raise self._too_big("a value")
-            want = min(2 * (stop - self._pos), self.limits.max_value_bytes + self.buffering.block)
-
-    def _count(self, elements: int) -> None:
-        self.elements += elements
-        if self.elements > self.limits.max_events:
-            raise self._error(
-                f"more than {self.limits.max_events:,} events in traceEvents (the limit; see --max-events)"
-            )
+            want = self._more(stop - self._pos, "a value")
 
     def _cut(self, buf: bytes, start: int, limit: int, exact: bool) -> _Cut | None:
         """The longest decodable run of elements in ``buf[start:limit]``: unless ``exact``, the last few
-        candidate boundaries first; then (also without candidates: elements need not be objects) an exact walk."""
+        candidate boundaries first; then (also without candidates: elements need not be objects) an exact
+        walk, element by element with the stdlib scanner (slow, rarely needed)."""
         try:
             if not exact:
                 b = self.buffering
@@ -561,10 +543,41 @@ class TraceStream:
                 if not cands and limit - start > b.tail_window:
                     cands = list(_CUT.finditer(buf, start, limit))
                 for m in islice(reversed(cands), b.fast_tries):
-                    got = _decode_slice(_bracketed(buf, start, m.start() + 1), self._kind)
+                    got = _decode_slice(buf, start, m.start() + 1, self._kind)
                     if got is not None:
                         return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
-            return self._exact_cut(buf, start, limit)
+            text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
+            pos, last_end, resume, closed = start, -1, -1, False
+            while pos < limit:
+                try:  # the stdlib scanner does not skip leading whitespace
+                    _, end = _JSON_TEXT.raw_decode(text, _after_ws(buf, pos))
+                except json.JSONDecodeError:
+                    break
+                except RecursionError:  # the walk is in sync with the document: the depth is real
+                    raise self._error(
+                        f"invalid JSON: nested too deeply in traceEvents near byte {self._base + pos}"
+                    ) from None
+                except ValueError:  # an integer of more than 4,300 digits
+                    raise _OutOfRange from None
+                nxt = _after_ws(buf, end)
+                if nxt >= len(buf):
+                    break  # the separator is not in the buffer yet
+                sep = buf[nxt : nxt + 1]
+                if sep == b"]":
+                    last_end, resume, closed = end, nxt + 1, True
+                    break
+                if sep != b",":
+                    if nxt == end and _NUMBER_TAIL.fullmatch(buf, end):  # a number cut at the buffer's end
+                        break
+                    raise self._error(f"invalid JSON in traceEvents at byte {self._base + nxt}")
+                last_end = end
+                pos = resume = _after_ws(buf, nxt + 1)
+            if last_end < 0:
+                return None
+            got = _decode_slice(buf, start, last_end, self._kind)
+            if got is None:
+                raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
+            return _Cut(got[0], got[1], resume, closed)
         except _OutOfRange as exc:
             what = str(exc) or "invalid JSON: number out of range"
             raise self._error(f"{what} in traceEvents near byte {self._base + start}") from None
@@ -592,12 +605,12 @@ class TraceStream:
                 raise self._error(f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}")
             if cut is None:
                 fruitless = (self._base + start, self._base + limit)
-                if limit - start > self.limits.max_value_bytes:  # the first element is not complete yet
-                    raise self._too_big("a traceEvents element")
-                want = min(2 * (limit - start), self.limits.max_value_bytes + self.buffering.block)
+                want = self._more(limit - start, "a traceEvents element")  # the first element is not complete yet
                 continue
             self._pos = cut.resume
-            self._count(cut.elements)
+            self.elements += cut.elements
+            if self.elements > (cap := self.limits.max_events):
+                raise self._error(f"more than {cap:,} events in traceEvents (the limit; see --max-events)")
             yield cut.events
             self._report()
             if cut.closed:
@@ -608,41 +621,6 @@ class TraceStream:
             want = min(b.slice, max(b.min_slice, int(per_event * b.slice_events)))
             if per_event > b.slice:  # elements larger than a slice: room for the next one at once, not by doublings
                 want = min(2 * int(per_event), self.limits.max_value_bytes + b.block)
-
-    def _exact_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
-        """Slow but exact: walk elements one by one with the stdlib scanner (rarely needed)."""
-        text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
-        pos, last_end, resume, closed = start, -1, -1, False
-        while pos < limit:
-            try:  # the stdlib scanner does not skip leading whitespace
-                _, end = _JSON_TEXT.raw_decode(text, _after_ws(buf, pos))
-            except json.JSONDecodeError:
-                break
-            except RecursionError:  # the walk is in sync with the document: the depth is real
-                raise self._error(
-                    f"invalid JSON: nested too deeply in traceEvents near byte {self._base + pos}"
-                ) from None
-            except ValueError:  # an integer of more than 4,300 digits
-                raise _OutOfRange from None
-            nxt = _after_ws(buf, end)
-            if nxt >= len(buf):
-                break  # the separator is not in the buffer yet
-            sep = buf[nxt : nxt + 1]
-            if sep == b"]":
-                last_end, resume, closed = end, nxt + 1, True
-                break
-            if sep != b",":
-                if nxt == end and _NUMBER_TAIL.fullmatch(buf, end):  # a number cut at the buffer's end
-                    break
-                raise self._error(f"invalid JSON in traceEvents at byte {self._base + nxt}")
-            last_end = end
-            pos = resume = _after_ws(buf, nxt + 1)
-        if last_end < 0:
-            return None
-        got = _decode_slice(_bracketed(buf, start, last_end), self._kind)
-        if got is None:
-            raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
-        return _Cut(got[0], got[1], resume, closed)
 
     # -- public ------------------------------------------------------------------------------------
     def events(self, fields: type = Event) -> Iterator[list[Any]]:
@@ -683,21 +661,17 @@ class TraceStream:
     def _members(self) -> Iterator[list[Any]]:
         """The top-level object's members, cursor after its ``{``; traceEvents is streamed."""
         seen: set[str] = set()
-        seen_kept: set[str] = set()
-        members = 0
-        while True:
+        for members in count(1):
             key = self._read_key()
             self._expect(b":", "':' after an object key")
-            members += 1
             if members > _MAX_TOP_MEMBERS:
                 raise self._error(f"more than {_MAX_TOP_MEMBERS:,} top-level members (the limit)")
             if len(seen) < _MAX_TOP_KEYS and key not in seen:
                 seen.add(key)
                 self.top_keys.append(key[:_MAX_TOP_KEY_CHARS])
-            if key == "traceEvents" or key in KEEP_KEYS:
-                if key in seen_kept:  # JSON parsers and Perfetto take the last, a streaming reader the first
-                    raise self._error(f"duplicate top-level key {key!r} (ambiguous: refused)")
-                seen_kept.add(key)
+            # a kept key given twice: JSON parsers and Perfetto take the last, a streaming reader the first
+            if key in self.metadata or (key == "traceEvents" and self.events_seen):
+                raise self._error(f"duplicate top-level key {key!r} (ambiguous: refused)")
             if key == "traceEvents":
                 if self._peek() != b"[":
                     raise self._error("traceEvents is not an array")

@@ -228,32 +228,17 @@ def _special_fd(path: str) -> int | None:
 STALL_S = 30.0
 
 
-class _Deadlined(io.RawIOBase):
-    """Writes to a non-blocking descriptor, waiting at most ``STALL_S`` for each bit of progress."""
+class _Deadlined(io.FileIO):
+    """A non-blocking descriptor's file whose writes wait at most ``STALL_S`` for each bit of progress."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.stalled = False  # once timed out, the flush at close fails at once instead of waiting again
-
-    def writable(self) -> bool:
-        return True
+    stalled = False  # once timed out, the flush at close fails at once instead of waiting again
 
     def write(self, data: Any) -> int:
-        view = memoryview(data)
-        while True:
-            try:
-                return os.write(self.fd, view)
-            except BlockingIOError:
-                if self.stalled or not select.select([], [self.fd], [], STALL_S)[1]:
-                    self.stalled = True
-                    raise TimeoutError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_S:g} s") from None
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                os.close(self.fd)
-            finally:
-                super().close()
+        while (done := super().write(data)) is None:  # None: the reader took nothing yet (EAGAIN)
+            if self.stalled or not select.select([], [self], [], STALL_S)[1]:
+                self.stalled = True
+                raise TimeoutError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_S:g} s")
+        return done
 
 
 @contextmanager
@@ -261,7 +246,7 @@ def _writing(path: str, fd: int, stdout: bool = False) -> Iterator[IO[bytes]]:
     """``fd`` as a file; EPIPE on stdout propagates (the command exits 141, ``mixins.cli.main``), on a
     named FIFO it is that output's error line."""
     try:
-        with (os.fdopen(fd, "wb") if stdout else io.BufferedWriter(_Deadlined(fd))) as f:
+        with (os.fdopen(fd, "wb") if stdout else io.BufferedWriter(_Deadlined(fd, "w"))) as f:
             yield f  # type: ignore[misc]
     except BrokenPipeError:
         if stdout:
