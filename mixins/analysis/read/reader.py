@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from itertools import count, islice
 from typing import IO, Annotated, Any, ClassVar, NamedTuple, cast
 
@@ -347,6 +347,7 @@ class TraceStream:
         self.events_seen = False
         self.size = 0
         self.elements = 0  # traceEvents elements so far, objects or not
+        self._files = ExitStack()  # the file and its decompressor: ``close`` closes both, whatever fails
         self._raw: IO[bytes] | None = None
         self._fh: IO[bytes] | None = None
         self._buf = b""
@@ -382,8 +383,7 @@ class TraceStream:
         else:
             fd, st = safe_io.open_input(self.path)  # through the module: tests count the opens
         self.size = st.st_size
-        raw = os.fdopen(fd, "rb")
-        self._raw = raw
+        raw = self._raw = self._files.enter_context(os.fdopen(fd, "rb"))
         magic = raw.read(2)
         raw.seek(0)
         if not magic:
@@ -392,16 +392,13 @@ class TraceStream:
             raise self._error("not gzip (the name ends in .gz, the file has no gzip header)")
         if magic == b"\x1f\x8b":
             opener = _fast_gzip.IGzipFile if _fast_gzip is not None else gzip.GzipFile
-            self._fh = opener(fileobj=raw, mode="rb")  # type: ignore[assignment]
+            self._fh = self._files.enter_context(opener(fileobj=raw, mode="rb"))  # type: ignore[assignment]
         else:
             self._fh = raw
 
     def close(self) -> None:
-        for f in (self._fh, self._raw):
-            if f is not None:
-                with suppress(Exception):  # closing a broken stream must not mask the real error
-                    f.close()
-        self._fh = self._raw = None
+        with suppress(Exception):  # closing a broken stream must not mask the real error
+            self._files.close()
 
     def _read_block(self, n: int) -> bytes:
         assert self._fh is not None
