@@ -149,24 +149,18 @@ def test_segment_lookup_agrees_with_the_definition() -> None:
 @pytest.mark.parametrize("shape", ["nested_windows", "sequential_windows"])
 def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
     """N nested or N sequential windows: each costs O(log n) comparisons with window times (not one per
-    window inside it, or before it), and owns its own launch."""
+    window inside it, or before it), owns its own launch, and every launch is looked up once per capture
+    (not once per nested window's warm-up pass)."""
     n = 1500
     path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](n))
     spans = windows._spans
     monkeypatch.setattr(windows, "_spans", lambda tl: [(th, Counted(b), Counted(e)) for th, b, e in spans(tl)])
     Counted.steps = 0
-    got = windows.load_capture(str(path)).windows
+    with mock.patch.object(IdIndex, "first", autospec=True, side_effect=IdIndex.first) as first:
+        got = windows.load_capture(str(path)).windows
     assert len(got) == n
     assert all(len(w.nodes) == 1 for w in got), sorted({len(w.nodes) for w in got})
     assert Counted.steps <= 40 * n, f"{Counted.steps / n:.0f} comparisons a window"
-
-
-def test_nested_windows_look_up_each_launch_once(tmp_path: Path) -> None:
-    """Every launch is looked up once per capture, not once per nested window's warm-up pass."""
-    n = 1500
-    path = write_trace(tmp_path / "nested.json.gz", SHAPES["nested_windows"](n))
-    with mock.patch.object(IdIndex, "first", autospec=True, side_effect=IdIndex.first) as first:
-        assert len(windows.load_capture(str(path)).windows) == n
     assert first.call_count <= 2 * n, f"{first.call_count / n:.0f} lookups a window"
 
 
