@@ -112,7 +112,7 @@ ONE_LINE: dict[str, tuple[bytes, str]] = {
 }
 TIME = ("time", "{path}")
 ANNOTATE = ("attribute", "{path}", str(VLLM), "--annotate", "{tmp}/annotated.json")
-ALSO = {**dict.fromkeys(["ts_2**64", "ts_1e308", "dur_1e308", "dur_-1e308"], [TIME]),
+ALSO: dict[str, list[tuple[str, ...]]] = {**dict.fromkeys(["ts_2**64", "ts_1e308", "dur_1e308", "dur_-1e308"], [TIME]),
         "twice_traceEvents": [TIME, ANNOTATE], "twice_capture_trace": [TIME, ANNOTATE]}
 
 

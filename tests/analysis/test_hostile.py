@@ -77,57 +77,57 @@ class FifoReader:
         return b"".join(self.chunks)
 
 
-@pytest.mark.parametrize("option", ["--csv", "--annotate"])
-def test_output_to_a_fifo_is_written_into_it_never_replaced(tmp_path: Path, option: str) -> None:
-    fifo = tmp_path / ("out.csv" if option == "--csv" else "out.json")
-    os.mkfifo(fifo)
-    reader = FifoReader(fifo)
-    proc = _attribute_to(fifo, option)
-    data = reader.finish()
-    assert proc.returncode == 0, proc.stderr
-    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [fifo.name]  # no temp file beside it
-    if option == "--csv":
-        assert data.startswith(b"replay,name,module,") and data.count(b"\n") > 10
+def _make(target: str, path: Path) -> FifoReader | None:
+    """``target`` made at ``path``; a FIFO's reader, started, unless nobody reads it."""
+    if target == "device":  # a /dev/null-like node (root may mknod)
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("mknod needs CAP_MKNOD")
+    elif target == "socket":
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))  # the socket file stays after the socket is closed
+    elif target == "directory":
+        path.mkdir()
     else:
-        doc = json.loads(data)
-        assert sum("capture_op" in e.get("args", {}) for e in doc["traceEvents"]) == 421
+        os.mkfifo(path)
+        return None if target == "FIFO nobody reads" else FifoReader(path, leave=target == "FIFO left early")
+    return None
 
 
-def test_output_to_a_fifo_nobody_reads_is_one_line_not_a_hang(tmp_path: Path) -> None:
-    fifo = tmp_path / "out.csv"
-    os.mkfifo(fifo)
-    one_error(_attribute_to(fifo, "--csv"), fifo, "cannot write: a FIFO that nobody is reading")
-    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
-
-
-def test_fifo_reader_closing_early_is_that_outputs_error_line(tmp_path: Path) -> None:
-    """The FIFO's reader takes one byte and leaves: the rest (over a pipe's 64 KiB) meets EPIPE, one line for
-    that output, exit 2, not the stdout rule's 141."""
-    fifo = tmp_path / "out.json"
-    os.mkfifo(fifo)
-    reader = FifoReader(fifo, leave=True)
+@pytest.mark.parametrize(("target", "option", "error"), [
+    ("FIFO", "--csv", None), ("FIFO", "--annotate", None),
+    ("FIFO nobody reads", "--csv", "cannot write: a FIFO that nobody is reading"),
+    # the reader takes one byte and leaves: the rest (over a pipe's 64 KiB) meets EPIPE, that output's error
+    # line (exit 2), not the stdout rule's 141
+    ("FIFO left early", "--annotate", "cannot write: its reader closed it (broken pipe)"),
+    ("device", "--csv", None), ("device", "--annotate", None),
+    ("socket", "--csv", "cannot write: a socket, not a regular file"),
+    ("directory", "--annotate", "cannot write: a directory, not a regular file"),
+])
+def test_an_output_that_is_not_a_file_is_written_in_place_or_refused(
+    tmp_path: Path, target: str, option: str, error: str | None
+) -> None:
+    """Written into, or refused in one line, never a hang: the node stays what it was (a device its device
+    number), nothing is created beside it, nothing inside a directory."""
+    out = tmp_path / "out"
+    reader = _make(target, out)
+    before = os.lstat(out)
     try:
-        proc = _attribute_to(fifo, "--annotate")
+        proc = _attribute_to(out, option)
     finally:
-        reader.finish()
-    one_error(proc, fifo, "cannot write: its reader closed it (broken pipe)")
-    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
-
-
-@pytest.mark.parametrize("option", ["--csv", "--annotate"])
-def test_output_to_a_char_device_stays_a_device(tmp_path: Path, option: str) -> None:
-    """A /dev/null-like node made here (root may mknod): written in place, still a character device."""
-    node = tmp_path / "null"
-    try:
-        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-    except PermissionError:
-        pytest.skip("mknod needs CAP_MKNOD")
-    proc = _attribute_to(node, option)
-    assert proc.returncode == 0, proc.stderr
-    st = os.lstat(node)
-    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
+        data = reader.finish() if reader is not None else b""
+    after = os.lstat(out)
+    assert (stat.S_IFMT(after.st_mode), after.st_rdev) == (stat.S_IFMT(before.st_mode), before.st_rdev)
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temp file beside it
+    assert target != "directory" or list(out.iterdir()) == []
+    if error is not None:
+        one_error(proc, out, error)
+    elif target == "FIFO" and option == "--csv":
+        assert data.startswith(b"replay,name,module,") and data.count(b"\n") > 10
+    elif target == "FIFO":
+        assert sum("capture_op" in e.get("args", {}) for e in json.loads(data)["traceEvents"]) == 421
+    assert proc.returncode == (2 if error else 0), proc.stderr
 
 
 @pytest.mark.parametrize("name", ["-", "/dev/stdout"])
@@ -137,18 +137,6 @@ def test_csv_to_stdout_goes_to_descriptor_1(tmp_path: Path, name: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "replay,name,module,input_dims" in proc.stdout  # the CSV, then the table
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
-
-
-def test_output_to_a_socket_or_directory_is_refused(tmp_path: Path) -> None:
-    sock_path = tmp_path / "out.csv"
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.bind(str(sock_path))
-        one_error(_attribute_to(sock_path, "--csv"), sock_path, "cannot write: a socket, not a regular file")
-        assert stat.S_ISSOCK(os.lstat(sock_path).st_mode)
-    folder = tmp_path / "dir.json"
-    folder.mkdir()
-    one_error(_attribute_to(folder, "--annotate"), folder, "cannot write: a directory, not a regular file")
-    assert folder.is_dir() and list(folder.iterdir()) == []
 
 
 # -- ranks and sizes ------------------------------------------------------------------------------------
@@ -357,7 +345,8 @@ def _assert_escaped(text: str) -> None:
 def test_escapes_never_reach_a_pipe(hostile_dir: Path, tmp_path: Path, argv: list[str]) -> None:
     """Every renderer over ``hostile_dir``; ``diff`` of its two ranks (they differ); ``attribute`` of a replay
     whose file name carries the payload."""
-    args = {"diff": sorted(hostile_dir.iterdir()), "check": [hostile_dir, "-j", "1"], "time": [hostile_dir, "-j", "1"]}
+    args: dict[str, list[Any]] = {"diff": sorted(hostile_dir.iterdir()), "check": [hostile_dir, "-j", "1"],
+                                  "time": [hostile_dir, "-j", "1"]}
     if argv == ["attribute"]:
         args["attribute"] = [shutil.copy(VLLM_REPLAY, tmp_path / f"replay{PAYLOAD}.json.gz"), VLLM_CAPTURE, "-j", "1"]
     proc = cli(*argv, *args.get(argv[0], [hostile_dir]))
