@@ -1,5 +1,5 @@
 """Bad input: one clean line on stderr, exit 2, never a traceback, in bounded memory: broken files, numbers
-too big, deep nesting, huge keys, values and arrays, odd paths; CLI, reader and worker faults.
+too big, deep nesting, duplicate keys, huge keys, values and arrays, odd paths; CLI, reader and worker faults.
 
 The memory cases run the CLI in a child under ``RLIMIT_AS`` and read its peak RSS: a blow-up fails the read
 ("out of memory") or shows in the figure. The 1 GB inputs are ~1 MB of concatenated gzip members.
