@@ -23,6 +23,7 @@ from mixins.analysis.model.records import load_record
 from mixins.analysis.read import reader
 from mixins.analysis.read.reader import Limits, TraceError, open_trace
 from tests.second_user import as_nobody
+from tests.trace_files import write_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 VLLM = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
@@ -34,12 +35,6 @@ def _event(**fields: str) -> str:
     base = {"ph": '"X"', "cat": '"cpu_op"', "name": '"aten::mm"', "ts": "1.0", "dur": "1.0", "pid": "1", "tid": "1"}
     base.update(fields)
     return "{" + ", ".join(f'"{k}": {v}' for k, v in base.items()) + "}"
-
-
-def _trace(tmp: Path, name: str, text: str) -> Path:
-    p = tmp / name
-    p.write_bytes(gzip.compress(text.encode(), mtime=0))
-    return p
 
 
 def _gz(text: str) -> bytes:
@@ -237,7 +232,7 @@ def test_big_but_valid_numbers_never_crash(run_cli, tmp_path: Path, field: str, 
         ev = _event(cat='"kernel"', args=json.dumps({field: 0}).replace("0", value))
     # a capture (one capture segment): diff and check read captures only
     segment = _event(cat='"user_annotation"', name='"capture::bs=1"', ts="0.5", dur="5.0")
-    path = _trace(tmp_path, "t.json.gz", '{"traceEvents": [' + segment + ", " + ev + ", " + _event() + "]}")
+    path = write_trace(tmp_path / "t.json.gz", [segment, ev, _event()])
     for cmd in (["summary", path, "--top", "3"], ["ls", path], ["diff", path, path], ["check", path]):
         rc, _, err = run_cli(*cmd)
         assert rc in (0, 2), (cmd, err)
@@ -270,7 +265,7 @@ def test_directory_reports_every_file_despite_bad_numbers(run_cli, tmp_path: Pat
 
 def test_moderate_nesting_is_fine(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     d = 200
-    path = _trace(tmp_path, "ok.json.gz", '{"x": ' + "[" * d + "]" * d + ', "traceEvents": [' + _event() + "]}")
+    path = write_trace(tmp_path / "ok.json.gz", [_event()], x=json.loads("[" * d + "]" * d))
     rc, _, err = run_cli("summary", path)
     assert rc == 0 and err == ""
 
@@ -318,13 +313,13 @@ def test_a_gigabyte_is_refused_early_in_bounded_memory(
 
 
 def test_max_events_allows_exactly_the_limit(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    path = _trace(tmp_path, "t.json.gz", '{"traceEvents": [' + ", ".join([_event()] * 30) + "]}")
+    path = write_trace(tmp_path / "t.json.gz", [_event()] * 30)
     rc, out, _ = run_cli("ls", path, "--json", "--max-events", "30")
     assert rc == 0 and json.loads(out)["traces"][0]["events"] == 30
     rc, _, err = run_cli("ls", path, "--max-events", "29")
     assert rc == 2 and "more than 29 events in traceEvents" in err
     # non-object elements count too: they cost time
-    path = _trace(tmp_path, "n.json.gz", '{"traceEvents": [' + ", ".join(["1"] * 40) + "]}")
+    path = write_trace(tmp_path / "n.json.gz", ["1"] * 40)
     rc, _, err = run_cli("summary", path, "--max-events", "39")
     assert rc == 2 and "more than 39 events" in err
 
@@ -420,7 +415,7 @@ def test_limit_options_are_validated(run_cli, option: str, value: str, capsys: p
 def test_limits_reach_spawned_workers(tmp_path: Path) -> None:
     """Workers started with "spawn" do not inherit the parent's memory: the limits travel with each job."""
     for n in range(2):
-        _trace(tmp_path, f"t{n}.json.gz", '{"traceEvents": [' + ", ".join([_event()] * 9) + "]}")
+        write_trace(tmp_path / f"t{n}.json.gz", [_event()] * 9)
     res = run_child("spawn_cli", "check", tmp_path, "-j", 2, "--max-events", 5, timeout=300)
     assert res.returncode == 2
     assert res.stderr.splitlines() == [
@@ -434,12 +429,11 @@ def test_time_never_reads_args(run_cli, tmp_path: Path) -> None:  # type: ignore
     """``time`` never decodes ``args``: a 5,000-digit correlation or args of the wrong type change nothing,
     while ``summary``, which reads correlations, refuses the same file on one line."""
     launch = {"cat": '"cuda_runtime"', "name": '"cudaLaunchKernel"', "ts": "2.0", "dur": "0.5"}
-    clean = '{"traceEvents": [' + _event() + ", " + _event(**launch) + "]}"
     odd_launch = _event(**launch, args='{"correlation": ' + BIG_INT + ', "kernel": [1]}')
-    odd = '{"traceEvents": [' + _event(args='"not an object"') + ", " + odd_launch + "]}"
     outputs = []
-    for name, text in (("clean.json.gz", clean), ("odd.json.gz", odd)):
-        rc, out, err = run_cli("time", "--json", _trace(tmp_path, name, text))
+    for name, events in (("clean.json.gz", [_event(), _event(**launch)]),
+                         ("odd.json.gz", [_event(args='"not an object"'), odd_launch])):
+        rc, out, err = run_cli("time", "--json", write_trace(tmp_path / name, events))
         assert (rc, err) == (0, "")
         (trace,) = json.loads(out)["traces"]
         outputs.append({k: v for k, v in trace.items() if k != "path"})
