@@ -466,21 +466,10 @@ class TraceStream:
 
     # -- JSON structure ----------------------------------------------------------------------------
     def _read_key(self) -> str:
-        """A top-level object key (bounded, scanned once however long it is)."""
+        """A top-level object key, bounded: ``bytes.find`` from quote to quote, each quote looked at once; the
+        buffer doubles while the key is open (docs/DESIGN.md §7.1)."""
         if self._peek() != b'"':
             raise self._error(f"invalid JSON: expected an object key at byte {self._offset()}")
-        end = self._string_end()
-        try:
-            key = msgspec.json.decode(self._buf[self._pos : end])
-        except msgspec.DecodeError:
-            raise self._error(f"invalid JSON: bad object key at byte {self._offset()}") from None
-        self._pos = end
-        assert isinstance(key, str)
-        return key
-
-    def _string_end(self) -> int:
-        """Just past the closing quote of the string at the cursor, each quote looked at once; the buffer doubles
-        while the string is open (docs/DESIGN.md §7.1)."""
         at = 0  # the last quote looked at, from the cursor: the opening one, then each escaped one
         while True:
             buf, pos = self._buf, self._pos
@@ -493,10 +482,17 @@ class TraceStream:
             if scan > self.limits.max_value_bytes:
                 raise self._too_big("an object key")
             if quote >= 0:
-                return quote + 1
+                break
             if self._eof:
                 raise self._error(f"invalid JSON: unterminated object key at byte {self._offset()}")
             self._fill(2 * scan + self.buffering.block)
+        try:
+            key = msgspec.json.decode(buf[pos : quote + 1])
+        except msgspec.DecodeError:
+            raise self._error(f"invalid JSON: bad object key at byte {self._offset()}") from None
+        self._pos = quote + 1
+        assert isinstance(key, str)
+        return key
 
     def _read_value(self) -> tuple[Any, bytes]:
         """The complete JSON value (not traceEvents) at the cursor, and its text, reading more as needed."""
