@@ -117,14 +117,14 @@ class _OutOfRange(Exception):
     """A number msgspec or float() cannot hold (more than ~308 digits, or 4,300 for an integer)."""
 
 
-def _has_separator(buf: bytes, lo: int, hi: int) -> bool:
-    """Whether ``buf[lo:hi]`` holds a ``,`` or ``]``: what must follow a traceEvents element that ends there."""
-    return buf.find(b",", lo, hi) >= 0 or buf.find(b"]", lo, hi) >= 0
-
-
 def _after_ws(buf: bytes, pos: int) -> int:
     """The index of the first byte at or after ``pos`` that is not JSON whitespace."""
     return cast(re.Match[bytes], _WS.match(buf, pos)).end()  # the pattern matches anywhere, if only ""
+
+
+def _has_separator(buf: bytes, lo: int, hi: int) -> bool:
+    """Whether ``buf[lo:hi]`` holds a ``,`` or ``]``: what must follow a traceEvents element that ends there."""
+    return buf.find(b",", lo, hi) >= 0 or buf.find(b"]", lo, hi) >= 0
 
 
 _RAW_EMPTY = msgspec.Raw(b"")

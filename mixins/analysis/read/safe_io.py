@@ -135,8 +135,12 @@ def load_snapshot(path: str) -> dict[str, Any]:
             RecursionError) as exc:
         raise TraceError(path, f"not a memory snapshot (unreadable pickle: {type(exc).__name__})") from None
     traces = snapshot.get("device_traces", []) if isinstance(snapshot, dict) else None
-    if not (isinstance(snapshot, dict) and isinstance(snapshot.get("segments"), list)
-            and isinstance(traces, list) and all(isinstance(t, list) for t in traces)):
+    if not (
+        isinstance(snapshot, dict)
+        and isinstance(snapshot.get("segments"), list)
+        and isinstance(traces, list)
+        and all(isinstance(t, list) for t in traces)
+    ):
         raise TraceError(path, "not a memory snapshot (expected a dict with 'segments' and 'device_traces' lists)")
     return snapshot
 
