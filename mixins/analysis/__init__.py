@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mixins.analysis.read.errors import TraceError
+from mixins.analysis.read.safe_io import TraceError
 
 if TYPE_CHECKING:
     from mixins.analysis.model.records import TraceRecord, load_record

@@ -23,7 +23,7 @@ from mixins.analysis.model.record import Segment
 from mixins.analysis.model.segments import assigner
 from mixins.analysis.model.timeline import IdIndex, load_timeline
 from mixins.analysis.read import reader
-from mixins.analysis.read.reader import MAX_TEXT
+from mixins.analysis.read.reader import MAX_TEXT, TraceError
 from tests.trace_files import write_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -149,24 +149,18 @@ def test_segment_lookup_agrees_with_the_definition() -> None:
 @pytest.mark.parametrize("shape", ["nested_windows", "sequential_windows"])
 def test_capture_windows_cost_n_log_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
     """N nested or N sequential windows: each costs O(log n) comparisons with window times (not one per
-    window inside it, or before it), and owns its own launch."""
+    window inside it, or before it), owns its own launch, and every launch is looked up once per capture
+    (not once per nested window's warm-up pass)."""
     n = 1500
     path = write_trace(tmp_path / f"{shape}.json.gz", SHAPES[shape](n))
     spans = windows._spans
     monkeypatch.setattr(windows, "_spans", lambda tl: [(th, Counted(b), Counted(e)) for th, b, e in spans(tl)])
     Counted.steps = 0
-    got = windows.load_capture(str(path)).windows
+    with mock.patch.object(IdIndex, "first", autospec=True, side_effect=IdIndex.first) as first:
+        got = windows.load_capture(str(path)).windows
     assert len(got) == n
     assert all(len(w.nodes) == 1 for w in got), sorted({len(w.nodes) for w in got})
     assert Counted.steps <= 40 * n, f"{Counted.steps / n:.0f} comparisons a window"
-
-
-def test_nested_windows_look_up_each_launch_once(tmp_path: Path) -> None:
-    """Every launch is looked up once per capture, not once per nested window's warm-up pass."""
-    n = 1500
-    path = write_trace(tmp_path / "nested.json.gz", SHAPES["nested_windows"](n))
-    with mock.patch.object(IdIndex, "first", autospec=True, side_effect=IdIndex.first) as first:
-        assert len(windows.load_capture(str(path)).windows) == n
     assert first.call_count <= 2 * n, f"{first.call_count / n:.0f} lookups a window"
 
 
@@ -185,22 +179,74 @@ def test_windows_overlapping_without_nesting_are_bounded(tmp_path: Path, monkeyp
     assert "overlap without nesting in more than 1,000 pairs" in err
 
 
+class Work:
+    """What the reader did, seen by wrapping it (never timed): bytes held after each refill that read more
+    (``buffered``), bytes handed to the search for a cut in traceEvents (``cut``), and the calls of the stdlib
+    scanner and the characters they were given (``scans``, ``scanned``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.buffered = self.cut = self.scans = self.scanned = 0
+        fill, cut, scanner = reader.TraceStream._fill, reader.TraceStream._cut, reader._JSON_TEXT
+        work = self
+
+        def counted_fill(stream: reader.TraceStream, need: int) -> bool:
+            held = len(stream._buf) - stream._pos
+            got = fill(stream, need)
+            if len(stream._buf) - stream._pos > held:  # blocks were read: the buffer was joined anew
+                work.buffered += len(stream._buf)
+            return got
+
+        def counted_cut(stream: reader.TraceStream, buf: bytes, start: int, limit: int, exact: bool) -> object:
+            work.cut += limit - start
+            return cut(stream, buf, start, limit, exact)
+
+        class CountedScanner:
+            def raw_decode(self, text: str, at: int = 0) -> tuple[Any, int]:
+                work.scans += 1
+                work.scanned += len(text) - at
+                return scanner.raw_decode(text, at)
+
+        monkeypatch.setattr(reader.TraceStream, "_fill", counted_fill)
+        monkeypatch.setattr(reader.TraceStream, "_cut", counted_cut)
+        monkeypatch.setattr(reader, "_JSON_TEXT", CountedScanner())
+
+    def read(self, path: Path) -> reader.TraceStream:
+        stream = reader.open_trace(str(path))
+        for _ in stream.events():
+            pass
+        return stream
+
+
+def test_a_long_key_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes buffered to read a 30 MB key stay a small multiple of it (never rescanned from its start)."""
+    size = 30 << 20
+    path = tmp_path / "key.json"
+    path.write_bytes(b'{"' + b"k" * size + b'": 1, "traceEvents": []}')
+    work = Work(monkeypatch)
+    assert work.read(path).top_keys == ["k" * 256, "traceEvents"]
+    assert work.buffered < 4 * size, work.buffered
+
+
+def test_many_small_top_level_values_are_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each top-level value is parsed from a small window, not the whole buffer; past 100,000 members the
+    trace is refused."""
+    n = 20_000
+    path = tmp_path / "m.json"
+    path.write_bytes(b"{" + b'"a": 0, ' * n + b'"traceEvents": []}')
+    work = Work(monkeypatch)
+    assert work.read(path).top_keys == ["a", "traceEvents"]
+    assert work.scans == n and work.scanned <= 512 * n
+    path.write_bytes(b"{" + b'"a": 0, ' * 100_001 + b'"traceEvents": []}')
+    with pytest.raises(TraceError, match=r"more than 100,000 top-level members \(the limit\)$"):
+        work.read(path)
+
+
 def test_a_long_element_is_scanned_about_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An element longer than the buffer (a 16 MiB name): a doubling that read no separator skips the scan."""
     size = 16 << 20
-    path = write_trace(tmp_path / "long.json.gz", SHAPES["long_names"](size, count=1))
-    scanned = 0
-    cut = reader.TraceStream._cut
-
-    def counted(self: reader.TraceStream, buf: bytes, start: int, limit: int, exact: bool) -> object:
-        nonlocal scanned
-        scanned += limit - start
-        return cut(self, buf, start, limit, exact)
-
-    monkeypatch.setattr(reader.TraceStream, "_cut", counted)
-    for _ in reader.open_trace(str(path)).events():
-        pass
-    assert scanned < 1.3 * size, f"{scanned / size:.2f} x the element scanned"
+    work = Work(monkeypatch)
+    work.read(write_trace(tmp_path / "long.json.gz", SHAPES["long_names"](size, count=1)))
+    assert work.cut < 1.3 * size, f"{work.cut / size:.2f} x the element scanned"
 
 
 def test_elements_larger_than_a_slice_are_read_without_regrowing_each(
@@ -209,22 +255,9 @@ def test_elements_larger_than_a_slice_are_read_without_regrowing_each(
     """After an element larger than a read slice (4 MiB), the next buffer has room for an element of the
     size just seen (not a slice again, re-copied at each doubling)."""
     size, count = 16 << 20, 3
-    path = write_trace(tmp_path / "long.json.gz", SHAPES["long_names"](size, count=count))
-    copied = 0
-    fill = reader.TraceStream._fill
-
-    def counted(self: reader.TraceStream, need: int) -> bool:
-        nonlocal copied
-        before = len(self._buf) - self._pos
-        got = fill(self, need)
-        if len(self._buf) > before:  # the buffer was joined anew
-            copied += len(self._buf)
-        return got
-
-    monkeypatch.setattr(reader.TraceStream, "_fill", counted)
-    for _ in reader.open_trace(str(path)).events():
-        pass
-    assert copied < 2.5 * size * count, f"{copied / (size * count):.2f} x the elements copied"
+    work = Work(monkeypatch)
+    work.read(write_trace(tmp_path / "long.json.gz", SHAPES["long_names"](size, count=count)))
+    assert work.buffered < 2.5 * size * count, f"{work.buffered / (size * count):.2f} x the elements copied"
 
 
 class CountedLabel(str):

@@ -6,6 +6,7 @@ the boundary search (candidate cuts, fallback to an exact walk) can go wrong.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -109,49 +110,25 @@ def test_valid_traces_read_exactly(
             assert g.args is not None and g.args.ext == ext
 
 
-@FUZZ
-@given(data=st.binary(max_size=400), gz=st.booleans())
-def test_arbitrary_bytes_never_crash(tmp_path: Path, data: bytes, gz: bool) -> None:
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(data) if gz else data)
-    try:
-        load_record(str(p))
-    except TraceError as exc:  # the clean error: one line, naming the file
-        assert str(exc).startswith(f"{p}: ") and "\n" not in str(exc)
-
-
 _SEED = DATA / "vllm_decode_full_graph_capture_rank_0.json.gz"
 
 
-@pytest.fixture(scope="module")
-def small_trace() -> bytes:
+@functools.cache
+def _small_trace() -> bytes:
+    """The seed's first 40 events, indented."""
     doc = json.load(gzip.open(_SEED))
     doc["traceEvents"] = doc["traceEvents"][:40]
     return json.dumps(doc, indent=1).encode()
 
 
-@FUZZ
-@given(
-    cut=st.integers(0, 10**6),
-    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
-    gz=st.booleans(),
-)
-def test_mutated_real_trace_never_crashes(
-    tmp_path: Path, small_trace: bytes, cut: int, flips: list[tuple[int, int]], gz: bool
-) -> None:
-    data = bytearray(small_trace)
+def _mutated(flips: list[tuple[int, int]], cut: int, gz: bool) -> tuple[bytes, int | None, bool]:
+    """The small real trace with bytes flipped, compressed or not, cut short: 40 events when untouched."""
+    data = bytearray(_small_trace())
     for pos, byte in flips:
         data[pos % len(data)] = byte
     blob = gzip.compress(data) if gz else bytes(data)
-    blob = blob[: cut % (len(blob) + 1)]
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(blob)
-    try:
-        rec = load_record(str(p))
-    except TraceError:
-        return
-    if not flips and cut % (len(blob) + 1) == len(blob):
-        assert rec.events == 40
+    whole = not flips and cut % (len(blob) + 1) == len(blob)
+    return blob[: cut % (len(blob) + 1)], 40 if whole else None, False
 
 
 hostile_piece = st.sampled_from(
@@ -169,17 +146,8 @@ hostile_piece = st.sampled_from(
 )
 
 
-@FUZZ
-@given(
-    pieces=st.lists(st.tuples(st.sampled_from(["ts", "dur", "name", "args", "zz", "top"]), hostile_piece), max_size=4),
-    count=st.integers(0, 60),
-    gz=st.booleans(),
-)
-def test_hostile_values_give_records_or_one_clean_line(
-    tmp_path: Path, pieces: list[tuple[str, str]], count: int, gz: bool
-) -> None:
-    """Big numbers, deep nesting, escapes and long values anywhere, under lowered limits: a record, or a
-    TraceError that is one line naming the file — never another exception."""
+def _hostile(pieces: list[tuple[str, str]], count: int, gz: bool) -> tuple[bytes, int | None, bool]:
+    """``count`` plain events, then each piece in an event field, its args or a top-level member."""
     events = ['{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1}'] * count
     top: list[str] = []
     for where, piece in pieces:
@@ -189,13 +157,36 @@ def test_hostile_values_give_records_or_one_clean_line(
             value = f'{{"Input Dims": {piece}}}' if where == "args" else piece
             events.append(f'{{"ph": "X", "cat": "cpu_op", "{where}": {value}}}')
     text = ("{" + "".join(t + ", " for t in top) + '"traceEvents": [' + ", ".join(events) + "]}").encode()
+    return gzip.compress(text) if gz else text, None, True
+
+
+any_input = st.one_of(
+    st.builds(lambda data, gz: (gzip.compress(data) if gz else data, None, False), st.binary(max_size=400),
+              st.booleans()),
+    st.builds(_mutated, st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+              st.integers(0, 10**6), st.booleans()),
+    st.builds(_hostile, st.lists(st.tuples(st.sampled_from(["ts", "dur", "name", "args", "zz", "top"]), hostile_piece),
+                                 max_size=4), st.integers(0, 60), st.booleans()),
+)
+
+
+@settings(FUZZ, max_examples=3 * FUZZ.max_examples)  # three kinds of input share the examples
+@given(case=any_input)
+def test_any_input_gives_a_record_or_one_clean_line(tmp_path: Path, case: tuple[bytes, int | None, bool]) -> None:
+    """Arbitrary bytes; a real trace with bytes flipped and cut short; big numbers, deep nesting, escapes and
+    long values anywhere, under lowered limits: a record (the whole real trace's 40 events), or a TraceError
+    that is one line naming the file — never another exception."""
+    blob, events, lowered = case
     p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(text) if gz else text)
+    p.write_bytes(blob)
     try:
-        with reader.using_limits(reader.Limits(max_events=50, max_value_bytes=2048)):
-            load_record(str(p))
+        with reader.using_limits(reader.Limits(max_events=50, max_value_bytes=2048) if lowered else reader.Limits()):
+            rec = load_record(str(p))
     except TraceError as exc:
         assert str(exc).startswith(f"{p}: ") and "\n" not in str(exc)
+        assert events is None, exc
+        return
+    assert events is None or rec.events == events
 
 
 slim_args = st.dictionaries(

@@ -71,7 +71,7 @@ def _copy(replay: str, out: IO[bytes] | gzip.GzipFile, annotations: dict[tuple[A
     copy = _Copy(out)
     stream.on_member = copy.member
     done = 0
-    for raws in stream.raw_events():
+    for raws in stream.events(msgspec.Raw):
         items = [bytes(r) for r in raws]
         for n, text in enumerate(items):
             if (new := _annotated(text, annotations)) is not None:

@@ -128,7 +128,7 @@ def analyse(snapshot: dict[str, Any], segments: list[tuple[str, float, float]], 
 
 
 def memory_job(path: str, top: int) -> dict[str, Any]:
-    from mixins.analysis.read.snapshot import load_snapshot
+    from mixins.analysis.read.safe_io import load_snapshot
 
     snapshot = load_snapshot(path)
     name = os.path.basename(path)

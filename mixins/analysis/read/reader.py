@@ -13,15 +13,15 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from itertools import islice
+from contextlib import ExitStack, contextmanager, suppress
+from itertools import count, islice
 from typing import IO, Annotated, Any, ClassVar, NamedTuple, cast
 
 import msgspec
 from msgspec import Struct
 
 from mixins.analysis.read import safe_io
-from mixins.analysis.read.errors import TraceError
+from mixins.analysis.read.safe_io import TraceError
 
 try:  # optional: ISA-L inflates ~5x faster than zlib (0.07 s vs 0.39 s for 196 MB); not required
     from isal import igzip as _fast_gzip  # type: ignore[import-untyped]
@@ -129,9 +129,7 @@ def _has_separator(buf: bytes, lo: int, hi: int) -> bool:
 
 _RAW_EMPTY = msgspec.Raw(b"")
 
-# Bounded numbers: checked by the typed decoder in C; a value outside goes to the tolerant path, which
-# names it. Times (µs) stay below 4e15 (year 2096 as epoch µs), so start + duration in integer ns
-# fits a signed 64-bit array slot and no sum of 10M of them overflows a float.
+# Bounded numbers, checked by the typed decoder in C (why these bounds: docs/DESIGN.md §7.1, "Bounded fields")
 MAX_TIME_US = 4e15
 _Time = Annotated[float, msgspec.Meta(ge=-MAX_TIME_US, le=MAX_TIME_US)]
 _Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]  # ids go into int64 arrays
@@ -286,9 +284,11 @@ def _int64(v: int | None, name: str) -> int | None:
     return v
 
 
-def _decode_slice(data: bytes, kind: type[Any]) -> tuple[list[Any], int] | None:
-    """Decode ``data`` (a JSON array) into (Events, number of elements); None when it is not valid JSON.
-    _OutOfRange and RecursionError are real even when the cut is false (docs/DESIGN.md §7.1)."""
+def _decode_slice(buf: bytes, start: int, end: int, kind: type[Any]) -> tuple[list[Any], int] | None:
+    """Decode ``buf[start:end]`` as the elements of a JSON array into (Events, number of elements); None when
+    it is not valid JSON. _OutOfRange and RecursionError are real even when the cut is false (§7.1)."""
+    with memoryview(buf) as view:  # one copy of a multi-megabyte slice, not three
+        data = b"".join((b"[", view[start:end], b"]"))
     try:
         events = _SLICE[kind].decode(data)
         return events, len(events)
@@ -318,12 +318,6 @@ def _decode_slice(data: bytes, kind: type[Any]) -> tuple[list[Any], int] | None:
     return events, len(elements)
 
 
-def _bracketed(buf: bytes, start: int, end: int) -> bytes:
-    """``[`` + ``buf[start:end]`` + ``]`` with one copy of a multi-megabyte slice, not three."""
-    with memoryview(buf) as view:
-        return b"".join((b"[", view[start:end], b"]"))
-
-
 class _Cut(NamedTuple):
     """A run of whole elements decoded from the buffer: where to resume, whether ``]`` was reached."""
 
@@ -348,16 +342,12 @@ class TraceStream:
         self.progress = progress
         self.limits = limits if limits is not None else current_limits()
         self.buffering = buffering if buffering is not None else _current[Buffering]
-        # work done, for the tests that hold the reader linear: bytes held after each refill that grew
-        # the buffer (summed), and bytes the stdlib scanner was given for top-level values (summed)
-        self.bytes_buffered = 0
-        self.bytes_scanned = 0
-        self.scans = 0
         self.metadata: dict[str, Any] = {}
         self.top_keys: list[str] = []  # distinct names in file order, at most _MAX_TOP_KEYS (for errors)
         self.events_seen = False
         self.size = 0
         self.elements = 0  # traceEvents elements so far, objects or not
+        self._files = ExitStack()  # the file and its decompressor: ``close`` closes both, whatever fails
         self._raw: IO[bytes] | None = None
         self._fh: IO[bytes] | None = None
         self._buf = b""
@@ -366,7 +356,7 @@ class TraceStream:
         self._base = 0  # bytes dropped from the front of _buf, for error offsets
         self._kind: type[Any] = Event
         # called with (key, raw JSON of the value) for each top-level member in file order, and with
-        # ("traceEvents", None) where that array starts (its elements are the slices): ``raw_events``
+        # ("traceEvents", None) where that array starts (its elements are the slices): ``events(msgspec.Raw)``
         self.on_member: Callable[[str, bytes | None], None] | None = None
 
     # -- low level -------------------------------------------------------------------------------
@@ -376,6 +366,12 @@ class TraceStream:
     def _too_big(self, what: str) -> TraceError:
         mib = self.limits.max_value_bytes / (1 << 20)
         return self._error(f"{what} larger than {mib:g} MiB at byte {self._offset()} (the limit; see --max-value-mib)")
+
+    def _more(self, held: int, what: str) -> int:
+        """The next window once ``held`` bytes hold no complete ``what``: twice as many, up to the limit."""
+        if held > self.limits.max_value_bytes:
+            raise self._too_big(what)
+        return min(2 * held, self.limits.max_value_bytes + self.buffering.block)
 
     def _open(self) -> None:
         """Open the file once (or take the descriptor the command holds for it, :func:`holding`), by
@@ -387,8 +383,7 @@ class TraceStream:
         else:
             fd, st = safe_io.open_input(self.path)  # through the module: tests count the opens
         self.size = st.st_size
-        raw = os.fdopen(fd, "rb")
-        self._raw = raw
+        raw = self._raw = self._files.enter_context(os.fdopen(fd, "rb"))
         magic = raw.read(2)
         raw.seek(0)
         if not magic:
@@ -397,16 +392,13 @@ class TraceStream:
             raise self._error("not gzip (the name ends in .gz, the file has no gzip header)")
         if magic == b"\x1f\x8b":
             opener = _fast_gzip.IGzipFile if _fast_gzip is not None else gzip.GzipFile
-            self._fh = opener(fileobj=raw, mode="rb")  # type: ignore[assignment]
+            self._fh = self._files.enter_context(opener(fileobj=raw, mode="rb"))  # type: ignore[assignment]
         else:
             self._fh = raw
 
     def close(self) -> None:
-        for f in (self._fh, self._raw):
-            if f is not None:
-                with suppress(Exception):  # closing a broken stream must not mask the real error
-                    f.close()
-        self._fh = self._raw = None
+        with suppress(Exception):  # closing a broken stream must not mask the real error
+            self._files.close()
 
     def _read_block(self, n: int) -> bytes:
         assert self._fh is not None
@@ -437,11 +429,8 @@ class TraceStream:
                 have += len(block)
             self._base += self._pos
             self._pos = 0
-            grew = len(parts) > 1
             self._buf = b"".join(parts)
             del parts
-        if grew:
-            self.bytes_buffered += len(self._buf)
         return have >= need
 
     def _skip_ws(self) -> None:
@@ -477,40 +466,33 @@ class TraceStream:
 
     # -- JSON structure ----------------------------------------------------------------------------
     def _read_key(self) -> str:
-        """A top-level object key (bounded, scanned once however long it is)."""
+        """A top-level object key, bounded: ``bytes.find`` from quote to quote, each quote looked at once; the
+        buffer doubles while the key is open (docs/DESIGN.md §7.1)."""
         if self._peek() != b'"':
             raise self._error(f"invalid JSON: expected an object key at byte {self._offset()}")
-        end = self._string_end()
-        try:
-            key = msgspec.json.decode(self._buf[self._pos : end])
-        except msgspec.DecodeError:
-            raise self._error(f"invalid JSON: bad object key at byte {self._offset()}") from None
-        self._pos = end
-        assert isinstance(key, str)
-        return key
-
-    def _string_end(self) -> int:
-        """Just past the closing quote of the string at the cursor, each byte looked at once (docs/DESIGN.md §7.1)."""
-        scan, slashes = 1, 0  # offset from the cursor; backslashes ending the part scanned so far
+        at = 0  # the last quote looked at, from the cursor: the opening one, then each escaped one
         while True:
             buf, pos = self._buf, self._pos
-            quote = buf.find(b'"', pos + scan)
-            stop = quote if quote >= 0 else len(buf)
-            seg = buf[pos + scan : stop]
-            run = len(seg) - len(seg.rstrip(b"\\"))
-            run = slashes + run if run == len(seg) else run
-            scan = stop - pos
+            while (quote := buf.find(b'"', pos + at + 1)) >= 0:
+                seg = buf[pos + at + 1 : quote]  # a backslash run before a quote lies after the previous one
+                if (len(seg) - len(seg.rstrip(b"\\"))) % 2 == 0:
+                    break
+                at = quote - pos
+            scan = (quote if quote >= 0 else len(buf)) - pos
             if scan > self.limits.max_value_bytes:
                 raise self._too_big("an object key")
-            if quote >= 0 and run % 2 == 0:
-                return quote + 1
-            if quote >= 0:  # an escaped quote: go on after it
-                scan, slashes = scan + 1, 0
-                continue
-            slashes = run
+            if quote >= 0:
+                break
             if self._eof:
                 raise self._error(f"invalid JSON: unterminated object key at byte {self._offset()}")
             self._fill(2 * scan + self.buffering.block)
+        try:
+            key = msgspec.json.decode(buf[pos : quote + 1])
+        except msgspec.DecodeError:
+            raise self._error(f"invalid JSON: bad object key at byte {self._offset()}") from None
+        self._pos = quote + 1
+        assert isinstance(key, str)
+        return key
 
     def _read_value(self) -> tuple[Any, bytes]:
         """The complete JSON value (not traceEvents) at the cursor, and its text, reading more as needed."""
@@ -519,8 +501,6 @@ class TraceStream:
         while True:
             self._fill(want)
             stop = min(len(self._buf), self._pos + want)
-            self.bytes_scanned += stop - self._pos
-            self.scans += 1
             try:  # latin-1: 1 byte = 1 char, so offsets stay byte offsets
                 end = self._pos + _JSON_TEXT.raw_decode(self._buf[self._pos : stop].decode("latin-1"))[1]
             except json.JSONDecodeError:  # incomplete (or invalid: never complete)
@@ -543,20 +523,12 @@ class TraceStream:
                 return value, raw
             if at_eof:
                 raise self._error(f"invalid JSON: bad or truncated value at byte {self._offset()}")
-            if stop - self._pos > self.limits.max_value_bytes:
-                raise self._too_big("a value")
-            want = min(2 * (stop - self._pos), self.limits.max_value_bytes + self.buffering.block)
-
-    def _count(self, elements: int) -> None:
-        self.elements += elements
-        if self.elements > self.limits.max_events:
-            raise self._error(
-                f"more than {self.limits.max_events:,} events in traceEvents (the limit; see --max-events)"
-            )
+            want = self._more(stop - self._pos, "a value")
 
     def _cut(self, buf: bytes, start: int, limit: int, exact: bool) -> _Cut | None:
         """The longest decodable run of elements in ``buf[start:limit]``: unless ``exact``, the last few
-        candidate boundaries first; then (also without candidates: elements need not be objects) an exact walk."""
+        candidate boundaries first; then (also without candidates: elements need not be objects) an exact
+        walk, element by element with the stdlib scanner (slow, rarely needed)."""
         try:
             if not exact:
                 b = self.buffering
@@ -564,10 +536,41 @@ class TraceStream:
                 if not cands and limit - start > b.tail_window:
                     cands = list(_CUT.finditer(buf, start, limit))
                 for m in islice(reversed(cands), b.fast_tries):
-                    got = _decode_slice(_bracketed(buf, start, m.start() + 1), self._kind)
+                    got = _decode_slice(buf, start, m.start() + 1, self._kind)
                     if got is not None:
                         return _Cut(got[0], got[1], m.end(), buf[m.end() - 1 : m.end()] == b"]")
-            return self._exact_cut(buf, start, limit)
+            text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
+            pos, last_end, resume, closed = start, -1, -1, False
+            while pos < limit:
+                try:  # the stdlib scanner does not skip leading whitespace
+                    _, end = _JSON_TEXT.raw_decode(text, _after_ws(buf, pos))
+                except json.JSONDecodeError:
+                    break
+                except RecursionError:  # the walk is in sync with the document: the depth is real
+                    raise self._error(
+                        f"invalid JSON: nested too deeply in traceEvents near byte {self._base + pos}"
+                    ) from None
+                except ValueError:  # an integer of more than 4,300 digits
+                    raise _OutOfRange from None
+                nxt = _after_ws(buf, end)
+                if nxt >= len(buf):
+                    break  # the separator is not in the buffer yet
+                sep = buf[nxt : nxt + 1]
+                if sep == b"]":
+                    last_end, resume, closed = end, nxt + 1, True
+                    break
+                if sep != b",":
+                    if nxt == end and _NUMBER_TAIL.fullmatch(buf, end):  # a number cut at the buffer's end
+                        break
+                    raise self._error(f"invalid JSON in traceEvents at byte {self._base + nxt}")
+                last_end = end
+                pos = resume = _after_ws(buf, nxt + 1)
+            if last_end < 0:
+                return None
+            got = _decode_slice(buf, start, last_end, self._kind)
+            if got is None:
+                raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
+            return _Cut(got[0], got[1], resume, closed)
         except _OutOfRange as exc:
             what = str(exc) or "invalid JSON: number out of range"
             raise self._error(f"{what} in traceEvents near byte {self._base + start}") from None
@@ -595,12 +598,12 @@ class TraceStream:
                 raise self._error(f"invalid JSON in traceEvents (truncated or malformed) near byte {self._offset()}")
             if cut is None:
                 fruitless = (self._base + start, self._base + limit)
-                if limit - start > self.limits.max_value_bytes:  # the first element is not complete yet
-                    raise self._too_big("a traceEvents element")
-                want = min(2 * (limit - start), self.limits.max_value_bytes + self.buffering.block)
+                want = self._more(limit - start, "a traceEvents element")  # the first element is not complete yet
                 continue
             self._pos = cut.resume
-            self._count(cut.elements)
+            self.elements += cut.elements
+            if self.elements > (cap := self.limits.max_events):
+                raise self._error(f"more than {cap:,} events in traceEvents (the limit; see --max-events)")
             yield cut.events
             self._report()
             if cut.closed:
@@ -612,53 +615,11 @@ class TraceStream:
             if per_event > b.slice:  # elements larger than a slice: room for the next one at once, not by doublings
                 want = min(2 * int(per_event), self.limits.max_value_bytes + b.block)
 
-    def _exact_cut(self, buf: bytes, start: int, limit: int) -> _Cut | None:
-        """Slow but exact: walk elements one by one with the stdlib scanner (rarely needed)."""
-        text = buf.decode("latin-1")  # 1 byte = 1 char, so offsets stay byte offsets
-        pos, last_end, resume, closed = start, -1, -1, False
-        while pos < limit:
-            try:  # the stdlib scanner does not skip leading whitespace
-                _, end = _JSON_TEXT.raw_decode(text, _after_ws(buf, pos))
-            except json.JSONDecodeError:
-                break
-            except RecursionError:  # the walk is in sync with the document: the depth is real
-                raise self._error(
-                    f"invalid JSON: nested too deeply in traceEvents near byte {self._base + pos}"
-                ) from None
-            except ValueError:  # an integer of more than 4,300 digits
-                raise _OutOfRange from None
-            nxt = _after_ws(buf, end)
-            if nxt >= len(buf):
-                break  # the separator is not in the buffer yet
-            sep = buf[nxt : nxt + 1]
-            if sep == b"]":
-                last_end, resume, closed = end, nxt + 1, True
-                break
-            if sep != b",":
-                if nxt == end and _NUMBER_TAIL.fullmatch(buf, end):  # a number cut at the buffer's end
-                    break
-                raise self._error(f"invalid JSON in traceEvents at byte {self._base + nxt}")
-            last_end = end
-            pos = resume = _after_ws(buf, nxt + 1)
-        if last_end < 0:
-            return None
-        got = _decode_slice(_bracketed(buf, start, last_end), self._kind)
-        if got is None:
-            raise self._error(f"invalid JSON in traceEvents near byte {self._base + start}")
-        return _Cut(got[0], got[1], resume, closed)
-
     # -- public ------------------------------------------------------------------------------------
     def events(self, fields: type = Event) -> Iterator[list[Any]]:
-        """Event slices in file order, each event a ``fields``; TraceError on any bad input."""
-        return self._slices(fields)
-
-    def raw_events(self) -> Iterator[list[msgspec.Raw]]:
-        """:meth:`events` as each element's JSON text (same checks and limits): ``--annotate`` copies the
-        replay through this, with ``on_member`` receiving the other top-level members."""
-        return self._slices(msgspec.Raw)
-
-    def _slices(self, kind: type[Any]) -> Iterator[list[Any]]:
-        self._kind = kind
+        """Event slices in file order, each event a ``fields``; TraceError on any bad input. ``msgspec.Raw``:
+        each element's JSON text (``--annotate`` copies the replay so, ``on_member`` taking the rest)."""
+        self._kind = fields
         gc_was_enabled = gc.isenabled()
         gc.disable()  # decoding creates millions of acyclic objects; collections only cost time
         try:
@@ -693,21 +654,17 @@ class TraceStream:
     def _members(self) -> Iterator[list[Any]]:
         """The top-level object's members, cursor after its ``{``; traceEvents is streamed."""
         seen: set[str] = set()
-        seen_kept: set[str] = set()
-        members = 0
-        while True:
+        for members in count(1):
             key = self._read_key()
             self._expect(b":", "':' after an object key")
-            members += 1
             if members > _MAX_TOP_MEMBERS:
                 raise self._error(f"more than {_MAX_TOP_MEMBERS:,} top-level members (the limit)")
             if len(seen) < _MAX_TOP_KEYS and key not in seen:
                 seen.add(key)
                 self.top_keys.append(key[:_MAX_TOP_KEY_CHARS])
-            if key == "traceEvents" or key in KEEP_KEYS:
-                if key in seen_kept:  # JSON parsers and Perfetto take the last, a streaming reader the first
-                    raise self._error(f"duplicate top-level key {key!r} (ambiguous: refused)")
-                seen_kept.add(key)
+            # a kept key given twice: JSON parsers and Perfetto take the last, a streaming reader the first
+            if key in self.metadata or (key == "traceEvents" and self.events_seen):
+                raise self._error(f"duplicate top-level key {key!r} (ambiguous: refused)")
             if key == "traceEvents":
                 if self._peek() != b"[":
                     raise self._error("traceEvents is not an array")

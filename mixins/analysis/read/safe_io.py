@@ -1,5 +1,7 @@
 """Files the analyzer opens or writes because a user (or a directory listing) named them: traces sit in
-shared directories and the analyzer often runs as root (docs/DESIGN.md §7.2)."""
+shared directories and the analyzer often runs as root (docs/DESIGN.md §7.2); memory snapshots are read
+without unpickling an object (§7.5). ``TraceError``, the analyzer's one error for bad input, lives here:
+the reader opens files through this module."""
 
 from __future__ import annotations
 
@@ -15,15 +17,32 @@ from typing import IO, Any
 
 import msgspec
 
-from mixins.analysis.read.errors import TraceError
-
-__all__ = ["open_input", "read_small_json", "output_file", "STDOUT_NAMES", "file_kind", "SMALL_JSON_BYTES"]
+__all__ = ["TraceError", "open_input", "read_small_json", "load_snapshot", "output_file", "STDOUT_NAMES", "file_kind",
+           "SMALL_JSON_BYTES", "MAX_SNAPSHOT_BYTES"]
 
 # Written to this process's own descriptor, whatever it is (a pipe, a terminal, a file): never opened by name.
 STDOUT_NAMES = {"-": 1, "/dev/stdout": 1, "/dev/stderr": 2}
 SMALL_JSON_BYTES = 16 << 20  # a side file such as TraceLens's execution_details.json (real ones: a few KB)
+MAX_SNAPSHOT_BYTES = 2 << 30  # a real snapshot of a whole capture is tens of MiB; past this refused before reading
 
 _IN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class TraceError(Exception):
+    """Bad input, already phrased for ``capture-trace: error: <path>: <what>``."""
+
+    def __init__(self, path: str, message: str, not_a_trace: bool = False, wrong_role: str | None = None) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+        # valid JSON that is not a trace (execution_details.json, a config): a directory listing skips
+        # such a file unless its name says it is a trace (``jobs.collect_results``)
+        self.not_a_trace = not_a_trace
+        # a trace of a role the command does not read (``model.roles``): skipped too, when listed
+        self.wrong_role = wrong_role
+
+    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str, bool, str | None]]:  # survive process pools
+        return (TraceError, (self.path, self.message, self.not_a_trace, self.wrong_role))
 
 
 # ``ls -l``'s type letter (``stat.filemode``) -> what a non-regular file is, for an error line
@@ -88,6 +107,44 @@ def read_small_json(path: str, what: str, limit: int = SMALL_JSON_BYTES) -> Any:
         raise TraceError(path, f"cannot read {what}: invalid JSON: {exc}") from None
 
 
+def load_snapshot(path: str) -> dict[str, Any]:
+    """The memory snapshot (torch's ``_snapshot()`` pickled) at ``path``: a dict with a ``segments`` list and
+    a ``device_traces`` list of lists, built from pickle opcodes alone (every global and persistent id is
+    refused: torch's layout needs none). Anything else is a TraceError naming the file."""
+    import pickle  # here, not at the top: only ``memory`` reads a pickle
+
+    class BuiltinsOnly(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:  # every opcode naming a global comes here
+            raise TraceError(path, f"not a memory snapshot: refused to load {module}.{name}: a memory snapshot "
+                                   "holds only dicts, lists, strings and numbers")
+
+        def persistent_load(self, pid: Any) -> Any:
+            raise TraceError(path, "not a memory snapshot: refused a persistent id: a memory snapshot has none")
+
+    fd, st = open_input(path)
+    with os.fdopen(fd, "rb") as handle:
+        if st.st_size > MAX_SNAPSHOT_BYTES:
+            limit = f"{MAX_SNAPSHOT_BYTES:,}-byte limit for a memory snapshot"
+            raise TraceError(path, f"{st.st_size:,} bytes: over the {limit}")
+        data = handle.read(MAX_SNAPSHOT_BYTES + 1)
+    try:
+        snapshot = BuiltinsOnly(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as exc:
+        raise TraceError(path, f"not a memory snapshot (unreadable pickle: {exc})") from None
+    except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, MemoryError,
+            RecursionError) as exc:
+        raise TraceError(path, f"not a memory snapshot (unreadable pickle: {type(exc).__name__})") from None
+    traces = snapshot.get("device_traces", []) if isinstance(snapshot, dict) else None
+    if not (
+        isinstance(snapshot, dict)
+        and isinstance(snapshot.get("segments"), list)
+        and isinstance(traces, list)
+        and all(isinstance(t, list) for t in traces)
+    ):
+        raise TraceError(path, "not a memory snapshot (expected a dict with 'segments' and 'device_traces' lists)")
+    return snapshot
+
+
 @contextmanager
 def output_file(path: str) -> Iterator[IO[bytes]]:
     """A binary file for the output ``path`` (``--csv``, ``--annotate``, ``report -o``), all or nothing, by
@@ -95,12 +152,9 @@ def output_file(path: str) -> Iterator[IO[bytes]]:
     fd_no = STDOUT_NAMES.get(path)
     if fd_no is not None:
         sys.stdout.flush()
-        with _writing(path, os.dup(fd_no), stdout=True) as f:
-            yield f
-        return
-    target, st = _output_target(path)
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        with _writing(path, _open_special(path, target, st)) as f:
+    fd = os.dup(fd_no) if fd_no is not None else _special_fd(path)
+    if fd is not None:
+        with _writing(path, fd, stdout=fd_no is not None) as f:
             yield f
         return
     directory = os.path.dirname(os.path.abspath(path))
@@ -137,29 +191,27 @@ def _refuse_foreign(path: str, st: os.stat_result) -> None:
                                "(refused: only this user's or root's are written)")
 
 
-def _output_target(path: str) -> tuple[str, os.stat_result | None]:
-    """(the name to open, its lstat), or (path, None) when nothing is there: a symbolic link another user
-    owns is refused; ours (or root's) is followed once and its target judged like any output name."""
+def _special_fd(path: str) -> int | None:
+    """A non-blocking write descriptor when ``path`` is a FIFO or character device: never created, truncated
+    or replaced. None when a regular file is to be written there (nothing, a file or a dangling link: the
+    rename replaces the name itself). Another user's FIFO, device or link is refused; a link of ours (or
+    root's) is followed once and its target judged like any output name."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return path, None
+        return None
     except OSError as exc:
         raise _os_error(path, exc, "cannot write: ") from None
-    if not stat.S_ISLNK(st.st_mode):
-        return path, st
-    _refuse_foreign(path, st)
-    target = os.path.realpath(path)
-    try:
-        got = os.lstat(target)
-    except OSError:
-        return path, None  # dangling: the rename replaces the link itself, as it always did
-    return (path, None) if stat.S_ISREG(got.st_mode) else (target, got)
-
-
-def _open_special(path: str, target: str, st: os.stat_result) -> int:
-    """A non-blocking write descriptor on the FIFO or character device ``target``: never created,
-    truncated or replaced; another user's refused."""
+    target = path
+    if stat.S_ISLNK(st.st_mode):
+        _refuse_foreign(path, st)
+        target = os.path.realpath(path)
+        try:
+            st = os.lstat(target)
+        except OSError:
+            return None
+    if stat.S_ISREG(st.st_mode):
+        return None
     if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise TraceError(path, f"cannot write: {file_kind(st.st_mode)}, not a regular file (refused)")
     _refuse_foreign(path, st)
@@ -180,32 +232,17 @@ def _open_special(path: str, target: str, st: os.stat_result) -> int:
 STALL_S = 30.0
 
 
-class _Deadlined(io.RawIOBase):
-    """Writes to a non-blocking descriptor, waiting at most ``STALL_S`` for each bit of progress."""
+class _Deadlined(io.FileIO):
+    """A non-blocking descriptor's file whose writes wait at most ``STALL_S`` for each bit of progress."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.stalled = False  # once timed out, the flush at close fails at once instead of waiting again
-
-    def writable(self) -> bool:
-        return True
+    stalled = False  # once timed out, the flush at close fails at once instead of waiting again
 
     def write(self, data: Any) -> int:
-        view = memoryview(data)
-        while True:
-            try:
-                return os.write(self.fd, view)
-            except BlockingIOError:
-                if self.stalled or not select.select([], [self.fd], [], STALL_S)[1]:
-                    self.stalled = True
-                    raise TimeoutError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_S:g} s") from None
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                os.close(self.fd)
-            finally:
-                super().close()
+        while (done := super().write(data)) is None:  # None: the reader took nothing yet (EAGAIN)
+            if self.stalled or not select.select([], [self], [], STALL_S)[1]:
+                self.stalled = True
+                raise TimeoutError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_S:g} s")
+        return done
 
 
 @contextmanager
@@ -213,7 +250,7 @@ def _writing(path: str, fd: int, stdout: bool = False) -> Iterator[IO[bytes]]:
     """``fd`` as a file; EPIPE on stdout propagates (the command exits 141, ``mixins.cli.main``), on a
     named FIFO it is that output's error line."""
     try:
-        with (os.fdopen(fd, "wb") if stdout else io.BufferedWriter(_Deadlined(fd))) as f:
+        with (os.fdopen(fd, "wb") if stdout else io.BufferedWriter(_Deadlined(fd, "w"))) as f:
             yield f  # type: ignore[misc]
     except BrokenPipeError:
         if stdout:
