@@ -90,8 +90,8 @@ def _sources(lk: Joins, rows: _Rows, corr: Any, ext: Any) -> tuple[Any, Any]:
     found, seg = call >= 0, rows.calls[np.maximum(call, 0)] if len(lk.calls.kind) else call
     by_ext = ~found & (ext >= 0)
     if by_ext.any():
-        op = lk.op_by_ext().many(ext, last=True)
-        note = lk.annotation_by_ext().many(ext, last=False)
+        op = lk.by_ext(lk.ops).many(ext, last=True)
+        note = lk.by_ext(lk.annotations).many(ext, last=False)
         via = np.where(op >= 0, rows.ops[np.maximum(op, 0)] if len(lk.ops) else -1,
                        rows.annotations[np.maximum(note, 0)] if len(lk.annotations.ts) else -1)
         seg = np.where(by_ext, via, seg)
@@ -161,7 +161,7 @@ def _link_kernels(tl: Timeline, dev_seg: Any, segs: list[Segment], op_kernels: _
     op[has_launch] = lk.ops_of_calls(launch[has_launch].tolist())
     by_ext = (op < 0) & (ext >= 0)
     if by_ext.any():
-        own = lk.op_by_ext().many(ext[by_ext], last=False)
+        own = lk.by_ext(lk.ops).many(ext[by_ext], last=False)
         seen = np.where(corr[by_ext] >= 0, lk.calls_by_corr(E.C_LAUNCH).many(corr[by_ext], last=False), -1)
         op[by_ext] = own
         for k, o in zip(kernels[by_ext][(own >= 0) & (seen < 0)].tolist(), own[(own >= 0) & (seen < 0)].tolist(),

@@ -44,12 +44,10 @@ _DISTINCT_COST = 512  # bytes: what one distinct op signature cost in the model,
 
 
 def _texts(values: list[Any]) -> int:
-    """Characters of text in new (never no) interned values: names, (name, raw dims, raw types), kernels."""
-    first = values[0]
-    if isinstance(first, (str, bytes)):
+    """Characters of text in new (never no) interned values: names, or the texts in tuples (signatures, kernels)."""
+    if isinstance(values[0], (str, bytes)):
         return sum(map(len, values))
-    items = chain.from_iterable(values) if isinstance(first, tuple) else map(attrgetter("name"), values)  # Kernel
-    return sum(len(x) for x in items if isinstance(x, (str, bytes)))
+    return sum(len(x) for x in chain.from_iterable(values) if isinstance(x, (str, bytes)))
 
 
 class Interner:
@@ -259,9 +257,9 @@ class Joins:
         """Device records grouped by their own correlation."""
         return cast(ByCorrelation, self.once(("groups",), lambda: ByCorrelation(self.device.corr)))
 
-    def op_by_ext(self) -> IdIndex:
-        """External id -> op index."""
-        return cast(IdIndex, self.once(("ext",), lambda: IdIndex.where(self.ops.ext)))
+    def by_ext(self, rows: Ops | Others) -> IdIndex:
+        """External id -> row of ``rows``: the model's ops, or its annotations with one."""
+        return cast(IdIndex, self.once(("ext", id(rows)), lambda: IdIndex.where(rows.ext)))
 
     def ops_of_calls(self, calls: list[int]) -> list[int]:
         """The op that made each call (-1: none): the first op with its External id, else the innermost
@@ -269,7 +267,7 @@ class Joins:
         known = self.once(("call_op",), dict)
         todo = [i for i in dict.fromkeys(calls) if i not in known]
         if todo:
-            c, by_ext = self.calls, self.op_by_ext()
+            c, by_ext = self.calls, self.by_ext(self.ops)
             for i in todo:
                 got = by_ext.first(ext) if (ext := c.ext[i]) >= 0 else None
                 known[i] = -1 if got is None else got
@@ -292,10 +290,6 @@ class Joins:
             kernels = [k for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL]
             for k, fid in _flow_ids(kernels, d.thread, d.start, flows.end):
                 self.kernel_corr[k] = fid
-
-    def annotation_by_ext(self) -> IdIndex:
-        """External id -> annotation row (``Timeline.annotations``), the first with it."""
-        return cast(IdIndex, self.once(("annotations",), lambda: IdIndex.where(self.annotations.ext)))
 
 
 class Timeline(Struct):
@@ -417,12 +411,11 @@ class _Builder:
         self.raw_sigs = Interner()
         self.concretes = Interner()
         self.modules = Interner()
-        self.kernels = Interner()
+        self.kernels = Interner()  # kernel keys (``kernel_key``), made Kernels by ``finish``
         self.budget = current_limits().max_distinct_bytes
         self.distinct = 0  # bytes charged so far for distinct things held (Limits.max_distinct_bytes)
         self.charged: dict[int, int] = {}  # id of each charged list -> how many of its items are charged
         self.categories: dict[str | None, int] = {}
-        self.kernel_ids: dict[tuple[Any, ...], int] = {}
 
     def _charge(self) -> None:
         """Charge the slice's new distinct values (docs/DESIGN.md §7.1, "Distinct things")."""
@@ -449,13 +442,6 @@ class _Builder:
         if not self.ids:
             return (name, a.grid, a.block) if a is not None else (name, None, None)
         return (name, a.grid, a.block, a.smem, a.regs) if a is not None else (name, None, None, None, None)
-
-    def _kernel_id(self, key: tuple[Any, ...]) -> int:
-        got = self.kernel_ids.get(key)
-        if got is None:
-            name, grid, block, *rest = key
-            got = self.kernel_ids[key] = self.kernels(Kernel(name, grid or None, block or None, *rest))
-        return got
 
     def add(self, events: list[Any]) -> None:
         """One slice, by bulk passes per kind, not a loop body per event (docs/DESIGN.md §7, ``timeline``)."""
@@ -591,10 +577,7 @@ class _Builder:
         d.node.fromlist([n if a is not None and (n := a.node) is not None and 0 <= n < top else -1 for a in args])
         key = self.kernel_key
         keys = [key(ev.name or "", a) for ev, a in zip(events, args, strict=True)]
-        ids = list(map(self.kernel_ids.get, keys))
-        if None in ids:
-            ids = [self._kernel_id(k) for k in keys]
-        d.kernel.fromlist(ids)
+        d.kernel.fromlist(self.kernels.many(keys))
         if self.ids:
             d.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
             d.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
@@ -609,7 +592,7 @@ class _Builder:
         c.kind.append(kind)
         c.corr.append(E.ident(a.correlation) if a is not None else -1)
         own = a.kernel if a is not None and kind == E.C_LAUNCH else None
-        c.kernel.append(self._kernel_id(self.kernel_key(own, a)) if own is not None else -1)
+        c.kernel.append(self.kernels(self.kernel_key(own, a)) if own is not None else -1)
         c.ext.append(E.ident(a.ext) if a is not None else -1)  # BareEvent: args never decoded
 
     def finish(self) -> None:
@@ -618,7 +601,7 @@ class _Builder:
         tl.signatures = [(n, compact_json(d, cache), compact_json(t, cache)) for n, d, t in self.raw_sigs.values]
         tl.concretes = [compact_json(c, cache) for c in self.concretes.values]
         tl.module_names = list(self.modules.values)
-        tl.kernels = list(self.kernels.values)
+        tl.kernels = [Kernel(name, grid or None, block or None, *x) for name, grid, block, *x in self.kernels.values]
         tl.thread_pid = [pid for pid, _ in self.threads.values]
         tl.call_names = list(self.call_names.values)
         tl.span = (self.lo, self.hi) if self.lo <= self.hi else None

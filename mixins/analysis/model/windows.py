@@ -19,7 +19,7 @@ from mixins.analysis.model.identity import Identity, rank_from_name
 from mixins.analysis.model.record import OUTSIDE, Kernel, Segment
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import segments_of
-from mixins.analysis.model.timeline import Timeline, innermost, load_timeline
+from mixins.analysis.model.timeline import Intervals, Timeline, innermost, load_timeline
 from mixins.analysis.read.reader import MAX_OVERLAPPING_PAIRS, TraceError
 from mixins.analysis.read.safe_io import read_small_json
 
@@ -182,31 +182,20 @@ def _laminar(spans: list[tuple[int, float, float]], idx: list[int]) -> bool:
 def _owners(
     spans: list[tuple[int, float, float]], by_calls: dict[int, tuple[list[float], list[int]]]
 ) -> tuple[dict[int, list[int]], set[int]]:
-    """Per window, the calls it owns (its thread's, inside it, in no window nested in it) on threads whose
-    windows are laminar, by one sweep with a stack; and the threads left to :func:`_nested`."""
+    """Per window, the calls it owns on threads whose windows are laminar (the innermost window around
+    each, by :func:`innermost`); and the threads left to :func:`_nested`."""
+    by_thread = _by_thread(spans)
+    general = {th for th, idx in by_thread.items() if not _laminar(spans, idx)}
+    laminar = [th for th in by_thread if th not in general and th in by_calls]
+    times = [t for th in laminar for t in by_calls[th][0]]
+    threads = [th for th in laminar for _ in by_calls[th][0]]
+    windows = Intervals(array("d", [b for _, b, _ in spans]), array("d", [e for _, _, e in spans]),
+                        array("i", [th for th, _, _ in spans]))
     owned: dict[int, list[int]] = {}
-    general: set[int] = set()
-    for th, idx in _by_thread(spans).items():
-        if not _laminar(spans, idx):
-            general.add(th)
-            continue
-        starts, calls = by_calls.get(th, ([], []))
-        lo = bisect_left(starts, spans[idx[0]][1])
-        stack: list[int] = []
-        w = 0
-        for k in range(lo, len(starts)):
-            t = starts[k]
-            while w < len(idx) and spans[idx[w]][1] <= t:
-                while stack and spans[stack[-1]][2] < spans[idx[w]][1]:
-                    stack.pop()
-                stack.append(idx[w])
-                w += 1
-            while stack and spans[stack[-1]][2] < t:
-                stack.pop()
-            if stack:
-                owned.setdefault(stack[-1], []).append(calls[k])
-            elif w == len(idx):
-                break  # past the last window
+    calls = (i for th in laminar for i in by_calls[th][1])
+    for i, w in zip(calls, innermost(windows, times, threads), strict=True):
+        if w >= 0:
+            owned.setdefault(w, []).append(i)
     return owned, general
 
 
