@@ -37,7 +37,8 @@ _CAT, _TS, _PID = attrgetter("cat"), attrgetter("ts"), attrgetter("pid")
 _DEVICE = frozenset({E.CAT_KERNEL + E.D_KERNEL, E.CAT_KERNEL + E.D_COPY, E.CAT_KERNEL + E.D_SET})
 _OTHER = frozenset({E.CAT_GPU_OTHER, E.CAT_OTHER})
 _CPU_OP = frozenset({E.CAT_CPU_OP})
-_CALLS = frozenset({E.CAT_RUNTIME, E.CAT_ANNOTATION})
+_RUNTIME = frozenset({E.CAT_RUNTIME})
+_ANNOTATION = frozenset({E.CAT_ANNOTATION})
 _LINKED = _DEVICE | _CPU_OP | _OTHER | {E.CAT_RUNTIME}  # kinds with rows of their own; the rest: ``rest_*``
 
 _DISTINCT_COST = 512  # bytes: what one distinct op signature cost in the model, less its text (measured)
@@ -331,9 +332,8 @@ class Timeline(Struct):
         """(time, thread) -> the segment of its process around it (``segments.assigner``), -1: none."""
         if source in ("filename", "all"):
             return lambda ts, thread: 0
-        pids = {pid: n for n, pid in enumerate(dict.fromkeys(self.thread_pid))}
-        find = assigner(segs, pids)
-        place = [pids[p] for p in self.thread_pid]
+        find = assigner(segs, self.pids)
+        place = [self.pids[p] for p in self.thread_pid]
         return lambda ts, thread: find(ts, place[thread])
 
     def row_segments(self, segs: list[Segment], source: str, ts: array, where: array, threads: bool = True) -> Any:
@@ -461,8 +461,11 @@ class _Builder:
         if E.CAT_CPU_OP in present:
             for ops, iv in zip(self._dated(pick(_CPU_OP)), (tl.ops, tl.undated.ops), strict=True):
                 self._ops(ops, iv)
-        if present & _CALLS:
-            self._others(pick(_CALLS))
+        if E.CAT_RUNTIME in present:
+            for calls, c in zip(self._dated(pick(_RUNTIME)), (tl.calls, tl.undated.calls), strict=True):
+                self._calls(calls, c)
+        if E.CAT_ANNOTATION in present:
+            self._annotations(pick(_ANNOTATION))
         if self.ids and not present <= _LINKED:
             self._rest(list(compress(events, map(not_, map(_LINKED.__contains__, kinds)))))
         if self.ids and present & _OTHER:
@@ -513,54 +516,46 @@ class _Builder:
         rows.corr.append(corr)
         rows.ext.append(E.ident(ev.args.ext))
 
+    def _spans(self, events: list[Any], rows: Intervals | Calls, widen: bool = True) -> None:
+        """The start, end and thread columns of ``rows``; ``widen``: the trace's span too (an undated row,
+        NaN, never widens it)."""
+        starts = [_NAN if (t := ev.ts) is None else t for ev in events]
+        ends = list(map(add, starts, [ev.dur or 0.0 for ev in events]))
+        rows.start.fromlist(starts)
+        rows.end.fromlist(ends)
+        rows.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
+        if widen and starts:
+            self.lo = min(self.lo, min(starts))
+            self.hi = max(self.hi, max(ends))
+
     def _ops(self, ops: list[Any], iv: Ops) -> None:
-        starts = [_NAN if (t := ev.ts) is None else t for ev in ops]
-        ends = list(map(add, starts, [ev.dur or 0.0 for ev in ops]))
-        iv.start.fromlist(starts)
-        iv.end.fromlist(ends)
-        iv.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in ops]))
+        self._spans(ops, iv)
         args = [ev.args for ev in ops]
         raw = [
             (ev.name or "", bytes(a.dims), bytes(a.types)) if a is not None else (ev.name or "", b"", b"")
             for ev, a in zip(ops, args, strict=True)
         ]
         iv.label.fromlist(self.raw_sigs.many(raw))
-        if iv is self.tl.ops and starts:
-            self.lo = min(self.lo, min(starts))
-            self.hi = max(self.hi, max(ends))
         if self.ext:
             iv.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
         if self.ids:
             iv.shapes.fromlist([1 if r[1] else 0 for r in raw])
             iv.concrete.fromlist(self.concretes.many([bytes(a.concrete) if a is not None else b"" for a in args]))
 
-    def _others(self, events: list[Any]) -> None:
+    def _annotations(self, events: list[Any]) -> None:
+        """Ranges that may be segments or hints (no other range is read); with ids, those with an External id."""
         tl = self.tl
-        lo, hi = self.lo, self.hi
-        dest, ids = self.categories, self.ids
         for ev in events:
-            kind = dest[ev.cat]
-            name = ev.name or ""
-            ts = _NAN if ev.ts is None else ev.ts
-            end = ts + (ev.dur or 0.0)
-            lo = ts if ts < lo else lo
-            hi = end if end > hi else hi
-            a = ev.args
-            if kind == E.CAT_RUNTIME:
-                self._call(ev, name, ts, tl.calls if ts == ts else tl.undated.calls)
-            elif kind == E.CAT_ANNOTATION:
-                if ts == ts and (E.may_be_segment_marker(name) or E.may_be_hint(name)):  # no other range is read
-                    tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
-                if ids and a is not None and E.ident(a.ext) >= 0:
-                    self._linked(tl.annotations, ev, -1)
-        self.lo, self.hi = lo, hi
+            name, ts, dur = ev.name or "", _NAN if ev.ts is None else ev.ts, ev.dur or 0.0
+            self.lo, self.hi = min(self.lo, ts), max(self.hi, ts + dur)
+            if ts == ts and (E.may_be_segment_marker(name) or E.may_be_hint(name)):
+                tl.ranges.append(Range(name, ts, dur, ev.pid))
+            if self.ids and ev.args is not None and E.ident(ev.args.ext) >= 0:
+                self._linked(tl.annotations, ev, -1)
 
     def _modules(self, events: list[Any]) -> None:
         iv = self.tl.modules
-        starts = [ev.ts for ev in events]
-        iv.start.fromlist(starts)
-        iv.end.fromlist(list(map(add, starts, [ev.dur or 0.0 for ev in events])))
-        iv.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
+        self._spans(events, iv, widen=False)
         names = [ev.name or "" for ev in events]
         clean = {name: E.module_name(name) for name in set(names)}
         iv.label.fromlist(self.modules.many([clean[name] for name in names]))
@@ -582,18 +577,20 @@ class _Builder:
             d.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
             d.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
 
-    def _call(self, ev: Any, name: str, ts: float, c: Calls) -> None:
-        kind = E.call_kind(name)
-        a = ev.args
-        c.start.append(ts)
-        c.end.append(ts + (ev.dur or 0.0))
-        c.name.append(self.call_names(name))
-        c.thread.append(self.thread(ev))
-        c.kind.append(kind)
-        c.corr.append(E.ident(a.correlation) if a is not None else -1)
-        own = a.kernel if a is not None and kind == E.C_LAUNCH else None
-        c.kernel.append(self.kernels(self.kernel_key(own, a)) if own is not None else -1)
-        c.ext.append(E.ident(a.ext) if a is not None else -1)  # BareEvent: args never decoded
+    def _calls(self, events: list[Any], c: Calls) -> None:
+        self._spans(events, c)
+        names = [ev.name or "" for ev in events]
+        kind_of = {name: E.call_kind(name) for name in set(names)}
+        kinds = list(map(kind_of.__getitem__, names))
+        args = [ev.args for ev in events]  # BareEvent: never decoded, None
+        c.name.fromlist(self.call_names.many(names))
+        c.kind.fromlist(kinds)
+        c.corr.fromlist([E.ident(a.correlation) if a is not None else -1 for a in args])
+        c.kernel.fromlist([
+            self.kernels(self.kernel_key(a.kernel, a)) if k == E.C_LAUNCH and a is not None and a.kernel is not None
+            else -1 for a, k in zip(args, kinds, strict=True)
+        ])  # a ROCm launch names its kernel
+        c.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
 
     def finish(self) -> None:
         tl = self.tl

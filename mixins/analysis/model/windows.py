@@ -202,14 +202,12 @@ def _owners(
 def _calls_by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
     """Launch/copy/set calls per thread, sorted by start: (starts, call indices)."""
     c = tl.calls
-    got: dict[int, list[tuple[float, int]]] = {}
-    for i in range(len(c.kind)):
-        if c.kind[i] in NODE_KIND_OF_CALL and c.start[i] == c.start[i]:  # a call without a time: in no window
-            got.setdefault(c.thread[i], []).append((c.start[i], i))
-    out = {}
-    for th, items in got.items():
-        items.sort()
-        out[th] = ([t for t, _ in items], [i for _, i in items])
+    timed = [i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.start[i] == c.start[i]]
+    out: dict[int, tuple[list[float], list[int]]] = {}
+    for i in sorted(timed, key=c.start.__getitem__):  # stable: file order among equal starts
+        starts, calls = out.setdefault(c.thread[i], ([], []))
+        starts.append(c.start[i])
+        calls.append(i)
     return out
 
 
