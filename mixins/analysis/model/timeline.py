@@ -7,8 +7,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from functools import partial
-from itertools import chain, compress, groupby, islice, repeat
-from operator import add, attrgetter, is_not, le, not_
+from itertools import chain, compress, groupby, repeat
+from operator import add, attrgetter, is_not, not_
 from typing import Any, cast
 
 from msgspec import Struct, field
@@ -27,7 +27,7 @@ from mixins.analysis.read.reader import (
 )
 
 __all__ = [
-    "BareEvent", "Event", "SlimEvent", "Intervals", "Ops", "Timeline", "IdIndex", "ByCorrelation", "Joins",
+    "BareEvent", "Event", "SlimEvent", "Intervals", "Ops", "Timeline", "IdIndex", "Joins",
     "load_timeline", "innermost", "Interner",
 ]
 
@@ -143,8 +143,9 @@ class Undated(Struct):
 
 
 class IdIndex:
-    """id -> value as two columns sorted by id (stable): 12 B an entry, a dict ~100-170 B. Among equal
-    ids, ``last`` / ``first`` answer as a dict filled by assignment / ``setdefault`` would."""
+    """id -> positions as two columns sorted by id (stable): 12 B an entry, a dict of lists ~100-200 B.
+    Among equal ids, ``last`` / ``first`` answer as a dict filled by assignment / ``setdefault`` would;
+    ``get`` / ``items`` give every position of an id, in trace order."""
 
     __slots__ = ("ids", "values")
 
@@ -152,14 +153,14 @@ class IdIndex:
         self.ids, self.values = ids, values
 
     @classmethod
-    def where(cls, ids: array, kinds: array | None = None, *wanted: int) -> IdIndex:
-        """id -> position, for the ids present (and, given ``kinds``, of a wanted kind)."""
+    def where(cls, ids: array, kinds: array | None = None, *wanted: int, absent: bool = False) -> IdIndex:
+        """id -> position, for the ids present (``absent``: -1 too) and, given ``kinds``, of a wanted kind."""
         import numpy as np
 
-        column = np.frombuffer(ids, np.int64)
-        keep = column >= 0
+        column = np.asarray(ids)
+        keep = column >= (-1 if absent else 0)
         if kinds is not None:
-            keep &= np.isin(np.frombuffer(kinds, np.int8), wanted)
+            keep &= np.isin(np.asarray(kinds), wanted)
         at = np.flatnonzero(keep)
         at = at[np.argsort(column[at], kind="stable")]
         return cls(array("q", column[at].tobytes()), array("i", at.astype(np.int32).tobytes()))
@@ -174,46 +175,29 @@ class IdIndex:
         k = bisect_left(ids, key)
         return self.values[k] if k < len(ids) and ids[k] == key else None
 
+    def get(self, key: int, default: list[int]) -> list[int]:
+        lo = bisect_left(self.ids, key)
+        hi = bisect_right(self.ids, key, lo)
+        return self.values[lo:hi].tolist() if hi > lo else default
+
+    def items(self) -> Iterator[tuple[int, list[int]]]:
+        """(id, its positions) for each id, in increasing order."""
+        lo = 0
+        for key, run in groupby(self.ids):
+            hi = lo + sum(1 for _ in run)
+            yield key, self.values[lo:hi].tolist()
+            lo = hi
+
     def many(self, keys: Any, last: bool) -> Any:
         """:meth:`last` (or :meth:`first`) of each id in a numpy array, -1 where absent."""
         import numpy as np
 
-        ids, values = np.frombuffer(self.ids, np.int64), np.frombuffer(self.values, np.int32)
+        ids, values = np.asarray(self.ids), np.asarray(self.values)
         if not len(ids):
             return np.full(len(keys), -1, np.int64)
         k = np.searchsorted(ids, keys, "right") - 1 if last else np.searchsorted(ids, keys, "left")
         at = np.clip(k, 0, len(ids) - 1)
         return np.where((k >= 0) & (k < len(ids)) & (ids[at] == keys), values[at], -1)
-
-
-class ByCorrelation:
-    """Device items grouped by correlation, in trace order within one: sorted columns, free when the
-    trace is in correlation order (Kineto's), else 12 B an item; a dict of lists cost ~200 B."""
-
-    def __init__(self, corr: array) -> None:
-        if all(map(le, corr, islice(corr, 1, None))):
-            self.keys, self.order = corr, None
-        else:
-            order = sorted(range(len(corr)), key=corr.__getitem__)  # stable: trace order within one
-            self.keys, self.order = array("q", map(corr.__getitem__, order)), array("i", order)
-
-    def _items(self, lo: int, hi: int) -> list[int]:
-        return list(range(lo, hi)) if self.order is None else self.order[lo:hi].tolist()
-
-    def get(self, corr: int, default: list[int]) -> list[int]:
-        keys = self.keys
-        lo = bisect_left(keys, corr)
-        if lo == len(keys) or keys[lo] != corr:
-            return default
-        return self._items(lo, bisect_right(keys, corr, lo))
-
-    def items(self) -> Iterator[tuple[int, list[int]]]:
-        """(correlation, its items) for each correlation, in increasing order (-1: none)."""
-        lo = 0
-        for c, run in groupby(self.keys):
-            hi = lo + sum(1 for _ in run)
-            yield c, self._items(lo, hi)
-            lo = hi
 
 
 def _flow_ids(rows: list[int], threads: array, ts: array, flows: tuple[array, array, array]) -> list[tuple[int, int]]:
@@ -254,9 +238,9 @@ class Joins:
         return cast(IdIndex, self.once((type(rows), resolved, *kinds),
                                         lambda: IdIndex.where(ids, rows.kind if kinds else None, *kinds)))
 
-    def device_groups(self) -> ByCorrelation:
-        """Device records grouped by their own correlation."""
-        return cast(ByCorrelation, self.once(("groups",), lambda: ByCorrelation(self.device.corr)))
+    def device_groups(self) -> IdIndex:
+        """Device records grouped by their own correlation (-1: none)."""
+        return cast(IdIndex, self.once(("groups",), lambda: IdIndex.where(self.device.corr, absent=True)))
 
     def by_ext(self, rows: Ops | Others) -> IdIndex:
         """External id -> row of ``rows``: the model's ops, or its annotations with one."""
