@@ -6,7 +6,6 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
-from functools import partial
 from itertools import chain, compress, groupby, repeat
 from operator import add, attrgetter, is_not, not_
 from typing import Any, cast
@@ -436,18 +435,18 @@ class _Builder:
         present = set(kinds)
         tl = self.tl
         tl.events += len(events)
-        pick = partial(self._pick, events, kinds)
-        if present & _DEVICE:
-            for dev, d in zip(self._dated(pick(_DEVICE)), (tl.device, tl.undated.device), strict=True):
-                self._devices(dev, d)
+
+        def pick(wanted: frozenset[int]) -> list[Any]:
+            return list(compress(events, map(wanted.__contains__, kinds)))
+
         if E.CAT_PYTHON in present:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
-        if E.CAT_CPU_OP in present:
-            for ops, iv in zip(self._dated(pick(_CPU_OP)), (tl.ops, tl.undated.ops), strict=True):
-                self._ops(ops, iv)
-        if E.CAT_RUNTIME in present:
-            for calls, c in zip(self._dated(pick(_RUNTIME)), (tl.calls, tl.undated.calls), strict=True):
-                self._calls(calls, c)
+        for wanted, fill, rows in ((_DEVICE, self._devices, "device"), (_CPU_OP, self._ops, "ops"),
+                                   (_RUNTIME, self._calls, "calls")):  # dated rows, and the undated apart
+            if present & wanted:
+                for part, dest in zip(self._dated(pick(wanted)), (getattr(tl, rows), getattr(tl.undated, rows)),
+                                      strict=True):
+                    fill(part, dest)
         if E.CAT_ANNOTATION in present:
             self._annotations(pick(_ANNOTATION))
         if self.ids and not present <= _LINKED:
@@ -455,10 +454,6 @@ class _Builder:
         if self.ids and present & _OTHER:
             self._other_linked(pick(_OTHER))
         self._charge()
-
-    @staticmethod
-    def _pick(events: list[Any], kinds: list[int], wanted: frozenset[int]) -> list[Any]:
-        return list(compress(events, map(wanted.__contains__, kinds)))
 
     @staticmethod
     def _dated(events: list[Any]) -> tuple[list[Any], list[Any]]:
