@@ -172,8 +172,7 @@ def _add(segs: list[Segment], name: str, where: Any) -> None:
 
 def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Launched,
                graphs: Counter[int], names: dict[int, str]) -> None:
-    """Each segment's ops in time order: by start, the longer first (a parent before its children), file
-    order, undated last; so one trace written in two orders is one sequence (``diff``)."""
+    """Each segment's ops in time order, one order whatever the file's (docs/DESIGN.md §7, ``records``)."""
     import numpy as np
 
     sig, sigs = _signatures(tl)

@@ -142,9 +142,8 @@ class Undated(Struct):
 
 
 class IdIndex:
-    """id -> positions as two columns sorted by id (stable): 12 B an entry, a dict of lists ~100-200 B.
-    Among equal ids, ``last`` / ``first`` answer as a dict filled by assignment / ``setdefault`` would;
-    ``get`` / ``items`` give every position of an id, in trace order."""
+    """id -> positions as two columns sorted by id (stable): 12 B an entry, a dict of lists ~100-200 B. Among
+    equal ids, ``last`` / ``first`` answer as a dict filled by assignment / ``setdefault`` would."""
 
     __slots__ = ("ids", "values")
 
@@ -246,8 +245,7 @@ class Joins:
         return cast(IdIndex, self.once(("ext", id(rows)), lambda: IdIndex.where(rows.ext)))
 
     def ops_of_calls(self, calls: list[int]) -> list[int]:
-        """The op that made each call (-1: none): the first op with its External id, else the innermost
-        op around its start on its thread. Kept once asked: the record and the namer both ask."""
+        """The op that made each call (-1: none) by the one rule (docs/DESIGN.md §7); kept: two queries ask."""
         known = self.once(("call_op",), dict)
         todo = [i for i in dict.fromkeys(calls) if i not in known]
         if todo:
@@ -277,8 +275,7 @@ class Joins:
 
 
 class Timeline(Struct):
-    """One trace as columns per kind (docs/DESIGN.md §7, "One model"); other events' time and process in
-    ``rest_ts`` / ``rest_pid`` (read with ids), so the record places every event in a segment."""
+    """One trace as columns per kind, every event a row of one (docs/DESIGN.md §7, "One model")."""
 
     path: str
     size: int = 0
@@ -496,8 +493,7 @@ class _Builder:
         rows.ext.append(E.ident(ev.args.ext))
 
     def _spans(self, events: list[Any], rows: Intervals | Calls, widen: bool = True) -> None:
-        """The start, end and thread columns of ``rows``; ``widen``: the trace's span too (an undated row,
-        NaN, never widens it)."""
+        """The start, end and thread columns of ``rows``; ``widen``: the trace's span too (NaN never does)."""
         starts = [_NAN if (t := ev.ts) is None else t for ev in events]
         ends = list(map(add, starts, [ev.dur or 0.0 for ev in events]))
         rows.start.fromlist(starts)
@@ -588,8 +584,7 @@ class _Builder:
 def load_timeline(
     path: str, progress: Callable[[int, int], None] | None = None, *, fields: type = SlimEvent
 ) -> Timeline:
-    """Read ``path`` in one streaming pass (TraceError for any bad input), decoding ``fields``: ``Event``
-    (with Kineto's ids), ``SlimEvent`` or ``BareEvent`` (no ``args``); what is not decoded reads as absent."""
+    """Read ``path`` in one streaming pass (TraceError for any bad input), decoding ``fields`` (docs/DESIGN.md §7)."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
     b = _Builder(tl, fields is Event, fields is not BareEvent)
@@ -608,19 +603,15 @@ def innermost(iv: Intervals, times: list[float], threads: list[int]) -> list[int
     """For each (time, thread) query, the innermost interval containing it, else -1: one sweep per thread
     with a stack of open intervals (ranges nest on a thread). NaN places nothing (it would break the sort)."""
     out = [-1] * len(times)
-    queries: dict[int, list[int]] = {}
-    for q, th in enumerate(threads):
-        if times[q] == times[q]:
-            queries.setdefault(th, []).append(q)
-    spans: dict[int, list[int]] = {th: [] for th in queries}
     start, end = iv.start, iv.end
+    spans: dict[int, list[int]] = {}
     for j, th in enumerate(iv.thread):
-        got = spans.get(th)
-        if got is not None and start[j] == start[j]:
-            got.append(j)
-    for th, qs in queries.items():
+        if start[j] == start[j]:
+            spans.setdefault(th, []).append(j)
+    queries = sorted((q for q, th in enumerate(threads) if times[q] == times[q] and th in spans),
+                     key=lambda q: (threads[q], times[q]))
+    for th, qs in groupby(queries, key=threads.__getitem__):
         order = sorted(spans[th], key=lambda j: (start[j], -end[j]))
-        qs.sort(key=lambda q: times[q])
         stack: list[int] = []
         k = 0
         for q in qs:
