@@ -97,14 +97,11 @@ def _device_segments(tl: Timeline, rows: _Rows, place: Callable[[Any, Any], Any]
     import numpy as np
 
     lk = tl.joins()
-    d, o, (thread, ts, ids) = tl.device, tl.others, tl.flows.end
+    d, o, f = tl.device, tl.others, tl.flow_ends
     out = []
-    for own_ts, own_thread, corr, ext in (
-        (d.start, d.thread, np.asarray(lk.kernel_corr), np.asarray(d.ext)),
-        (o.ts, o.thread, np.asarray(o.corr), np.asarray(o.ext)),
-        (ts, thread, np.asarray(ids), np.full(len(ids), -1, np.int64)),
-    ):
-        found, seg = _sources(lk, rows, corr, ext)
+    for own_ts, own_thread, corr, ext in ((d.start, d.thread, lk.kernel_corr, d.ext), (o.ts, o.thread, o.corr, o.ext),
+                                          (f.ts, f.thread, f.corr, f.ext)):
+        found, seg = _sources(lk, rows, np.asarray(corr), np.asarray(ext))
         out.append(np.where(found, seg, place(own_ts, own_thread)))
     return out[0], np.concatenate(out)
 

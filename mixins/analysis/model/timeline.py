@@ -118,19 +118,13 @@ class Device(Struct):
 
 
 class Others(Struct):
-    """Rows only the record reads, by their ids: other device records, annotations with an External id."""
+    """Rows only the record reads, by their ids: other device records, annotations with an External id,
+    ``ac2g`` flow starts and ends (``corr``: the flow's id)."""
 
     ts: array = field(default_factory=lambda: array("d"))
     thread: array = field(default_factory=lambda: array("i"))
     corr: array = field(default_factory=lambda: array("q"))
     ext: array = field(default_factory=lambda: array("q"))
-
-
-class Flows(Struct):
-    """``ac2g`` flow starts and ends: (thread, ts, id) each."""
-
-    start: tuple[array, array, array] = field(default_factory=lambda: (array("i"), array("d"), array("q")))
-    end: tuple[array, array, array] = field(default_factory=lambda: (array("i"), array("d"), array("q")))
 
 
 class Undated(Struct):
@@ -198,10 +192,11 @@ class IdIndex:
         return np.where((k >= 0) & (k < len(ids)) & (ids[at] == keys), values[at], -1)
 
 
-def _flow_ids(rows: list[int], threads: array, ts: array, flows: tuple[array, array, array]) -> list[tuple[int, int]]:
+def _flow_ids(rows: list[int], threads: array, ts: array, flows: Others) -> list[tuple[int, int]]:
     """(row, id of the flow at its (thread, ts)) for the rows at one; a later flow at one place wins."""
     wanted = {(threads[i], ts[i]) for i in rows}
-    found = {key: fid for key, fid in zip(zip(flows[0], flows[1], strict=True), flows[2], strict=True) if key in wanted}
+    found = {key: fid for key, fid in zip(zip(flows.thread, flows.ts, strict=True), flows.corr, strict=True)
+             if key in wanted}
     return [(i, fid) for i in rows if (fid := found.get((threads[i], ts[i]), -1)) >= 0]
 
 
@@ -215,7 +210,7 @@ class Joins:
         self.kernel_corr = array("q", tl.device.corr)  # per device record: the same
         self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call
         self._made: dict[tuple[Any, ...], Any] = {}
-        self._resolve_flows(tl.flows)
+        self._resolve_flows(tl.flow_starts, tl.flow_ends)
 
     def once(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         got = self._made.get(key)
@@ -259,18 +254,18 @@ class Joins:
                 known[i] = op
         return [known[i] for i in calls]
 
-    def _resolve_flows(self, flows: Flows) -> None:
+    def _resolve_flows(self, starts: Others, ends: Others) -> None:
         """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
         c, d = self.calls, self.device
-        if flows.start[2]:
+        if starts.corr:
             launches = [i for i in range(len(c.kind)) if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)]
-            for i, fid in _flow_ids(launches, c.thread, c.start, flows.start):
+            for i, fid in _flow_ids(launches, c.thread, c.start, starts):
                 self.launch_corr[i] = fid
                 if self.calls_by_corr(resolved=False).last(fid) is None:  # no call has it as its own
                     self.flow_cpu.setdefault(fid, i)
-        if flows.end[2]:
+        if ends.corr:
             kernels = [k for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL]
-            for k, fid in _flow_ids(kernels, d.thread, d.start, flows.end):
+            for k, fid in _flow_ids(kernels, d.thread, d.start, ends):
                 self.kernel_corr[k] = fid
 
 
@@ -286,7 +281,8 @@ class Timeline(Struct):
     device: Device = field(default_factory=Device)
     others: Others = field(default_factory=Others)
     annotations: Others = field(default_factory=Others)  # those with an External id (also in ``rest``)
-    flows: Flows = field(default_factory=Flows)
+    flow_starts: Others = field(default_factory=Others)
+    flow_ends: Others = field(default_factory=Others)
     undated: Undated = field(default_factory=Undated)
     ranges: list[Range] = field(default_factory=list)
     signatures: list[tuple[str, str, str]] = field(default_factory=list)  # (name, dims, types) JSON text
@@ -414,9 +410,6 @@ class _Builder:
                 f"more than {mib} of distinct names, shapes, threads and ranges (the limit, --max-distinct-mib)",
             )
 
-    def thread(self, ev: Any) -> int:
-        return self.threads((ev.pid, ev.tid))
-
     def kernel_key(self, name: str | None, a: Any) -> tuple[Any, ...]:
         """A kernel's identity as a tuple; with ids also shared memory and registers (``summary`` shows them)."""
         if not self.ids:
@@ -472,25 +465,23 @@ class _Builder:
 
     def _other_linked(self, events: list[Event]) -> None:
         """Other device records (linked like kernels) and ac2g flows; the rest of these kinds to ``rest``."""
-        others, flows, rest = self.tl.others, self.tl.flows, []
+        tl, rest = self.tl, []
         for ev in events:
             if self.categories[ev.cat] == E.CAT_GPU_OTHER and ev.args is not None:
-                self._linked(others, ev, E.ident(ev.args.correlation))
+                self._linked(tl.others, ev, E.ident(ev.args.correlation), E.ident(ev.args.ext))
                 continue
             if E.is_flow(ev, ev.cat or ""):
-                row = (self.thread(ev), _NAN if ev.ts is None else ev.ts, E.ident(ev.id))
-                for column, value in zip(flows.end if ev.ph == "f" else flows.start, row, strict=True):
-                    column.append(value)
+                self._linked(tl.flow_ends if ev.ph == "f" else tl.flow_starts, ev, E.ident(ev.id), -1)
                 if ev.ph == "f":
                     continue
             rest.append(ev)
         self._rest(rest)
 
-    def _linked(self, rows: Others, ev: Any, corr: int) -> None:
+    def _linked(self, rows: Others, ev: Any, corr: int, ext: int) -> None:
         rows.ts.append(_NAN if ev.ts is None else ev.ts)
-        rows.thread.append(self.thread(ev))
+        rows.thread.append(self.threads((ev.pid, ev.tid)))
         rows.corr.append(corr)
-        rows.ext.append(E.ident(ev.args.ext))
+        rows.ext.append(ext)
 
     def _spans(self, events: list[Any], rows: Intervals | Calls, widen: bool = True) -> None:
         """The start, end and thread columns of ``rows``; ``widen``: the trace's span too (NaN never does)."""
@@ -526,7 +517,7 @@ class _Builder:
             if ts == ts and (E.may_be_segment_marker(name) or E.may_be_hint(name)):
                 tl.ranges.append(Range(name, ts, dur, ev.pid))
             if self.ids and ev.args is not None and E.ident(ev.args.ext) >= 0:
-                self._linked(tl.annotations, ev, -1)
+                self._linked(tl.annotations, ev, -1, E.ident(ev.args.ext))
 
     def _modules(self, events: list[Any]) -> None:
         iv = self.tl.modules
