@@ -6,6 +6,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from msgspec import Struct
@@ -209,10 +210,7 @@ def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
     dated, tl = tl, _with_undated(tl)  # the windows are named on the dated model, as ``attribute`` reads it
     segs, source = segments_of(tl.ranges, identity)
     all_segs = segs + [Segment(OUTSIDE)]
-
-    def place(ts: array, thread: array) -> Any:
-        return tl.row_segments(segs, source, ts, thread)
-
+    place = partial(tl.row_segments, segs, source)
     rows = _Rows(place(tl.ops.start, tl.ops.thread), place(tl.calls.start, tl.calls.thread),
                  place(tl.annotations.ts, tl.annotations.thread))
     dev_seg, linked = _device_segments(tl, rows, place)

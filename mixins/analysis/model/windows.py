@@ -257,10 +257,9 @@ class _Context:
             ran_starts, kernels = [], []
             for t, i in zip(starts, idx, strict=True):
                 k = ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
-                at = self.site[i]
-                if k is not None and at is not None:
+                if k is not None:  # every call here has a site
                     ran_starts.append(t)
-                    kernels.append((at, tl.kernels[tl.device.kernel[k]]))
+                    kernels.append((cast(Site, self.site[i]), tl.kernels[tl.device.kernel[k]]))
             self.ran_by_thread[th] = (ran_starts, kernels)
 
     def nodes(self, calls: list[int]) -> list[Node]:
