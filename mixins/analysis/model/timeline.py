@@ -527,15 +527,13 @@ class _Builder:
         iv.label.fromlist(self.modules.many([clean[name] for name in names]))
 
     def _devices(self, events: list[Any], d: Device) -> None:
-        dest, top = self.categories, E.ID_LIMIT
+        dest = self.categories
         args = [ev.args for ev in events]
         d.start.fromlist([_NAN if (t := ev.ts) is None else t for ev in events])
         d.dur.fromlist([ev.dur or 0.0 for ev in events])
         d.kind.fromlist([dest[ev.cat] - E.CAT_KERNEL for ev in events])
-        d.corr.fromlist(
-            [c if a is not None and (c := a.correlation) is not None and 0 <= c < top else -1 for a in args]
-        )
-        d.node.fromlist([n if a is not None and (n := a.node) is not None and 0 <= n < top else -1 for a in args])
+        d.corr.fromlist([E.ident(a.correlation) if a is not None else -1 for a in args])
+        d.node.fromlist([E.ident(a.node) if a is not None else -1 for a in args])
         key = self.kernel_key
         keys = [key(ev.name or "", a) for ev, a in zip(events, args, strict=True)]
         d.kernel.fromlist(self.kernels.many(keys))
