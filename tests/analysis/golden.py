@@ -4,13 +4,8 @@
 depend on where the checkout lives), ``ls``, ``summary``, ``time``, ``check`` and ``diff`` over the traces
 there, ``attribute`` over each (replay, capture) pair, and ``report``'s three dicts; one key per command
 line, its exit code and its parsed JSON. ``tests/analysis/golden.json`` holds the record of tests/data (and of
-its NVIDIA-style pair, derived at test time by ``pairs.nvidia_pair``), made before the analyzer's model
-was rewritten; ``test_golden.py`` holds every later tree to it. One key changed since, on purpose:
-``derived: summary nvidia_capture.json.gz`` — the derived capture's window launches carry no External id,
-and a launch now goes to its op by the one rule (External id, else the innermost op by time,
-``timeline.Joins.ops_of_calls``) as ``attribute`` always placed them: its 1,029 launches were counted
-unknown, they are now attributed (named by the warm-up pass) and listed under their ops' kernels.
-Run as a script to (re)record:
+its NVIDIA-style pair, derived at test time by ``pairs.nvidia_pair``); ``test_golden.py`` holds every
+tree to it. Run as a script to (re)record:
 
     .venv/bin/python -m tests.analysis.golden tests/data > tests/analysis/golden.json
     .venv/bin/python -m tests.analysis.golden OTHER_FOLDER > /tmp/other.json   # any folder of traces

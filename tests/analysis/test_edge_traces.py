@@ -140,3 +140,21 @@ def test_an_unread_number_out_of_range_does_not_depend_on_its_neighbours(tmp_pat
         rc, out, err = run_cli("summary", "--json", path)
         assert (rc, err) == (0, "")
         assert json.loads(out)["traces"][0]["events"] == 1 + len(neighbours)
+
+
+def test_device_work_without_a_correlation_is_unattributed_eager_work(tmp_path: Path, run_cli: Run) -> None:
+    """A replayed kernel with no correlation has no launching call: ``attribute`` says so in an unattributed
+    row (device work grouped by correlation keeps the ``-1`` group; dropping it lost the kernel silently)."""
+    capture = write_trace(tmp_path / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz", _capture(False))
+    replay = write_trace(tmp_path / "replay-TP-0.json.gz", [
+        call("cudaGraphLaunch", 2000, 5, correlation=300), kernel("gemm_kernel", 2010, 3, correlation=300),
+        kernel("lone_kernel", 2020, 7),
+    ])
+    rc, out, err = run_cli("attribute", "--json", replay, capture)
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["coverage"] == {"gpu_time_us": 10.0, "attributed_us": 3.0, "graph_kernels": 1,
+                               "graph_kernels_attributed": 1}
+    assert [(u["source"], u["reason"], u["kernels"], u["gpu_time_us"]) for u in doc["unattributed"]] == [
+        ("eager", "no launching runtime call", 1, 7.0)
+    ]

@@ -15,7 +15,7 @@ ANALYSIS = Path(mixins.analysis.__file__).resolve().parent
 HOME = ANALYSIS / "model" / "timeline.py"
 RULES = ANALYSIS / "model" / "segments.py"  # where the segment rule itself is defined
 # what builds a correlation / External id index, and what assigns rows to segments
-INDEX_BUILDERS = {"IdIndex", "ByCorrelation", "Joins"}
+INDEX_BUILDERS = {"IdIndex", "Joins"}
 INDEX_CONSTRUCTORS = {"where"}  # IdIndex.where
 SEGMENT_BUILDERS = {"assigner", "segment_tables", "_innermost_table"}
 ID_COLUMNS = {"corr", "ext", "op_ext", "call_ext", "dev_ext", "launch_corr", "kernel_corr", "correlation"}
@@ -66,7 +66,7 @@ def test_joins_and_segment_assignment_are_built_in_the_model_only() -> None:
 def test_the_home_builds_them() -> None:
     """The check reads what it should: the model does build them (else the test above could not fail)."""
     whats = {what for _, what in builds(ast.parse(HOME.read_text()))}
-    assert {"IdIndex.where(…)", "ByCorrelation(…)", "Joins(…)", "assigner(…)", "segment_tables(…)"} <= whats
+    assert {"IdIndex.where(…)", "Joins(…)", "assigner(…)", "segment_tables(…)"} <= whats
 
 
 def test_a_second_builder_is_found() -> None:

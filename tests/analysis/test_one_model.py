@@ -128,7 +128,7 @@ ONE_HOME = {
     '"python_function"': "model/events.py",
     '"user_annotation"': "model/events.py",
     '"gpu_memcpy"': "model/events.py",
-    "SequenceMatcher": "model/align.py",  # the one alignment routine and its limits
+    "SequenceMatcher": "model/record.py",  # the one alignment routine and its limits
     "= matching_runs(": "model/windows.py",  # the one namer of captured launches
     "open_trace(path": "model/timeline.py",  # the one pass that builds the model (annotate copies raw)
     "def capture_windows": "model/timeline.py",  # the one capture-window definition

@@ -22,7 +22,7 @@ from mixins.analysis.model.identity import Identity, rank_from_name
 from mixins.analysis.model.record import Kernel
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import segment_size
-from mixins.analysis.model.timeline import ByCorrelation, IdIndex, Timeline, load_timeline
+from mixins.analysis.model.timeline import IdIndex, Timeline, load_timeline
 from mixins.analysis.model.windows import Node, Site, Window, sites_of_calls
 from mixins.analysis.serialise import json_value
 from mixins.formats import BS, SIZE, TOKENS, size_hint
@@ -218,7 +218,7 @@ class ReplayIndex(Struct):
 
     tl: Timeline
     rank: int | None
-    by_corr: ByCorrelation
+    by_corr: IdIndex
     graphs: list[int]  # call indices of graph launches, time order
     eager_call: IdIndex  # correlation -> non-graph call index (the last one)
     hints: _Hints

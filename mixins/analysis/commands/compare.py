@@ -11,8 +11,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from mixins.analysis.model.align import opcodes
-from mixins.analysis.model.record import CompactTrace
+from mixins.analysis.model.record import CompactTrace, opcodes
 from mixins.analysis.model.roles import run_labels
 from mixins.analysis.model.timeline import Interner
 from mixins.analysis.render import cut

@@ -1,10 +1,12 @@
 """The op-sequence record: per segment, counts and the ordered op signatures with their kernels; small,
-interned and picklable (worker processes send it back)."""
+interned and picklable (worker processes send it back); and the alignment of op sequences (diff, the namer)."""
 
 from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Hashable, Sequence
+from difflib import SequenceMatcher
 from itertools import chain
 from typing import Any
 
@@ -13,7 +15,8 @@ from msgspec import Struct, field
 from mixins.analysis.model.identity import Identity
 
 __all__ = [
-    "OUTSIDE", "ALL", "Kernel", "Signature", "Op", "OpColumns", "Segment", "TraceRecord", "CompactTrace", "compact"
+    "OUTSIDE", "ALL", "Kernel", "Signature", "Op", "OpColumns", "Segment", "TraceRecord", "CompactTrace", "compact",
+    "matching_runs", "opcodes",
 ]
 
 OUTSIDE = "(outside)"
@@ -180,3 +183,25 @@ def compact(rec: TraceRecord) -> CompactTrace:
     seqs = [array("i", map(index.__getitem__, seg)) for seg in keys]
     labels = [s.label for s in rec.segments]
     return CompactTrace(rec.path, rec.identity, rec.events, rec.segment_source, labels, seqs, list(index))
+
+
+# ``SequenceMatcher`` without autojunk is quadratic at worst: past a limit (product of the lengths) nothing is
+# aligned. Warm-up naming: an eager pass and a capture of the same ops align block by block, close to linear.
+_NAMING_LIMIT = 400_000_000
+# diff: the differing middles of two op sequences, which may share nothing (the quadratic case).
+_DIFF_LIMIT = 4_000_000
+
+
+def matching_runs(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[int, int, int]] | None:
+    """(i, j, n): ``a[i:i+n] == b[j:j+n]``, the exact runs in order; None when past ``_NAMING_LIMIT``."""
+    if len(a) * len(b) > _NAMING_LIMIT:
+        return None
+    return [(m.a, m.b, m.size) for m in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m.size]
+
+
+def opcodes(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[str, int, int, int, int]] | None:
+    """``SequenceMatcher.get_opcodes`` of ``a`` → ``b``; None when past ``_DIFF_LIMIT``."""
+    if len(a) * len(b) > _DIFF_LIMIT:
+        return None
+    codes = SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return [(str(tag), i1, i2, j1, j2) for tag, i1, i2, j1, j2 in codes]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from msgspec import Struct
@@ -26,18 +27,10 @@ __all__ = ["Segment", "TraceRecord", "load_record", "record_of", "summarize", "c
 _Launched = dict[int, list[tuple[Kernel, int]]]  # per op: its kernels in launch order, with the launching call
 
 
-def _np(column: array) -> Any:
-    import numpy as np
-
-    return np.frombuffer(column, {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}[column.typecode])
-
-
 def _ints(values: Any) -> array:
     import numpy as np
 
-    out = array("i")
-    out.frombytes(np.ascontiguousarray(values, np.int32).tobytes())
-    return out
+    return array("i", np.asarray(values, np.int32).tobytes())
 
 
 def _with_undated(tl: Timeline) -> Timeline:
@@ -59,7 +52,7 @@ def _signatures(tl: Timeline) -> tuple[array, list[Signature]]:
     import numpy as np
 
     width = max(len(tl.concretes), 1)
-    pair = _np(tl.ops.label).astype(np.int64) * width + _np(tl.ops.concrete)
+    pair = np.asarray(tl.ops.label).astype(np.int64) * width + np.asarray(tl.ops.concrete)
     distinct, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
     rank = np.empty(len(first), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
@@ -90,8 +83,8 @@ def _sources(lk: Joins, rows: _Rows, corr: Any, ext: Any) -> tuple[Any, Any]:
     found, seg = call >= 0, rows.calls[np.maximum(call, 0)] if len(lk.calls.kind) else call
     by_ext = ~found & (ext >= 0)
     if by_ext.any():
-        op = lk.op_by_ext().many(ext, last=True)
-        note = lk.annotation_by_ext().many(ext, last=False)
+        op = lk.by_ext(lk.ops).many(ext, last=True)
+        note = lk.by_ext(lk.annotations).many(ext, last=False)
         via = np.where(op >= 0, rows.ops[np.maximum(op, 0)] if len(lk.ops) else -1,
                        rows.annotations[np.maximum(note, 0)] if len(lk.annotations.ts) else -1)
         seg = np.where(by_ext, via, seg)
@@ -105,14 +98,11 @@ def _device_segments(tl: Timeline, rows: _Rows, place: Callable[[Any, Any], Any]
     import numpy as np
 
     lk = tl.joins()
-    d, o, (thread, ts, ids) = tl.device, tl.others, tl.flows.end
+    d, o, f = tl.device, tl.others, tl.flow_ends
     out = []
-    for own_ts, own_thread, corr, ext in (
-        (d.start, d.thread, _np(lk.kernel_corr), _np(d.ext)),
-        (o.ts, o.thread, _np(o.corr), _np(o.ext)),
-        (ts, thread, _np(ids), np.full(len(ids), -1, np.int64)),
-    ):
-        found, seg = _sources(lk, rows, corr, ext)
+    for own_ts, own_thread, corr, ext in ((d.start, d.thread, lk.kernel_corr, d.ext), (o.ts, o.thread, o.corr, o.ext),
+                                          (f.ts, f.thread, f.corr, f.ext)):
+        found, seg = _sources(lk, rows, np.asarray(corr), np.asarray(ext))
         out.append(np.where(found, seg, place(own_ts, own_thread)))
     return out[0], np.concatenate(out)
 
@@ -125,13 +115,13 @@ def _link_launches(tl: Timeline, rows: _Rows, segs: list[Segment], op_kernels: _
 
     lk = tl.joins()
     c, d = tl.calls, tl.device
-    kind = _np(c.kind)
+    kind = np.asarray(c.kind)
     graph_calls = np.flatnonzero(kind == E.C_GRAPH).tolist()
     for op in lk.ops_of_calls(graph_calls):
         if op >= 0:
             graphs[op] += 1
     launches = np.flatnonzero(kind == E.C_LAUNCH)
-    corr = _np(lk.launch_corr)[launches]
+    corr = np.asarray(lk.launch_corr)[launches]
     first_kernel = np.where(corr >= 0, lk.device_by_corr(E.D_KERNEL).many(corr, last=False), -1).tolist()
     unnamed = Kernel(None)
     for i, op, k in zip(launches.tolist(), lk.ops_of_calls(launches.tolist()), first_kernel, strict=True):
@@ -153,15 +143,15 @@ def _link_kernels(tl: Timeline, dev_seg: Any, segs: list[Segment], op_kernels: _
 
     lk = tl.joins()
     d = tl.device
-    kernels = np.flatnonzero(_np(d.kind) == E.D_KERNEL)
-    corr, ext = _np(lk.kernel_corr)[kernels], _np(d.ext)[kernels]
+    kernels = np.flatnonzero(np.asarray(d.kind) == E.D_KERNEL)
+    corr, ext = np.asarray(lk.kernel_corr)[kernels], np.asarray(d.ext)[kernels]
     launch = np.where(corr >= 0, lk.calls_by_corr(E.C_LAUNCH, E.C_GRAPH).many(corr, last=True), -1)
     has_launch = launch >= 0
     op = np.full(len(kernels), -1, np.int64)
     op[has_launch] = lk.ops_of_calls(launch[has_launch].tolist())
     by_ext = (op < 0) & (ext >= 0)
     if by_ext.any():
-        own = lk.op_by_ext().many(ext[by_ext], last=False)
+        own = lk.by_ext(lk.ops).many(ext[by_ext], last=False)
         seen = np.where(corr[by_ext] >= 0, lk.calls_by_corr(E.C_LAUNCH).many(corr[by_ext], last=False), -1)
         op[by_ext] = own
         for k, o in zip(kernels[by_ext][(own >= 0) & (seen < 0)].tolist(), own[(own >= 0) & (seen < 0)].tolist(),
@@ -180,8 +170,7 @@ def _add(segs: list[Segment], name: str, where: Any) -> None:
 
 def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Launched,
                graphs: Counter[int], names: dict[int, str]) -> None:
-    """Each segment's ops in time order: by start, the longer first (a parent before its children), file
-    order, undated last; so one trace written in two orders is one sequence (``diff``)."""
+    """Each segment's ops in time order, one order whatever the file's (docs/DESIGN.md §7, ``records``)."""
     import numpy as np
 
     sig, sigs = _signatures(tl)
@@ -191,14 +180,14 @@ def _place_ops(tl: Timeline, op_seg: Any, segs: list[Segment], op_kernels: _Laun
         if names and any(kernel.name is None for kernel in kernels):
             table.attributed[k] = tuple(names.get(call) if kernel.name is None else None for kernel, call in launched)
     table.graphs.update(graphs)
-    start, end = _np(tl.ops.start), _np(tl.ops.end)
+    start, end = np.asarray(tl.ops.start), np.asarray(tl.ops.end)
     untimed = np.isnan(start)  # the undated ops: last, in file order as they were read
     order = np.lexsort((-np.where(untimed, 0, end), np.where(untimed, 0, start), untimed, op_seg))
     counts = np.bincount(op_seg, minlength=len(segs))
     for s, n, members in zip(segs, counts.tolist(), np.split(order, np.cumsum(counts)[:-1]), strict=True):
         s.cpu_ops = n
         s.members = _ints(members)
-    _add(segs, "ops_without_shapes", op_seg[_np(tl.ops.shapes) == 0])
+    _add(segs, "ops_without_shapes", op_seg[np.asarray(tl.ops.shapes) == 0])
     for k, got in table.attributed.items():
         segs[op_seg[k]].attributed_launches += sum(1 for name in got if name is not None)
     for s in segs:
@@ -221,10 +210,7 @@ def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
     dated, tl = tl, _with_undated(tl)  # the windows are named on the dated model, as ``attribute`` reads it
     segs, source = segments_of(tl.ranges, identity)
     all_segs = segs + [Segment(OUTSIDE)]
-
-    def place(ts: array, thread: array) -> Any:
-        return tl.row_segments(segs, source, ts, thread)
-
+    place = partial(tl.row_segments, segs, source)
     rows = _Rows(place(tl.ops.start, tl.ops.thread), place(tl.calls.start, tl.calls.thread),
                  place(tl.annotations.ts, tl.annotations.thread))
     dev_seg, linked = _device_segments(tl, rows, place)
@@ -234,9 +220,9 @@ def record_of(tl: Timeline, identity: Identity) -> TraceRecord:
     graphs: Counter[int] = Counter()
     _link_launches(tl, rows, all_segs, op_kernels, graphs)
     _link_kernels(tl, dev_seg, all_segs, op_kernels)
-    _add(all_segs, "kernels", dev_seg[_np(tl.device.kind) == E.D_KERNEL])
+    _add(all_segs, "kernels", dev_seg[np.asarray(tl.device.kind) == E.D_KERNEL])
     for name, kind in (("launches", E.C_LAUNCH), ("graph_launches", E.C_GRAPH)):
-        _add(all_segs, name, rows.calls[_np(tl.calls.kind) == kind])
+        _add(all_segs, name, rows.calls[np.asarray(tl.calls.kind) == kind])
     names = _names(dated, identity) if any(s.unnamed_launches for s in all_segs) else {}
     _place_ops(tl, rows.ops, all_segs, op_kernels, graphs, names)
     result = list(segs)

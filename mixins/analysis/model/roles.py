@@ -59,10 +59,6 @@ class Role(NamedTuple):
     role: str
     evidence: str
 
-    @property
-    def graph_launches(self) -> bool:
-        return "no graph launch" not in self.evidence
-
 
 def role_of(tl: Timeline, identity: Identity) -> Role:
     """The role of a trace from what it holds (docs/DESIGN.md §7.4)."""
@@ -88,7 +84,7 @@ def role_of(tl: Timeline, identity: Identity) -> Role:
 
 def replay_ok(role: Role) -> bool:
     """``attribute``'s REPLAY: any trace with graph launches (also one that captured too)."""
-    return role.graph_launches
+    return "no graph launch" not in role.evidence
 
 
 def refusal(path: str, role: Role, command: str, instead: str | None = None) -> str:

@@ -27,13 +27,11 @@ def by_size(labels: list[str]) -> list[str]:
     """Labels in the order to compare runners by: batch sizes, then token counts, each ascending (a
     size's variants keep their order), then labels without a size as they came."""
 
-    def key(item: tuple[int, str]) -> tuple[int, int, int]:
-        size = segment_size(item[1])
-        if size is None:
-            return (len(SHAPE_UNITS), 0, item[0])
-        return (SHAPE_UNITS.index(size[0]), size[1], item[0])
+    def key(label: str) -> tuple[int, int]:
+        size = segment_size(label)
+        return (len(SHAPE_UNITS), 0) if size is None else (SHAPE_UNITS.index(size[0]), size[1])
 
-    return [label for _, label in sorted(enumerate(labels), key=key)]
+    return sorted(labels, key=key)  # stable: equal keys keep their order
 
 
 class Range(NamedTuple):

@@ -6,9 +6,8 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
-from functools import partial
-from itertools import chain, compress, groupby, islice, repeat
-from operator import add, attrgetter, is_not, le, not_
+from itertools import chain, compress, groupby, repeat
+from operator import add, attrgetter, is_not, not_
 from typing import Any, cast
 
 from msgspec import Struct, field
@@ -27,7 +26,7 @@ from mixins.analysis.read.reader import (
 )
 
 __all__ = [
-    "BareEvent", "Event", "SlimEvent", "Intervals", "Ops", "Timeline", "IdIndex", "ByCorrelation", "Joins",
+    "BareEvent", "Event", "SlimEvent", "Intervals", "Ops", "Timeline", "IdIndex", "Joins",
     "load_timeline", "innermost", "Interner",
 ]
 
@@ -37,19 +36,18 @@ _CAT, _TS, _PID = attrgetter("cat"), attrgetter("ts"), attrgetter("pid")
 _DEVICE = frozenset({E.CAT_KERNEL + E.D_KERNEL, E.CAT_KERNEL + E.D_COPY, E.CAT_KERNEL + E.D_SET})
 _OTHER = frozenset({E.CAT_GPU_OTHER, E.CAT_OTHER})
 _CPU_OP = frozenset({E.CAT_CPU_OP})
-_CALLS = frozenset({E.CAT_RUNTIME, E.CAT_ANNOTATION})
+_RUNTIME = frozenset({E.CAT_RUNTIME})
+_ANNOTATION = frozenset({E.CAT_ANNOTATION})
 _LINKED = _DEVICE | _CPU_OP | _OTHER | {E.CAT_RUNTIME}  # kinds with rows of their own; the rest: ``rest_*``
 
 _DISTINCT_COST = 512  # bytes: what one distinct op signature cost in the model, less its text (measured)
 
 
 def _texts(values: list[Any]) -> int:
-    """Characters of text in new (never no) interned values: names, (name, raw dims, raw types), kernels."""
-    first = values[0]
-    if isinstance(first, (str, bytes)):
+    """Characters of text in new (never no) interned values: names, or the texts in tuples (signatures, kernels)."""
+    if isinstance(values[0], (str, bytes)):
         return sum(map(len, values))
-    items = chain.from_iterable(values) if isinstance(first, tuple) else map(attrgetter("name"), values)  # Kernel
-    return sum(len(x) for x in items if isinstance(x, (str, bytes)))
+    return sum(len(x) for x in chain.from_iterable(values) if isinstance(x, (str, bytes)))
 
 
 class Interner:
@@ -120,19 +118,13 @@ class Device(Struct):
 
 
 class Others(Struct):
-    """Rows only the record reads, by their ids: other device records, annotations with an External id."""
+    """Rows only the record reads, by their ids: other device records, annotations with an External id,
+    ``ac2g`` flow starts and ends (``corr``: the flow's id)."""
 
     ts: array = field(default_factory=lambda: array("d"))
     thread: array = field(default_factory=lambda: array("i"))
     corr: array = field(default_factory=lambda: array("q"))
     ext: array = field(default_factory=lambda: array("q"))
-
-
-class Flows(Struct):
-    """``ac2g`` flow starts and ends: (thread, ts, id) each."""
-
-    start: tuple[array, array, array] = field(default_factory=lambda: (array("i"), array("d"), array("q")))
-    end: tuple[array, array, array] = field(default_factory=lambda: (array("i"), array("d"), array("q")))
 
 
 class Undated(Struct):
@@ -144,8 +136,8 @@ class Undated(Struct):
 
 
 class IdIndex:
-    """id -> value as two columns sorted by id (stable): 12 B an entry, a dict ~100-170 B. Among equal
-    ids, ``last`` / ``first`` answer as a dict filled by assignment / ``setdefault`` would."""
+    """id -> positions as two columns sorted by id (stable): 12 B an entry, a dict of lists ~100-200 B. Among
+    equal ids, ``last`` / ``first`` answer as a dict filled by assignment / ``setdefault`` would."""
 
     __slots__ = ("ids", "values")
 
@@ -153,14 +145,14 @@ class IdIndex:
         self.ids, self.values = ids, values
 
     @classmethod
-    def where(cls, ids: array, kinds: array | None = None, *wanted: int) -> IdIndex:
-        """id -> position, for the ids present (and, given ``kinds``, of a wanted kind)."""
+    def where(cls, ids: array, kinds: array | None = None, *wanted: int, absent: bool = False) -> IdIndex:
+        """id -> position, for the ids present (``absent``: -1 too) and, given ``kinds``, of a wanted kind."""
         import numpy as np
 
-        column = np.frombuffer(ids, np.int64)
-        keep = column >= 0
+        column = np.asarray(ids)
+        keep = column >= (-1 if absent else 0)
         if kinds is not None:
-            keep &= np.isin(np.frombuffer(kinds, np.int8), wanted)
+            keep &= np.isin(np.asarray(kinds), wanted)
         at = np.flatnonzero(keep)
         at = at[np.argsort(column[at], kind="stable")]
         return cls(array("q", column[at].tobytes()), array("i", at.astype(np.int32).tobytes()))
@@ -175,11 +167,24 @@ class IdIndex:
         k = bisect_left(ids, key)
         return self.values[k] if k < len(ids) and ids[k] == key else None
 
+    def get(self, key: int, default: list[int]) -> list[int]:
+        lo = bisect_left(self.ids, key)
+        hi = bisect_right(self.ids, key, lo)
+        return self.values[lo:hi].tolist() if hi > lo else default
+
+    def items(self) -> Iterator[tuple[int, list[int]]]:
+        """(id, its positions) for each id, in increasing order."""
+        lo = 0
+        for key, run in groupby(self.ids):
+            hi = lo + sum(1 for _ in run)
+            yield key, self.values[lo:hi].tolist()
+            lo = hi
+
     def many(self, keys: Any, last: bool) -> Any:
         """:meth:`last` (or :meth:`first`) of each id in a numpy array, -1 where absent."""
         import numpy as np
 
-        ids, values = np.frombuffer(self.ids, np.int64), np.frombuffer(self.values, np.int32)
+        ids, values = np.asarray(self.ids), np.asarray(self.values)
         if not len(ids):
             return np.full(len(keys), -1, np.int64)
         k = np.searchsorted(ids, keys, "right") - 1 if last else np.searchsorted(ids, keys, "left")
@@ -187,40 +192,11 @@ class IdIndex:
         return np.where((k >= 0) & (k < len(ids)) & (ids[at] == keys), values[at], -1)
 
 
-class ByCorrelation:
-    """Device items grouped by correlation, in trace order within one: sorted columns, free when the
-    trace is in correlation order (Kineto's), else 12 B an item; a dict of lists cost ~200 B."""
-
-    def __init__(self, corr: array) -> None:
-        if all(map(le, corr, islice(corr, 1, None))):
-            self.keys, self.order = corr, None
-        else:
-            order = sorted(range(len(corr)), key=corr.__getitem__)  # stable: trace order within one
-            self.keys, self.order = array("q", map(corr.__getitem__, order)), array("i", order)
-
-    def _items(self, lo: int, hi: int) -> list[int]:
-        return list(range(lo, hi)) if self.order is None else self.order[lo:hi].tolist()
-
-    def get(self, corr: int, default: list[int]) -> list[int]:
-        keys = self.keys
-        lo = bisect_left(keys, corr)
-        if lo == len(keys) or keys[lo] != corr:
-            return default
-        return self._items(lo, bisect_right(keys, corr, lo))
-
-    def items(self) -> Iterator[tuple[int, list[int]]]:
-        """(correlation, its items) for each correlation, in increasing order (-1: none)."""
-        lo = 0
-        for c, run in groupby(self.keys):
-            hi = lo + sum(1 for _ in run)
-            yield c, self._items(lo, hi)
-            lo = hi
-
-
-def _flow_ids(rows: list[int], threads: array, ts: array, flows: tuple[array, array, array]) -> list[tuple[int, int]]:
+def _flow_ids(rows: list[int], threads: array, ts: array, flows: Others) -> list[tuple[int, int]]:
     """(row, id of the flow at its (thread, ts)) for the rows at one; a later flow at one place wins."""
     wanted = {(threads[i], ts[i]) for i in rows}
-    found = {key: fid for key, fid in zip(zip(flows[0], flows[1], strict=True), flows[2], strict=True) if key in wanted}
+    found = {key: fid for key, fid in zip(zip(flows.thread, flows.ts, strict=True), flows.corr, strict=True)
+             if key in wanted}
     return [(i, fid) for i in rows if (fid := found.get((threads[i], ts[i]), -1)) >= 0]
 
 
@@ -234,7 +210,7 @@ class Joins:
         self.kernel_corr = array("q", tl.device.corr)  # per device record: the same
         self.flow_cpu: dict[int, int] = {}  # flow ids that gave a call its correlation -> that call
         self._made: dict[tuple[Any, ...], Any] = {}
-        self._resolve_flows(tl.flows)
+        self._resolve_flows(tl.flow_starts, tl.flow_ends)
 
     def once(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         got = self._made.get(key)
@@ -255,21 +231,20 @@ class Joins:
         return cast(IdIndex, self.once((type(rows), resolved, *kinds),
                                         lambda: IdIndex.where(ids, rows.kind if kinds else None, *kinds)))
 
-    def device_groups(self) -> ByCorrelation:
-        """Device records grouped by their own correlation."""
-        return cast(ByCorrelation, self.once(("groups",), lambda: ByCorrelation(self.device.corr)))
+    def device_groups(self) -> IdIndex:
+        """Device records grouped by their own correlation (-1: none)."""
+        return cast(IdIndex, self.once(("groups",), lambda: IdIndex.where(self.device.corr, absent=True)))
 
-    def op_by_ext(self) -> IdIndex:
-        """External id -> op index."""
-        return cast(IdIndex, self.once(("ext",), lambda: IdIndex.where(self.ops.ext)))
+    def by_ext(self, rows: Ops | Others) -> IdIndex:
+        """External id -> row of ``rows``: the model's ops, or its annotations with one."""
+        return cast(IdIndex, self.once(("ext", id(rows)), lambda: IdIndex.where(rows.ext)))
 
     def ops_of_calls(self, calls: list[int]) -> list[int]:
-        """The op that made each call (-1: none): the first op with its External id, else the innermost
-        op around its start on its thread. Kept once asked: the record and the namer both ask."""
+        """The op that made each call (-1: none) by the one rule (docs/DESIGN.md §7); kept: two queries ask."""
         known = self.once(("call_op",), dict)
         todo = [i for i in dict.fromkeys(calls) if i not in known]
         if todo:
-            c, by_ext = self.calls, self.op_by_ext()
+            c, by_ext = self.calls, self.by_ext(self.ops)
             for i in todo:
                 got = by_ext.first(ext) if (ext := c.ext[i]) >= 0 else None
                 known[i] = -1 if got is None else got
@@ -279,28 +254,23 @@ class Joins:
                 known[i] = op
         return [known[i] for i in calls]
 
-    def _resolve_flows(self, flows: Flows) -> None:
+    def _resolve_flows(self, starts: Others, ends: Others) -> None:
         """Correlation-less launches and kernels take the id of the ac2g flow that starts/ends on them."""
         c, d = self.calls, self.device
-        if flows.start[2]:
+        if starts.corr:
             launches = [i for i in range(len(c.kind)) if c.corr[i] < 0 and c.kind[i] in (E.C_LAUNCH, E.C_GRAPH)]
-            for i, fid in _flow_ids(launches, c.thread, c.start, flows.start):
+            for i, fid in _flow_ids(launches, c.thread, c.start, starts):
                 self.launch_corr[i] = fid
                 if self.calls_by_corr(resolved=False).last(fid) is None:  # no call has it as its own
                     self.flow_cpu.setdefault(fid, i)
-        if flows.end[2]:
+        if ends.corr:
             kernels = [k for k in range(len(d.kind)) if d.corr[k] < 0 and d.kind[k] == E.D_KERNEL]
-            for k, fid in _flow_ids(kernels, d.thread, d.start, flows.end):
+            for k, fid in _flow_ids(kernels, d.thread, d.start, ends):
                 self.kernel_corr[k] = fid
-
-    def annotation_by_ext(self) -> IdIndex:
-        """External id -> annotation row (``Timeline.annotations``), the first with it."""
-        return cast(IdIndex, self.once(("annotations",), lambda: IdIndex.where(self.annotations.ext)))
 
 
 class Timeline(Struct):
-    """One trace as columns per kind (docs/DESIGN.md §7, "One model"); other events' time and process in
-    ``rest_ts`` / ``rest_pid`` (read with ids), so the record places every event in a segment."""
+    """One trace as columns per kind, every event a row of one (docs/DESIGN.md §7, "One model")."""
 
     path: str
     size: int = 0
@@ -311,7 +281,8 @@ class Timeline(Struct):
     device: Device = field(default_factory=Device)
     others: Others = field(default_factory=Others)
     annotations: Others = field(default_factory=Others)  # those with an External id (also in ``rest``)
-    flows: Flows = field(default_factory=Flows)
+    flow_starts: Others = field(default_factory=Others)
+    flow_ends: Others = field(default_factory=Others)
     undated: Undated = field(default_factory=Undated)
     ranges: list[Range] = field(default_factory=list)
     signatures: list[tuple[str, str, str]] = field(default_factory=list)  # (name, dims, types) JSON text
@@ -337,9 +308,8 @@ class Timeline(Struct):
         """(time, thread) -> the segment of its process around it (``segments.assigner``), -1: none."""
         if source in ("filename", "all"):
             return lambda ts, thread: 0
-        pids = {pid: n for n, pid in enumerate(dict.fromkeys(self.thread_pid))}
-        find = assigner(segs, pids)
-        place = [pids[p] for p in self.thread_pid]
+        find = assigner(segs, self.pids)
+        place = [self.pids[p] for p in self.thread_pid]
         return lambda ts, thread: find(ts, place[thread])
 
     def row_segments(self, segs: list[Segment], source: str, ts: array, where: array, threads: bool = True) -> Any:
@@ -417,12 +387,11 @@ class _Builder:
         self.raw_sigs = Interner()
         self.concretes = Interner()
         self.modules = Interner()
-        self.kernels = Interner()
+        self.kernels = Interner()  # kernel keys (``kernel_key``), made Kernels by ``finish``
         self.budget = current_limits().max_distinct_bytes
         self.distinct = 0  # bytes charged so far for distinct things held (Limits.max_distinct_bytes)
         self.charged: dict[int, int] = {}  # id of each charged list -> how many of its items are charged
         self.categories: dict[str | None, int] = {}
-        self.kernel_ids: dict[tuple[Any, ...], int] = {}
 
     def _charge(self) -> None:
         """Charge the slice's new distinct values (docs/DESIGN.md §7.1, "Distinct things")."""
@@ -441,21 +410,11 @@ class _Builder:
                 f"more than {mib} of distinct names, shapes, threads and ranges (the limit, --max-distinct-mib)",
             )
 
-    def thread(self, ev: Any) -> int:
-        return self.threads((ev.pid, ev.tid))
-
     def kernel_key(self, name: str | None, a: Any) -> tuple[Any, ...]:
         """A kernel's identity as a tuple; with ids also shared memory and registers (``summary`` shows them)."""
         if not self.ids:
             return (name, a.grid, a.block) if a is not None else (name, None, None)
         return (name, a.grid, a.block, a.smem, a.regs) if a is not None else (name, None, None, None, None)
-
-    def _kernel_id(self, key: tuple[Any, ...]) -> int:
-        got = self.kernel_ids.get(key)
-        if got is None:
-            name, grid, block, *rest = key
-            got = self.kernel_ids[key] = self.kernels(Kernel(name, grid or None, block or None, *rest))
-        return got
 
     def add(self, events: list[Any]) -> None:
         """One slice, by bulk passes per kind, not a loop body per event (docs/DESIGN.md §7, ``timeline``)."""
@@ -466,26 +425,25 @@ class _Builder:
         present = set(kinds)
         tl = self.tl
         tl.events += len(events)
-        pick = partial(self._pick, events, kinds)
-        if present & _DEVICE:
-            for dev, d in zip(self._dated(pick(_DEVICE)), (tl.device, tl.undated.device), strict=True):
-                self._devices(dev, d)
+
+        def pick(wanted: frozenset[int]) -> list[Any]:
+            return list(compress(events, map(wanted.__contains__, kinds)))
+
         if E.CAT_PYTHON in present:
             self._modules([ev for ev in E.module_events(events) if ev.ts is not None])
-        if E.CAT_CPU_OP in present:
-            for ops, iv in zip(self._dated(pick(_CPU_OP)), (tl.ops, tl.undated.ops), strict=True):
-                self._ops(ops, iv)
-        if present & _CALLS:
-            self._others(pick(_CALLS))
+        for wanted, fill, rows in ((_DEVICE, self._devices, "device"), (_CPU_OP, self._ops, "ops"),
+                                   (_RUNTIME, self._calls, "calls")):  # dated rows, and the undated apart
+            if present & wanted:
+                for part, dest in zip(self._dated(pick(wanted)), (getattr(tl, rows), getattr(tl.undated, rows)),
+                                      strict=True):
+                    fill(part, dest)
+        if E.CAT_ANNOTATION in present:
+            self._annotations(pick(_ANNOTATION))
         if self.ids and not present <= _LINKED:
             self._rest(list(compress(events, map(not_, map(_LINKED.__contains__, kinds)))))
         if self.ids and present & _OTHER:
             self._other_linked(pick(_OTHER))
         self._charge()
-
-    @staticmethod
-    def _pick(events: list[Any], kinds: list[int], wanted: frozenset[int]) -> list[Any]:
-        return list(compress(events, map(wanted.__contains__, kinds)))
 
     @staticmethod
     def _dated(events: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -507,110 +465,96 @@ class _Builder:
 
     def _other_linked(self, events: list[Event]) -> None:
         """Other device records (linked like kernels) and ac2g flows; the rest of these kinds to ``rest``."""
-        others, flows, rest = self.tl.others, self.tl.flows, []
+        tl, rest = self.tl, []
         for ev in events:
             if self.categories[ev.cat] == E.CAT_GPU_OTHER and ev.args is not None:
-                self._linked(others, ev, E.ident(ev.args.correlation))
+                self._linked(tl.others, ev, E.ident(ev.args.correlation), E.ident(ev.args.ext))
                 continue
             if E.is_flow(ev, ev.cat or ""):
-                row = (self.thread(ev), _NAN if ev.ts is None else ev.ts, E.ident(ev.id))
-                for column, value in zip(flows.end if ev.ph == "f" else flows.start, row, strict=True):
-                    column.append(value)
+                self._linked(tl.flow_ends if ev.ph == "f" else tl.flow_starts, ev, E.ident(ev.id), -1)
                 if ev.ph == "f":
                     continue
             rest.append(ev)
         self._rest(rest)
 
-    def _linked(self, rows: Others, ev: Any, corr: int) -> None:
+    def _linked(self, rows: Others, ev: Any, corr: int, ext: int) -> None:
         rows.ts.append(_NAN if ev.ts is None else ev.ts)
-        rows.thread.append(self.thread(ev))
+        rows.thread.append(self.threads((ev.pid, ev.tid)))
         rows.corr.append(corr)
-        rows.ext.append(E.ident(ev.args.ext))
+        rows.ext.append(ext)
+
+    def _spans(self, events: list[Any], rows: Intervals | Calls, widen: bool = True) -> None:
+        """The start, end and thread columns of ``rows``; ``widen``: the trace's span too (NaN never does)."""
+        starts = [_NAN if (t := ev.ts) is None else t for ev in events]
+        ends = list(map(add, starts, [ev.dur or 0.0 for ev in events]))
+        rows.start.fromlist(starts)
+        rows.end.fromlist(ends)
+        rows.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
+        if widen and starts:
+            self.lo = min(self.lo, min(starts))
+            self.hi = max(self.hi, max(ends))
 
     def _ops(self, ops: list[Any], iv: Ops) -> None:
-        starts = [_NAN if (t := ev.ts) is None else t for ev in ops]
-        ends = list(map(add, starts, [ev.dur or 0.0 for ev in ops]))
-        iv.start.fromlist(starts)
-        iv.end.fromlist(ends)
-        iv.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in ops]))
+        self._spans(ops, iv)
         args = [ev.args for ev in ops]
         raw = [
             (ev.name or "", bytes(a.dims), bytes(a.types)) if a is not None else (ev.name or "", b"", b"")
             for ev, a in zip(ops, args, strict=True)
         ]
         iv.label.fromlist(self.raw_sigs.many(raw))
-        if iv is self.tl.ops and starts:
-            self.lo = min(self.lo, min(starts))
-            self.hi = max(self.hi, max(ends))
         if self.ext:
             iv.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
         if self.ids:
             iv.shapes.fromlist([1 if r[1] else 0 for r in raw])
             iv.concrete.fromlist(self.concretes.many([bytes(a.concrete) if a is not None else b"" for a in args]))
 
-    def _others(self, events: list[Any]) -> None:
+    def _annotations(self, events: list[Any]) -> None:
+        """Ranges that may be segments or hints (no other range is read); with ids, those with an External id."""
         tl = self.tl
-        lo, hi = self.lo, self.hi
-        dest, ids = self.categories, self.ids
         for ev in events:
-            kind = dest[ev.cat]
-            name = ev.name or ""
-            ts = _NAN if ev.ts is None else ev.ts
-            end = ts + (ev.dur or 0.0)
-            lo = ts if ts < lo else lo
-            hi = end if end > hi else hi
-            a = ev.args
-            if kind == E.CAT_RUNTIME:
-                self._call(ev, name, ts, tl.calls if ts == ts else tl.undated.calls)
-            elif kind == E.CAT_ANNOTATION:
-                if ts == ts and (E.may_be_segment_marker(name) or E.may_be_hint(name)):  # no other range is read
-                    tl.ranges.append(Range(name, ts, ev.dur or 0.0, ev.pid))
-                if ids and a is not None and E.ident(a.ext) >= 0:
-                    self._linked(tl.annotations, ev, -1)
-        self.lo, self.hi = lo, hi
+            name, ts, dur = ev.name or "", _NAN if ev.ts is None else ev.ts, ev.dur or 0.0
+            self.lo, self.hi = min(self.lo, ts), max(self.hi, ts + dur)
+            if ts == ts and (E.may_be_segment_marker(name) or E.may_be_hint(name)):
+                tl.ranges.append(Range(name, ts, dur, ev.pid))
+            if self.ids and ev.args is not None and E.ident(ev.args.ext) >= 0:
+                self._linked(tl.annotations, ev, -1, E.ident(ev.args.ext))
 
     def _modules(self, events: list[Any]) -> None:
         iv = self.tl.modules
-        starts = [ev.ts for ev in events]
-        iv.start.fromlist(starts)
-        iv.end.fromlist(list(map(add, starts, [ev.dur or 0.0 for ev in events])))
-        iv.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
+        self._spans(events, iv, widen=False)
         names = [ev.name or "" for ev in events]
         clean = {name: E.module_name(name) for name in set(names)}
         iv.label.fromlist(self.modules.many([clean[name] for name in names]))
 
     def _devices(self, events: list[Any], d: Device) -> None:
-        dest, top = self.categories, E.ID_LIMIT
+        dest = self.categories
         args = [ev.args for ev in events]
         d.start.fromlist([_NAN if (t := ev.ts) is None else t for ev in events])
         d.dur.fromlist([ev.dur or 0.0 for ev in events])
         d.kind.fromlist([dest[ev.cat] - E.CAT_KERNEL for ev in events])
-        d.corr.fromlist(
-            [c if a is not None and (c := a.correlation) is not None and 0 <= c < top else -1 for a in args]
-        )
-        d.node.fromlist([n if a is not None and (n := a.node) is not None and 0 <= n < top else -1 for a in args])
+        d.corr.fromlist([E.ident(a.correlation) if a is not None else -1 for a in args])
+        d.node.fromlist([E.ident(a.node) if a is not None else -1 for a in args])
         key = self.kernel_key
         keys = [key(ev.name or "", a) for ev, a in zip(events, args, strict=True)]
-        ids = list(map(self.kernel_ids.get, keys))
-        if None in ids:
-            ids = [self._kernel_id(k) for k in keys]
-        d.kernel.fromlist(ids)
+        d.kernel.fromlist(self.kernels.many(keys))
         if self.ids:
             d.thread.fromlist(self.threads.many([(ev.pid, ev.tid) for ev in events]))
             d.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
 
-    def _call(self, ev: Any, name: str, ts: float, c: Calls) -> None:
-        kind = E.call_kind(name)
-        a = ev.args
-        c.start.append(ts)
-        c.end.append(ts + (ev.dur or 0.0))
-        c.name.append(self.call_names(name))
-        c.thread.append(self.thread(ev))
-        c.kind.append(kind)
-        c.corr.append(E.ident(a.correlation) if a is not None else -1)
-        own = a.kernel if a is not None and kind == E.C_LAUNCH else None
-        c.kernel.append(self._kernel_id(self.kernel_key(own, a)) if own is not None else -1)
-        c.ext.append(E.ident(a.ext) if a is not None else -1)  # BareEvent: args never decoded
+    def _calls(self, events: list[Any], c: Calls) -> None:
+        self._spans(events, c)
+        names = [ev.name or "" for ev in events]
+        kind_of = {name: E.call_kind(name) for name in set(names)}
+        kinds = list(map(kind_of.__getitem__, names))
+        args = [ev.args for ev in events]  # BareEvent: never decoded, None
+        c.name.fromlist(self.call_names.many(names))
+        c.kind.fromlist(kinds)
+        c.corr.fromlist([E.ident(a.correlation) if a is not None else -1 for a in args])
+        c.kernel.fromlist([
+            self.kernels(self.kernel_key(a.kernel, a)) if k == E.C_LAUNCH and a is not None and a.kernel is not None
+            else -1 for a, k in zip(args, kinds, strict=True)
+        ])  # a ROCm launch names its kernel
+        c.ext.fromlist([E.ident(a.ext) if a is not None else -1 for a in args])
 
     def finish(self) -> None:
         tl = self.tl
@@ -618,7 +562,7 @@ class _Builder:
         tl.signatures = [(n, compact_json(d, cache), compact_json(t, cache)) for n, d, t in self.raw_sigs.values]
         tl.concretes = [compact_json(c, cache) for c in self.concretes.values]
         tl.module_names = list(self.modules.values)
-        tl.kernels = list(self.kernels.values)
+        tl.kernels = [Kernel(name, grid or None, block or None, *x) for name, grid, block, *x in self.kernels.values]
         tl.thread_pid = [pid for pid, _ in self.threads.values]
         tl.call_names = list(self.call_names.values)
         tl.span = (self.lo, self.hi) if self.lo <= self.hi else None
@@ -629,8 +573,7 @@ class _Builder:
 def load_timeline(
     path: str, progress: Callable[[int, int], None] | None = None, *, fields: type = SlimEvent
 ) -> Timeline:
-    """Read ``path`` in one streaming pass (TraceError for any bad input), decoding ``fields``: ``Event``
-    (with Kineto's ids), ``SlimEvent`` or ``BareEvent`` (no ``args``); what is not decoded reads as absent."""
+    """Read ``path`` in one streaming pass (TraceError for any bad input), decoding ``fields`` (docs/DESIGN.md §7)."""
     stream = open_trace(path, progress)
     tl = Timeline(path)
     b = _Builder(tl, fields is Event, fields is not BareEvent)
@@ -649,19 +592,15 @@ def innermost(iv: Intervals, times: list[float], threads: list[int]) -> list[int
     """For each (time, thread) query, the innermost interval containing it, else -1: one sweep per thread
     with a stack of open intervals (ranges nest on a thread). NaN places nothing (it would break the sort)."""
     out = [-1] * len(times)
-    queries: dict[int, list[int]] = {}
-    for q, th in enumerate(threads):
-        if times[q] == times[q]:
-            queries.setdefault(th, []).append(q)
-    spans: dict[int, list[int]] = {th: [] for th in queries}
     start, end = iv.start, iv.end
+    spans: dict[int, list[int]] = {}
     for j, th in enumerate(iv.thread):
-        got = spans.get(th)
-        if got is not None and start[j] == start[j]:
-            got.append(j)
-    for th, qs in queries.items():
+        if start[j] == start[j]:
+            spans.setdefault(th, []).append(j)
+    queries = sorted((q for q, th in enumerate(threads) if times[q] == times[q] and th in spans),
+                     key=lambda q: (threads[q], times[q]))
+    for th, qs in groupby(queries, key=threads.__getitem__):
         order = sorted(spans[th], key=lambda j: (start[j], -end[j]))
-        qs.sort(key=lambda q: times[q])
         stack: list[int] = []
         k = 0
         for q in qs:

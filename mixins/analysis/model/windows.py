@@ -13,13 +13,12 @@ from typing import NamedTuple, cast
 from msgspec import Struct
 from msgspec.structs import replace
 
-from mixins.analysis.model.align import matching_runs
 from mixins.analysis.model.events import C_LAUNCH, D_KERNEL, NODE_KIND_OF_CALL, vllm_label
 from mixins.analysis.model.identity import Identity, rank_from_name
-from mixins.analysis.model.record import OUTSIDE, Kernel, Segment
+from mixins.analysis.model.record import OUTSIDE, Kernel, Segment, matching_runs
 from mixins.analysis.model.roles import identify
 from mixins.analysis.model.segments import segments_of
-from mixins.analysis.model.timeline import Timeline, innermost, load_timeline
+from mixins.analysis.model.timeline import Intervals, Timeline, innermost, load_timeline
 from mixins.analysis.read.reader import MAX_OVERLAPPING_PAIRS, TraceError
 from mixins.analysis.read.safe_io import read_small_json
 
@@ -179,48 +178,40 @@ def _laminar(spans: list[tuple[int, float, float]], idx: list[int]) -> bool:
     return True
 
 
-def _owners(
-    spans: list[tuple[int, float, float]], by_calls: dict[int, tuple[list[float], list[int]]]
-) -> tuple[dict[int, list[int]], set[int]]:
-    """Per window, the calls it owns (its thread's, inside it, in no window nested in it) on threads whose
-    windows are laminar, by one sweep with a stack; and the threads left to :func:`_nested`."""
+def _owners(path: str, spans: list[tuple[int, float, float]],
+            by_calls: dict[int, tuple[list[float], list[int]]]) -> dict[int, list[int]]:
+    """Per window, the calls it owns: where a thread's windows are laminar, the innermost window around
+    each call (:func:`innermost`); elsewhere the calls in it but in no window nested in it (:func:`_nested`)."""
+    by_thread = _by_thread(spans)
+    general = {th for th, idx in by_thread.items() if not _laminar(spans, idx)}
+    laminar = [th for th in by_thread if th not in general and th in by_calls]
+    times = [t for th in laminar for t in by_calls[th][0]]
+    threads = [th for th in laminar for _ in by_calls[th][0]]
+    windows = Intervals(array("d", [b for _, b, _ in spans]), array("d", [e for _, _, e in spans]),
+                        array("i", [th for th, _, _ in spans]))
     owned: dict[int, list[int]] = {}
-    general: set[int] = set()
-    for th, idx in _by_thread(spans).items():
-        if not _laminar(spans, idx):
-            general.add(th)
-            continue
-        starts, calls = by_calls.get(th, ([], []))
-        lo = bisect_left(starts, spans[idx[0]][1])
-        stack: list[int] = []
-        w = 0
-        for k in range(lo, len(starts)):
-            t = starts[k]
-            while w < len(idx) and spans[idx[w]][1] <= t:
-                while stack and spans[stack[-1]][2] < spans[idx[w]][1]:
-                    stack.pop()
-                stack.append(idx[w])
-                w += 1
-            while stack and spans[stack[-1]][2] < t:
-                stack.pop()
-            if stack:
-                owned.setdefault(stack[-1], []).append(calls[k])
-            elif w == len(idx):
-                break  # past the last window
-    return owned, general
+    calls = (i for th in laminar for i in by_calls[th][1])
+    for i, w in zip(calls, innermost(windows, times, threads), strict=True):
+        if w >= 0:
+            owned.setdefault(w, []).append(i)
+    nested = _nested(path, spans, general) if general else {}
+    for n, (th, b, e) in enumerate(spans):
+        if th in general:
+            starts, idx = by_calls.get(th, ([], []))
+            outside = _outside(nested.get(n, []))
+            owned[n] = [idx[k] for k in range(bisect_left(starts, b), bisect_right(starts, e)) if outside(starts[k])]
+    return owned
 
 
 def _calls_by_thread(tl: Timeline) -> dict[int, tuple[list[float], list[int]]]:
     """Launch/copy/set calls per thread, sorted by start: (starts, call indices)."""
     c = tl.calls
-    got: dict[int, list[tuple[float, int]]] = {}
-    for i in range(len(c.kind)):
-        if c.kind[i] in NODE_KIND_OF_CALL and c.start[i] == c.start[i]:  # a call without a time: in no window
-            got.setdefault(c.thread[i], []).append((c.start[i], i))
-    out = {}
-    for th, items in got.items():
-        items.sort()
-        out[th] = ([t for t, _ in items], [i for _, i in items])
+    timed = [i for i in range(len(c.kind)) if c.kind[i] in NODE_KIND_OF_CALL and c.start[i] == c.start[i]]
+    out: dict[int, tuple[list[float], list[int]]] = {}
+    for i in sorted(timed, key=c.start.__getitem__):  # stable: file order among equal starts
+        starts, calls = out.setdefault(c.thread[i], ([], []))
+        starts.append(c.start[i])
+        calls.append(i)
     return out
 
 
@@ -266,21 +257,10 @@ class _Context:
             ran_starts, kernels = [], []
             for t, i in zip(starts, idx, strict=True):
                 k = ran.first(c.corr[i]) if c.kind[i] == C_LAUNCH and c.corr[i] >= 0 else None
-                at = self.site[i]
-                if k is not None and at is not None:
+                if k is not None:  # every call here has a site
                     ran_starts.append(t)
-                    kernels.append((at, tl.kernels[tl.device.kernel[k]]))
+                    kernels.append((cast(Site, self.site[i]), tl.kernels[tl.device.kernel[k]]))
             self.ran_by_thread[th] = (ran_starts, kernels)
-
-    def calls(self, th: int, lo: float, hi: float, inner: list[tuple[float, float]]) -> list[int]:
-        """The launch/copy/set calls on ``th`` in [lo, hi] outside the ``inner`` windows (the general rule)."""
-        starts, idx = self.by_thread.get(th, ([], []))
-        c = self.tl.calls
-        got = idx[bisect_left(starts, lo) : bisect_right(starts, hi)]
-        if not inner:
-            return got
-        outside = _outside(inner)
-        return [i for i in got if outside(c.start[i])]
 
     def nodes(self, calls: list[int]) -> list[Node]:
         out = []
@@ -304,16 +284,14 @@ def windows_of(tl: Timeline, identity: Identity, segs: list[Segment], source: st
     if not spans:  # no capture: nothing to index (a replay given as a capture costs nothing more)
         return []
     ctx = _Context(tl, segs, source)
-    owned, general = _owners(spans, ctx.by_thread)
-    nested = _nested(tl.path, spans, general) if general else {}
+    owned = _owners(tl.path, spans, ctx.by_thread)
     out: list[Window] = []
     pending: dict[int, list[float]] = {}  # per thread, a heap of the ends of its windows not yet ended
     ended: dict[int, float] = {}  # per thread, the last end among its windows that have ended
     for order, (th, b, e) in enumerate(spans):
         j = ctx.segment(b, th)
         seg = segs[j] if j >= 0 else None
-        calls = ctx.calls(th, b, e, nested.get(order, [])) if th in general else owned.get(order, [])
-        nodes = ctx.nodes(calls)
+        nodes = ctx.nodes(owned.get(order, []))
         named_by_launch = all(n.kernel is not None for n in nodes if n.kind == D_KERNEL)
         # the warm-up pass: from the last end of this thread's windows at or before this begin (docs/DESIGN.md
         # §7, "Attribution" step 2); begins come in time order, so an end popped stays past
