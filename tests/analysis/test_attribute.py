@@ -35,8 +35,8 @@ from pairs import (
     with_rank,
 )
 
+from mixins.analysis.commands.attribute import low_coverage
 from mixins.analysis.commands.attribute_match import attribute_replay
-from mixins.analysis.commands.attribute_views import low_coverage
 from mixins.analysis.model.windows import load_capture
 from tests.interop import import_hta
 
