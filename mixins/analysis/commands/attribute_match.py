@@ -402,40 +402,33 @@ class _Matcher:
         """:func:`verify`'s in-order search on one group, occurrence to occurrence: the leftmost and the
         rightmost fit (their sites are each window's own: ``_one_fit``); None once ``self.work`` passes
         ``budget``."""
+        left = self._fit(g, replay, keys, budget, 1)
+        if not isinstance(left, list) or len(left) == len(g.nodes):
+            return (left, left) if isinstance(left, list) else left
+        right = self._fit(g, replay, keys, budget, -1)  # it fits from the right as it did from the left
+        return (left, right) if isinstance(right, list) else right
+
+    def _fit(
+        self, g: _WindowGroup, replay: list[tuple[int, Kernel]], keys: list[_KernelKey], budget: int, step: int
+    ) -> list[int] | str | None:
+        """The first fit from the left (``step`` 1) or from the right (-1), as :func:`verify` scans."""
         out: list[int] = []
-        j = 0
-        nodes, positions = g.nodes, g.positions
-        for n, (kind, k) in enumerate(replay):
-            at = positions.get(keys[n])
-            p = bisect_left(at, j) if at is not None else 0
-            if at is not None and kind == D_KERNEL:
-                while p < len(at) and not _compatible(nodes[at[p]].kernel, k):
-                    p += 1
-                    self.work += 1
-            self.work += 1
-            if self.work > budget:
-                return None
-            if at is None or p == len(at):
-                return f"replayed node #{n} ({k.name}) not found in order in the capture window"
-            out.append(at[p])
-            j = at[p] + 1
-        if len(out) == len(nodes):
-            return out, out
-        right: list[int] = []  # the rightmost fit, as :func:`verify`
-        j = len(nodes)
-        for n in reversed(range(len(replay))):
+        j = 0 if step > 0 else len(g.nodes)  # the next node that may be used, or (from the right) one past it
+        for n in range(len(replay)) if step > 0 else reversed(range(len(replay))):
             kind, k = replay[n]
-            at = positions[keys[n]]
-            p = bisect_left(at, j) - 1
-            while kind == D_KERNEL and not _compatible(nodes[at[p]].kernel, k):
-                p -= 1
+            at = g.positions.get(keys[n], [])
+            p = bisect_left(at, j) - (step < 0)
+            while 0 <= p < len(at) and kind == D_KERNEL and not _compatible(g.nodes[at[p]].kernel, k):
+                p += step
                 self.work += 1
             self.work += 1
             if self.work > budget:
                 return None
-            right.append(at[p])
-            j = at[p]
-        return out, right[::-1]
+            if not 0 <= p < len(at):
+                return f"replayed node #{n} ({k.name}) not found in order in the capture window"
+            out.append(at[p])
+            j = at[p] + (step > 0)
+        return out if step > 0 else out[::-1]
 
     def pick(
         self, ok: list[tuple[Window, list[int]]], hints: tuple[tuple[str, int] | None, str | None]
