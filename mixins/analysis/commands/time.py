@@ -173,7 +173,7 @@ def _overlapping(tl: Timeline, segs: list[Segment], source: str) -> Finder | Non
     """Where two segments of one process overlap in time (captures on two threads at once), the segment of a
     call: each goes to one, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing
     one of its process), and each capture window and instantiate to its begin's. None when no two overlap: a
-    call is then in at most one, and slicing the calls by time (``_segment``) is the same answer for less."""
+    call is then in at most one, and slicing the calls by time (``_Timer.segment``) is the same answer for less."""
     ends: dict[Any, float] = {}
     overlap = False
     for s in sorted((s for s in segs if math.isfinite(s.start) and math.isfinite(s.end)), key=lambda s: s.start):
