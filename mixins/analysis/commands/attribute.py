@@ -146,15 +146,29 @@ class _Against(NamedTuple):
     rank: int | None  # the captures'
     any_rank: bool
 
+    @classmethod
+    def of(cls, args: argparse.Namespace, caps: list[Capture]) -> _Against:
+        """Captures of several ranks are refused unless ``--any-rank``."""
+        ranks = sorted({c.rank for c in caps if c.rank is not None})
+        if len(ranks) > 1 and not args.any_rank:
+            shown = ", ".join(f"{os.path.basename(c.path)}: {c.rank}" for c in caps if c.rank is not None)
+            raise TraceError(caps[0].path, f"captures come from different ranks ({shown}); use --any-rank")
+        windows = [w for c in caps for w in c.windows]
+        return cls(windows, [c.path for c in caps], bool(args.annotate), ranks[0] if len(ranks) == 1 else None,
+                   args.any_rank)
 
-def _against(args: argparse.Namespace, caps: list[Capture]) -> _Against:
-    rank = _capture_rank(caps, args.any_rank)
-    return _Against([w for c in caps for w in c.windows], [c.path for c in caps], bool(args.annotate), rank,
-                    args.any_rank)
+    def attribute(self, path: str, rp: ReplayIndex) -> Attribution:
+        refused = _not_a_replay(path, rp)
+        if refused is not None:
+            raise refused
+        if not self.any_rank and None not in (self.rank, rp.rank) and rp.rank != self.rank:
+            raise TraceError(path, f"replay is rank {rp.rank}, captures are rank {self.rank} (--any-rank to "
+                             "attribute anyway)")
+        return attribute_index(rp, self.windows, self.captures, self.annotate)
 
 
 def _replay_job(path: str, against: _Against, progress: Progress | None = None) -> Attribution:
-    return _attribute_job(path, index_replay(path, progress), against)
+    return against.attribute(path, index_replay(path, progress))
 
 
 def _not_a_replay(path: str, rp: ReplayIndex, also_capture: bool = False) -> TraceError | None:
@@ -168,24 +182,6 @@ def _not_a_replay(path: str, rp: ReplayIndex, also_capture: bool = False) -> Tra
         return TraceError(path, refusal("", role, "attribute", instead)) if also_capture else None
     instead = "give it as CAPTURE, the replay first" if role.role == CAPTURE else _REPLAY_WANTED
     return TraceError(path, refusal("", role, "attribute", instead), wrong_role=role.role)
-
-
-def _attribute_job(path: str, rp: ReplayIndex, against: _Against) -> Attribution:
-    refused = _not_a_replay(path, rp)
-    if refused is not None:
-        raise refused
-    rank = against.rank
-    if not against.any_rank and rank is not None and rp.rank is not None and rp.rank != rank:
-        raise TraceError(path, f"replay is rank {rp.rank}, captures are rank {rank} (--any-rank to attribute anyway)")
-    return attribute_index(rp, against.windows, against.captures, against.annotate)
-
-
-def _capture_rank(caps: list[Capture], any_rank: bool) -> int | None:
-    ranks = sorted({c.rank for c in caps if c.rank is not None})
-    if len(ranks) > 1 and not any_rank:
-        shown = ", ".join(f"{os.path.basename(c.path)}: {c.rank}" for c in caps if c.rank is not None)
-        raise TraceError(caps[0].path, f"captures come from different ranks ({shown}); use --any-rank")
-    return ranks[0] if len(ranks) == 1 else None
 
 
 # -- what attribute says beyond its op rows ---------------------------------------------------------
@@ -413,10 +409,10 @@ def _attribute_overlapped(
             rp = run_one(limits, index_replay, replay, bar)
         with render.progress_files(not args.json, len(paths)) as tick:
             caps = _captures_read(gather(paths, futures, tick), listed)
-    against = _against(args, caps)
+    against = _Against.of(args, caps)
     if isinstance(rp, TraceError):
         raise rp
-    done = run_one(limits, _attribute_job, replay, rp, against)
+    done = run_one(limits, against.attribute, replay, rp)
     return (*collect_results([(replay, done)], listed_replays), against.rank)
 
 
@@ -429,7 +425,7 @@ def _attribute_all(
     if caps is None:
         inputs, listed = _capture_inputs(list(args.captures), replays)
         caps = _captures_read(map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json), listed)
-    against = _against(args, caps)
+    against = _Against.of(args, caps)
     results = map_files(_replay_job, replays, (against,), args.jobs, not args.json)
     return (*collect_results(results, listed_replays), against.rank)
 

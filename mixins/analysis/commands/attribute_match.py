@@ -100,9 +100,7 @@ class Unattributed(Struct):
 
 
 def annotation_key(corr: Any, node: Any, ts: Any, name: str) -> tuple[Any, ...]:
-    """Which replayed kernel ``--annotate`` marks: its launch's correlation and its CUDA graph node id;
-    without a node id (ROCm, CUDA < 12), its start and name — two kernels of one name starting together
-    on two streams would share that key, and one would get the other's op."""
+    """Which replayed kernel ``--annotate`` marks (docs/DESIGN.md §7, "Attribution" step 4)."""
     if isinstance(node, int) and not isinstance(node, bool) and 0 <= node < ID_LIMIT:
         return (corr, node)
     return (corr, ts, name)
@@ -201,9 +199,8 @@ AMBIGUOUS_FIT = "ambiguous: the replayed kernels fit the capture window's launch
 
 
 def _one_fit(nodes: list[Node], left: list[int], right: list[int]) -> list[int] | str:
-    """``left`` when the leftmost and rightmost in-order fits give every replayed node the same site
-    (op, shapes, module): then skipping either way attributes alike. Otherwise the choice of skipped
-    launches would decide the attribution: refused, never guessed."""
+    """``left`` when the leftmost and rightmost in-order fits give every replayed node the same site, else
+    refused, never guessed (docs/DESIGN.md §7, "Attribution" step 3)."""
     if left == right or all(nodes[a].site == nodes[b].site for a, b in zip(left, right, strict=True)):
         return left
     return AMBIGUOUS_FIT
@@ -213,8 +210,7 @@ def _one_fit(nodes: list[Node], left: list[int], right: list[int]) -> list[int] 
 
 
 class ReplayIndex(Struct):
-    """One replay trace read and indexed: everything attribution needs that does not depend on the
-    captures, so it can be built while the captures are still loading (``attribute._attribute_overlapped``)."""
+    """What attribution needs of a replay without the captures (docs/DESIGN.md §7, "Attribution" step 6)."""
 
     tl: Timeline
     rank: int | None
@@ -245,9 +241,8 @@ def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
 
 
 class _Hints:
-    """Batch size and runner a replay states around a graph launch: ``…bs=N…``, vLLM's
-    ``execute_N_…``, ``runner=Name`` in an enclosing range (innermost first). Hints only: the
-    kernel sequence decides, a hint only chooses among windows that verify."""
+    """Batch size and runner a replay states around a graph launch, innermost range first: hints only
+    (docs/DESIGN.md §7, "Attribution" step 4)."""
 
     def __init__(self, tl: Timeline) -> None:
         found = []
@@ -315,12 +310,9 @@ class _WindowGroup:
 
 
 def _content(window: Window) -> tuple[Any, ...]:
-    return tuple(
-        (n.kind, None)
-        if n.kind != D_KERNEL or n.kernel is None
-        else (n.kind, n.kernel.name, n.kernel.grid, n.kernel.block)
-        for n in window.nodes
-    ) + (window.unnamed,)
+    """What windows that verify alike share: each node's key, grid and block, and how many are unnamed."""
+    shapes = ((n.kernel.grid, n.kernel.block) if n.kind == D_KERNEL and n.kernel else None for n in window.nodes)
+    return (*zip(map(_node_key, window.nodes), shapes, strict=True), window.unnamed)
 
 
 class _Matcher:
@@ -346,11 +338,8 @@ class _Matcher:
     def candidates(
         self, key: tuple[int, ...], seq: Callable[[], list[tuple[int, Kernel]]]
     ) -> tuple[list[tuple[Window, list[int]]], str]:
-        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached.
-
-        The same windows and reason as :func:`verify` against every window, in window order; when a
-        window verifies without skipped nodes, only such windows (``pick`` keeps only those anyway).
-        """
+        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached: as
+        :func:`verify` on every window (docs/DESIGN.md §7, "Attribution" step 3)."""
         got = self.cache.get(key)
         if got is None:
             got = self.cache[key] = self._candidates(seq())
@@ -399,9 +388,8 @@ class _Matcher:
     def _search(
         self, g: _WindowGroup, replay: list[tuple[int, Kernel]], keys: list[_KernelKey], budget: int
     ) -> tuple[list[int], list[int]] | str | None:
-        """:func:`verify`'s in-order search on one group, occurrence to occurrence: the leftmost and the
-        rightmost fit (their sites are each window's own: ``_one_fit``); None once ``self.work`` passes
-        ``budget``."""
+        """The leftmost and the rightmost fit on one group (``_one_fit`` compares their sites per window);
+        None once ``self.work`` passes ``budget``."""
         left = self._fit(g, replay, keys, budget, 1)
         if not isinstance(left, list) or len(left) == len(g.nodes):
             return (left, left) if isinstance(left, list) else left
@@ -538,9 +526,8 @@ def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Att
 
 
 def _add_launches(plan: list[_Group], launches: list[tuple[float, ...]]) -> None:
-    """Every launch of one plan onto its rows at once, column-wise so that the work per launch is in C (a
-    scaled replay is ~1,000 launches x ~300 op executions); each execution's time summed left to right over
-    its kernels, as :meth:`Row.add` does."""
+    """Every launch of one plan onto its rows at once, column-wise, as :meth:`Row.add` would add them one by
+    one (docs/DESIGN.md §7, "Attribution" step 6)."""
     columns = list(zip(*launches, strict=True))
     n = len(launches)
     for g in plan:

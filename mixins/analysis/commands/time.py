@@ -42,8 +42,8 @@ def _ns(us: float) -> int:
     return round(us * _NS_PER_US)
 
 
-def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[str, float], dict[str, float]]:
-    """(wall_us, phases in µs, shares). Exact in integer ns (``phases_ns`` sum to ``wall_ns``, also in the
+def phases_json(phases_ns: dict[str, int], wall_ns: int) -> dict[str, Any]:
+    """wall_us, phases in µs and shares. Exact in integer ns (``phases_ns`` sum to ``wall_ns``, also in the
     JSON); in µs floats ``other`` is chosen so the sum equals wall_us where a float can make it so, else it is
     off by less than a nanosecond (for some splits no float ``other`` makes a float sum exact)."""
     wall = wall_ns / _NS_PER_US
@@ -54,7 +54,7 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[st
     near = (rounded, *(max(0.0, rounded + k * math.ulp(wall)) for k in (1, -1, 2, -2)), other)
     out["other"] = next((c for c in near if parts + c == wall), rounded)
     shares = {p: round(v / wall, 4) if wall > 0 else 0.0 for p, v in out.items()}
-    return wall, out, shares
+    return {"wall_us": wall, "phases": out, "shares": shares}
 
 
 class TopOp(Struct, frozen=True):
@@ -79,15 +79,12 @@ class SegmentTime(Struct):
     top: list[TopOp] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        wall, phases, shares = phases_json(self.phases_ns, self.wall_ns)
         return {
             "label": self.label,
             "bs": self.bs,
             **size_json(self.label),
             "variant": self.variant,
-            "wall_us": wall,
-            "phases": phases,
-            "shares": shares,
+            **phases_json(self.phases_ns, self.wall_ns),
             "wall_ns": self.wall_ns,
             "phases_ns": dict(self.phases_ns),
             "capture_windows": self.capture_windows,
@@ -104,8 +101,7 @@ class TraceTime(Struct):
 
     def as_json(self) -> dict[str, Any]:
         segs = self.segments
-        wall, phases, shares = phases_json({p: sum(s.phases_ns[p] for s in segs) for p in PHASES},
-                                           sum(s.wall_ns for s in segs))
+        totals = phases_json({p: sum(s.phases_ns[p] for s in segs) for p in PHASES}, sum(s.wall_ns for s in segs))
         ident = self.identity.as_json()
         return {
             "path": self.path,
@@ -115,7 +111,7 @@ class TraceTime(Struct):
             "tp_rank": ident.pop("tp_rank"),
             **ident,
             "segment_source": self.segment_source,
-            "totals": {"wall_us": wall, "phases": phases, "shares": shares, "top": [t.as_json() for t in self.top]},
+            "totals": {**totals, "top": [t.as_json() for t in self.top]},
             "segments": [s.as_json() for s in self.segments],
         }
 
@@ -184,8 +180,7 @@ def _overlapping(tl: Timeline, segs: list[Segment], source: str) -> Finder | Non
 
 def _union(chunks: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
     """The intervals ``[a, b)`` (numpy columns, a chunk at a time, ``a`` ascending) merged where they touch or
-    overlap, empty ones dropped: their starts and ends interleaved, a chunk at a time. A running maximum of
-    the ends, so millions of warm-up ops cost no Python step each and no column of their size."""
+    overlap, empty ones dropped: their starts and ends interleaved, a chunk at a time (docs/DESIGN.md §7)."""
     import numpy as np
 
     open_: tuple[Any, Any] | None = None  # the merged interval the next chunk may extend
