@@ -26,7 +26,7 @@ from mixins.analysis.model.timeline import BareEvent, Timeline, load_timeline
 from mixins.formats import PHASES
 from mixins.helptext import add_command, non_negative_int
 
-__all__ = ["PHASES", "NOTE", "TopOp", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
+__all__ = ["PHASES", "NOTE", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
 
 NOTE = (
     "profiling inflates CPU time (every op and runtime call is recorded while the trace is taken): "
@@ -57,18 +57,6 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> dict[str, Any]:
     return {"wall_us": wall, "phases": out, "shares": shares}
 
 
-class TopOp(Struct, frozen=True):
-    """A CPU op or runtime call name within one phase: summed self time and how often it ran."""
-
-    phase: str
-    op: str
-    self_ns: int
-    count: int
-
-    def as_json(self) -> dict[str, Any]:
-        return {"phase": self.phase, "op": self.op, "self_us": self.self_ns / _NS_PER_US, "count": self.count}
-
-
 class SegmentTime(Struct):
     label: str
     bs: int | None
@@ -76,7 +64,7 @@ class SegmentTime(Struct):
     wall_ns: int
     phases_ns: dict[str, int]
     capture_windows: int = 0
-    top: list[TopOp] = field(default_factory=list)
+    top: list[dict[str, Any]] = field(default_factory=list)  # ``_top``'s
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -88,7 +76,7 @@ class SegmentTime(Struct):
             "wall_ns": self.wall_ns,
             "phases_ns": dict(self.phases_ns),
             "capture_windows": self.capture_windows,
-            "top": [t.as_json() for t in self.top],
+            "top": self.top,
         }
 
 
@@ -97,7 +85,7 @@ class TraceTime(Struct):
     identity: Identity
     segment_source: str
     segments: list[SegmentTime]
-    top: list[TopOp] = field(default_factory=list)  # over all segments
+    top: list[dict[str, Any]] = field(default_factory=list)  # over all segments
 
     def as_json(self) -> dict[str, Any]:
         segs = self.segments
@@ -111,7 +99,7 @@ class TraceTime(Struct):
             "tp_rank": ident.pop("tp_rank"),
             **ident,
             "segment_source": self.segment_source,
-            "totals": {**totals, "top": [t.as_json() for t in self.top]},
+            "totals": {**totals, "top": self.top},
             "segments": [s.as_json() for s in self.segments],
         }
 
@@ -244,15 +232,16 @@ class _Pieces:
         return self._before[1][i] + np.where(self.phase[i] == k, t - self.bounds[i], 0)
 
 
-def _top(spent: Spent, n: int, names: list[str]) -> list[TopOp]:
-    """Per phase, the ``n`` names with the most self time."""
+def _top(spent: Spent, n: int, names: list[str]) -> list[dict[str, Any]]:
+    """Per phase, the ``n`` names (CPU ops, runtime calls) with the most self time, and how often each ran."""
     import numpy as np
 
     ns, calls = spent
     out = []
     for k, phase in enumerate(PHASES):
         rows = sorted(((int(ns[k, i]), i) for i in np.flatnonzero(ns[k] > 0).tolist()), reverse=True)
-        out += [TopOp(phase, names[i], v, int(calls[k, i])) for v, i in rows[:n]]
+        out += [{"phase": phase, "op": names[i], "self_us": v / _NS_PER_US, "count": int(calls[k, i])}
+                for v, i in rows[:n]]
     return out
 
 
