@@ -319,28 +319,21 @@ class _Copy:
 
     def __init__(self, out: IO[bytes] | gzip.GzipFile) -> None:
         self.out = out
-        self.sep = b"{"  # before the next member
-        self.in_events: bytes | None = None  # inside traceEvents: what goes before its next element
+        self.ahead = b"{"  # before the next member (or the end): "]" first while traceEvents is open
+        self.sep: bytes | None = None  # inside traceEvents: what goes before its next element
 
     def member(self, key: str, raw: bytes | None) -> None:
-        self._close_events()
-        self.out.write(self.sep + msgspec.json.encode(key) + b": " + (b"[" if raw is None else raw))
-        self.sep = b", "
-        self.in_events = b"" if raw is None else None  # None: traceEvents, its elements follow
+        self.out.write(self.ahead + msgspec.json.encode(key) + b": " + (b"[" if raw is None else raw))
+        self.ahead = b"], " if raw is None else b", "
+        self.sep = b"" if raw is None else None  # raw None: traceEvents, its elements follow
 
     def events(self, items: list[bytes]) -> None:
-        if items and self.in_events is not None:
-            self.out.write(self.in_events + b", ".join(items))
-            self.in_events = b", "
-
-    def _close_events(self) -> None:
-        if self.in_events is not None:
-            self.out.write(b"]")
-            self.in_events = None
+        if items and self.sep is not None:
+            self.out.write(self.sep + b", ".join(items))
+            self.sep = b", "
 
     def end(self) -> None:
-        self._close_events()
-        self.out.write(b"{}" if self.sep == b"{" else b"}")
+        self.out.write(b"{}" if self.ahead == b"{" else self.ahead.removesuffix(b", ") + b"}")
 
 
 def write_annotated(replay: str, out: str, annotations: dict[tuple[Any, ...], dict[str, Any]]) -> int:
