@@ -48,7 +48,6 @@ from mixins.usage import DIFFERENT, OK, TROUBLE
 __all__ = ["add", "cmd_attribute", "capture_inputs", "GROUP_BY", "GROUP_KEYS", "group_rows", "low_coverage",
            "write_annotated"]
 
-LOW_COVERAGE = DIFFERENT  # exit 1: coverage below --min-coverage
 Progress = Callable[[int, int], None]  # the reader's (bytes read, file size) callback: a bar on a terminal
 Details = dict[str, tuple[int, str | None]]  # TraceLens execution details: file name -> (batch size, mode)
 _DETAILS = "execution_details.json"
@@ -174,8 +173,6 @@ def _replay_job(path: str, against: _Against, progress: Progress | None = None) 
 def _not_a_replay(path: str, rp: ReplayIndex, also_capture: bool = False) -> TraceError | None:
     """The one line for a REPLAY whose role is no replay's (None: a replay, or no role known); given as a
     CAPTURE too (``also_capture``), a replay is told so."""
-    if rp.identity is None:
-        return None
     role = role_in(rp.identity)
     if replay_ok(role):
         instead = "it is REPLAY already: give its captures after it"
@@ -485,5 +482,5 @@ def cmd_attribute(args: argparse.Namespace, caps: list[Capture] | None = None) -
     if args.min_coverage is not None:  # no graph kernel at all is never a pass
         low = [r for r in results if r.gpu_time_us and r.share < args.min_coverage]
         if low or any(not r.gpu_time_us or not r.graph_kernels for r in results):
-            return LOW_COVERAGE
+            return DIFFERENT  # exit 1: coverage below --min-coverage
     return OK

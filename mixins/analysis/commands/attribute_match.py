@@ -219,7 +219,7 @@ class ReplayIndex(Struct):
     eager_call: IdIndex  # correlation -> non-graph call index (the last one)
     hints: _Hints
     item_keys: array  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
-    identity: Identity | None = None  # with its role and run (``roles.identify``)
+    identity: Identity  # with its role and run (``roles.identify``)
 
 
 def index_replay(path: str, progress: Callable[[int, int], None] | None = None) -> ReplayIndex:
@@ -234,12 +234,6 @@ def index_replay(path: str, progress: Callable[[int, int], None] | None = None) 
     return ReplayIndex(tl, rank, joins.device_groups(), graphs, eager_call, _Hints(tl), keys, identity)
 
 
-def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
-    """A graph launch's device work in node order: CUPTI graph node id when all have one, else time."""
-    node = tl.device.node.__getitem__
-    return sorted(items, key=node if items and min(map(node, items)) >= 0 else tl.device.start.__getitem__)
-
-
 class _Hints:
     """Batch size and runner a replay states around a graph launch, innermost range first: hints only
     (docs/DESIGN.md §7, "Attribution" step 4)."""
@@ -251,9 +245,8 @@ class _Hints:
             rm = _RUNNER_HINT.search(r.name)
             if bs is not None or rm:
                 found.append((r.ts, r.ts + r.dur, r.pid, bs, rm.group(1) if rm else None))
-        found.sort()
-        self.ranges = found
-        self.starts = [f[0] for f in found]
+        self.ranges = sorted(found)
+        self.starts = [f[0] for f in self.ranges]
         self.longest = max((f[1] - f[0] for f in found), default=0.0)
 
     def at(self, t: float, pid: Any) -> tuple[tuple[str, int] | None, str | None]:
@@ -317,7 +310,8 @@ def _content(window: Window) -> tuple[Any, ...]:
 
 class _Matcher:
     """Matches graph launches to windows, near-linear whatever the captures (docs/DESIGN.md §7, "Attribution"
-    step 3): verification cached per replayed sequence; ``work`` counts node steps."""
+    step 3): verification cached per replayed sequence; ``work`` counts node steps. Holds one replay's rows,
+    keyed by (source, runner, segment, site, name), and its unattributed work, by (source, reason)."""
 
     def __init__(self, windows: list[Window]) -> None:
         self.windows = windows
@@ -325,6 +319,8 @@ class _Matcher:
         self.plans: dict[tuple[int, tuple[int, ...]], list[_Group]] = {}
         self.previous: Window | None = None
         self.launches: dict[int, tuple[list[_Group], list[tuple[float, ...]]]] = {}  # plan id -> durations
+        self.rows: dict[tuple[Any, ...], Row] = {}
+        self.unattributed: dict[tuple[str, str], Unattributed] = {}
         self.work = 0
         alike: dict[tuple[Any, ...], list[int]] = {}
         for w, window in enumerate(windows):
@@ -334,6 +330,18 @@ class _Matcher:
         for g in self.groups:
             self.by_names.setdefault(tuple(map(_node_key, g.nodes)), []).append(g)
         self.known = {key for g in self.groups for key in g.positions}  # every node key of every window
+
+    def row(self, key: tuple[Any, ...], site: Site, name: str) -> Row:
+        got = self.rows.get(key)
+        if got is None:
+            got = self.rows[key] = Row(name, site.module, site.dims, site.types, *key[:3])
+        return got
+
+    def miss(self, source: str, reason: str, kernels: int, us: float, corr: int) -> None:
+        u = self.unattributed.setdefault((source, reason), Unattributed(source, reason, example_correlation=corr))
+        u.launches += 1
+        u.kernels += kernels
+        u.gpu_time_us += us
 
     def candidates(
         self, key: tuple[int, ...], seq: Callable[[], list[tuple[int, Kernel]]]
@@ -446,26 +454,6 @@ class _Matcher:
         return f"ambiguous: {len(ok)} capture windows verify ({', '.join(labels[:4])})"
 
 
-class _Rows:
-    """Rows keyed by (source, runner, segment, site); per op execution totals are added at once."""
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple[Any, ...], Row] = {}
-        self.unattributed: dict[tuple[str, str], Unattributed] = {}
-
-    def row(self, key: tuple[Any, ...], site: Site, name: str) -> Row:
-        got = self.rows.get(key)
-        if got is None:  # key: (source, runner, segment, site, name)
-            got = self.rows[key] = Row(name, site.module, site.dims, site.types, *key[:3])
-        return got
-
-    def miss(self, source: str, reason: str, kernels: int, us: float, corr: int) -> None:
-        u = self.unattributed.setdefault((source, reason), Unattributed(source, reason, example_correlation=corr))
-        u.launches += 1
-        u.kernels += kernels
-        u.gpu_time_us += us
-
-
 class _Group(NamedTuple):
     """Replayed items (offsets in the launch) that one op execution ran, and the row they add to."""
 
@@ -474,7 +462,7 @@ class _Group(NamedTuple):
     nodes: list[Node]
 
 
-def _plan(m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key: tuple[int, ...]) -> list[_Group]:
+def _plan(m: _Matcher, tl: Timeline, w: Window, pos: list[int], key: tuple[int, ...]) -> list[_Group]:
     """How a verified (window, sequence) pair spreads over rows; computed once per pair."""
     plan = m.plans.get((id(w), key))
     if plan is not None:
@@ -485,18 +473,20 @@ def _plan(m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key
         kind, kernel = divmod(k, _KIND_SHIFT)
         name = node.site.name if kind == D_KERNEL else tl.kernels[kernel].name or _KIND_NAME[kind]
         rkey = ("graph", w.runner, w.segment, node.site, name)
-        g = groups.setdefault((rkey, node.inst), _Group(rows.row(rkey, node.site, name), [], []))
+        g = groups.setdefault((rkey, node.inst), _Group(m.row(rkey, node.site, name), [], []))
         g.offsets.append(off)
         g.nodes.append(node)
     plan = m.plans[(id(w), key)] = list(groups.values())
     return plan
 
 
-def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Attribution, annotate: bool) -> None:
+def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, res: Attribution, annotate: bool) -> None:
     tl = rp.tl
     corr = tl.calls.corr[call]
-    items = _replay_nodes(tl, rp.by_corr.get(corr, []) if corr >= 0 else [])
     d = tl.device
+    items = rp.by_corr.get(corr, []) if corr >= 0 else []
+    node_id = d.node.__getitem__  # device work in node order: CUPTI graph node id when all have one, else time
+    items = sorted(items, key=node_id if items and min(map(node_id, items)) >= 0 else d.start.__getitem__)
     res.graph_kernels += len(items)
     if not items:
         return
@@ -506,12 +496,12 @@ def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Att
     hints = rp.hints.at(tl.calls.start[call], tl.thread_pid[tl.calls.thread[call]])
     got = m.pick(ok, hints) if ok else why
     if isinstance(got, str):
-        rows.miss("graph", got, len(items), sum(pick(d.dur)), corr)
+        m.miss("graph", got, len(items), sum(pick(d.dur)), corr)
         return
     w, pos = got
     m.previous = w
     res.graph_kernels_attributed += len(items)
-    plan = _plan(m, rows, tl, w, pos, key)
+    plan = _plan(m, tl, w, pos, key)
     pending = m.launches.setdefault(id(plan), (plan, []))[1]
     pending.append(pick(d.dur))
     if len(pending) >= _BATCH:  # bounded: a long replay adds its launches batch by batch
@@ -551,7 +541,7 @@ def _annotation(w: Window, node: Node) -> dict[str, Any]:
     }
 
 
-def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
+def _eager(rp: ReplayIndex, graph_corrs: set[int], m: _Matcher) -> None:
     """Device work launched outside graphs, on the innermost cpu_op and module of its own launch."""
     tl, d = rp.tl, rp.tl.device
     # by correlation group, not item by item: a replay is ~all graph kernels (a few groups of many)
@@ -565,7 +555,7 @@ def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
         got = site_of.get(c)
         if got is None or got[1] < 0:
             why = "no launching runtime call" if got is None else "launch outside any cpu_op"
-            rows.miss("eager", why, 1, d.dur[i], d.corr[i])
+            m.miss("eager", why, 1, d.dur[i], d.corr[i])
             continue
         site, inst = got
         key = ("eager", None, None, site, site.name)
@@ -573,7 +563,7 @@ def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
         acc[1] += d.dur[i]
         acc[2] += 1
     for (key, _), (site, us, n) in per_exec.items():
-        rows.row(key, site, site.name).add(us, n)
+        m.row(key, site, site.name).add(us, n)
 
 
 def attribute_index(rp: ReplayIndex, windows: list[Window], captures: list[str], annotate: bool = False) -> Attribution:
@@ -581,17 +571,16 @@ def attribute_index(rp: ReplayIndex, windows: list[Window], captures: list[str],
     tl = rp.tl
     res = Attribution(tl.path, captures, rp.rank, annotations={} if annotate else None)
     res.gpu_time_us = sum(tl.device.dur)
-    rows = _Rows()
     m = _Matcher(windows)
     graph_corrs = {tl.calls.corr[c] for c in rp.graphs if tl.calls.corr[c] >= 0}
     for call in rp.graphs:
-        _graph_launch(rp, call, m, rows, res, annotate)
+        _graph_launch(rp, call, m, res, annotate)
     for plan, launches in m.launches.values():
         if launches:
             _add_launches(plan, launches)
-    _eager(rp, graph_corrs, rows)
-    res.rows = sorted(rows.rows.values(), key=lambda r: (-r.gpu_time_us, r.name, r.module))
-    res.unattributed = sorted(rows.unattributed.values(), key=lambda u: -u.gpu_time_us)
+    _eager(rp, graph_corrs, m)
+    res.rows = sorted(m.rows.values(), key=lambda r: (-r.gpu_time_us, r.name, r.module))
+    res.unattributed = sorted(m.unattributed.values(), key=lambda u: -u.gpu_time_us)
     return res
 
 

@@ -16,13 +16,13 @@ from msgspec import Struct, field
 
 from mixins.analysis import render
 from mixins.analysis.jobs import OK, TROUBLE, add_jobs_option, collect_results, expand_paths, map_files, with_limits
-from mixins.analysis.model import events as E
-from mixins.analysis.model.events import C_INSTANTIATE
+from mixins.analysis.model.events import C_INSTANTIATE, segment_variant
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import Segment
-from mixins.analysis.model.roles import identify, run_labels
+from mixins.analysis.model.roles import READS, identify, run_labels
 from mixins.analysis.model.segments import segments_of, size_json
 from mixins.analysis.model.timeline import BareEvent, Timeline, load_timeline
+from mixins.analysis.serialise import to_json
 from mixins.formats import PHASES
 from mixins.helptext import add_command, non_negative_int
 
@@ -299,16 +299,15 @@ def _parents_walk(calls: _Columns) -> Any:
     m = len(calls.ts)
     out = array("i" if m < 1 << 31 else "q", [-1]) * m
     stacks: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # per thread: (position, end) of the calls open
-    n = 0
     for lo in range(0, m, _CHUNK):
         at = slice(lo, lo + _CHUNK)
-        for t, e, thread in zip(calls.ts[at].tolist(), calls.end[at].tolist(), calls.thread[at].tolist(), strict=True):
+        rows = zip(calls.ts[at].tolist(), calls.end[at].tolist(), calls.thread[at].tolist(), strict=True)
+        for n, (t, e, thread) in enumerate(rows, lo):
             stack = stacks[thread]
             while stack and stack[-1][1] <= t:
                 stack.pop()
             out[n] = stack[-1][0] if stack else -1
             stack.append((n, e))
-            n += 1
     return np.frombuffer(out, out.typecode)
 
 
@@ -353,7 +352,7 @@ class _Timer:
         phases = dict(zip(PHASES, pieces.lengths, strict=True))
         spent = self._spent(calls, pieces, s0, s1) if self.top > 0 else None
         top = _top(spent, self.top, self.names) if spent is not None else []
-        return SegmentTime(seg.label, seg.bs, E.segment_variant(seg.label), s1 - s0, phases, n_windows, top), spent
+        return SegmentTime(seg.label, seg.bs, segment_variant(seg.label), s1 - s0, phases, n_windows, top), spent
 
     def _pieces(self, calls: _Columns, s0: int, s1: int, pid: Any, j: int) -> tuple[_Pieces, int]:
         """Segment ``j``'s phase pieces, and its number of capture windows. Where several phases' intervals
@@ -500,8 +499,7 @@ def compare_runs(traces: list[dict[str, Any]], runs: list[str]) -> list[dict[str
     rows = []
     for (runner, tp, pp, index, label), got in cells.items():
         walls = [got.get(r) for r in runs]
-        first = walls[0]
-        change = [None if w is None or not first else round(w / first - 1.0, 4) for w in walls]
+        change = [None if w is None or not walls[0] else round(w / walls[0] - 1.0, 4) for w in walls]
         rows.append(
             {"runner": runner, "tp_rank": tp, "pp_rank": pp, "capture_index": index, "label": label,
              **size_json(label), "wall_us": walls, "change": change}
@@ -510,9 +508,6 @@ def compare_runs(traces: list[dict[str, Any]], runs: list[str]) -> list[dict[str
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from mixins.analysis.model.roles import READS
-    from mixins.analysis.serialise import to_json
-
     files, listed, bad = expand_paths(list(args.paths))
     results, bad_files = collect_results(
         map_files(time_trace, files, (args.top,), args.jobs, not args.json), listed, reads=("time", READS["time"])
