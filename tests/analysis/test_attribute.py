@@ -53,6 +53,7 @@ from tests.trace_files import event, write_trace
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = DATA / "vllm_decode_full_attribute_main.json"
 Run = Callable[..., tuple[int, str, str]]
+_CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color"}
 
 
 @pytest.fixture(params=["sequential", "overlapped"])
@@ -124,23 +125,16 @@ def test_real_vllm_pair_reproduces_tracelens_ops_summary(full: dict[str, Any]) -
     assert (moe["count"], moe["kernels"], moe["input_dims"][0]) == (24, 72, [32, 3072])
 
 
-def test_derived_capture_with_extra_launches_still_verifies(
-    run_cli: Any, real: dict[str, Any], full: dict[str, Any], tmp_path: Path
+@pytest.mark.parametrize(("derive", "nodes"), [
+    pytest.param(lambda cap, rep: (extra_launches(cap), rep), [421 + 11], id="capture-with-extra-launches"),
+    pytest.param(lambda cap, rep: piecewise(cap, rep, cut=200), [200, 221], id="piecewise-window-by-window"),
+])
+def test_derived_pairs_verify_and_attribute_as_the_real_one(
+    run_cli: Any, real: dict[str, Any], full: dict[str, Any], tmp_path: Path, derive: Any, nodes: list[int]
 ) -> None:
-    extra = save(extra_launches(real["capture"]), tmp_path / "extra_capture.json.gz")
-    assert len(load_capture(str(extra)).windows[0].nodes) == 421 + 11
-    res = _attribute(run_cli, VLLM_REPLAY, extra)
-    assert res["coverage"]["graph_kernels_attributed"] == 421
-    assert _by_name_module(res) == pytest.approx(_by_name_module(full))
-
-
-def test_derived_piecewise_pair_matches_window_by_window(
-    run_cli: Any, real: dict[str, Any], full: dict[str, Any], tmp_path: Path
-) -> None:
-    cap, rep = piecewise(real["capture"], real["replay"], cut=200)
-    cap_p, rep_p = save(cap, tmp_path / "pw_capture.json.gz"), save(rep, tmp_path / "pw_replay.json.gz")
-    windows = load_capture(str(cap_p)).windows
-    assert [len(w.nodes) for w in windows] == [200, 221]
+    cap, rep = derive(real["capture"], real["replay"])
+    cap_p, rep_p = save(cap, tmp_path / "capture.json.gz"), save(rep, tmp_path / "replay.json.gz")
+    assert [len(w.nodes) for w in load_capture(str(cap_p)).windows] == nodes
     res = _attribute(run_cli, rep_p, cap_p)
     assert res["coverage"]["graph_kernels"] == res["coverage"]["graph_kernels_attributed"] == 421
     assert _by_name_module(res) == pytest.approx(_by_name_module(full))
@@ -263,6 +257,18 @@ def h100() -> dict[str, Any]:
     return load(H100)
 
 
+def _nvidia(h100: dict[str, Any], tmp_path: Path, rep_edit: Callable[[dict[str, Any]], None] | None = None,
+            **kw: Any) -> tuple[Any, list[Any], Path, dict[str, Any]]:
+    """``attribute`` on the DERIVED pair ``pairs.nvidia_pair(h100, **kw)`` (``rep_edit`` changes its replay
+    first): the Attribution, the capture's windows, the replay's path and document."""
+    cap, rep = nvidia_pair(h100, **kw)
+    if rep_edit is not None:
+        rep_edit(rep)
+    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
+    windows = load_capture(str(cap_p)).windows
+    return attribute_replay(str(rep_p), windows, [str(cap_p)], annotate=True), windows, rep_p, rep
+
+
 def _innermost(events: list[dict[str, Any]], t: float, tid: Any) -> dict[str, Any] | None:
     best = None
     for e in events:
@@ -272,11 +278,8 @@ def _innermost(events: list[dict[str, Any]], t: float, tid: Any) -> dict[str, An
 
 
 def test_derived_nvidia_pair_named_by_warmup_pass(h100: dict[str, Any], tmp_path: Path) -> None:
-    cap, rep = nvidia_pair(h100)
-    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
-    (window,) = load_capture(str(cap_p)).windows
+    res, (window,), _, rep = _nvidia(h100, tmp_path)
     assert window.naming == "warm-up" and window.unnamed == 0
-    res = attribute_replay(str(rep_p), [window], [str(cap_p)], annotate=True)
     n = len(graph_kernels(rep))
     assert n > 1000 and res.graph_kernels == res.graph_kernels_attributed == n
     assert res.attributed_us == pytest.approx(res.gpu_time_us)
@@ -303,20 +306,18 @@ def test_derived_nvidia_pair_named_by_warmup_pass(h100: dict[str, Any], tmp_path
 def test_a_nameless_graph_memset_is_named_memset(h100: dict[str, Any], tmp_path: Path) -> None:
     """A replayed graph node without a name is named by its kind: a memset is "memset" (it was named
     "memcpy", the one fallback for every non-kernel node)."""
-    cap, rep = nvidia_pair(h100)
-    for e in rep["traceEvents"]:
-        if e.get("cat") == "gpu_memset":
-            del e["name"]
-    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
-    res = attribute_replay(str(rep_p), load_capture(str(cap_p)).windows, [str(cap_p)])
+    def nameless_memsets(rep: dict[str, Any]) -> None:
+        for e in rep["traceEvents"]:
+            if e.get("cat") == "gpu_memset":
+                del e["name"]
+
+    res = _nvidia(h100, tmp_path, nameless_memsets)[0]
     graph = {r.name for r in res.rows if r.source == "graph"}
     assert "memset" in graph and "memcpy" not in graph and not any(n.startswith("Memset") for n in graph)
 
 
 def test_derived_nvidia_pair_without_warmup_is_not_guessed(h100: dict[str, Any], tmp_path: Path) -> None:
-    cap, rep = nvidia_pair(h100, warmup=False)
-    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
-    res = attribute_replay(str(rep_p), load_capture(str(cap_p)).windows, [str(cap_p)])
+    res, _, rep_p, _ = _nvidia(h100, tmp_path, warmup=False)
     assert res.graph_kernels_attributed == 0 and not [r for r in res.rows if r.source == "graph"]
     (miss,) = res.unattributed
     assert "no kernel name" in miss.reason
@@ -329,14 +330,11 @@ def test_derived_nvidia_pair_without_warmup_is_not_guessed(h100: dict[str, Any],
 
 def test_derived_nvidia_graph_node_ids_give_the_order(h100: dict[str, Any], tmp_path: Path) -> None:
     """Replay kernels out of start-time order: only CUPTI's graph node ids put them in capture order."""
-    cap, rep = nvidia_pair(h100, node_ids=True)
-    cap_p, rep_p = save(cap, tmp_path / "nv_capture.json.gz"), save(rep, tmp_path / "nv_replay.json.gz")
-    windows = load_capture(str(cap_p)).windows
-    res = attribute_replay(str(rep_p), windows, [str(cap_p)])
+    res, windows, _, rep = _nvidia(h100, tmp_path, node_ids=True)
     assert res.graph_kernels_attributed == res.graph_kernels > 1000
     for e in rep["traceEvents"]:
         e.get("args", {}).pop("graph node id", None)
-    no_ids = attribute_replay(str(save(rep, tmp_path / "nv_replay_no_ids.json.gz")), windows, [str(cap_p)])
+    no_ids = attribute_replay(str(save(rep, tmp_path / "nv_replay_no_ids.json.gz")), windows, res.captures)
     assert no_ids.graph_kernels_attributed == 0
 
 
@@ -790,17 +788,24 @@ def test_which_launches_a_shorter_replay_skipped_is_never_guessed(tmp_path: Path
 # -- what attribute says: the low-coverage warning -------------------------------------------------------------------
 
 
-def test_a_plain_profile_given_as_the_capture_is_refused_by_its_role(run_cli: Any) -> None:
-    """The replay against a trace with no CUDA-graph content (the real H100 inference trace) attributed no
-    graph kernel, warned, and exited 0 (or 1 under --min-coverage): a confident answer about the wrong
-    file. Its role is read first now: one line naming it, exit 2, nothing on stdout."""
-    for extra in ((), ("--json",), ("--min-coverage", "0.02")):
-        rc, out, err = run_cli("attribute", VLLM_REPLAY, H100, *extra)
-        assert (rc, out) == (2, "")
-        assert err == (
-            f"capture-trace: error: {H100}: holds no CUDA-graph content (no capture window, no graph launch): "
-            "it is a plain profile; CAPTURE takes the traces taken at start-up, with CUDA-graph capture\n"
-        )
+_PLAIN = (f"{H100}: holds no CUDA-graph content (no capture window, no graph launch): it is a plain profile; CAPTURE "
+          "takes the traces taken at start-up, with CUDA-graph capture")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    # a plain profile (the real H100 inference trace) as the capture attributed no graph kernel, warned and
+    # exited 0 (or 1 under --min-coverage): a confident answer about the wrong file; its role is read first
+    *(((VLLM_REPLAY, H100, *extra), _PLAIN) for extra in ((), ("--json",), ("--min-coverage", "0.02"))),
+    ((VLLM_REPLAY, VLLM_REPLAY), f"{VLLM_REPLAY}: holds graph launches and no capture windows: it is a replay "
+     "(serving) trace; it is REPLAY already: give its captures after it"),
+    # ``--csv "$OUT"`` with OUT unset wrote nothing and said nothing (exit 0); a coverage above 1
+    *(((VLLM_REPLAY, VLLM_CAPTURE, option, ""), f"{option}: expected a file name ('-' for stdout), got an empty one")
+      for option in ("--csv", "--annotate")),
+    ((VLLM_REPLAY, VLLM_CAPTURE, "--min-coverage", "1.5"),
+     "--min-coverage: expected a fraction between 0 and 1, got 1.5"),
+])
+def test_wrong_inputs_and_option_values_are_one_line(run_cli: Any, argv: tuple[Any, ...], said: str) -> None:
+    assert run_cli("attribute", *argv) == (2, "", f"capture-trace: error: {said}\n")
 
 
 def test_a_fully_attributed_replay_meets_min_coverage_1(run_cli: Any) -> None:
@@ -810,25 +815,6 @@ def test_a_fully_attributed_replay_meets_min_coverage_1(run_cli: Any) -> None:
     cov = json.loads(out)["coverage"]
     assert cov["attributed_us"] == cov["gpu_time_us"] and cov["graph_kernels_attributed"] == cov["graph_kernels"]
     assert (rc, err) == (0, "")
-
-
-def test_the_replay_given_as_the_capture_is_named_as_such(run_cli: Any) -> None:
-    rc, _, err = run_cli("attribute", VLLM_REPLAY, VLLM_REPLAY)
-    assert (rc, err) == (
-        2,
-        f"capture-trace: error: {VLLM_REPLAY}: holds graph launches and no capture windows: it is a replay "
-        "(serving) trace; it is REPLAY already: give its captures after it\n",
-    )
-
-
-@pytest.mark.parametrize(("option", "value", "expected"), [
-    *((option, "", "a file name ('-' for stdout), got an empty one") for option in ("--csv", "--annotate")),
-    ("--min-coverage", "1.5", "a fraction between 0 and 1, got 1.5"),
-])
-def test_a_bad_option_value_is_one_line(run_cli: Any, option: str, value: str, expected: str) -> None:
-    """``--csv "$OUT"`` with OUT unset wrote nothing and said nothing (exit 0); a coverage above 1."""
-    rc, out, err = run_cli("attribute", VLLM_REPLAY, VLLM_CAPTURE, option, value)
-    assert (rc, out, err) == (2, "", f"capture-trace: error: {option}: expected {expected}\n")
 
 
 def test_derived_wrong_capture_and_wrong_rank_name_their_causes(
@@ -856,7 +842,7 @@ def test_derived_wrong_capture_and_wrong_rank_name_their_causes(
     assert (rc, err) == (0, "")  # coverage is fine: no word about ranks
 
 
-# -- (c) "written to" lines ----------------------------------------------------------------------------
+# -- "written to" lines -------------------------------------------------------------------------------
 
 
 def test_csv_and_annotate_say_where_they_wrote(run_cli: Any, tmp_path: Path) -> None:
@@ -872,17 +858,21 @@ def test_csv_and_annotate_say_where_they_wrote(run_cli: Any, tmp_path: Path) -> 
     assert (rc, err) == (0, f"capture-trace: info: wrote 3 rows to {rows}\n")
 
 
-def test_nothing_said_when_the_output_is_stdout(tmp_path: Path) -> None:
+def _child(*argv: Any) -> subprocess.CompletedProcess[str]:
+    """``capture-trace attribute ARGV`` in a real child process, its stdout and stderr pipes."""
+    command = [sys.executable, "-m", "mixins", "attribute", *map(str, argv)]
+    return subprocess.run(command, capture_output=True, text=True, env=_CHILD_ENV, timeout=300)
+
+
+def test_nothing_said_when_the_output_is_stdout() -> None:
     """``-`` and ``/dev/stdout`` write to descriptor 1 itself: a real child process, its stdout a pipe."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "mixins", "attribute", str(VLLM_REPLAY), str(VLLM_CAPTURE), "--json"]
     for extra in (["--csv", "-"], ["--csv", "/dev/stdout"], ["--annotate", "/dev/stdout"]):
-        done = subprocess.run(argv + extra, capture_output=True, text=True, env=env, timeout=300)
+        done = _child(VLLM_REPLAY, VLLM_CAPTURE, "--json", *extra)
         assert (done.returncode, done.stderr) == (0, ""), extra
         assert "vllm::moe_forward" in done.stdout
 
 
-# -- (d) --group-by ------------------------------------------------------------------------------------
+# -- --group-by views --------------------------------------------------------------------------------------
 
 
 def test_default_json_is_byte_identical_to_mains(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -940,7 +930,7 @@ def test_views_of_the_real_pair(run_cli: Any) -> None:
     assert "coverage: graph kernels 421/421 attributed" in out
 
 
-# -- (b) progress on a terminal only ------------------------------------------------------------------
+# -- progress on a terminal only ---------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -958,8 +948,8 @@ def big_replay(real: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -
 def _on_a_terminal(*argv: Any) -> tuple[int, str, str]:
     """``capture-trace attribute ARGV`` in a child whose stderr is a real pseudo-terminal and whose
     stdout is a pipe: (exit code, stdout, what the terminal received)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color", "COLUMNS": "120"}
-    done = run_on_a_terminal([sys.executable, "-m", "mixins", "attribute", *argv], env, on_terminal=("stderr",))
+    command = [sys.executable, "-m", "mixins", "attribute", *argv]
+    done = run_on_a_terminal(command, {**_CHILD_ENV, "COLUMNS": "120"}, on_terminal=("stderr",))
     return done.returncode, done.stdout.decode(), done.terminal.decode("utf-8", "replace")
 
 
@@ -976,11 +966,7 @@ def test_progress_on_a_terminal_never_with_json(big_replay: Path, jobs: str) -> 
 
 
 def test_no_progress_when_stderr_is_piped(big_replay: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color"}
-    done = subprocess.run(
-        [sys.executable, "-m", "mixins", "attribute", str(big_replay), str(VLLM_CAPTURE), "--top", "1"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )
+    done = _child(big_replay, VLLM_CAPTURE, "--top", "1")
     assert (done.returncode, done.stderr) == (0, "")
     assert io.StringIO(done.stdout).readline().startswith(f"{big_replay}: ops by GPU time")
     assert "vllm::moe_forward" in done.stdout and "coverage: graph kernels 421/421 attributed" in done.stdout
