@@ -26,7 +26,7 @@ from mixins.analysis.serialise import to_json
 from mixins.formats import PHASES
 from mixins.helptext import add_command, non_negative_int
 
-__all__ = ["PHASES", "NOTE", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
+__all__ = ["PHASES", "NOTE", "TraceTime", "time_trace", "phases_json"]
 
 NOTE = (
     "profiling inflates CPU time (every op and runtime call is recorded while the trace is taken): "
@@ -57,39 +57,16 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> dict[str, Any]:
     return {"wall_us": wall, "phases": out, "shares": shares}
 
 
-class SegmentTime(Struct):
-    label: str
-    bs: int | None
-    variant: str | None
-    wall_ns: int
-    phases_ns: dict[str, int]
-    capture_windows: int = 0
-    top: list[dict[str, Any]] = field(default_factory=list)  # ``_top``'s
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "bs": self.bs,
-            **size_json(self.label),
-            "variant": self.variant,
-            **phases_json(self.phases_ns, self.wall_ns),
-            "wall_ns": self.wall_ns,
-            "phases_ns": dict(self.phases_ns),
-            "capture_windows": self.capture_windows,
-            "top": self.top,
-        }
-
-
 class TraceTime(Struct):
     path: str
     identity: Identity
     segment_source: str
-    segments: list[SegmentTime]
+    segments: list[dict[str, Any]]  # each as ``time --json`` shows it (``_Timer.segment``)
     top: list[dict[str, Any]] = field(default_factory=list)  # over all segments
 
     def as_json(self) -> dict[str, Any]:
         segs = self.segments
-        totals = phases_json({p: sum(s.phases_ns[p] for s in segs) for p in PHASES}, sum(s.wall_ns for s in segs))
+        totals = phases_json({p: sum(s["phases_ns"][p] for s in segs) for p in PHASES}, sum(s["wall_ns"] for s in segs))
         ident = self.identity.as_json()
         return {
             "path": self.path,
@@ -100,7 +77,7 @@ class TraceTime(Struct):
             **ident,
             "segment_source": self.segment_source,
             "totals": {**totals, "top": self.top},
-            "segments": [s.as_json() for s in self.segments],
+            "segments": self.segments,
         }
 
 
@@ -332,7 +309,7 @@ class _Timer:
         self.thread_pid, self.top = tl.thread_pid, top
         self.vectorised = vectorised  # self time by columns where calls nest properly (False: always the stack walk)
 
-    def segment(self, j: int, seg: Segment) -> tuple[SegmentTime, Spent | None]:
+    def segment(self, j: int, seg: Segment) -> tuple[dict[str, Any], Spent | None]:
         import numpy as np
 
         bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
@@ -351,8 +328,18 @@ class _Timer:
         pieces, n_windows = self._pieces(calls, s0, s1, pid, j)
         phases = dict(zip(PHASES, pieces.lengths, strict=True))
         spent = self._spent(calls, pieces, s0, s1) if self.top > 0 else None
-        top = _top(spent, self.top, self.names) if spent is not None else []
-        return SegmentTime(seg.label, seg.bs, segment_variant(seg.label), s1 - s0, phases, n_windows, top), spent
+        out = {
+            "label": seg.label,
+            "bs": seg.bs,
+            **size_json(seg.label),
+            "variant": segment_variant(seg.label),
+            **phases_json(phases, s1 - s0),
+            "wall_ns": s1 - s0,
+            "phases_ns": phases,
+            "capture_windows": n_windows,
+            "top": _top(spent, self.top, self.names) if spent is not None else [],
+        }
+        return out, spent
 
     def _pieces(self, calls: _Columns, s0: int, s1: int, pid: Any, j: int) -> tuple[_Pieces, int]:
         """Segment ``j``'s phase pieces, and its number of capture windows. Where several phases' intervals
