@@ -370,7 +370,7 @@ _MEASURE_COLUMNS = (
     Col("mean", "num", time="mean", drop=3),
     Col("share", "num", drop=6),
 )
-# ``--group-by`` views: the fields a view groups by (attribute_views.GROUP_KEYS) are its keys, never left out
+# ``--group-by`` views: the fields a view groups by (attribute.GROUP_KEYS) are its keys, never left out
 _GROUP_KEY_COLUMNS = {f: replace(c, kind="key", drop=None) for f, c in _ATTRIBUTE_KEY_COLUMNS.items()}
 _GROUP_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
 

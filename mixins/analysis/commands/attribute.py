@@ -1,22 +1,31 @@
-"""The ``attribute`` sub-command: arguments, inputs (files, directories, TraceLens's index), ranks, outputs;
-captures and replays read in worker processes, one big replay here while the captures load (docs/DESIGN.md
-§7, "Attribution" step 6)."""
+"""The ``attribute`` sub-command: arguments, inputs (files, directories, TraceLens's index), ranks; captures
+and replays read in worker processes, one big replay here while the captures load (docs/DESIGN.md §7,
+"Attribution" step 6); and what it says beyond the op rows (step 7): the ``--group-by`` views, the
+low-coverage warning, ``--csv`` and ``--annotate``'s copy of the replay."""
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import json
 import math
 import os
 from collections.abc import Callable, Collection, Iterable
 from contextlib import nullcontext
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
+
+import msgspec
 
 from mixins.analysis import render
-from mixins.analysis.commands.attribute_annotate import write_annotated
-from mixins.analysis.commands.attribute_match import Attribution, ReplayIndex, attribute_index, index_replay
-from mixins.analysis.commands.attribute_views import GROUP_BY, GROUP_KEYS, group_rows, low_coverage
+from mixins.analysis.commands.attribute_match import (
+    Attribution,
+    ReplayIndex,
+    Row,
+    annotation_key,
+    attribute_index,
+    index_replay,
+)
 from mixins.analysis.jobs import (
     collect_results,
     gather,
@@ -25,24 +34,24 @@ from mixins.analysis.jobs import (
     trace_files,
     with_limits,
 )
+from mixins.analysis.model.events import DEVICE_CATEGORIES
 from mixins.analysis.model.roles import CAPTURE, refusal, replay_ok, role_in
 from mixins.analysis.model.windows import Capture, Window, load_capture, read_execution_details
-from mixins.analysis.read.reader import TraceError, current_limits, holding
+from mixins.analysis.read.reader import TraceError, current_limits, holding, open_trace
 from mixins.analysis.read.safe_io import STDOUT_NAMES, output_file
+from mixins.analysis.serialise import json_value
 from mixins.helptext import add_command, non_negative_int
 from mixins.usage import DIFFERENT, OK, TROUBLE
 
-__all__ = ["add", "cmd_attribute", "capture_inputs", "csv_rows", "CSV_COLUMNS"]
+__all__ = ["add", "cmd_attribute", "capture_inputs", "GROUP_BY", "GROUP_KEYS", "group_rows", "low_coverage",
+           "write_annotated"]
 
-LOW_COVERAGE = DIFFERENT  # exit 1: coverage below --min-coverage
 Progress = Callable[[int, int], None]  # the reader's (bytes read, file size) callback: a bar on a terminal
 Details = dict[str, tuple[int, str | None]]  # TraceLens execution details: file name -> (batch size, mode)
 _DETAILS = "execution_details.json"
 # A replay at least this big (file size) is read while the captures load: a worker costs ~20 ms to
 # start, a 1 MiB gzip trace ~0.2 s to read.
 OVERLAP_MIN_BYTES = 1 << 20
-CSV_COLUMNS = ("replay", *GROUP_KEYS["op"], "kernels", "count", "gpu_time_us", "mean_us", "min_us", "max_us",
-               "verified")  # the op rows' fields (attribute_match.Row.as_json), with their replay
 
 
 def add(subparsers: Any) -> None:
@@ -132,22 +141,34 @@ class _Against(NamedTuple):
     rank: int | None  # the captures'
     any_rank: bool
 
+    @classmethod
+    def of(cls, args: argparse.Namespace, caps: list[Capture]) -> _Against:
+        """Captures of several ranks are refused unless ``--any-rank``."""
+        ranks = sorted({c.rank for c in caps if c.rank is not None})
+        if len(ranks) > 1 and not args.any_rank:
+            shown = ", ".join(f"{os.path.basename(c.path)}: {c.rank}" for c in caps if c.rank is not None)
+            raise TraceError(caps[0].path, f"captures come from different ranks ({shown}); use --any-rank")
+        windows = [w for c in caps for w in c.windows]
+        return cls(windows, [c.path for c in caps], bool(args.annotate), ranks[0] if len(ranks) == 1 else None,
+                   args.any_rank)
 
-def _against(args: argparse.Namespace, caps: list[Capture]) -> _Against:
-    rank = _capture_rank(caps, args.any_rank)
-    return _Against([w for c in caps for w in c.windows], [c.path for c in caps], bool(args.annotate), rank,
-                    args.any_rank)
+    def attribute(self, path: str, rp: ReplayIndex) -> Attribution:
+        refused = _not_a_replay(path, rp)
+        if refused is not None:
+            raise refused
+        if not self.any_rank and None not in (self.rank, rp.rank) and rp.rank != self.rank:
+            raise TraceError(path, f"replay is rank {rp.rank}, captures are rank {self.rank} (--any-rank to "
+                             "attribute anyway)")
+        return attribute_index(rp, self.windows, self.captures, self.annotate)
 
 
 def _replay_job(path: str, against: _Against, progress: Progress | None = None) -> Attribution:
-    return _attribute_job(path, index_replay(path, progress), against)
+    return against.attribute(path, index_replay(path, progress))
 
 
 def _not_a_replay(path: str, rp: ReplayIndex, also_capture: bool = False) -> TraceError | None:
     """The one line for a REPLAY whose role is no replay's (None: a replay, or no role known); given as a
     CAPTURE too (``also_capture``), a replay is told so."""
-    if rp.identity is None:
-        return None
     role = role_in(rp.identity)
     if replay_ok(role):
         instead = "it is REPLAY already: give its captures after it"
@@ -156,29 +177,89 @@ def _not_a_replay(path: str, rp: ReplayIndex, also_capture: bool = False) -> Tra
     return TraceError(path, refusal("", role, "attribute", instead), wrong_role=role.role)
 
 
-def _attribute_job(path: str, rp: ReplayIndex, against: _Against) -> Attribution:
-    refused = _not_a_replay(path, rp)
-    if refused is not None:
-        raise refused
-    rank = against.rank
-    if not against.any_rank and rank is not None and rp.rank is not None and rp.rank != rank:
-        raise TraceError(path, f"replay is rank {rp.rank}, captures are rank {rank} (--any-rank to attribute anyway)")
-    return attribute_index(rp, against.windows, against.captures, against.annotate)
+# -- what attribute says beyond its op rows ---------------------------------------------------------
 
 
-def _capture_rank(caps: list[Capture], any_rank: bool) -> int | None:
-    ranks = sorted({c.rank for c in caps if c.rank is not None})
-    if len(ranks) > 1 and not any_rank:
-        shown = ", ".join(f"{os.path.basename(c.path)}: {c.rank}" for c in caps if c.rank is not None)
-        raise TraceError(caps[0].path, f"captures come from different ranks ({shown}); use --any-rank")
-    return ranks[0] if len(ranks) == 1 else None
+# view -> the --json fields of an op row that identify a group (op: every row is its own group)
+GROUP_KEYS: dict[str, tuple[str, ...]] = {
+    "op": ("name", "module", "input_dims", "input_types", "source", "runner", "segment"),
+    "module": ("module",),
+    "shape": ("name", "input_dims", "input_types"),  # TraceLens's by-shape summary: op + dims + types
+    "segment": ("source", "runner", "segment"),
+}
+GROUP_BY = tuple(GROUP_KEYS)
 
 
-def csv_columns(by: str | None = None) -> tuple[str, ...]:
-    """The ``--csv`` header: the op rows' (no ``--group-by``, or ``op``), else the view's key and totals."""
-    if by in (None, "op"):
-        return CSV_COLUMNS
-    return ("replay", *GROUP_KEYS[by], "ops", "kernels", "count", "gpu_time_us", "mean_us")
+def group_rows(res: Attribution, by: str) -> list[dict[str, Any]]:
+    """The ``--group-by`` rows: the op rows themselves (``op``), or op rows summed per ``GROUP_KEYS[by]``
+    (``ops``: how many each holds)."""
+    if by == "op":
+        return [r.as_json() for r in res.rows]
+    groups: dict[tuple[Any, ...], list[Row]] = {}
+    for r in res.rows:  # a Row's attributes are named as its --json fields
+        groups.setdefault(tuple(getattr(r, f) for f in GROUP_KEYS[by]), []).append(r)
+    out = []
+    for key, rows in groups.items():
+        us, count = sum(r.gpu_time_us for r in rows), sum(r.count for r in rows)
+        row: dict[str, Any] = {f: json_value(v) if f in ("input_dims", "input_types") else v
+                               for f, v in zip(GROUP_KEYS[by], key, strict=True)}
+        row.update(ops=len(rows), kernels=sum(r.kernels for r in rows), count=count, gpu_time_us=round(us, 3),
+                   mean_us=round(us / count, 3) if count else 0.0)
+        out.append((-us, repr(key), row))
+    return [row for *_, row in sorted(out, key=lambda x: x[:2])]
+
+
+WARN_BELOW = 0.5  # graph kernels or GPU time attributed below this share: say so, with the likely cause
+
+# a reason attribute_match gives (a substring of it) -> what it most likely means
+_CAUSES = (
+    ("no capture windows", "the captures hold no CUDA-graph capture window: wrong capture (a trace of "
+     "serving, or one profiled without graph capture)?"),
+    ("is in no capture window", "the replayed kernels are in none of the captures' windows: wrong capture "
+     "or runner (another model, runner or build)?"),
+    ("not found in order", "the replayed kernel sequences are not the captured ones: wrong capture or runner "
+     "(another model, runner or build)?"),
+    ("capture window has", "the replayed graphs are longer than any captured one: wrong capture or runner?"),
+    ("no kernel name", "the captured launches have no kernel names: a capture taken without its eager "
+     "warm-up pass (which names them)?"),
+    ("more than one way", "the replayed graphs run fewer kernels than their capture windows launched, and "
+     "which launches they skipped is not clear: a capture of another build?"),
+    ("ambiguous", "several capture windows verify each graph: give only the replayed runner's captures, or "
+     "mark the replay's iterations with bs=N / runner=NAME ranges"),
+    ("work limit", "verification stopped at its work limit: give only the replayed runner's captures"),
+    ("no launching runtime call", "device work without its launching runtime call: was the replay "
+     "profiled with CPU activity (ProfilerActivity.CPU)?"),
+    ("outside any cpu_op", "kernels launched outside any cpu_op: was the replay profiled with CPU ops?"),
+)
+
+
+def low_coverage(res: Attribution, capture_rank: int | None) -> str | None:
+    """The warning for a result with under half its graph kernels or GPU time attributed, naming the
+    likely cause; None when coverage is fine. ``capture_rank``: the captures' rank."""
+    if not res.graph_kernels:  # graph launches without their kernels (``roles``: a replay has launches)
+        return (
+            f"{res.replay}: no graph kernel recorded for its graph launches: nothing of a CUDA graph to "
+            "attribute (was the replay profiled with CUDA activity?)"
+        )
+    graph = res.graph_kernels_attributed / res.graph_kernels
+    share = res.share
+    if graph >= WARN_BELOW and share >= WARN_BELOW:
+        return None
+    said = f"{res.graph_kernels_attributed:,}/{res.graph_kernels:,} graph kernels and "
+    head = f"{res.replay}: only {said}{100 * share:.1f} % of GPU time attributed"
+    if res.gpu_time_us <= 0:
+        return f"{res.replay}: no GPU time to attribute: was the replay profiled with CUDA activity?"
+    if res.rank is not None and capture_rank is not None and res.rank != capture_rank:
+        return f"{head}: the replay is rank {res.rank}, the captures rank {capture_rank}: wrong rank?"
+    missed = [u for u in res.unattributed if graph >= WARN_BELOW or u.source == "graph"] or res.unattributed
+    if not missed:
+        return head
+    top = max(missed, key=lambda u: u.gpu_time_us)
+    cause = next((c for s, c in _CAUSES if s in top.reason), f"most unattributed work: {top.reason}")
+    return f"{head}: {cause}"
+
+
+_CSV_TOTALS = ("kernels", "count", "gpu_time_us", "mean_us")  # and the op rows' min, max and verified
 
 
 def _csv_cell(field: str, value: Any) -> Any:
@@ -188,24 +269,84 @@ def _csv_cell(field: str, value: Any) -> Any:
     return "" if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def csv_rows(results: list[Attribution], by: str | None = None) -> list[dict[str, Any]]:
-    """The ``--csv`` rows: each ``--json`` op row (or ``--group-by`` row) with its replay."""
-    return [{k: _csv_cell(k, v) for k, v in {"replay": res.replay, **row}.items()}
-            for res in results for row in group_rows(res, by or "op")]
-
-
-def _write_csv(path: str, results: list[Attribution], by: str | None) -> int:
-    """Write the ``--csv`` file (through ``safe_io.output_file``); how many rows."""
+def _write_csv(path: str, results: list[Attribution], by: str) -> int:
+    """Write the ``--csv`` file (through ``safe_io.output_file``): each ``--json`` op row (or ``--group-by``
+    row) with its replay, under a header that does not depend on the rows; how many rows."""
     import csv  # only ``--csv`` needs it: not part of every run's start-up
 
-    rows = csv_rows(results, by)
+    totals = (*_CSV_TOTALS, "min_us", "max_us", "verified") if by == "op" else ("ops", *_CSV_TOTALS)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=csv_columns(by), lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=("replay", *GROUP_KEYS[by], *totals), lineterminator="\n")
     w.writeheader()
+    rows = [{k: _csv_cell(k, v) for k, v in {"replay": res.replay, **row}.items()}
+            for res in results for row in group_rows(res, by)]
     w.writerows(rows)
     with output_file(path) as f:
         f.write(buf.getvalue().encode(errors="backslashreplace"))  # a file-name byte as \udcff
     return len(rows)
+
+
+_MAY_MATCH = tuple(f'"{c}"'.encode() for c in DEVICE_CATEGORIES)  # a device event's text holds its cat
+
+
+def _annotated(raw: bytes, annotations: dict[tuple[Any, ...], dict[str, Any]]) -> bytes | None:
+    """``raw`` (one event's JSON) with its capture_* args added; None when it gains none."""
+    if not any(tag in raw for tag in _MAY_MATCH):
+        return None
+    ev = msgspec.json.decode(raw)  # the reader parsed this element already: it is valid and bounded
+    if not isinstance(ev, dict) or ev.get("cat") not in DEVICE_CATEGORIES:
+        return None
+    args = ev.get("args")
+    if not isinstance(args, dict):
+        return None
+    key = annotation_key(args.get("correlation"), args.get("graph node id"), ev.get("ts"), ev.get("name") or "")
+    got = annotations.get(key)
+    if got is None:
+        return None
+    args.update(got)
+    return msgspec.json.encode(ev)
+
+
+class _Copy:
+    """Writes the document back, member by member, as the reader streams it."""
+
+    def __init__(self, out: IO[bytes] | gzip.GzipFile) -> None:
+        self.out = out
+        self.ahead = b"{"  # before the next member (or the end): "]" first while traceEvents is open
+        self.sep: bytes | None = None  # inside traceEvents: what goes before its next element
+
+    def member(self, key: str, raw: bytes | None) -> None:
+        self.out.write(self.ahead + msgspec.json.encode(key) + b": " + (b"[" if raw is None else raw))
+        self.ahead = b"], " if raw is None else b", "
+        self.sep = b"" if raw is None else None  # raw None: traceEvents, its elements follow
+
+    def events(self, items: list[bytes]) -> None:
+        if items and self.sep is not None:
+            self.out.write(self.sep + b", ".join(items))
+            self.sep = b", "
+
+    def end(self) -> None:
+        self.out.write(b"{}" if self.ahead == b"{" else self.ahead.removesuffix(b", ") + b"}")
+
+
+def write_annotated(replay: str, out: str, annotations: dict[tuple[Any, ...], dict[str, Any]]) -> int:
+    """Write ``replay`` with ``annotations`` added to ``out`` (gzip if it ends in .gz: no name, no time); how
+    many kernels gained args. A bad replay is a TraceError naming it; nothing is left at ``out`` then."""
+    with output_file(out) as f, (gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0)
+                                 if out.endswith(".gz") else nullcontext(f)) as sink:
+        stream = open_trace(replay)
+        copy = _Copy(sink)
+        stream.on_member = copy.member
+        done = 0
+        for raws in stream.events(msgspec.Raw):
+            items = [bytes(r) for r in raws]
+            for n, text in enumerate(items):
+                if (new := _annotated(text, annotations)) is not None:
+                    done += 1
+                    items[n] = new
+            copy.events(items)
+        copy.end()
+        return done
 
 
 def _check_options(args: argparse.Namespace, replays: list[str]) -> None:
@@ -254,10 +395,10 @@ def _attribute_overlapped(
             rp = run_one(limits, index_replay, replay, bar)
         with render.progress_files(not args.json, len(paths)) as tick:
             caps = _captures_read(gather(paths, futures, tick), listed)
-    against = _against(args, caps)
+    against = _Against.of(args, caps)
     if isinstance(rp, TraceError):
         raise rp
-    done = run_one(limits, _attribute_job, replay, rp, against)
+    done = run_one(limits, against.attribute, replay, rp)
     return (*collect_results([(replay, done)], listed_replays), against.rank)
 
 
@@ -270,7 +411,7 @@ def _attribute_all(
     if caps is None:
         inputs, listed = _capture_inputs(list(args.captures), replays)
         caps = _captures_read(map_files(_capture_job, list(inputs), (inputs,), args.jobs, not args.json), listed)
-    against = _against(args, caps)
+    against = _Against.of(args, caps)
     results = map_files(_replay_job, replays, (against,), args.jobs, not args.json)
     return (*collect_results(results, listed_replays), against.rank)
 
@@ -295,7 +436,8 @@ def _outputs(args: argparse.Namespace, results: list[Attribution], capture_rank:
     coverage."""
     wrote: list[tuple[str, str]] = []
     if args.csv:
-        wrote.append((args.csv, f"{_write_csv(args.csv, results, args.group_by):,} rows"))
+        rows = _write_csv(args.csv, results, args.group_by or "op")
+        wrote.append((args.csv, f"{rows:,} rows"))
     if args.annotate:
         res = results[0]
         done = write_annotated(res.replay, args.annotate, res.annotations or {})
@@ -336,5 +478,5 @@ def cmd_attribute(args: argparse.Namespace, caps: list[Capture] | None = None) -
     if args.min_coverage is not None:  # no graph kernel at all is never a pass
         low = [r for r in results if r.gpu_time_us and r.share < args.min_coverage]
         if low or any(not r.gpu_time_us or not r.graph_kernels for r in results):
-            return LOW_COVERAGE
+            return DIFFERENT  # exit 1: coverage below --min-coverage
     return OK

@@ -100,9 +100,7 @@ class Unattributed(Struct):
 
 
 def annotation_key(corr: Any, node: Any, ts: Any, name: str) -> tuple[Any, ...]:
-    """Which replayed kernel ``--annotate`` marks: its launch's correlation and its CUDA graph node id;
-    without a node id (ROCm, CUDA < 12), its start and name — two kernels of one name starting together
-    on two streams would share that key, and one would get the other's op."""
+    """Which replayed kernel ``--annotate`` marks (docs/DESIGN.md §7, "Attribution" step 4)."""
     if isinstance(node, int) and not isinstance(node, bool) and 0 <= node < ID_LIMIT:
         return (corr, node)
     return (corr, ts, name)
@@ -201,9 +199,8 @@ AMBIGUOUS_FIT = "ambiguous: the replayed kernels fit the capture window's launch
 
 
 def _one_fit(nodes: list[Node], left: list[int], right: list[int]) -> list[int] | str:
-    """``left`` when the leftmost and rightmost in-order fits give every replayed node the same site
-    (op, shapes, module): then skipping either way attributes alike. Otherwise the choice of skipped
-    launches would decide the attribution: refused, never guessed."""
+    """``left`` when the leftmost and rightmost in-order fits give every replayed node the same site, else
+    refused, never guessed (docs/DESIGN.md §7, "Attribution" step 3)."""
     if left == right or all(nodes[a].site == nodes[b].site for a, b in zip(left, right, strict=True)):
         return left
     return AMBIGUOUS_FIT
@@ -213,8 +210,7 @@ def _one_fit(nodes: list[Node], left: list[int], right: list[int]) -> list[int] 
 
 
 class ReplayIndex(Struct):
-    """One replay trace read and indexed: everything attribution needs that does not depend on the
-    captures, so it can be built while the captures are still loading (``attribute._attribute_overlapped``)."""
+    """What attribution needs of a replay without the captures (docs/DESIGN.md §7, "Attribution" step 6)."""
 
     tl: Timeline
     rank: int | None
@@ -223,7 +219,7 @@ class ReplayIndex(Struct):
     eager_call: IdIndex  # correlation -> non-graph call index (the last one)
     hints: _Hints
     item_keys: array  # per device item: kind * _KIND_SHIFT + interned kernel id (a sequence's key)
-    identity: Identity | None = None  # with its role and run (``roles.identify``)
+    identity: Identity  # with its role and run (``roles.identify``)
 
 
 def index_replay(path: str, progress: Callable[[int, int], None] | None = None) -> ReplayIndex:
@@ -238,16 +234,9 @@ def index_replay(path: str, progress: Callable[[int, int], None] | None = None) 
     return ReplayIndex(tl, rank, joins.device_groups(), graphs, eager_call, _Hints(tl), keys, identity)
 
 
-def _replay_nodes(tl: Timeline, items: list[int]) -> list[int]:
-    """A graph launch's device work in node order: CUPTI graph node id when all have one, else time."""
-    node = tl.device.node.__getitem__
-    return sorted(items, key=node if items and min(map(node, items)) >= 0 else tl.device.start.__getitem__)
-
-
 class _Hints:
-    """Batch size and runner a replay states around a graph launch: ``…bs=N…``, vLLM's
-    ``execute_N_…``, ``runner=Name`` in an enclosing range (innermost first). Hints only: the
-    kernel sequence decides, a hint only chooses among windows that verify."""
+    """Batch size and runner a replay states around a graph launch, innermost range first: hints only
+    (docs/DESIGN.md §7, "Attribution" step 4)."""
 
     def __init__(self, tl: Timeline) -> None:
         found = []
@@ -256,9 +245,8 @@ class _Hints:
             rm = _RUNNER_HINT.search(r.name)
             if bs is not None or rm:
                 found.append((r.ts, r.ts + r.dur, r.pid, bs, rm.group(1) if rm else None))
-        found.sort()
-        self.ranges = found
-        self.starts = [f[0] for f in found]
+        self.ranges = sorted(found)
+        self.starts = [f[0] for f in self.ranges]
         self.longest = max((f[1] - f[0] for f in found), default=0.0)
 
     def at(self, t: float, pid: Any) -> tuple[tuple[str, int] | None, str | None]:
@@ -315,17 +303,15 @@ class _WindowGroup:
 
 
 def _content(window: Window) -> tuple[Any, ...]:
-    return tuple(
-        (n.kind, None)
-        if n.kind != D_KERNEL or n.kernel is None
-        else (n.kind, n.kernel.name, n.kernel.grid, n.kernel.block)
-        for n in window.nodes
-    ) + (window.unnamed,)
+    """What windows that verify alike share: each node's key, grid and block, and how many are unnamed."""
+    shapes = ((n.kernel.grid, n.kernel.block) if n.kind == D_KERNEL and n.kernel else None for n in window.nodes)
+    return (*zip(map(_node_key, window.nodes), shapes, strict=True), window.unnamed)
 
 
 class _Matcher:
     """Matches graph launches to windows, near-linear whatever the captures (docs/DESIGN.md §7, "Attribution"
-    step 3): verification cached per replayed sequence; ``work`` counts node steps."""
+    step 3): verification cached per replayed sequence; ``work`` counts node steps. Holds one replay's rows,
+    keyed by (source, runner, segment, site, name), and its unattributed work, by (source, reason)."""
 
     def __init__(self, windows: list[Window]) -> None:
         self.windows = windows
@@ -333,6 +319,8 @@ class _Matcher:
         self.plans: dict[tuple[int, tuple[int, ...]], list[_Group]] = {}
         self.previous: Window | None = None
         self.launches: dict[int, tuple[list[_Group], list[tuple[float, ...]]]] = {}  # plan id -> durations
+        self.rows: dict[tuple[Any, ...], Row] = {}
+        self.unattributed: dict[tuple[str, str], Unattributed] = {}
         self.work = 0
         alike: dict[tuple[Any, ...], list[int]] = {}
         for w, window in enumerate(windows):
@@ -343,14 +331,23 @@ class _Matcher:
             self.by_names.setdefault(tuple(map(_node_key, g.nodes)), []).append(g)
         self.known = {key for g in self.groups for key in g.positions}  # every node key of every window
 
+    def row(self, key: tuple[Any, ...], site: Site, name: str) -> Row:
+        got = self.rows.get(key)
+        if got is None:
+            got = self.rows[key] = Row(name, site.module, site.dims, site.types, *key[:3])
+        return got
+
+    def miss(self, source: str, reason: str, kernels: int, us: float, corr: int) -> None:
+        u = self.unattributed.setdefault((source, reason), Unattributed(source, reason, example_correlation=corr))
+        u.launches += 1
+        u.kernels += kernels
+        u.gpu_time_us += us
+
     def candidates(
         self, key: tuple[int, ...], seq: Callable[[], list[tuple[int, Kernel]]]
     ) -> tuple[list[tuple[Window, list[int]]], str]:
-        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached.
-
-        The same windows and reason as :func:`verify` against every window, in window order; when a
-        window verifies without skipped nodes, only such windows (``pick`` keeps only those anyway).
-        """
+        """Windows that verify a replayed sequence (``key``: its interned kinds and kernels), cached: as
+        :func:`verify` on every window (docs/DESIGN.md §7, "Attribution" step 3)."""
         got = self.cache.get(key)
         if got is None:
             got = self.cache[key] = self._candidates(seq())
@@ -399,43 +396,35 @@ class _Matcher:
     def _search(
         self, g: _WindowGroup, replay: list[tuple[int, Kernel]], keys: list[_KernelKey], budget: int
     ) -> tuple[list[int], list[int]] | str | None:
-        """:func:`verify`'s in-order search on one group, occurrence to occurrence: the leftmost and the
-        rightmost fit (their sites are each window's own: ``_one_fit``); None once ``self.work`` passes
-        ``budget``."""
+        """The leftmost and the rightmost fit on one group (``_one_fit`` compares their sites per window);
+        None once ``self.work`` passes ``budget``."""
+        left = self._fit(g, replay, keys, budget, 1)
+        if not isinstance(left, list) or len(left) == len(g.nodes):
+            return (left, left) if isinstance(left, list) else left
+        right = self._fit(g, replay, keys, budget, -1)  # it fits from the right as it did from the left
+        return (left, right) if isinstance(right, list) else right
+
+    def _fit(
+        self, g: _WindowGroup, replay: list[tuple[int, Kernel]], keys: list[_KernelKey], budget: int, step: int
+    ) -> list[int] | str | None:
+        """The first fit from the left (``step`` 1) or from the right (-1), as :func:`verify` scans."""
         out: list[int] = []
-        j = 0
-        nodes, positions = g.nodes, g.positions
-        for n, (kind, k) in enumerate(replay):
-            at = positions.get(keys[n])
-            p = bisect_left(at, j) if at is not None else 0
-            if at is not None and kind == D_KERNEL:
-                while p < len(at) and not _compatible(nodes[at[p]].kernel, k):
-                    p += 1
-                    self.work += 1
-            self.work += 1
-            if self.work > budget:
-                return None
-            if at is None or p == len(at):
-                return f"replayed node #{n} ({k.name}) not found in order in the capture window"
-            out.append(at[p])
-            j = at[p] + 1
-        if len(out) == len(nodes):
-            return out, out
-        right: list[int] = []  # the rightmost fit, as :func:`verify`
-        j = len(nodes)
-        for n in reversed(range(len(replay))):
+        j = 0 if step > 0 else len(g.nodes)  # the next node that may be used, or (from the right) one past it
+        for n in range(len(replay)) if step > 0 else reversed(range(len(replay))):
             kind, k = replay[n]
-            at = positions[keys[n]]
-            p = bisect_left(at, j) - 1
-            while kind == D_KERNEL and not _compatible(nodes[at[p]].kernel, k):
-                p -= 1
+            at = g.positions.get(keys[n], [])
+            p = bisect_left(at, j) - (step < 0)
+            while 0 <= p < len(at) and kind == D_KERNEL and not _compatible(g.nodes[at[p]].kernel, k):
+                p += step
                 self.work += 1
             self.work += 1
             if self.work > budget:
                 return None
-            right.append(at[p])
-            j = at[p]
-        return out, right[::-1]
+            if not 0 <= p < len(at):
+                return f"replayed node #{n} ({k.name}) not found in order in the capture window"
+            out.append(at[p])
+            j = at[p] + (step > 0)
+        return out if step > 0 else out[::-1]
 
     def pick(
         self, ok: list[tuple[Window, list[int]]], hints: tuple[tuple[str, int] | None, str | None]
@@ -465,26 +454,6 @@ class _Matcher:
         return f"ambiguous: {len(ok)} capture windows verify ({', '.join(labels[:4])})"
 
 
-class _Rows:
-    """Rows keyed by (source, runner, segment, site); per op execution totals are added at once."""
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple[Any, ...], Row] = {}
-        self.unattributed: dict[tuple[str, str], Unattributed] = {}
-
-    def row(self, key: tuple[Any, ...], site: Site, name: str) -> Row:
-        got = self.rows.get(key)
-        if got is None:  # key: (source, runner, segment, site, name)
-            got = self.rows[key] = Row(name, site.module, site.dims, site.types, *key[:3])
-        return got
-
-    def miss(self, source: str, reason: str, kernels: int, us: float, corr: int) -> None:
-        u = self.unattributed.setdefault((source, reason), Unattributed(source, reason, example_correlation=corr))
-        u.launches += 1
-        u.kernels += kernels
-        u.gpu_time_us += us
-
-
 class _Group(NamedTuple):
     """Replayed items (offsets in the launch) that one op execution ran, and the row they add to."""
 
@@ -493,7 +462,7 @@ class _Group(NamedTuple):
     nodes: list[Node]
 
 
-def _plan(m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key: tuple[int, ...]) -> list[_Group]:
+def _plan(m: _Matcher, tl: Timeline, w: Window, pos: list[int], key: tuple[int, ...]) -> list[_Group]:
     """How a verified (window, sequence) pair spreads over rows; computed once per pair."""
     plan = m.plans.get((id(w), key))
     if plan is not None:
@@ -504,18 +473,20 @@ def _plan(m: _Matcher, rows: _Rows, tl: Timeline, w: Window, pos: list[int], key
         kind, kernel = divmod(k, _KIND_SHIFT)
         name = node.site.name if kind == D_KERNEL else tl.kernels[kernel].name or _KIND_NAME[kind]
         rkey = ("graph", w.runner, w.segment, node.site, name)
-        g = groups.setdefault((rkey, node.inst), _Group(rows.row(rkey, node.site, name), [], []))
+        g = groups.setdefault((rkey, node.inst), _Group(m.row(rkey, node.site, name), [], []))
         g.offsets.append(off)
         g.nodes.append(node)
     plan = m.plans[(id(w), key)] = list(groups.values())
     return plan
 
 
-def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Attribution, annotate: bool) -> None:
+def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, res: Attribution, annotate: bool) -> None:
     tl = rp.tl
     corr = tl.calls.corr[call]
-    items = _replay_nodes(tl, rp.by_corr.get(corr, []) if corr >= 0 else [])
     d = tl.device
+    items = rp.by_corr.get(corr, []) if corr >= 0 else []
+    node_id = d.node.__getitem__  # device work in node order: CUPTI graph node id when all have one, else time
+    items = sorted(items, key=node_id if items and min(map(node_id, items)) >= 0 else d.start.__getitem__)
     res.graph_kernels += len(items)
     if not items:
         return
@@ -525,12 +496,12 @@ def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Att
     hints = rp.hints.at(tl.calls.start[call], tl.thread_pid[tl.calls.thread[call]])
     got = m.pick(ok, hints) if ok else why
     if isinstance(got, str):
-        rows.miss("graph", got, len(items), sum(pick(d.dur)), corr)
+        m.miss("graph", got, len(items), sum(pick(d.dur)), corr)
         return
     w, pos = got
     m.previous = w
     res.graph_kernels_attributed += len(items)
-    plan = _plan(m, rows, tl, w, pos, key)
+    plan = _plan(m, tl, w, pos, key)
     pending = m.launches.setdefault(id(plan), (plan, []))[1]
     pending.append(pick(d.dur))
     if len(pending) >= _BATCH:  # bounded: a long replay adds its launches batch by batch
@@ -545,9 +516,8 @@ def _graph_launch(rp: ReplayIndex, call: int, m: _Matcher, rows: _Rows, res: Att
 
 
 def _add_launches(plan: list[_Group], launches: list[tuple[float, ...]]) -> None:
-    """Every launch of one plan onto its rows at once, column-wise so that the work per launch is in C (a
-    scaled replay is ~1,000 launches x ~300 op executions); each execution's time summed left to right over
-    its kernels, as :meth:`Row.add` does."""
+    """Every launch of one plan onto its rows at once, column-wise, as :meth:`Row.add` would add them one by
+    one (docs/DESIGN.md §7, "Attribution" step 6)."""
     columns = list(zip(*launches, strict=True))
     n = len(launches)
     for g in plan:
@@ -571,7 +541,7 @@ def _annotation(w: Window, node: Node) -> dict[str, Any]:
     }
 
 
-def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
+def _eager(rp: ReplayIndex, graph_corrs: set[int], m: _Matcher) -> None:
     """Device work launched outside graphs, on the innermost cpu_op and module of its own launch."""
     tl, d = rp.tl, rp.tl.device
     # by correlation group, not item by item: a replay is ~all graph kernels (a few groups of many)
@@ -585,7 +555,7 @@ def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
         got = site_of.get(c)
         if got is None or got[1] < 0:
             why = "no launching runtime call" if got is None else "launch outside any cpu_op"
-            rows.miss("eager", why, 1, d.dur[i], d.corr[i])
+            m.miss("eager", why, 1, d.dur[i], d.corr[i])
             continue
         site, inst = got
         key = ("eager", None, None, site, site.name)
@@ -593,7 +563,7 @@ def _eager(rp: ReplayIndex, graph_corrs: set[int], rows: _Rows) -> None:
         acc[1] += d.dur[i]
         acc[2] += 1
     for (key, _), (site, us, n) in per_exec.items():
-        rows.row(key, site, site.name).add(us, n)
+        m.row(key, site, site.name).add(us, n)
 
 
 def attribute_index(rp: ReplayIndex, windows: list[Window], captures: list[str], annotate: bool = False) -> Attribution:
@@ -601,17 +571,16 @@ def attribute_index(rp: ReplayIndex, windows: list[Window], captures: list[str],
     tl = rp.tl
     res = Attribution(tl.path, captures, rp.rank, annotations={} if annotate else None)
     res.gpu_time_us = sum(tl.device.dur)
-    rows = _Rows()
     m = _Matcher(windows)
     graph_corrs = {tl.calls.corr[c] for c in rp.graphs if tl.calls.corr[c] >= 0}
     for call in rp.graphs:
-        _graph_launch(rp, call, m, rows, res, annotate)
+        _graph_launch(rp, call, m, res, annotate)
     for plan, launches in m.launches.values():
         if launches:
             _add_launches(plan, launches)
-    _eager(rp, graph_corrs, rows)
-    res.rows = sorted(rows.rows.values(), key=lambda r: (-r.gpu_time_us, r.name, r.module))
-    res.unattributed = sorted(rows.unattributed.values(), key=lambda u: -u.gpu_time_us)
+    _eager(rp, graph_corrs, m)
+    res.rows = sorted(m.rows.values(), key=lambda r: (-r.gpu_time_us, r.name, r.module))
+    res.unattributed = sorted(m.unattributed.values(), key=lambda u: -u.gpu_time_us)
     return res
 
 

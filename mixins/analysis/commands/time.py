@@ -16,18 +16,18 @@ from msgspec import Struct, field
 
 from mixins.analysis import render
 from mixins.analysis.jobs import collect_results, expand_paths, map_files, with_limits
-from mixins.analysis.model import events as E
-from mixins.analysis.model.events import C_INSTANTIATE
+from mixins.analysis.model.events import C_INSTANTIATE, segment_variant
 from mixins.analysis.model.identity import Identity
 from mixins.analysis.model.record import Segment
 from mixins.analysis.model.roles import identify, run_labels
 from mixins.analysis.model.segments import segments_of, size_json
 from mixins.analysis.model.timeline import BareEvent, Timeline, load_timeline
+from mixins.analysis.serialise import to_json
 from mixins.formats import PHASES
 from mixins.helptext import add_command, non_negative_int
 from mixins.usage import OK, TROUBLE
 
-__all__ = ["PHASES", "NOTE", "TopOp", "SegmentTime", "TraceTime", "time_trace", "phases_json"]
+__all__ = ["PHASES", "NOTE", "TraceTime", "time_trace", "phases_json"]
 
 NOTE = (
     "profiling inflates CPU time (every op and runtime call is recorded while the trace is taken): "
@@ -43,8 +43,8 @@ def _ns(us: float) -> int:
     return round(us * _NS_PER_US)
 
 
-def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[str, float], dict[str, float]]:
-    """(wall_us, phases in µs, shares). Exact in integer ns (``phases_ns`` sum to ``wall_ns``, also in the
+def phases_json(phases_ns: dict[str, int], wall_ns: int) -> dict[str, Any]:
+    """wall_us, phases in µs and shares. Exact in integer ns (``phases_ns`` sum to ``wall_ns``, also in the
     JSON); in µs floats ``other`` is chosen so the sum equals wall_us where a float can make it so, else it is
     off by less than a nanosecond (for some splits no float ``other`` makes a float sum exact)."""
     wall = wall_ns / _NS_PER_US
@@ -55,58 +55,19 @@ def phases_json(phases_ns: dict[str, int], wall_ns: int) -> tuple[float, dict[st
     near = (rounded, *(max(0.0, rounded + k * math.ulp(wall)) for k in (1, -1, 2, -2)), other)
     out["other"] = next((c for c in near if parts + c == wall), rounded)
     shares = {p: round(v / wall, 4) if wall > 0 else 0.0 for p, v in out.items()}
-    return wall, out, shares
-
-
-class TopOp(Struct, frozen=True):
-    """A CPU op or runtime call name within one phase: summed self time and how often it ran."""
-
-    phase: str
-    op: str
-    self_ns: int
-    count: int
-
-    def as_json(self) -> dict[str, Any]:
-        return {"phase": self.phase, "op": self.op, "self_us": self.self_ns / _NS_PER_US, "count": self.count}
-
-
-class SegmentTime(Struct):
-    label: str
-    bs: int | None
-    variant: str | None
-    wall_ns: int
-    phases_ns: dict[str, int]
-    capture_windows: int = 0
-    top: list[TopOp] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        wall, phases, shares = phases_json(self.phases_ns, self.wall_ns)
-        return {
-            "label": self.label,
-            "bs": self.bs,
-            **size_json(self.label),
-            "variant": self.variant,
-            "wall_us": wall,
-            "phases": phases,
-            "shares": shares,
-            "wall_ns": self.wall_ns,
-            "phases_ns": dict(self.phases_ns),
-            "capture_windows": self.capture_windows,
-            "top": [t.as_json() for t in self.top],
-        }
+    return {"wall_us": wall, "phases": out, "shares": shares}
 
 
 class TraceTime(Struct):
     path: str
     identity: Identity
     segment_source: str
-    segments: list[SegmentTime]
-    top: list[TopOp] = field(default_factory=list)  # over all segments
+    segments: list[dict[str, Any]]  # each as ``time --json`` shows it (``_Timer.segment``)
+    top: list[dict[str, Any]] = field(default_factory=list)  # over all segments
 
     def as_json(self) -> dict[str, Any]:
         segs = self.segments
-        wall, phases, shares = phases_json({p: sum(s.phases_ns[p] for s in segs) for p in PHASES},
-                                           sum(s.wall_ns for s in segs))
+        totals = phases_json({p: sum(s["phases_ns"][p] for s in segs) for p in PHASES}, sum(s["wall_ns"] for s in segs))
         ident = self.identity.as_json()
         return {
             "path": self.path,
@@ -116,8 +77,8 @@ class TraceTime(Struct):
             "tp_rank": ident.pop("tp_rank"),
             **ident,
             "segment_source": self.segment_source,
-            "totals": {"wall_us": wall, "phases": phases, "shares": shares, "top": [t.as_json() for t in self.top]},
-            "segments": [s.as_json() for s in self.segments],
+            "totals": {**totals, "top": self.top},
+            "segments": self.segments,
         }
 
 
@@ -133,10 +94,6 @@ class _Columns(NamedTuple):
     thread: Any
     name: Any
     op: Any
-
-    def take(self, at: Any) -> _Columns:
-        """The rows ``at`` (a slice: views, no copy)."""
-        return _Columns(*(c[at] for c in self))
 
 
 Finder = Callable[[float, int], int]  # (start, thread) -> segment: ``Timeline.segment_finder``
@@ -178,7 +135,7 @@ def _overlapping(tl: Timeline, segs: list[Segment], source: str) -> Finder | Non
     """Where two segments of one process overlap in time (captures on two threads at once), the segment of a
     call: each goes to one, where ``summary`` counts it (``Timeline.segment_finder``: the innermost containing
     one of its process), and each capture window and instantiate to its begin's. None when no two overlap: a
-    call is then in at most one, and slicing the calls by time (``_segment``) is the same answer for less."""
+    call is then in at most one, and slicing the calls by time (``_Timer.segment``) is the same answer for less."""
     ends: dict[Any, float] = {}
     overlap = False
     for s in sorted((s for s in segs if math.isfinite(s.start) and math.isfinite(s.end)), key=lambda s: s.start):
@@ -187,24 +144,9 @@ def _overlapping(tl: Timeline, segs: list[Segment], source: str) -> Finder | Non
     return tl.segment_finder(segs, source) if overlap else None
 
 
-class _Context(Struct):
-    """What every segment's computation reads."""
-
-    calls: _Columns
-    names: list[str]
-    owner: Any  # each call's segment where segments of a process overlap (``_overlapping``), else None
-    thread_pid: list[Any]
-    windows: list[tuple[Any, int, int]]  # (segment where they overlap, else process; begin, end)
-    instantiates: list[tuple[Any, int, int]]
-    top: int
-    span: tuple[int, int]
-    vectorised: bool = True  # self time by columns where calls nest properly (False: always the stack walk)
-
-
 def _union(chunks: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
     """The intervals ``[a, b)`` (numpy columns, a chunk at a time, ``a`` ascending) merged where they touch or
-    overlap, empty ones dropped: their starts and ends interleaved, a chunk at a time. A running maximum of
-    the ends, so millions of warm-up ops cost no Python step each and no column of their size."""
+    overlap, empty ones dropped: their starts and ends interleaved, a chunk at a time (docs/DESIGN.md §7)."""
     import numpy as np
 
     open_: tuple[Any, Any] | None = None  # the merged interval the next chunk may extend
@@ -268,103 +210,22 @@ class _Pieces:
         return self._before[1][i] + np.where(self.phase[i] == k, t - self.bounds[i], 0)
 
 
-def _pieces(ctx: _Context, calls: _Columns, s0: int, s1: int, pid: Any, j: int) -> tuple[_Pieces, int]:
-    """Segment ``j``'s phase pieces, and its number of capture windows. Where several phases' intervals
-    cover a point the first of capture, instantiate, warm-up has it; what none covers is other. The points:
-    the warm-up union's (one interval per op that never nests: millions), each written where it goes, and
-    the few others' (ends, windows, instantiates), in the one column; a point is in warm-up where an odd
-    number of the union's are at or before it."""
-    import numpy as np
-
-    placed = ctx.owner is not None  # segments of a process overlap: what began in this one
-    who = j if placed else pid  # else a window never closed runs to the end of the segment it began in only
-    ours = [(a, b) for w, a, b in ctx.windows if who in (None, w) and (placed or b != _FOREVER or s0 <= a <= s1)]
-    theirs = [(a, b) for w, a, b in ctx.instantiates if who in (None, w)]
-
-    def clipped(ivs: list[tuple[int, int]]) -> Any:
-        return np.array(sorted((max(a, s0), min(b, s1)) for a, b in ivs if min(b, s1) > max(a, s0)),
-                        np.int64).reshape(-1, 2)
-
-    def union(ivs: Any) -> Any:
-        return np.concatenate([np.empty(0, np.int64), *_union([(ivs[:, 0], ivs[:, 1])])])
-
-    windows = clipped(ours)
-    capture, instantiate = union(windows), union(clipped(theirs))
-    first = int(capture[0]) if len(capture) else s1
-    hi = int(np.searchsorted(calls.ts, first, "left"))  # the calls starting before the first window
-
-    def warmup() -> Iterator[tuple[Any, Any]]:  # their cpu_ops, up to the first window
-        for lo in range(0, hi, _CHUNK):
-            at, op = slice(lo, min(lo + _CHUNK, hi)), calls.op[lo : min(lo + _CHUNK, hi)]
-            yield calls.ts[at][op], np.minimum(calls.end[at][op], first)
-
-    few = np.sort(np.concatenate(([s0, s1], capture, instantiate)))
-    bounds, phase = np.empty(2 * hi + len(few), np.int64), np.empty(2 * hi + len(few), np.int8)
-    x, warm = 0, np.zeros(len(few), np.int64)  # union points so far; per few point, those at or before it
-    for points in _union(warmup()):
-        at = np.arange(x, x + len(points))
-        starts = at % 2 == 0
-        at += np.searchsorted(few, points, "left")
-        bounds[at], phase[at] = points, np.where(starts, _WARMUP, _OTHER)
-        warm += np.searchsorted(points, few, "right")
-        x += len(points)
-    at = np.arange(len(few)) + warm
-    bounds[at], phase[at] = few, np.where(warm % 2, _WARMUP, _OTHER)
-    bounds, phase = bounds[: x + len(few)], phase[: x + len(few) - 1]  # the last point is s1: it starts no run
-    for k, ivs in ((_INSTANTIATE, instantiate), (_CAPTURE, capture)):  # the later in precedence overwrite
-        for lo, up in np.searchsorted(bounds, ivs).reshape(-1, 2).tolist():
-            phase[lo:up] = k
-    return _Pieces(bounds, phase), len(windows)
-
-
-def _top(spent: Spent, n: int, names: list[str]) -> list[TopOp]:
-    """Per phase, the ``n`` names with the most self time."""
+def _top(spent: Spent, n: int, names: list[str]) -> list[dict[str, Any]]:
+    """Per phase, the ``n`` names (CPU ops, runtime calls) with the most self time, and how often each ran."""
     import numpy as np
 
     ns, calls = spent
     out = []
     for k, phase in enumerate(PHASES):
         rows = sorted(((int(ns[k, i]), i) for i in np.flatnonzero(ns[k] > 0).tolist()), reverse=True)
-        out += [TopOp(phase, names[i], v, int(calls[k, i])) for v, i in rows[:n]]
+        out += [{"phase": phase, "op": names[i], "self_us": v / _NS_PER_US, "count": int(calls[k, i])}
+                for v, i in rows[:n]]
     return out
 
 
 #: The most calls a segment may have for its nesting by columns (their sort's temporaries then stay a
 #: constant whatever the trace's size); larger segments are nested by the stack walk (4 B a call).
 COLUMNS_MAX_CALLS = 1 << 17
-
-
-def _spent(ctx: _Context, calls: _Columns, pieces: _Pieces, s0: int, s1: int) -> Spent:
-    """Self time per phase and name, cut by the phases (docs/DESIGN.md §7, "``time``"): exact integers, one
-    phase and one chunk of calls at a time (a parent before its children), one integer held a call. The call
-    each is nested in: by columns (:func:`_parents`), else by the stack walk (:func:`_parents_walk`), which
-    ``ctx.vectorised`` False forces and so do more than ``COLUMNS_MAX_CALLS`` calls."""
-    import numpy as np
-
-    parent = _parents(calls) if ctx.vectorised and len(calls.ts) <= COLUMNS_MAX_CALLS else None
-    parent = _parents_walk(calls) if parent is None else parent
-
-    def cover(at: Any, end: Any, k: int) -> Any:
-        a = np.clip(calls.ts[at], s0, s1)
-        return pieces.cover(a, np.maximum(a, np.clip(end, s0, s1)), k)
-
-    ns = np.zeros((len(PHASES), len(ctx.names)), np.int64)
-    count = np.zeros_like(ns)
-    for k in np.flatnonzero(pieces.lengths).tolist():  # a phase the segment lacks holds nothing
-        own = np.empty(len(calls.ts), np.int64)
-        for lo in range(0, len(own), _CHUNK):
-            at = slice(lo, lo + _CHUNK)
-            own[at] = cover(at, calls.end[at], k)
-            child = lo + np.flatnonzero(parent[at] >= 0)
-            up = parent[child]
-            np.subtract.at(own, up, cover(child, np.minimum(calls.end[child], calls.end[up]), k))
-        for lo in range(0, len(own), _CHUNK):
-            got = own[lo : lo + _CHUNK]
-            spent = got > 0
-            name = calls.name[lo : lo + _CHUNK][spent]
-            np.add.at(ns[k], name, got[spent])
-            count[k] += np.bincount(name, minlength=ns.shape[1])
-    return ns, count
 
 
 def _parents(calls: _Columns) -> Any:
@@ -416,58 +277,159 @@ def _parents_walk(calls: _Columns) -> Any:
     m = len(calls.ts)
     out = array("i" if m < 1 << 31 else "q", [-1]) * m
     stacks: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)  # per thread: (position, end) of the calls open
-    n = 0
     for lo in range(0, m, _CHUNK):
         at = slice(lo, lo + _CHUNK)
-        for t, e, thread in zip(calls.ts[at].tolist(), calls.end[at].tolist(), calls.thread[at].tolist(), strict=True):
+        rows = zip(calls.ts[at].tolist(), calls.end[at].tolist(), calls.thread[at].tolist(), strict=True)
+        for n, (t, e, thread) in enumerate(rows, lo):
             stack = stacks[thread]
             while stack and stack[-1][1] <= t:
                 stack.pop()
             out[n] = stack[-1][0] if stack else -1
             stack.append((n, e))
-            n += 1
     return np.frombuffer(out, out.typecode)
 
 
-def _segment(ctx: _Context, j: int, seg: Segment) -> tuple[SegmentTime, Spent | None]:
-    import numpy as np
+class _Timer:
+    """What every segment's computation reads: the timeline's calls as columns, each capture window and
+    instantiate where it began; :meth:`segment` times one segment."""
 
-    bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
-    s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else ctx.span
-    s1 = max(s0, s1)
-    pid = seg.pid if bounded else None
-    if ctx.owner is not None:
-        at: Any = np.flatnonzero(ctx.owner == j)
-    else:
-        lo, hi = int(np.searchsorted(ctx.calls.ts, s0, "left")), int(np.searchsorted(ctx.calls.ts, s1, "right"))
-        at = slice(lo, hi)
-        if pid is not None:
-            mine = np.array([p == pid for p in ctx.thread_pid], bool)[ctx.calls.thread[at]]
-            at = at if mine.all() else lo + np.flatnonzero(mine)
-    calls = ctx.calls.take(at)
-    pieces, n_windows = _pieces(ctx, calls, s0, s1, pid, j)
-    phases = dict(zip(PHASES, pieces.lengths, strict=True))
-    spent = _spent(ctx, calls, pieces, s0, s1) if ctx.top > 0 else None
-    top = _top(spent, ctx.top, ctx.names) if spent is not None else []
-    return SegmentTime(seg.label, seg.bs, E.segment_variant(seg.label), s1 - s0, phases, n_windows, top), spent
+    def __init__(self, tl: Timeline, segs: list[Segment], source: str, top: int, vectorised: bool) -> None:
+        c, find = tl.calls, _overlapping(tl, segs, source)
+
+        def began_in(i: int) -> Any:  # where call i began: its segment where segments overlap, else its process
+            return tl.thread_pid[c.thread[i]] if find is None else find(c.start[i], c.thread[i])
+
+        # (segment where they overlap, else process; begin, end)
+        self.instantiates = [(began_in(i), _ns(c.start[i]), _ns(c.end[i])) for i in range(len(c.kind))
+                             if c.kind[i] == C_INSTANTIATE]
+        marks = tl.capture_windows()  # the one definition; a window never closed runs to its segment's end
+        self.windows = [(began_in(b), _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
+        self.span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
+        # owner: each call's segment where segments of a process overlap (``_overlapping``), else None
+        self.calls, self.names, self.owner = _columns(tl, find)
+        self.thread_pid, self.top = tl.thread_pid, top
+        self.vectorised = vectorised  # self time by columns where calls nest properly (False: always the stack walk)
+
+    def segment(self, j: int, seg: Segment) -> tuple[dict[str, Any], Spent | None]:
+        import numpy as np
+
+        bounded = math.isfinite(seg.start) and math.isfinite(seg.end)
+        s0, s1 = (_ns(seg.start), _ns(seg.end)) if bounded else self.span
+        s1 = max(s0, s1)
+        pid = seg.pid if bounded else None
+        if self.owner is not None:
+            at: Any = np.flatnonzero(self.owner == j)
+        else:
+            lo, hi = int(np.searchsorted(self.calls.ts, s0, "left")), int(np.searchsorted(self.calls.ts, s1, "right"))
+            at = slice(lo, hi)
+            if pid is not None:
+                mine = np.array([p == pid for p in self.thread_pid], bool)[self.calls.thread[at]]
+                at = at if mine.all() else lo + np.flatnonzero(mine)
+        calls = _Columns(*(c[at] for c in self.calls))
+        pieces, n_windows = self._pieces(calls, s0, s1, pid, j)
+        phases = dict(zip(PHASES, pieces.lengths, strict=True))
+        spent = self._spent(calls, pieces, s0, s1) if self.top > 0 else None
+        out = {
+            "label": seg.label,
+            "bs": seg.bs,
+            **size_json(seg.label),
+            "variant": segment_variant(seg.label),
+            **phases_json(phases, s1 - s0),
+            "wall_ns": s1 - s0,
+            "phases_ns": phases,
+            "capture_windows": n_windows,
+            "top": _top(spent, self.top, self.names) if spent is not None else [],
+        }
+        return out, spent
+
+    def _pieces(self, calls: _Columns, s0: int, s1: int, pid: Any, j: int) -> tuple[_Pieces, int]:
+        """Segment ``j``'s phase pieces, and its number of capture windows. Where several phases' intervals
+        cover a point the first of capture, instantiate, warm-up has it; what none covers is other. The points:
+        the warm-up union's (one interval per op that never nests: millions), each written where it goes, and
+        the few others' (ends, windows, instantiates), in the one column; a point is in warm-up where an odd
+        number of the union's are at or before it."""
+        import numpy as np
+
+        placed = self.owner is not None  # segments of a process overlap: what began in this one
+        who = j if placed else pid  # else a window never closed runs to the end of the segment it began in only
+        ours = [(a, b) for w, a, b in self.windows if who in (None, w) and (placed or b != _FOREVER or s0 <= a <= s1)]
+        theirs = [(a, b) for w, a, b in self.instantiates if who in (None, w)]
+
+        def clipped(ivs: list[tuple[int, int]]) -> Any:
+            return np.array(sorted((max(a, s0), min(b, s1)) for a, b in ivs if min(b, s1) > max(a, s0)),
+                            np.int64).reshape(-1, 2)
+
+        def union(ivs: Any) -> Any:
+            return np.concatenate([np.empty(0, np.int64), *_union([(ivs[:, 0], ivs[:, 1])])])
+
+        windows = clipped(ours)
+        capture, instantiate = union(windows), union(clipped(theirs))
+        first = int(capture[0]) if len(capture) else s1
+        hi = int(np.searchsorted(calls.ts, first, "left"))  # the calls starting before the first window
+
+        def warmup() -> Iterator[tuple[Any, Any]]:  # their cpu_ops, up to the first window
+            for lo in range(0, hi, _CHUNK):
+                at, op = slice(lo, min(lo + _CHUNK, hi)), calls.op[lo : min(lo + _CHUNK, hi)]
+                yield calls.ts[at][op], np.minimum(calls.end[at][op], first)
+
+        few = np.sort(np.concatenate(([s0, s1], capture, instantiate)))
+        bounds, phase = np.empty(2 * hi + len(few), np.int64), np.empty(2 * hi + len(few), np.int8)
+        x, warm = 0, np.zeros(len(few), np.int64)  # union points so far; per few point, those at or before it
+        for points in _union(warmup()):
+            at = np.arange(x, x + len(points))
+            starts = at % 2 == 0
+            at += np.searchsorted(few, points, "left")
+            bounds[at], phase[at] = points, np.where(starts, _WARMUP, _OTHER)
+            warm += np.searchsorted(points, few, "right")
+            x += len(points)
+        at = np.arange(len(few)) + warm
+        bounds[at], phase[at] = few, np.where(warm % 2, _WARMUP, _OTHER)
+        bounds, phase = bounds[: x + len(few)], phase[: x + len(few) - 1]  # the last point is s1: it starts no run
+        for k, ivs in ((_INSTANTIATE, instantiate), (_CAPTURE, capture)):  # the later in precedence overwrite
+            for lo, up in np.searchsorted(bounds, ivs).reshape(-1, 2).tolist():
+                phase[lo:up] = k
+        return _Pieces(bounds, phase), len(windows)
+
+    def _spent(self, calls: _Columns, pieces: _Pieces, s0: int, s1: int) -> Spent:
+        """Self time per phase and name, cut by the phases (docs/DESIGN.md §7, "``time``"): exact integers, one
+        phase and one chunk of calls at a time (a parent before its children), one integer held a call. The call
+        each is nested in: by columns (:func:`_parents`), else by the stack walk (:func:`_parents_walk`), which
+        ``self.vectorised`` False forces and so do more than ``COLUMNS_MAX_CALLS`` calls."""
+        import numpy as np
+
+        parent = _parents(calls) if self.vectorised and len(calls.ts) <= COLUMNS_MAX_CALLS else None
+        parent = _parents_walk(calls) if parent is None else parent
+
+        def cover(at: Any, end: Any, k: int) -> Any:
+            a = np.clip(calls.ts[at], s0, s1)
+            return pieces.cover(a, np.maximum(a, np.clip(end, s0, s1)), k)
+
+        ns = np.zeros((len(PHASES), len(self.names)), np.int64)
+        count = np.zeros_like(ns)
+        for k in np.flatnonzero(pieces.lengths).tolist():  # a phase the segment lacks holds nothing
+            own = np.empty(len(calls.ts), np.int64)
+            for lo in range(0, len(own), _CHUNK):
+                at = slice(lo, lo + _CHUNK)
+                own[at] = cover(at, calls.end[at], k)
+                child = lo + np.flatnonzero(parent[at] >= 0)
+                up = parent[child]
+                np.subtract.at(own, up, cover(child, np.minimum(calls.end[child], calls.end[up]), k))
+            for lo in range(0, len(own), _CHUNK):
+                got = own[lo : lo + _CHUNK]
+                spent = got > 0
+                name = calls.name[lo : lo + _CHUNK][spent]
+                np.add.at(ns[k], name, got[spent])
+                count[k] += np.bincount(name, minlength=ns.shape[1])
+        return ns, count
 
 
 def build(path: str, identity: Identity, tl: Timeline, top: int, vectorised: bool = True) -> TraceTime:
     """The TraceTime of a trace's timeline; ``vectorised`` False: all self time by the stack walk (``_spent``)."""
     segs, source = segments_of(tl.ranges, identity)
-    c, find = tl.calls, _overlapping(tl, segs, source)
-
-    def began_in(i: int) -> Any:  # where call i began: its segment where segments overlap, else its process
-        return tl.thread_pid[c.thread[i]] if find is None else find(c.start[i], c.thread[i])
-
-    inst = [(began_in(i), _ns(c.start[i]), _ns(c.end[i])) for i in range(len(c.kind)) if c.kind[i] == C_INSTANTIATE]
-    span = (_ns(tl.span[0]), _ns(tl.span[1])) if tl.span is not None else (0, 0)
-    marks = tl.capture_windows()  # the one definition; a window never closed runs to its segment's end
-    windows = [(began_in(b), _ns(c.end[b]), _ns(c.end[e]) if e >= 0 else _FOREVER) for b, e in marks]
-    ctx = _Context(*_columns(tl, find), tl.thread_pid, windows, inst, top, span, vectorised)
-    done = [_segment(ctx, j, s) for j, s in enumerate(segs)]
+    timer = _Timer(tl, segs, source, top, vectorised)
+    done = [timer.segment(j, s) for j, s in enumerate(segs)]
     spent = [x for _, x in done if x is not None]
-    total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, ctx.names) if spent else []
+    total = _top((sum(x[0] for x in spent), sum(x[1] for x in spent)), top, timer.names) if spent else []
     return TraceTime(path, identity, source, [s for s, _ in done], total)
 
 
@@ -524,8 +486,7 @@ def compare_runs(traces: list[dict[str, Any]], runs: list[str]) -> list[dict[str
     rows = []
     for (runner, tp, pp, index, label), got in cells.items():
         walls = [got.get(r) for r in runs]
-        first = walls[0]
-        change = [None if w is None or not first else round(w / first - 1.0, 4) for w in walls]
+        change = [None if w is None or not walls[0] else round(w / walls[0] - 1.0, 4) for w in walls]
         rows.append(
             {"runner": runner, "tp_rank": tp, "pp_rank": pp, "capture_index": index, "label": label,
              **size_json(label), "wall_us": walls, "change": change}
@@ -534,8 +495,6 @@ def compare_runs(traces: list[dict[str, Any]], runs: list[str]) -> list[dict[str
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from mixins.analysis.serialise import to_json
-
     files, listed, bad = expand_paths(list(args.paths))
     results, bad_files = collect_results(
         map_files(time_trace, files, (args.top,), args.jobs, not args.json), listed, reads="time"

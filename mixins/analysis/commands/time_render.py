@@ -58,7 +58,6 @@ def _segment_rows(t: dict[str, Any], scale: float) -> list[list[Cell]]:
 
 def _side_by_side(traces: list[dict[str, Any]]) -> tuple[list[Col], list[list[Cell]]]:
     """Rows: segment labels (`segments.by_size`: bs, then tokens); columns: traces; the slowest cell of a row marked."""
-    # decode (bs=) and prefill (tokens=) runners: each unit's rows together
     labels = by_size(list(dict.fromkeys(s["label"] for t in traces for s in t["segments"])))
     cols = [Col("segment", "key", fold=8)] + [Col(who(t), "num", time="wall") for t in traces]
     table = [
