@@ -38,8 +38,9 @@ class ReportUnavailable(Exception):
     """The charting library (the ``[report]`` extra) is not installed."""
 
 
-def _plotly() -> tuple[Any, str]:
-    """plotly's graph objects (they validate every property against the bundled plotly.js) and that bundle."""
+def require_plotly() -> tuple[Any, str]:
+    """plotly's graph objects (they validate every property against the bundled plotly.js) and that bundle;
+    ``ReportUnavailable`` (one line naming the extra) when plotly cannot be imported."""
     try:
         import plotly.graph_objects as go
         from plotly.offline import get_plotlyjs
@@ -48,11 +49,6 @@ def _plotly() -> tuple[Any, str]:
         raise ReportUnavailable(why) from None
     # "</script" cannot occur inside a script element; "<\/" is the same text in a JS string or regex.
     return go, re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE)
-
-
-def require_plotly() -> None:
-    """Raise ``ReportUnavailable`` (one line naming the extra) unless plotly can be imported."""
-    _plotly()
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -95,14 +91,10 @@ def _td(text: object, cls: str = "") -> str:
     return f'<td class="{cls}">{_h(text)}</td>' if cls else f"<td>{_h(text)}</td>"
 
 
-def _us(us: Any, text: str, phase: str = "") -> str:
-    """A time cell: ``text`` shown, the exact µs in ``data-us`` (read back and compared by the tests)."""
+def _us(us: float | None, div: float = 1.0, phase: str = "") -> str:
+    """A time cell: ``us`` in the unit of ``div``, the exact µs in ``data-us`` (read back and compared by the tests)."""
     at = f' data-phase="{phase}"' if phase else ""
-    return f'<td class="num"{at} data-us="{_num(us)}">{text}</td>'
-
-
-def _gpu_us(row: dict[str, Any]) -> str:
-    return _us(row.get("gpu_time_us"), f"{(row.get('gpu_time_us') or 0.0):,.3f}")
+    return f'<td class="num"{at} data-us="{_num(us)}">{_fmt(us, div)}</td>'
 
 
 def _tr(cells: Iterable[str], attrs: str = "") -> str:
@@ -269,7 +261,7 @@ def _comparison_table(time_json: dict[str, Any], runs: list[str], div: float, un
     body = []
     for r in rows[:MAX_TABLE_ROWS]:
         body.append(_tr([_td(r.get("runner")), _td(_ranks(r)), _td(r.get("label")),
-                         *(_us(w, _fmt(w, div)) for w in r.get("wall_us") or []),
+                         *(_us(w, div) for w in r.get("wall_us") or []),
                          *(_td("–" if c is None else f"{c:+.1%}", "num") for c in (r.get("change") or [])[1:])]))
     return (
         '<details open id="comparison"><summary>runs side by side: wall time per runner × shape</summary>'
@@ -285,9 +277,9 @@ def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, uni
         body = []
         for j, s in enumerate(segments[:MAX_TABLE_ROWS]):
             phases = s.get("phases") or {}
-            body.append(_tr([_td(s.get("label", "?")), _us(s.get("wall_us"), _fmt(s.get("wall_us"), div)),
-                             *(_us(phases.get(p), _fmt(phases.get(p), div), p) for p in PHASES),
-                             _td(s.get("capture_windows", ""), "num")], f' data-trace="{i}" data-segment="{j}"'))
+            body.append(_tr([_td(s.get("label", "?")), _us(s.get("wall_us"), div),
+                             *(_us(phases.get(p), div, p) for p in PHASES), _td(s.get("capture_windows", ""), "num")],
+                            f' data-trace="{i}" data-segment="{j}"'))
         out.append(f'<details><summary>{_h(name)} — {_h(t.get("path", "?"))}</summary>'
                    + _table("startup", heads, body) + _more(len(segments), MAX_TABLE_ROWS) + "</details>")
     return "\n".join(out)
@@ -416,10 +408,10 @@ def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
         f"graph kernels {cov.get('graph_kernels_attributed', 0):,} of {cov.get('graph_kernels', 0):,}</p>")
     ops = sorted(res.get("ops") or [], key=lambda o: -(o.get("gpu_time_us") or 0.0))
     rows = [_tr([_td(o.get("name")), _td(o.get("module")), _td(_shape(o)), _td(o.get("source")), _td(o.get("segment")),
-                 _td(o.get("kernels"), "num"), _td(o.get("count"), "num"), _gpu_us(o)], f' data-replay="{k}"')
-            for o in ops[:top]]
-    unattr = [_tr([_td(u.get("source")), _td(u.get("reason")), _td(u.get("kernels"), "num"), _gpu_us(u)])
-              for u in res.get("unattributed") or []]
+                 _td(o.get("kernels"), "num"), _td(o.get("count"), "num"), _us(o.get("gpu_time_us"))],
+                f' data-replay="{k}"') for o in ops[:top]]
+    unattr = [_tr([_td(u.get("source")), _td(u.get("reason")), _td(u.get("kernels"), "num"),
+                   _us(u.get("gpu_time_us"))]) for u in res.get("unattributed") or []]
     heads = ["op", "module", "input dims", "source", "segment", "kernels", "count", "GPU µs"]
     unattributed = _table("unattributed", ["source", "reason", "kernels", "GPU µs"], unattr)
     return (
@@ -468,7 +460,7 @@ def render_report(time_json: dict[str, Any], check_json: dict[str, Any] | None =
     """The report page for the dicts ``time --json`` / ``check --json`` / ``attribute --json`` print (the
     last two optional); ``inputs`` are the command line's paths, shown in the header. Raises
     ``ReportUnavailable`` when plotly is not installed."""
-    go, plotly_js = _plotly()
+    go, plotly_js = require_plotly()
     figures: dict[str, Any] = {}
     startup, left_out, tables = _startup_figure(go, time_json)
     if startup is not None:
