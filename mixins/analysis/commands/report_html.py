@@ -14,6 +14,7 @@ import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from itertools import cycle
 from typing import Any
 
 from mixins.analysis.tables import short_runners, unit_of
@@ -333,7 +334,9 @@ def _shape(op: dict[str, Any]) -> str:
 
 def _tree(res: dict[str, Any]) -> dict[str, Any]:
     """The treemap's nodes replay → module → op → shape, with values summed as plotly adds them
-    (docs/DESIGN.md §7.3, "Attribution sums": ``branchvalues="total"`` hides a box whose children add up to more)."""
+    (docs/DESIGN.md §7.3, "Attribution sums": ``branchvalues="total"`` hides a box whose children add up to more),
+    coloured: modules in muted tones, each op its own colour (largest first) and its shapes the same, unattributed
+    work grey."""
     leaves: defaultdict[tuple[str, ...], float] = defaultdict(float)
     for op in res.get("ops") or []:
         leaves[str(op.get("module")), str(op.get("name")), _shape(op)] += float(op.get("gpu_time_us") or 0.0)
@@ -351,6 +354,12 @@ def _tree(res: dict[str, Any]) -> dict[str, Any]:
             if len(path) == depth:
                 values[index[path[:-1]]] += values[index[path]]
     total, kinds = values[0], ("module", "op", "shape")
+    palette, colors = {1: cycle(_MODULE_COLORS), 2: cycle(_OP_COLORS)}, dict[tuple[str, ...], str]({(): "#ffffff"})
+    for p in order:
+        if p[0] == "(unattributed)":
+            colors[p] = "#c8c8c8" if len(p) == 1 else "#9a9a9a"
+        else:
+            colors[p] = colors[p[:2]] if len(p) == 3 else next(palette[len(p)])
     return dict(
         ids=["r"] + [f"n{index[p]}" for p in order],
         parents=[""] + [("r" if len(p) == 1 else f"n{index[p[:-1]]}") for p in order],
@@ -358,25 +367,8 @@ def _tree(res: dict[str, Any]) -> dict[str, Any]:
         values=values,
         customdata=[[total, 1.0, "replay"]] + [
             [values[index[p]], values[index[p]] / total if total else 0.0, kinds[len(p) - 1]] for p in order],
-        marker=dict(colors=_colors(order), line=dict(color="#ffffff", width=1)),
+        marker=dict(colors=list(colors.values()), line=dict(color="#ffffff", width=1)),
     )
-
-
-def _colors(order: list[tuple[str, ...]]) -> list[str]:
-    """Modules in muted tones, each op its own colour (largest first), its shapes the same colour;
-    unattributed work grey."""
-    colors: dict[tuple[str, ...], str] = {}
-    ops = modules = 0
-    for p in order:
-        if p[0] == "(unattributed)":
-            colors[p] = "#c8c8c8" if len(p) == 1 else "#9a9a9a"
-        elif len(p) == 1:
-            colors[p], modules = _MODULE_COLORS[modules % len(_MODULE_COLORS)], modules + 1
-        elif len(p) == 2:
-            colors[p], ops = _OP_COLORS[ops % len(_OP_COLORS)], ops + 1
-        else:
-            colors[p] = colors.get(p[:2], "#dddddd")
-    return ["#ffffff"] + [colors[p] for p in order]
 
 
 MIN_LABEL_PX = 10  # the attribution view's smallest label: a box too small for it shows none (hover, op table)
