@@ -52,19 +52,16 @@ def require_plotly() -> tuple[Any, str]:
     return go, re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 
 
 def script_json(value: Any) -> str:
     """JSON that is safe inside ``<script>``: no ``<``, ``>`` or ``&`` (no ``</script>``, no ``<!--``)
-    and no U+2028/U+2029; ``JSON.parse`` reads back the same value. Strict: no NaN or Infinity."""
+    and no U+2028/U+2029; ``JSON.parse`` reads back the same value. Strict: no NaN or Infinity. A lone
+    surrogate (an undecodable file-name byte) cannot be UTF-8: it is shown as Python writes it, as the other
+    commands show it (``\\udcff`` in JSON is the six characters ``\udcff``)."""
     text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-    # A lone surrogate (an undecodable file-name byte) cannot be UTF-8: it is shown as Python writes it,
-    # as the other commands show it (``\\udcff`` in JSON is the six characters ``\udcff``).
-    text = _SURROGATE.sub(lambda m: "\\" + ascii(m[0])[1:-1], text)
-    for ch, esc in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(ch, esc)
-    return text
+    return _UNSAFE.sub(lambda m: ("\\\\u" if m[0] >= "\ud800" else "\\u") + f"{ord(m[0]):04x}", text)
 
 
 def _h(value: object) -> str:
