@@ -7,7 +7,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
-from itertools import zip_longest
+from itertools import pairwise, zip_longest
 from typing import Any
 
 from msgspec import Struct, field
@@ -252,18 +252,10 @@ _SHOWN_GAPS = 20  # gaps listed before "N more"
 
 
 def _gaps(present: list[int], size: int) -> list[tuple[int, int]]:
-    """The ranks of ``range(size)`` not in sorted ``present``, as inclusive (first, last) runs, by one walk
-    over what is present (never a set of the whole range)."""
-    out, expect = [], 0
-    for r in present:
-        if r >= size:
-            break
-        if r > expect:
-            out.append((expect, r - 1))
-        expect = max(expect, r + 1)
-    if expect < size:
-        out.append((expect, size - 1))
-    return out
+    """The ranks of ``range(size)`` not in ``present`` (sorted, distinct), as inclusive (first, last) runs:
+    the gaps between what is present (never a set of the whole range)."""
+    bounds = [-1, *(r for r in present if 0 <= r < size), size]
+    return [(a + 1, b - 1) for a, b in pairwise(bounds) if b > a + 1]
 
 
 def _ranks_text(kind: str, gaps: list[tuple[int, int]]) -> str:
