@@ -193,26 +193,22 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
         for r in time_json.get("comparison") or []
     }
     bars = []
-
-    def drawn(run: str | None) -> tuple[list[tuple[int, dict[str, Any]]], list[list[int]]]:
-        """The (trace, segment) pairs of ``run`` (None: all) that have a bar, in row order, and their y."""
+    for k, run in enumerate(runs if several else [None]):  # None: the one run, its phases stacked
+        # the (trace, segment) pairs of this run that have a bar, in row order, and their y
         pairs = sorted(((i, s) for i, s in every if run in (None, traces[i].get("run")) and (names[i], _seg(s)) in row),
                        key=lambda p: row[names[p[0]], _seg(p[1])])
-        return pairs, [[at_runner[names[i]] for i, _ in pairs], [at_shape[_seg(s)] for _, s in pairs]]
-
-    if not several:
-        pairs, y = drawn(None)
-        for phase in PHASES:
-            us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in pairs]
-            share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in pairs]
-            bars.append(go.Bar(
-                name=_PHASE_NAMES[phase], orientation="h", y=y, x=[v / div for v in us],
-                customdata=[[v, sh] for v, sh in zip(us, share, strict=True)], marker_color=_COLORS[phase],
-                hovertemplate=f"{_PHASE_NAMES[phase]}: %{{customdata[0]:,.3f}} µs (%{{customdata[1]:.1%}})"
-                "<extra></extra>",
-            ))
-    for k, run in enumerate(runs if several else []):
-        pairs, y = drawn(run)
+        y = [[at_runner[names[i]] for i, _ in pairs], [at_shape[_seg(s)] for _, s in pairs]]
+        if run is None:
+            for phase in PHASES:
+                us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in pairs]
+                share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in pairs]
+                bars.append(go.Bar(
+                    name=_PHASE_NAMES[phase], orientation="h", y=y, x=[v / div for v in us],
+                    customdata=[[v, sh] for v, sh in zip(us, share, strict=True)], marker_color=_COLORS[phase],
+                    hovertemplate=f"{_PHASE_NAMES[phase]}: %{{customdata[0]:,.3f}} µs (%{{customdata[1]:.1%}})"
+                    "<extra></extra>",
+                ))
+            continue
         hover = []
         for i, s in pairs:
             t = traces[i]
