@@ -75,20 +75,24 @@ def _changed_fields(ka: tuple[Any, ...], kb: tuple[Any, ...]) -> list[str]:
     return [n for n, x, y in zip(names, ka, kb, strict=True) if x != y]
 
 
-def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[Any, ...]]) -> None:
-    """Too big to align: report the multiset difference instead."""
-    d.aligned = False
-    ca, cb = Counter(mid_a), Counter(mid_b)
-    for kind, more in (("added", cb - ca), ("removed", ca - cb)):
-        for k, n in more.items():
-            d.add(kind, {**op_json(keys[k]), "count": n}, n)
-
-
-def _aligned_diff(d: SegmentDiff, codes: list[tuple[str, int, int, int, int]], mid_a: array, mid_b: array,
-                  first: int, keys: list[tuple[Any, ...]]) -> None:
-    """Align the differing middles: side by side, the same op name is a change, else remove + add; the
-    longer side's rest is removed or added."""
-    for tag, i1, i2, j1, j2 in codes:
+def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> SegmentDiff:
+    """One segment's diff: its first difference, then its differing middle aligned (side by side, the same op
+    name is a change, else remove + add; the longer side's rest is removed or added) or, too big to align,
+    counted as multisets."""
+    first = _first_diff(a, b)
+    if first is None:
+        return SegmentDiff(label, "same", len(a), len(b))
+    d = SegmentDiff(label, "changed", len(a), len(b), first, _op_at(keys, a, first), _op_at(keys, b, first))
+    suffix = _first_diff(a[first:][::-1], b[first:][::-1]) or 0  # only the differing middle needs aligning
+    mid_a, mid_b = a[first : len(a) - suffix], b[first : len(b) - suffix]
+    codes = opcodes(list(mid_a), list(mid_b))
+    if codes is None:
+        d.aligned = False
+        ca, cb = Counter(mid_a), Counter(mid_b)
+        for kind, more in (("added", cb - ca), ("removed", ca - cb)):
+            for k, n in more.items():
+                d.add(kind, {**op_json(keys[k]), "count": n}, n)
+    for tag, i1, i2, j1, j2 in codes or ():
         for i, j in zip_longest(range(i1, i2), range(j1, j2)) if tag != "equal" else ():
             x, y = None if i is None else keys[mid_a[i]], None if j is None else keys[mid_b[j]]
             if x is not None and y is not None and x[0] == y[0]:
@@ -99,20 +103,6 @@ def _aligned_diff(d: SegmentDiff, codes: list[tuple[str, int, int, int, int]], m
                 d.add("removed", {"position": first + i, **op_json(x)})
             if y is not None:
                 d.add("added", {"position": first + j, **op_json(y)})
-
-
-def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> SegmentDiff:
-    first = _first_diff(a, b)
-    if first is None:
-        return SegmentDiff(label, "same", len(a), len(b))
-    d = SegmentDiff(label, "changed", len(a), len(b), first, _op_at(keys, a, first), _op_at(keys, b, first))
-    suffix = _first_diff(a[first:][::-1], b[first:][::-1]) or 0  # only the differing middle needs aligning
-    mid_a, mid_b = a[first : len(a) - suffix], b[first : len(b) - suffix]
-    codes = opcodes(list(mid_a), list(mid_b))
-    if codes is None:
-        _multiset_diff(d, mid_a, mid_b, keys)
-    else:
-        _aligned_diff(d, codes, mid_a, mid_b, first, keys)
     return d
 
 
