@@ -1,5 +1,5 @@
 """A page opened in a real headless Chromium (Debian's ``chromium``; ``.ci/run`` installs it), once:
-the DOM after its scripts ran, every console message, and a screenshot (decoded by Pillow).
+the DOM after its scripts ran (read with Beautiful Soup), every console message, and a screenshot (Pillow).
 
 One launch gives all three (``--dump-dom`` and ``--screenshot`` together; console messages are logged on
 stderr as ``INFO:CONSOLE…] "text", source: …`` with ``--enable-logging=stderr``). Every host name resolves
@@ -16,10 +16,10 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from bs4 import BeautifulSoup
 from PIL import Image
 
 _CONSOLE = re.compile(r':CONSOLE[^\]]*\] "(.*)", source: ', re.DOTALL)
@@ -71,53 +71,15 @@ def hex_rgb(color: str) -> tuple[int, int, int]:
     return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16)
 
 
-_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+def parse(html: str) -> BeautifulSoup:
+    """A page's elements (Beautiful Soup over the stdlib's HTML parser), for CSS selectors."""
+    return BeautifulSoup(html, "html.parser")
 
 
-class Elements(HTMLParser):
-    """Every element of a DOM dump as (tag, attributes, the ids of the elements around it, its text). A
-    self-closing tag is HTMLParser's start then end tag: opened and closed at once, so it holds no text."""
-
-    def __init__(self, dom: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[tuple[str, str | None]] = []
-        self.found: list[tuple[str, dict[str, str | None], tuple[str, ...], list[str]]] = []
-        self._open: list[list[str]] = []
-        self.feed(dom)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        text: list[str] = []
-        self.found.append((tag, a, tuple(i for _, i in self.stack if i), text))
-        if tag not in _VOID:
-            self.stack.append((tag, a.get("id")))
-            self._open.append(text)
-
-    def handle_endtag(self, tag: str) -> None:
-        for k in range(len(self.stack) - 1, -1, -1):
-            if self.stack[k][0] == tag:
-                del self.stack[k:]
-                del self._open[k:]
-                return
-
-    def handle_data(self, data: str) -> None:
-        for text in self._open:
-            text.append(data)
-
-    def select(self, tag: str, within: str | None = None, cls: str | None = None) -> list[dict[str, str | None]]:
-        """Attributes of each ``tag`` element (inside the element with id ``within``, with class ``cls``)."""
-        return [
-            a
-            for t, a, ids, _ in self.found
-            if t == tag
-            and (within is None or within in ids)
-            and (cls is None or cls in (a.get("class") or "").split())
-        ]
-
-    def text(self, element_id: str) -> str:
-        """The text content of the element with that id."""
-        return next("".join(txt) for _, a, _, txt in self.found if a.get("id") == element_id)
+def text_of(page: BeautifulSoup | str, element_id: str) -> str:
+    """The text content of the one element with that id."""
+    (element,) = (parse(page) if isinstance(page, str) else page).select(f"#{element_id}")
+    return element.get_text()
 
 
 # Measures the page as laid out once its charts are drawn. It runs right after the page's own scripts:
@@ -178,7 +140,7 @@ def measure_page(path: Path, width: int, height: int = 2000) -> tuple[Page, dict
         copy = Path(tmp) / path.name
         copy.write_text(probed)
         page = open_page(copy, window=(width, height))
-    measured: dict[str, Any] = json.loads(Elements(page.dom).text("measured"))
+    measured: dict[str, Any] = json.loads(text_of(page.dom, "measured"))
     return page, measured
 
 
