@@ -67,10 +67,6 @@ def pixels(page: Page) -> list[tuple[int, int, int]]:
     return list(zip(page.rgb[0::3], page.rgb[1::3], page.rgb[2::3], strict=True))
 
 
-def hex_rgb(color: str) -> tuple[int, int, int]:
-    return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16)
-
-
 def parse(html: str) -> BeautifulSoup:
     """A page's elements (Beautiful Soup over the stdlib's HTML parser), for CSS selectors."""
     return BeautifulSoup(html, "html.parser")

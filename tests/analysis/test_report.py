@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import SCALE, Page, chromium, hex_rgb, measure_page, open_page, overlapping, parse, pixels, text_of
+from browser import SCALE, Page, chromium, measure_page, open_page, overlapping, parse, pixels, text_of
 from bs4 import BeautifulSoup
 from inprocess import run_analyzer
 from pairs import VLLM_CAPTURE, VLLM_REPLAY, load, our_rank, save, slower
+from PIL import ImageColor
 
 from mixins.analysis.commands.report_html import DATA_ID, MIN_LABEL_PX, PHASES, render_report
 from tests.built_once import built_once
@@ -213,7 +214,7 @@ def _screenshot_shows_the_charts(page: Page) -> None:
     assert len(set(px)) > 200  # not blank: text, bars, sectors, anti-aliasing
     mean = sum(sum(p) for p in px) / (3 * len(px))
     assert 0 < sum((sum(p) / 3 - mean) ** 2 for p in px) / len(px)
-    blue = hex_rgb(CAPTURE_BLUE)
+    blue = ImageColor.getrgb(CAPTURE_BLUE)
     assert sum(p == blue for p in px) > 500  # the capture bar(s) as solid pixels
 
 
