@@ -93,7 +93,9 @@ def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> Se
             for k, n in more.items():
                 d.add(kind, {**op_json(keys[k]), "count": n}, n)
     for tag, i1, i2, j1, j2 in codes or ():
-        for i, j in zip_longest(range(i1, i2), range(j1, j2)) if tag != "equal" else ():
+        if tag == "equal":
+            continue
+        for i, j in zip_longest(range(i1, i2), range(j1, j2)):
             x, y = None if i is None else keys[mid_a[i]], None if j is None else keys[mid_b[j]]
             if x is not None and y is not None and x[0] == y[0]:
                 d.add("changed", {"position_a": first + i, "position_b": first + j, "fields": _changed_fields(x, y),

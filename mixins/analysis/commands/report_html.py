@@ -347,7 +347,8 @@ def _tree(res: dict[str, Any]) -> dict[str, Any]:
             if len(path) == depth:
                 values[index[path[:-1]]] += values[index[path]]
     total, kinds = values[0], ("module", "op", "shape")
-    palette, colors = {1: cycle(_MODULE_COLORS), 2: cycle(_OP_COLORS)}, dict[tuple[str, ...], str]({(): "#ffffff"})
+    palette = {1: cycle(_MODULE_COLORS), 2: cycle(_OP_COLORS)}
+    colors: dict[tuple[str, ...], str] = {(): "#ffffff"}
     for p in order:
         if p[0] == "(unattributed)":
             colors[p] = "#c8c8c8" if len(p) == 1 else "#9a9a9a"
