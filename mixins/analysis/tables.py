@@ -245,9 +245,8 @@ def print_table(out: Console, cols: Sequence[Col], rows: Sequence[Sequence[Cell]
     shown = _columns(cols, rows, {})
     widths, dropped, constant = [c.width() for c in shown], list[str](), list[str]()
     if out.width < UNWRAPPED and sum(widths) > _room(out.width, len(shown)):
-        names = short_runners(runners)
-        shown = _columns(cols, rows, {k: v for k, v in names.items() if k != v})
-        shown, widths, dropped, constant = _layout(shown, out.width, _WIDE[0])
+        short = {k: v for k, v in short_runners(runners).items() if k != v}
+        shown, widths, dropped, constant = _layout(_columns(cols, rows, short), out.width, _WIDE[0])
     if constant:  # one line: "every row:" then each column's header and text
         title = " — ".join(filter(None, [one_line(title or ""), "every row: " + " · ".join(constant)]))
     cells = [[_fold(cell, w) for cell in c.cells] for c, w in zip(shown, widths, strict=True)]
