@@ -63,10 +63,6 @@ def _data(html_or_dom: str) -> dict[str, Any]:
     return doc
 
 
-def _check_json_dom(page: Page, expect_ok: bool) -> None:
-    assert [s.get("data-ok") for s in parse(page.dom).select("p.status")] == [str(expect_ok).lower()]
-
-
 def _startup_numbers(els: BeautifulSoup, time_json: dict[str, Any]) -> None:
     """Every wall and phase cell's exact µs (data-us) equals the JSON, and its text shows that value in
     the unit its header names, to the 3 decimals shown."""
@@ -85,6 +81,21 @@ def _startup_numbers(els: BeautifulSoup, time_json: dict[str, Any]) -> None:
 
 def _bars(els: BeautifulSoup) -> int:
     return len(els.select("#startup g.point"))
+
+
+def _drawn(report: dict[str, Any]) -> tuple[Page, BeautifulSoup]:
+    """The page (at its first width) and its elements, after checking what every one-run report shows: no
+    console message, the commands' JSON as printed (after the scripts ran), one SVG bar per segment × phase
+    with the JSON's numbers, the check's status, and readable at each width measured."""
+    page: Page = report["page"]
+    assert page.console == []
+    els = parse(page.dom)
+    assert _data(page.dom) == {"time": report["time"], "check": report["check"], "attribute": report.get("attribute")}
+    assert _bars(els) == sum(len(t["segments"]) for t in report["time"]["traces"]) * len(PHASES)
+    _startup_numbers(els, report["time"])
+    assert [s.get("data-ok") for s in els.select("p.status")] == [str(report["check"]["ok"]).lower()]
+    _readable(report["measured"])
+    return page, els
 
 
 def _built_report(tmp_path_factory: pytest.TempPathFactory, name: str, commands: Mapping[str, tuple[object, ...]],
@@ -167,15 +178,8 @@ def test_page_holds_exactly_what_the_commands_print(vllm: dict[str, Any], demo: 
 
 @needs_chromium
 def test_vllm_pair_renders_in_chromium_with_the_json_numbers(vllm: dict[str, Any]) -> None:
-    page: Page = vllm["page"]
-    assert page.console == []
-    els = parse(page.dom)
-    assert _data(page.dom) == {k: vllm[k] for k in ("time", "check", "attribute")}  # after the scripts ran
-    # start-up: one SVG bar per segment × phase
-    segments = sum(len(t["segments"]) for t in vllm["time"]["traces"])
-    assert segments == 1 and _bars(els) == segments * len(PHASES)
-    _startup_numbers(els, vllm["time"])
-    _check_json_dom(page, vllm["check"]["ok"])
+    page, els = _drawn(vllm)
+    assert sum(len(t["segments"]) for t in vllm["time"]["traces"]) == 1
     # attribution: one sector per node, counted here from the JSON: replay, modules, ops, shapes, reasons
     att = vllm["attribute"]
     nodes: set[tuple[Any, ...]] = {("m", o["module"]) for o in att["ops"]}
@@ -184,14 +188,13 @@ def test_vllm_pair_renders_in_chromium_with_the_json_numbers(vllm: dict[str, Any
     nodes |= {("u", u["reason"]) for u in att["unattributed"]} | ({("u",)} if att["unattributed"] else set())
     assert len(els.select("#attribution-0 g.slice")) == len(nodes) + 1
     (cov,) = els.select("p.coverage")
-    assert json.loads(cov["data-gpu-us"] or "") == att["coverage"]["gpu_time_us"] == 10717.708
-    assert json.loads(cov["data-attributed-us"] or "") == att["coverage"]["attributed_us"]
-    assert json.loads(cov["data-graph-kernels-attributed"] or "") == att["coverage"]["graph_kernels_attributed"] == 421
+    assert json.loads(str(cov["data-gpu-us"])) == att["coverage"]["gpu_time_us"] == 10717.708
+    assert json.loads(str(cov["data-attributed-us"])) == att["coverage"]["attributed_us"]
+    assert json.loads(str(cov["data-graph-kernels-attributed"])) == att["coverage"]["graph_kernels_attributed"] == 421
     shown = [json.loads(str(a["data-us"])) for a in els.select("td[data-us]")][1 + len(PHASES) :]
     assert shown == sorted((o["gpu_time_us"] for o in att["ops"]), reverse=True)
     assert "vllm::moe_forward" in text_of(els, "attribution-0")  # the largest op's label is drawn
     _screenshot_shows_the_charts(page)
-    _readable(vllm["measured"])
     (ops,) = [d for d in els.select("details") if d.get_text().startswith("ops by GPU time")]
     assert ops.has_attr("open")  # the op table is shown, not folded
 
@@ -220,20 +223,12 @@ def _screenshot_shows_the_charts(page: Page) -> None:
 
 @needs_chromium
 def test_demo_traces_render_in_chromium(demo: dict[str, Any]) -> None:
-    page: Page = demo["page"]
-    assert page.console == []
-    els = parse(page.dom)
-    assert _data(page.dom)["time"] == demo["time"]
-    segments = sum(len(t["segments"]) for t in demo["time"]["traces"])
-    assert segments == 4 * 3  # four runners, batch sizes 1, 2, 4
-    assert _bars(els) == segments * len(PHASES)
-    _startup_numbers(els, demo["time"])
-    _check_json_dom(page, demo["check"]["ok"])
+    page, els = _drawn(demo)
+    assert sum(len(t["segments"]) for t in demo["time"]["traces"]) == 4 * 3  # four runners, batch sizes 1, 2, 4
     assert not els.select("#attribution-0 div")  # no replay given: no attribution
     names = text_of(els, "startup")  # runner groups named without the tail they share
     assert all(f"{r} · TP 0" in names for r in ("Decode", "EAGLEDraft", "EAGLEDraftExtend", "Prefill"))
     assert len(set(pixels(page))) > 200
-    _readable(demo["measured"])
     ticks = [text for text, _ in demo["measured"][1600]["charts"]["startup"]["ticks"]]
     assert sorted(t for t in ticks if "=" in t) == sorted(s["label"] for t in demo["time"]["traces"]
                                                           for s in t["segments"])  # every shape's label is measured
