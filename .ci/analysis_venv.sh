@@ -8,6 +8,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/venv_lib.sh"
 
 cached_venv analysis-no-torch "$repo/tests/analysis-envs/no-torch-deps.txt" \
-    "import importlib.util as u, wrapt, msgspec, rich, plotly, hypothesis, xdist; assert u.find_spec('numpy') and u.find_spec('torch') is None"
+    "import importlib.util as u, wrapt, msgspec, rich, plotly, PIL, bs4, hypothesis, xdist; assert u.find_spec('numpy') and u.find_spec('torch') is None"
 install_project
 echo "$venv"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -362,7 +362,7 @@ _ATTRIBUTE_KEY_COLUMNS = {
     "segment": Col("segment", fold=13, drop=7),
 }
 _OP_KEYS = tuple(f for f in _ATTRIBUTE_KEY_COLUMNS if f != "runner")
-# what every attribute table shows after its keys (``_attribute_rows``: the cells)
+# what every attribute table shows after its keys and counts
 _MEASURE_COLUMNS = (
     Col("kernels", "num", drop=5),
     Col("count", "num", drop=4),
@@ -373,20 +373,6 @@ _MEASURE_COLUMNS = (
 # ``--group-by`` views: the fields a view groups by (attribute.GROUP_KEYS) are its keys, never left out
 _GROUP_KEY_COLUMNS = {f: replace(c, kind="key", drop=None) for f, c in _ATTRIBUTE_KEY_COLUMNS.items()}
 _GROUP_TITLE = {"module": "modules", "shape": "op shapes", "segment": "runners and segments"}
-
-
-def _attribute_rows(
-    res: dict[str, Any], rows: list[dict[str, Any]], keys: Iterable[str], counts: list[str], top: int
-) -> list[list[Cell]]:
-    """The cells of the first ``top`` of one replay's op rows or ``--group-by`` rows: the ``keys`` fields
-    (shapes as compact JSON; '-' for none: no segment, no runner), the ``counts`` fields, then
-    ``_MEASURE_COLUMNS``' time and share."""
-    total = res["coverage"]["gpu_time_us"] or 1.0
-    return [[
-        *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
-        *(f"{r[c]:,}" for c in counts), Us(r["gpu_time_us"]), Us(r["mean_us"]),
-        f"{100 * r['gpu_time_us'] / total:.1f} %",
-    ] for r in rows[:top]]
 
 
 def render_attribute(results: list[Any], top: int = 30) -> None:
@@ -402,8 +388,13 @@ def render_attribute(results: list[Any], top: int = 30) -> None:
         else:
             shown, what, counts, keys = res["ops"], "ops", ["kernels", "count"], list(_OP_KEYS)
             cols = tuple(_ATTRIBUTE_KEY_COLUMNS[k] for k in keys)
-        print_table(out, (*cols, *_MEASURE_COLUMNS), _attribute_rows(res, shown, keys, counts, top),
-                    title=f"{res['replay']}: {what} by GPU time",
+        total = res["coverage"]["gpu_time_us"] or 1.0
+        cells: list[list[Cell]] = [[  # the keys (shapes as compact JSON; '-': no segment, no runner), the counts
+            *(_shown(r[k]) if k in ("input_dims", "input_types") else ("-" if r[k] is None else r[k]) for k in keys),
+            *(f"{r[c]:,}" for c in counts), Us(r["gpu_time_us"]), Us(r["mean_us"]),
+            f"{100 * r['gpu_time_us'] / total:.1f} %",
+        ] for r in shown[:top]]
+        print_table(out, (*cols, *_MEASURE_COLUMNS), cells, title=f"{res['replay']}: {what} by GPU time",
                     runners=[r["runner"] for r in shown[:top] if r.get("runner")])
         if len(shown) > top:
             out.print(f"… {len(shown) - top} more rows (--json or --csv for all)")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-__all__ = ["Col", "Us", "Cell", "time_unit", "unit_of", "shown", "duration_text", "short_runners", "print_table",
+__all__ = ["Col", "Us", "Cell", "unit_of", "shown", "duration_text", "short_runners", "print_table",
            "wide_tables", "shows_whole_cells"]
 
 UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
@@ -24,25 +25,22 @@ _DECIMALS = {"s": 2, "ms": 2, "µs": 1}
 _EDGE = 3  # per column: one space of padding each side and one border; plus one border for the table
 
 
-def time_unit(max_us: float) -> tuple[float, str]:
-    """(divisor, name) of the largest unit in which ``max_us`` is at least 1: 999 µs, 1.00 ms, 1.00 s."""
-    return next(((div, name) for div, name in UNITS if abs(max_us) >= div), UNITS[-1])
-
-
 def unit_of(values: Iterable[float]) -> tuple[float, str]:
-    """The unit a group of time columns is shown in: that of its largest value (µs when it has none)."""
-    return time_unit(max(map(abs, values), default=0.0))
+    """(divisor, name) of the unit a group of durations is shown in: the largest in which its largest value is
+    at least 1 (999 µs, 1.00 ms, 1.00 s; µs when it has none)."""
+    top = max(map(abs, values), default=0.0)
+    return next(((div, name) for div, name in UNITS if top >= div), UNITS[-1])
 
 
 def shown(us: float, unit: tuple[float, str]) -> str:
-    """A duration as a cell shows it in ``unit`` (``time_unit``'s pair), without the unit's name."""
+    """A duration as a cell shows it in ``unit`` (``unit_of``'s pair), without the unit's name."""
     div, name = unit
     return f"{us / div:,.{_DECIMALS[name]}f}"
 
 
 def duration_text(us: float) -> str:
     """One duration in its own unit, for lines outside tables: ``31.17 s``, ``724.4 µs``."""
-    unit = time_unit(us)
+    unit = unit_of([us])
     return f"{shown(us, unit)} {unit[1]}"
 
 
@@ -103,9 +101,7 @@ def short_runners(names: Iterable[str]) -> dict[str, str]:
     split = {n: w for n in distinct if "".join(w := _WORD.findall(n)) == n and len(w) > 1 and n[0].isalpha()}
     if len(split) < 2:  # one name: nothing to tell apart, and its tail may be all that says what it is
         return {n: n for n in distinct}
-    tail = 0
-    while all(len(w) > tail + 1 for w in split.values()) and len({tuple(w[-tail - 1:]) for w in split.values()}) == 1:
-        tail += 1
+    tail = min(len(os.path.commonprefix([w[::-1] for w in split.values()])), *(len(w) - 1 for w in split.values()))
     return {n: "".join(split[n][: len(split[n]) - tail]) if tail and n in split else n for n in distinct}
 
 
@@ -128,24 +124,21 @@ def _width(text: Text) -> int:
     return max((cell_len(line) for line in text.plain.split("\n")), default=0)
 
 
-_AFTER = "-./_:"  # a piece may also end after one of these, but not before a digit (file names fold at - and .)
+# a piece ends after a space, a comma, or one of -./_: not before a digit (file names fold at - and .), else
+# before the last character that is not a digit (a number is never split)
+_SOFT = re.compile(r".+(?: |,(?=.)|[-./_:](?=\D))")
+_HARD = re.compile(r".+\D")
 
 
 def _fold_points(line: str, width: int) -> list[int]:
-    """Where to break one line into pieces of at most ``width`` cells: after its last space, comma or
-    ``-./_:`` not before a digit, else anywhere but before a digit (a number is never split)."""
+    """Where to break one line into pieces of at most ``width`` cells (the last soft break, else hard)."""
     cuts, start = [], 0
     while len(line) - start > width:
         end = start + width
-        soft = next((p for p in range(end + 1, start + 1, -1) if line[p - 1] == " " or p <= end and (
-            line[p - 1] == "," or line[p - 1] in _AFTER and not line[p].isdigit())), -1)
-        if soft >= 0:
-            end = soft
-        else:
-            while end > start + 1 and line[end].isdigit():  # a piece never starts inside or at a number
-                end -= 1
-            if end == start + 1:  # a number wider than the column (never: folds are wider than numbers)
-                end = start + width
+        if soft := _SOFT.match(line, start, end + 1):
+            end = soft.end()
+        elif hard := _HARD.match(line, start + 1, end + 1):  # no match: a number wider than the column (never)
+            end = hard.end() - 1
         cuts.append(end)
         start = end
     return cuts
@@ -252,9 +245,8 @@ def print_table(out: Console, cols: Sequence[Col], rows: Sequence[Sequence[Cell]
     shown = _columns(cols, rows, {})
     widths, dropped, constant = [c.width() for c in shown], list[str](), list[str]()
     if out.width < UNWRAPPED and sum(widths) > _room(out.width, len(shown)):
-        names = short_runners(runners)
-        shown = _columns(cols, rows, {k: v for k, v in names.items() if k != v})
-        shown, widths, dropped, constant = _layout(shown, out.width, _WIDE[0])
+        short = {k: v for k, v in short_runners(runners).items() if k != v}
+        shown, widths, dropped, constant = _layout(_columns(cols, rows, short), out.width, _WIDE[0])
     if constant:  # one line: "every row:" then each column's header and text
         title = " — ".join(filter(None, [one_line(title or ""), "every row: " + " · ".join(constant)]))
     cells = [[_fold(cell, w) for cell in c.cells] for c, w in zip(shown, widths, strict=True)]

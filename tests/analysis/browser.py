@@ -1,11 +1,10 @@
 """A page opened in a real headless Chromium (Debian's ``chromium``; ``.ci/run`` installs it), once:
-the DOM after its scripts ran, every console message, and a screenshot decoded with the stdlib only.
+the DOM after its scripts ran (read with Beautiful Soup), every console message, and a screenshot (Pillow).
 
 One launch gives all three (``--dump-dom`` and ``--screenshot`` together; console messages are logged on
 stderr as ``INFO:CONSOLE…] "text", source: …`` with ``--enable-logging=stderr``). Every host name resolves
 to nothing, so a page that tried to load anything from the network would miss it: what renders works
-offline. The screenshot is taken at a device scale of 0.5 (the CSS layout is unchanged) so that the
-pure-Python PNG decoder below reads it in a fraction of a second.
+offline. The screenshot is taken at a device scale of 0.5 (the CSS layout is unchanged): a small image.
 """
 
 from __future__ import annotations
@@ -14,14 +13,14 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import tempfile
-import zlib
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+
+from bs4 import BeautifulSoup
+from PIL import Image
 
 _CONSOLE = re.compile(r':CONSOLE[^\]]*\] "(.*)", source: ', re.DOTALL)
 SCALE = 0.5  # Chromium clamps smaller factors to 0.5
@@ -58,109 +57,25 @@ def open_page(path: Path, window: tuple[int, int] = (1280, 2000)) -> Page:
             capture_output=True, text=True, timeout=180,
         )
         assert done.returncode == 0, done.stderr[-3000:]
-        width, height, rgb = decode_png(Path(shot).read_bytes())
+        with Image.open(shot) as image:
+            width, height, rgb = *image.size, image.convert("RGB").tobytes()
     console = [m.group(1) for line in done.stderr.splitlines() if (m := _CONSOLE.search(line))]
     return Page(done.stdout, console, width, height, rgb)
 
 
-def decode_png(data: bytes) -> tuple[int, int, bytes]:
-    """(width, height, RGB bytes) of an 8-bit RGB or RGBA PNG: chunks, zlib, then the five row filters."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, idat, width = 8, bytearray(), 0
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
-        pos += 12 + length
-        if kind == b"IHDR":
-            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
-            bpp = 3 if color == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-    raw = zlib.decompress(bytes(idat))
-    stride = width * bpp
-    prev = bytearray(stride)
-    out = bytearray()
-    for y in range(height):
-        ftype, row = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
-        if ftype == 1:
-            for i in range(bpp, stride):
-                row[i] = (row[i] + row[i - bpp]) & 255
-        elif ftype == 2:
-            row = bytearray((a + b) & 255 for a, b in zip(row, prev, strict=True))
-        elif ftype == 3:
-            for i in range(stride):
-                row[i] = (row[i] + ((row[i - bpp] if i >= bpp else 0) + prev[i]) // 2) & 255
-        elif ftype == 4:
-            for i in range(stride):
-                a = row[i - bpp] if i >= bpp else 0
-                b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        else:
-            assert ftype == 0, f"bad PNG filter {ftype}"
-        out += row if bpp == 3 else bytes(b for i, b in enumerate(row) if i % 4 != 3)
-        prev = row
-    return width, height, bytes(out)
-
-
 def pixels(page: Page) -> list[tuple[int, int, int]]:
-    rgb = page.rgb
-    return [(rgb[i], rgb[i + 1], rgb[i + 2]) for i in range(0, len(rgb), 3)]
+    return list(zip(page.rgb[0::3], page.rgb[1::3], page.rgb[2::3], strict=True))
 
 
-def hex_rgb(color: str) -> tuple[int, int, int]:
-    return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16)
+def parse(html: str) -> BeautifulSoup:
+    """A page's elements (Beautiful Soup over the stdlib's HTML parser), for CSS selectors."""
+    return BeautifulSoup(html, "html.parser")
 
 
-_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-
-
-class Elements(HTMLParser):
-    """Every element of a DOM dump as (tag, attributes, the ids of the elements around it, its text). A
-    self-closing tag is HTMLParser's start then end tag: opened and closed at once, so it holds no text."""
-
-    def __init__(self, dom: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[tuple[str, str | None]] = []
-        self.found: list[tuple[str, dict[str, str | None], tuple[str, ...], list[str]]] = []
-        self._open: list[list[str]] = []
-        self.feed(dom)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        text: list[str] = []
-        self.found.append((tag, a, tuple(i for _, i in self.stack if i), text))
-        if tag not in _VOID:
-            self.stack.append((tag, a.get("id")))
-            self._open.append(text)
-
-    def handle_endtag(self, tag: str) -> None:
-        for k in range(len(self.stack) - 1, -1, -1):
-            if self.stack[k][0] == tag:
-                del self.stack[k:]
-                del self._open[k:]
-                return
-
-    def handle_data(self, data: str) -> None:
-        for text in self._open:
-            text.append(data)
-
-    def select(self, tag: str, within: str | None = None, cls: str | None = None) -> list[dict[str, str | None]]:
-        """Attributes of each ``tag`` element (inside the element with id ``within``, with class ``cls``)."""
-        return [
-            a
-            for t, a, ids, _ in self.found
-            if t == tag
-            and (within is None or within in ids)
-            and (cls is None or cls in (a.get("class") or "").split())
-        ]
-
-    def text(self, element_id: str) -> str:
-        """The text content of the element with that id."""
-        return next("".join(txt) for _, a, _, txt in self.found if a.get("id") == element_id)
+def text_of(page: BeautifulSoup | str, element_id: str) -> str:
+    """The text content of the one element with that id."""
+    (element,) = (parse(page) if isinstance(page, str) else page).select(f"#{element_id}")
+    return element.get_text()
 
 
 # Measures the page as laid out once its charts are drawn. It runs right after the page's own scripts:
@@ -221,7 +136,7 @@ def measure_page(path: Path, width: int, height: int = 2000) -> tuple[Page, dict
         copy = Path(tmp) / path.name
         copy.write_text(probed)
         page = open_page(copy, window=(width, height))
-    measured: dict[str, Any] = json.loads(Elements(page.dom).text("measured"))
+    measured: dict[str, Any] = json.loads(text_of(page.dom, "measured"))
     return page, measured
 
 

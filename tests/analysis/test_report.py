@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import SCALE, Elements, Page, chromium, hex_rgb, measure_page, open_page, overlapping, pixels
+from browser import SCALE, Page, chromium, measure_page, open_page, overlapping, parse, pixels, text_of
+from bs4 import BeautifulSoup
 from inprocess import run_analyzer
 from pairs import VLLM_CAPTURE, VLLM_REPLAY, load, our_rank, save, slower
+from PIL import ImageColor
 
 from mixins.analysis.commands.report_html import DATA_ID, MIN_LABEL_PX, PHASES, render_report
 from tests.built_once import built_once
@@ -57,34 +59,43 @@ def _report(tmp: Path, *argv: object) -> Path:
 
 
 def _data(html_or_dom: str) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(Elements(html_or_dom).text(DATA_ID))
+    doc: dict[str, Any] = json.loads(text_of(html_or_dom, DATA_ID))
     return doc
 
 
-def _check_json_dom(page: Page, expect_ok: bool) -> None:
-    status = Elements(page.dom).select("p", cls="status")
-    assert [s.get("data-ok") for s in status] == [str(expect_ok).lower()]
-
-
-def _startup_numbers(els: Elements, time_json: dict[str, Any]) -> None:
+def _startup_numbers(els: BeautifulSoup, time_json: dict[str, Any]) -> None:
     """Every wall and phase cell's exact µs (data-us) equals the JSON, and its text shows that value in
     the unit its header names, to the 3 decimals shown."""
-    cells = [(a.get("data-phase"), a["data-us"], "".join(txt)) for t, a, _, txt in els.found
-             if t == "td" and a.get("data-us") is not None]
+    cells = [(td.get("data-phase"), str(td["data-us"]), td.get_text()) for td in els.select("td[data-us]")]
     expected: list[tuple[str | None, str]] = []
     for t in time_json["traces"]:
         for s in t["segments"]:
             expected.append((None, json.dumps(s["wall_us"])))
             expected += [(p, json.dumps(s["phases"][p])) for p in PHASES]
     assert [c[:2] for c in cells[: len(expected)]] == expected
-    header = next("".join(txt) for t, _, _, txt in els.found if t == "th" and "".join(txt).startswith("wall ("))
+    header = next(th.get_text() for th in els.select("th") if th.get_text().startswith("wall ("))
     per_unit = {"wall (µs)": 1.0, "wall (ms)": 1e3, "wall (s)": 1e6}[header]
     for _, us, text in cells[: len(expected)]:
         assert abs(float(text.replace(",", "")) * per_unit - json.loads(us)) <= 0.0005 * per_unit, (text, us)
 
 
-def _bars(els: Elements) -> int:
-    return len(els.select("g", within="startup", cls="point"))
+def _bars(els: BeautifulSoup) -> int:
+    return len(els.select("#startup g.point"))
+
+
+def _drawn(report: dict[str, Any]) -> tuple[Page, BeautifulSoup]:
+    """The page (at its first width) and its elements, after checking what every one-run report shows: no
+    console message, the commands' JSON as printed (after the scripts ran), one SVG bar per segment × phase
+    with the JSON's numbers, the check's status, and readable at each width measured."""
+    page: Page = report["page"]
+    assert page.console == []
+    els = parse(page.dom)
+    assert _data(page.dom) == {"time": report["time"], "check": report["check"], "attribute": report.get("attribute")}
+    assert _bars(els) == sum(len(t["segments"]) for t in report["time"]["traces"]) * len(PHASES)
+    _startup_numbers(els, report["time"])
+    assert [s.get("data-ok") for s in els.select("p.status")] == [str(report["check"]["ok"]).lower()]
+    _readable(report["measured"])
+    return page, els
 
 
 def _built_report(tmp_path_factory: pytest.TempPathFactory, name: str, commands: Mapping[str, tuple[object, ...]],
@@ -167,33 +178,25 @@ def test_page_holds_exactly_what_the_commands_print(vllm: dict[str, Any], demo: 
 
 @needs_chromium
 def test_vllm_pair_renders_in_chromium_with_the_json_numbers(vllm: dict[str, Any]) -> None:
-    page: Page = vllm["page"]
-    assert page.console == []
-    els = Elements(page.dom)
-    assert _data(page.dom) == {k: vllm[k] for k in ("time", "check", "attribute")}  # after the scripts ran
-    # start-up: one SVG bar per segment × phase
-    segments = sum(len(t["segments"]) for t in vllm["time"]["traces"])
-    assert segments == 1 and _bars(els) == segments * len(PHASES)
-    _startup_numbers(els, vllm["time"])
-    _check_json_dom(page, vllm["check"]["ok"])
+    page, els = _drawn(vllm)
+    assert sum(len(t["segments"]) for t in vllm["time"]["traces"]) == 1
     # attribution: one sector per node, counted here from the JSON: replay, modules, ops, shapes, reasons
     att = vllm["attribute"]
     nodes: set[tuple[Any, ...]] = {("m", o["module"]) for o in att["ops"]}
     nodes |= {("o", o["module"], o["name"]) for o in att["ops"]}
     nodes |= {("s", o["module"], o["name"], json.dumps(o["input_dims"])) for o in att["ops"]}
     nodes |= {("u", u["reason"]) for u in att["unattributed"]} | ({("u",)} if att["unattributed"] else set())
-    assert len(els.select("g", within="attribution-0", cls="slice")) == len(nodes) + 1
-    (cov,) = els.select("p", cls="coverage")
-    assert json.loads(cov["data-gpu-us"] or "") == att["coverage"]["gpu_time_us"] == 10717.708
-    assert json.loads(cov["data-attributed-us"] or "") == att["coverage"]["attributed_us"]
-    assert json.loads(cov["data-graph-kernels-attributed"] or "") == att["coverage"]["graph_kernels_attributed"] == 421
-    shown = [json.loads(a["data-us"] or "") for a in els.select("td") if a.get("data-us")][1 + len(PHASES) :]
+    assert len(els.select("#attribution-0 g.slice")) == len(nodes) + 1
+    (cov,) = els.select("p.coverage")
+    assert json.loads(str(cov["data-gpu-us"])) == att["coverage"]["gpu_time_us"] == 10717.708
+    assert json.loads(str(cov["data-attributed-us"])) == att["coverage"]["attributed_us"]
+    assert json.loads(str(cov["data-graph-kernels-attributed"])) == att["coverage"]["graph_kernels_attributed"] == 421
+    shown = [json.loads(str(a["data-us"])) for a in els.select("td[data-us]")][1 + len(PHASES) :]
     assert shown == sorted((o["gpu_time_us"] for o in att["ops"]), reverse=True)
-    assert "vllm::moe_forward" in els.text("attribution-0")  # the largest op's label is drawn
+    assert "vllm::moe_forward" in text_of(els, "attribution-0")  # the largest op's label is drawn
     _screenshot_shows_the_charts(page)
-    _readable(vllm["measured"])
-    (ops,) = [a for t, a, _, txt in els.found if t == "details" and "".join(txt).startswith("ops by GPU time")]
-    assert "open" in ops  # the op table is shown, not folded
+    (ops,) = [d for d in els.select("details") if d.get_text().startswith("ops by GPU time")]
+    assert ops.has_attr("open")  # the op table is shown, not folded
 
 
 def _readable(measured: dict[int, dict[str, Any]]) -> None:
@@ -214,26 +217,18 @@ def _screenshot_shows_the_charts(page: Page) -> None:
     assert len(set(px)) > 200  # not blank: text, bars, sectors, anti-aliasing
     mean = sum(sum(p) for p in px) / (3 * len(px))
     assert 0 < sum((sum(p) / 3 - mean) ** 2 for p in px) / len(px)
-    blue = hex_rgb(CAPTURE_BLUE)
+    blue = ImageColor.getrgb(CAPTURE_BLUE)
     assert sum(p == blue for p in px) > 500  # the capture bar(s) as solid pixels
 
 
 @needs_chromium
 def test_demo_traces_render_in_chromium(demo: dict[str, Any]) -> None:
-    page: Page = demo["page"]
-    assert page.console == []
-    els = Elements(page.dom)
-    assert _data(page.dom)["time"] == demo["time"]
-    segments = sum(len(t["segments"]) for t in demo["time"]["traces"])
-    assert segments == 4 * 3  # four runners, batch sizes 1, 2, 4
-    assert _bars(els) == segments * len(PHASES)
-    _startup_numbers(els, demo["time"])
-    _check_json_dom(page, demo["check"]["ok"])
-    assert not els.select("div", within="attribution-0")  # no replay given: no attribution
-    names = els.text("startup")  # runner groups named without the tail they share
+    page, els = _drawn(demo)
+    assert sum(len(t["segments"]) for t in demo["time"]["traces"]) == 4 * 3  # four runners, batch sizes 1, 2, 4
+    assert not els.select("#attribution-0 div")  # no replay given: no attribution
+    names = text_of(els, "startup")  # runner groups named without the tail they share
     assert all(f"{r} · TP 0" in names for r in ("Decode", "EAGLEDraft", "EAGLEDraftExtend", "Prefill"))
     assert len(set(pixels(page))) > 200
-    _readable(demo["measured"])
     ticks = [text for text, _ in demo["measured"][1600]["charts"]["startup"]["ticks"]]
     assert sorted(t for t in ticks if "=" in t) == sorted(s["label"] for t in demo["time"]["traces"]
                                                           for s in t["segments"])  # every shape's label is measured
@@ -255,7 +250,7 @@ def test_two_runs_are_paired_bars_with_the_change_readable_at_900_and_1600_px(tw
                   "PrefillCudaGraphRunner")
     }
     assert two_runs["check"]["ok"] is True and {g["run"] for g in two_runs["check"]["groups"]} == set(runs)
-    figures = json.loads(Elements(two_runs["html"]).text("capture-trace-figures"))
+    figures = json.loads(text_of(two_runs["html"], "capture-trace-figures"))
     bars = figures["startup"]["data"]
     assert [b["name"] for b in bars] == runs and [b["orientation"] for b in bars] == ["h", "h"]
     assert figures["startup"]["layout"]["barmode"] == "group"
@@ -265,12 +260,12 @@ def test_two_runs_are_paired_bars_with_the_change_readable_at_900_and_1600_px(tw
     assert len(bars[0]["customdata"]) == len(bars[1]["customdata"]) == len(rows)
     for width, page in two_runs["pages"].items():
         assert page.console == [], width
-        els = Elements(page.dom)
+        els = parse(page.dom)
         assert _bars(els) == len(runs) * len(rows)
-        table = [a for a in els.select("td") if a.get("data-us")][: 2 * len(rows)]
-        assert [json.loads(a["data-us"] or "") for a in table] == [w for r in rows for w in r["wall_us"]]
-    (comparison,) = [a for a in Elements(two_runs["html"]).select("details") if a.get("id") == "comparison"]
-    assert "open" in comparison  # the table of the changes is shown, not folded
+        table = els.select("td[data-us]")[: 2 * len(rows)]
+        assert [json.loads(str(a["data-us"])) for a in table] == [w for r in rows for w in r["wall_us"]]
+    (comparison,) = parse(two_runs["html"]).select("details#comparison")
+    assert comparison.has_attr("open")  # the table of the changes is shown, not folded
     _readable(two_runs["measured"])
     for m in two_runs["measured"].values():
         ticks = [text for text, _ in m["charts"]["startup"]["ticks"]]
@@ -332,14 +327,14 @@ def test_hostile_names_are_text_and_run_nothing(vllm: dict[str, Any], tmp_path: 
     page_path.write_text(render_report(*dicts, inputs=[HOSTILE], version=HOSTILE))
     page = open_page(page_path)
     assert page.console == []
-    els = Elements(page.dom)
-    assert els.select("img") == [] and els.select("b", within="attribution-0") == []
+    els = parse(page.dom)
+    assert els.select("img") == [] and els.select("#attribution-0 b") == []
     assert len(els.select("script")) == 4  # plotly.js, the data, the figures, their init
     assert _data(page.dom) == dict(zip(("time", "check", "attribute"), dicts, strict=True))
     # shown as written (one line: U+2028 as Python escapes it) in the tables and in plotly's labels
     visible = HOSTILE.replace("\u2028", "\\u2028")
-    assert visible in els.text("startup") and visible in els.text("attribution-0")
-    assert sum(HOSTILE.replace("\u2028", "\\u2028") in "".join(txt) for t, _, _, txt in els.found if t == "td") >= 3
+    assert visible in text_of(els, "startup") and visible in text_of(els, "attribution-0")
+    assert sum(visible in td.get_text() for td in els.select("td")) >= 3
 
 
 def test_missing_plotly_is_one_line_naming_the_extra(cpu_traces: dict[str, Path], tmp_path: Path) -> None:
@@ -391,7 +386,7 @@ def test_the_harness_sees_console_errors_and_blank_pages(tmp_path: Path) -> None
     )
     page = open_page(page_path, window=(200, 200))
     assert page.console == ["e1", "l1", "Uncaught ReferenceError: nope is not defined"]
-    assert Elements(page.dom).text("x") == "ok" and set(pixels(page)) == {(255, 255, 255)}
+    assert text_of(page.dom, "x") == "ok" and set(pixels(page)) == {(255, 255, 255)}
 
 
 def test_traces_sharing_a_name_each_get_their_own_bars(cpu_traces: dict[str, Path], tmp_path: Path) -> None:
@@ -403,7 +398,7 @@ def test_traces_sharing_a_name_each_get_their_own_bars(cpu_traces: dict[str, Pat
     for n in range(3):
         (tmp_path / f"run{n}").mkdir()
         runs.append(shutil.copy(trace, tmp_path / f"run{n}" / trace.name))
-    figures = json.loads(Elements(_report(tmp_path, *runs).read_text()).text("capture-trace-figures"))
+    figures = json.loads(text_of(_report(tmp_path, *runs).read_text(), "capture-trace-figures"))
     assert figures["startup"]["categories"][0] == ["DecodeCudaGraphRunner · TP 0"]
     bars = figures["startup"]["data"]
     assert [b["name"] for b in bars] == [os.path.dirname(r) for r in runs]
@@ -427,7 +422,7 @@ def test_many_bars_show_the_largest_with_a_note_and_names_once(tmp_path: Path) -
     for n in (300, 1200):
         (tmp_path / str(n)).mkdir()
         html = _report(tmp_path / str(n), _many_segments(tmp_path / f"t{n}.json", n, runner)).read_text()
-        figures = json.loads(Elements(html).text("capture-trace-figures"))
+        figures = json.loads(text_of(html, "capture-trace-figures"))
         bars = figures["startup"]["data"]
         assert len(bars) == len(PHASES) and all(len(b["x"]) == 40 for b in bars)
         assert figures["startup"]["categories"][0] == [f"{runner} · TP 0"]
@@ -436,6 +431,6 @@ def test_many_bars_show_the_largest_with_a_note_and_names_once(tmp_path: Path) -
         assert drawn == pytest.approx(walls[:40])  # the largest
         assert f"The 40 largest of {n:,} runner × shape bars" in html
         copies[n] = html.count(runner)  # in the data (time, check), the figure's names, a table's heading
-        pages[n] = len(html) - len(Elements(html).text(DATA_ID))
+        pages[n] = len(html) - len(text_of(html, DATA_ID))
     assert copies[300] == copies[1200] < 8, copies  # never one per bar
     assert abs(pages[1200] - pages[300]) < 1024, pages

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inprocess import run_analyzer
 from on_a_terminal import run_on_a_terminal
 
 from mixins.analysis.tables import short_runners
@@ -135,9 +136,7 @@ def check_output(text: str, columns: int) -> list[dict[str, Any]]:
 def expected(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """What the key columns must hold, from --json (never affected by the terminal); once per run."""
     def js(*argv: str) -> Any:
-        done = subprocess.run([sys.executable, "-m", "mixins", *argv, "--json"], capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
-        return json.loads(done.stdout)
+        return json.loads(run_analyzer(*argv, "--json")[1])
 
     def build(_: Path) -> dict[str, Any]:
         ls = js("ls", str(demo_dir))["traces"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable
+from itertools import pairwise, zip_longest
 from typing import Any
 
 from msgspec import Struct, field
@@ -73,53 +74,36 @@ def _changed_fields(ka: tuple[Any, ...], kb: tuple[Any, ...]) -> list[str]:
     return [n for n, x, y in zip(names, ka, kb, strict=True) if x != y]
 
 
-def _multiset_diff(d: SegmentDiff, mid_a: array, mid_b: array, keys: list[tuple[Any, ...]]) -> None:
-    """Too big to align: report the multiset difference instead."""
-    d.aligned = False
-    ca, cb = Counter(mid_a), Counter(mid_b)
-    for kind, more in (("added", cb - ca), ("removed", ca - cb)):
-        for k, n in more.items():
-            d.add(kind, {**op_json(keys[k]), "count": n}, n)
-
-
-def _aligned_diff(d: SegmentDiff, codes: list[tuple[str, int, int, int, int]], mid_a: array, mid_b: array,
-                  first: int, keys: list[tuple[Any, ...]]) -> None:
-    """Align the differing middles; the same op name in the same place is a change, else remove + add."""
-    for tag, i1, i2, j1, j2 in codes:
-        if tag == "equal":
-            continue
-        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        for n in range(paired):
-            x, y = mid_a[i1 + n], mid_b[j1 + n]
-            if keys[x][0] == keys[y][0]:
-                fields = _changed_fields(keys[x], keys[y])
-                d.add("changed", {"position_a": first + i1 + n, "position_b": first + j1 + n, "fields": fields,
-                                  "a": op_json(keys[x]), "b": op_json(keys[y])})
-            else:
-                d.add("removed", {"position": first + i1 + n, **op_json(keys[x])})
-                d.add("added", {"position": first + j1 + n, **op_json(keys[y])})
-        for n in range(i1 + paired, i2):
-            d.add("removed", {"position": first + n, **op_json(keys[mid_a[n]])})
-        for n in range(j1 + paired, j2):
-            d.add("added", {"position": first + n, **op_json(keys[mid_b[n]])})
-
-
 def _diff_seq(label: str, a: array, b: array, keys: list[tuple[Any, ...]]) -> SegmentDiff:
+    """One segment's diff: its first difference, then its differing middle aligned (side by side, the same op
+    name is a change, else remove + add; the longer side's rest is removed or added) or, too big to align,
+    counted as multisets."""
     first = _first_diff(a, b)
     if first is None:
         return SegmentDiff(label, "same", len(a), len(b))
     d = SegmentDiff(label, "changed", len(a), len(b), first, _op_at(keys, a, first), _op_at(keys, b, first))
-    # Trim the common suffix too; only the differing middle needs aligning.
-    end_a, end_b = len(a), len(b)
-    while end_a > first and end_b > first and a[end_a - 1] == b[end_b - 1]:
-        end_a -= 1
-        end_b -= 1
-    mid_a, mid_b = a[first:end_a], b[first:end_b]
+    suffix = _first_diff(a[first:][::-1], b[first:][::-1]) or 0  # only the differing middle needs aligning
+    mid_a, mid_b = a[first : len(a) - suffix], b[first : len(b) - suffix]
     codes = opcodes(list(mid_a), list(mid_b))
     if codes is None:
-        _multiset_diff(d, mid_a, mid_b, keys)
-    else:
-        _aligned_diff(d, codes, mid_a, mid_b, first, keys)
+        d.aligned = False
+        ca, cb = Counter(mid_a), Counter(mid_b)
+        for kind, more in (("added", cb - ca), ("removed", ca - cb)):
+            for k, n in more.items():
+                d.add(kind, {**op_json(keys[k]), "count": n}, n)
+    for tag, i1, i2, j1, j2 in codes or ():
+        if tag == "equal":
+            continue
+        for i, j in zip_longest(range(i1, i2), range(j1, j2)):
+            x, y = None if i is None else keys[mid_a[i]], None if j is None else keys[mid_b[j]]
+            if x is not None and y is not None and x[0] == y[0]:
+                d.add("changed", {"position_a": first + i, "position_b": first + j, "fields": _changed_fields(x, y),
+                                  "a": op_json(x), "b": op_json(y)})
+                continue
+            if x is not None:
+                d.add("removed", {"position": first + i, **op_json(x)})
+            if y is not None:
+                d.add("added", {"position": first + j, **op_json(y)})
     return d
 
 
@@ -259,18 +243,10 @@ _SHOWN_GAPS = 20  # gaps listed before "N more"
 
 
 def _gaps(present: list[int], size: int) -> list[tuple[int, int]]:
-    """The ranks of ``range(size)`` not in sorted ``present``, as inclusive (first, last) runs, by one walk
-    over what is present (never a set of the whole range)."""
-    out, expect = [], 0
-    for r in present:
-        if r >= size:
-            break
-        if r > expect:
-            out.append((expect, r - 1))
-        expect = max(expect, r + 1)
-    if expect < size:
-        out.append((expect, size - 1))
-    return out
+    """The ranks of ``range(size)`` not in ``present`` (sorted, distinct), as inclusive (first, last) runs:
+    the gaps between what is present (never a set of the whole range)."""
+    bounds = [-1, *(r for r in present if 0 <= r < size), size]
+    return [(a + 1, b - 1) for a, b in pairwise(bounds) if b > a + 1]
 
 
 def _ranks_text(kind: str, gaps: list[tuple[int, int]]) -> str:

@@ -14,6 +14,7 @@ import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from itertools import cycle
 from typing import Any
 
 from mixins.analysis.tables import short_runners, unit_of
@@ -38,8 +39,9 @@ class ReportUnavailable(Exception):
     """The charting library (the ``[report]`` extra) is not installed."""
 
 
-def _plotly() -> tuple[Any, str]:
-    """plotly's graph objects (they validate every property against the bundled plotly.js) and that bundle."""
+def require_plotly() -> tuple[Any, str]:
+    """plotly's graph objects (they validate every property against the bundled plotly.js) and that bundle;
+    ``ReportUnavailable`` (one line naming the extra) when plotly cannot be imported."""
     try:
         import plotly.graph_objects as go
         from plotly.offline import get_plotlyjs
@@ -50,24 +52,16 @@ def _plotly() -> tuple[Any, str]:
     return go, re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE)
 
 
-def require_plotly() -> None:
-    """Raise ``ReportUnavailable`` (one line naming the extra) unless plotly can be imported."""
-    _plotly()
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 
 
 def script_json(value: Any) -> str:
     """JSON that is safe inside ``<script>``: no ``<``, ``>`` or ``&`` (no ``</script>``, no ``<!--``)
-    and no U+2028/U+2029; ``JSON.parse`` reads back the same value. Strict: no NaN or Infinity."""
+    and no U+2028/U+2029; ``JSON.parse`` reads back the same value. Strict: no NaN or Infinity. A lone
+    surrogate (an undecodable file-name byte) cannot be UTF-8: it is shown as Python writes it, as the other
+    commands show it (``\\udcff`` in JSON is the six characters ``\udcff``)."""
     text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-    # A lone surrogate (an undecodable file-name byte) cannot be UTF-8: it is shown as Python writes it,
-    # as the other commands show it (``\\udcff`` in JSON is the six characters ``\udcff``).
-    text = _SURROGATE.sub(lambda m: "\\" + ascii(m[0])[1:-1], text)
-    for ch, esc in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(ch, esc)
-    return text
+    return _UNSAFE.sub(lambda m: ("\\\\u" if m[0] >= "\ud800" else "\\u") + f"{ord(m[0]):04x}", text)
 
 
 def _h(value: object) -> str:
@@ -95,14 +89,10 @@ def _td(text: object, cls: str = "") -> str:
     return f'<td class="{cls}">{_h(text)}</td>' if cls else f"<td>{_h(text)}</td>"
 
 
-def _us(us: Any, text: str, phase: str = "") -> str:
-    """A time cell: ``text`` shown, the exact µs in ``data-us`` (read back and compared by the tests)."""
+def _us(us: float | None, div: float = 1.0, phase: str = "") -> str:
+    """A time cell: ``us`` in the unit of ``div``, the exact µs in ``data-us`` (read back and compared by the tests)."""
     at = f' data-phase="{phase}"' if phase else ""
-    return f'<td class="num"{at} data-us="{_num(us)}">{text}</td>'
-
-
-def _gpu_us(row: dict[str, Any]) -> str:
-    return _us(row.get("gpu_time_us"), f"{(row.get('gpu_time_us') or 0.0):,.3f}")
+    return f'<td class="num"{at} data-us="{_num(us)}">{_fmt(us, div)}</td>'
 
 
 def _tr(cells: Iterable[str], attrs: str = "") -> str:
@@ -203,26 +193,22 @@ def _startup_figure(go: Any, time_json: dict[str, Any]) -> tuple[dict[str, Any] 
         for r in time_json.get("comparison") or []
     }
     bars = []
-
-    def drawn(run: str | None) -> tuple[list[tuple[int, dict[str, Any]]], list[list[int]]]:
-        """The (trace, segment) pairs of ``run`` (None: all) that have a bar, in row order, and their y."""
+    for k, run in enumerate(runs if several else [None]):  # None: the one run, its phases stacked
+        # the (trace, segment) pairs of this run that have a bar, in row order, and their y
         pairs = sorted(((i, s) for i, s in every if run in (None, traces[i].get("run")) and (names[i], _seg(s)) in row),
                        key=lambda p: row[names[p[0]], _seg(p[1])])
-        return pairs, [[at_runner[names[i]] for i, _ in pairs], [at_shape[_seg(s)] for _, s in pairs]]
-
-    if not several:
-        pairs, y = drawn(None)
-        for phase in PHASES:
-            us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in pairs]
-            share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in pairs]
-            bars.append(go.Bar(
-                name=_PHASE_NAMES[phase], orientation="h", y=y, x=[v / div for v in us],
-                customdata=[[v, sh] for v, sh in zip(us, share, strict=True)], marker_color=_COLORS[phase],
-                hovertemplate=f"{_PHASE_NAMES[phase]}: %{{customdata[0]:,.3f}} µs (%{{customdata[1]:.1%}})"
-                "<extra></extra>",
-            ))
-    for k, run in enumerate(runs if several else []):
-        pairs, y = drawn(run)
+        y = [[at_runner[names[i]] for i, _ in pairs], [at_shape[_seg(s)] for _, s in pairs]]
+        if run is None:
+            for phase in PHASES:
+                us = [(s.get("phases") or {}).get(phase) or 0.0 for _, s in pairs]
+                share = [(s.get("shares") or {}).get(phase) or 0.0 for _, s in pairs]
+                bars.append(go.Bar(
+                    name=_PHASE_NAMES[phase], orientation="h", y=y, x=[v / div for v in us],
+                    customdata=[[v, sh] for v, sh in zip(us, share, strict=True)], marker_color=_COLORS[phase],
+                    hovertemplate=f"{_PHASE_NAMES[phase]}: %{{customdata[0]:,.3f}} µs (%{{customdata[1]:.1%}})"
+                    "<extra></extra>",
+                ))
+            continue
         hover = []
         for i, s in pairs:
             t = traces[i]
@@ -269,7 +255,7 @@ def _comparison_table(time_json: dict[str, Any], runs: list[str], div: float, un
     body = []
     for r in rows[:MAX_TABLE_ROWS]:
         body.append(_tr([_td(r.get("runner")), _td(_ranks(r)), _td(r.get("label")),
-                         *(_us(w, _fmt(w, div)) for w in r.get("wall_us") or []),
+                         *(_us(w, div) for w in r.get("wall_us") or []),
                          *(_td("–" if c is None else f"{c:+.1%}", "num") for c in (r.get("change") or [])[1:])]))
     return (
         '<details open id="comparison"><summary>runs side by side: wall time per runner × shape</summary>'
@@ -285,9 +271,9 @@ def _startup_tables(time_json: dict[str, Any], names: list[str], div: float, uni
         body = []
         for j, s in enumerate(segments[:MAX_TABLE_ROWS]):
             phases = s.get("phases") or {}
-            body.append(_tr([_td(s.get("label", "?")), _us(s.get("wall_us"), _fmt(s.get("wall_us"), div)),
-                             *(_us(phases.get(p), _fmt(phases.get(p), div), p) for p in PHASES),
-                             _td(s.get("capture_windows", ""), "num")], f' data-trace="{i}" data-segment="{j}"'))
+            body.append(_tr([_td(s.get("label", "?")), _us(s.get("wall_us"), div),
+                             *(_us(phases.get(p), div, p) for p in PHASES), _td(s.get("capture_windows", ""), "num")],
+                            f' data-trace="{i}" data-segment="{j}"'))
         out.append(f'<details><summary>{_h(name)} — {_h(t.get("path", "?"))}</summary>'
                    + _table("startup", heads, body) + _more(len(segments), MAX_TABLE_ROWS) + "</details>")
     return "\n".join(out)
@@ -341,7 +327,9 @@ def _shape(op: dict[str, Any]) -> str:
 
 def _tree(res: dict[str, Any]) -> dict[str, Any]:
     """The treemap's nodes replay → module → op → shape, with values summed as plotly adds them
-    (docs/DESIGN.md §7.3, "Attribution sums": ``branchvalues="total"`` hides a box whose children add up to more)."""
+    (docs/DESIGN.md §7.3, "Attribution sums": ``branchvalues="total"`` hides a box whose children add up to more),
+    coloured: modules in muted tones, each op its own colour (largest first) and its shapes the same, unattributed
+    work grey."""
     leaves: defaultdict[tuple[str, ...], float] = defaultdict(float)
     for op in res.get("ops") or []:
         leaves[str(op.get("module")), str(op.get("name")), _shape(op)] += float(op.get("gpu_time_us") or 0.0)
@@ -359,6 +347,13 @@ def _tree(res: dict[str, Any]) -> dict[str, Any]:
             if len(path) == depth:
                 values[index[path[:-1]]] += values[index[path]]
     total, kinds = values[0], ("module", "op", "shape")
+    palette = {1: cycle(_MODULE_COLORS), 2: cycle(_OP_COLORS)}
+    colors: dict[tuple[str, ...], str] = {(): "#ffffff"}
+    for p in order:
+        if p[0] == "(unattributed)":
+            colors[p] = "#c8c8c8" if len(p) == 1 else "#9a9a9a"
+        else:
+            colors[p] = colors[p[:2]] if len(p) == 3 else next(palette[len(p)])
     return dict(
         ids=["r"] + [f"n{index[p]}" for p in order],
         parents=[""] + [("r" if len(p) == 1 else f"n{index[p[:-1]]}") for p in order],
@@ -366,25 +361,8 @@ def _tree(res: dict[str, Any]) -> dict[str, Any]:
         values=values,
         customdata=[[total, 1.0, "replay"]] + [
             [values[index[p]], values[index[p]] / total if total else 0.0, kinds[len(p) - 1]] for p in order],
-        marker=dict(colors=_colors(order), line=dict(color="#ffffff", width=1)),
+        marker=dict(colors=list(colors.values()), line=dict(color="#ffffff", width=1)),
     )
-
-
-def _colors(order: list[tuple[str, ...]]) -> list[str]:
-    """Modules in muted tones, each op its own colour (largest first), its shapes the same colour;
-    unattributed work grey."""
-    colors: dict[tuple[str, ...], str] = {}
-    ops = modules = 0
-    for p in order:
-        if p[0] == "(unattributed)":
-            colors[p] = "#c8c8c8" if len(p) == 1 else "#9a9a9a"
-        elif len(p) == 1:
-            colors[p], modules = _MODULE_COLORS[modules % len(_MODULE_COLORS)], modules + 1
-        elif len(p) == 2:
-            colors[p], ops = _OP_COLORS[ops % len(_OP_COLORS)], ops + 1
-        else:
-            colors[p] = colors.get(p[:2], "#dddddd")
-    return ["#ffffff"] + [colors[p] for p in order]
 
 
 MIN_LABEL_PX = 10  # the attribution view's smallest label: a box too small for it shows none (hover, op table)
@@ -416,10 +394,10 @@ def _attribution_section(res: dict[str, Any], k: int, top: int) -> str:
         f"graph kernels {cov.get('graph_kernels_attributed', 0):,} of {cov.get('graph_kernels', 0):,}</p>")
     ops = sorted(res.get("ops") or [], key=lambda o: -(o.get("gpu_time_us") or 0.0))
     rows = [_tr([_td(o.get("name")), _td(o.get("module")), _td(_shape(o)), _td(o.get("source")), _td(o.get("segment")),
-                 _td(o.get("kernels"), "num"), _td(o.get("count"), "num"), _gpu_us(o)], f' data-replay="{k}"')
-            for o in ops[:top]]
-    unattr = [_tr([_td(u.get("source")), _td(u.get("reason")), _td(u.get("kernels"), "num"), _gpu_us(u)])
-              for u in res.get("unattributed") or []]
+                 _td(o.get("kernels"), "num"), _td(o.get("count"), "num"), _us(o.get("gpu_time_us"))],
+                f' data-replay="{k}"') for o in ops[:top]]
+    unattr = [_tr([_td(u.get("source")), _td(u.get("reason")), _td(u.get("kernels"), "num"),
+                   _us(u.get("gpu_time_us"))]) for u in res.get("unattributed") or []]
     heads = ["op", "module", "input dims", "source", "segment", "kernels", "count", "GPU µs"]
     unattributed = _table("unattributed", ["source", "reason", "kernels", "GPU µs"], unattr)
     return (
@@ -468,7 +446,7 @@ def render_report(time_json: dict[str, Any], check_json: dict[str, Any] | None =
     """The report page for the dicts ``time --json`` / ``check --json`` / ``attribute --json`` print (the
     last two optional); ``inputs`` are the command line's paths, shown in the header. Raises
     ``ReportUnavailable`` when plotly is not installed."""
-    go, plotly_js = _plotly()
+    go, plotly_js = require_plotly()
     figures: dict[str, Any] = {}
     startup, left_out, tables = _startup_figure(go, time_json)
     if startup is not None:
