@@ -25,14 +25,7 @@ from typing import Any, Protocol
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
 from mixins.metadata import HEADER_PREFIX, build_metadata, trace_header, trace_text
-from mixins.naming import (
-    TRACE_SUFFIX,
-    capture_numbers,
-    discover_ranks,
-    trace_dir,
-    trace_stem,
-    validate_runner_name,
-)
+from mixins.naming import TRACE_SUFFIX, capture_numbers, destination
 from mixins.one_line import one_line
 
 logger = logging.getLogger("mixins")
@@ -89,9 +82,9 @@ def export_profile(
     """The export itself, switch already checked; ``runner`` feeds rank discovery and metadata."""
     final: Path | None = None
     try:
-        name = validate_runner_name(runner_name)
-        ranks = discover_ranks(runner, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
-        final, index = capture_numbers.reserve(trace_dir(settings.profiler_dir()), trace_stem(name, ranks))
+        name, ranks, directory, stem = destination(runner_name, runner, tp_rank=tp_rank, pp_rank=pp_rank,
+                                                   pp_size=pp_size)
+        final, index = capture_numbers.reserve(directory, stem)
         metadata = build_metadata(name, ranks, index, runner, tp_size=tp_size)
         job = StagedExport.stage(prof, final, metadata, runner_name=name)
     except Exception as exc:
@@ -156,7 +149,7 @@ class StagedExport:
         self.out_fd, self.stage_name, self.stage_fd = out_fd, stage, stage_fd
         self.sweep_fd: int | None = None  # the output directory again, for the sweep after publishing
         self.saved: Path | None = None
-        self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
+        self.kineto_path = self.staged_path(RAW_NAME)
         # the name beside a taken final name: kept by a caller that re-publishes (a lazy trace), so that
         # every publish replaces the one copy instead of adding another
         self.fallback: str | None = None
@@ -164,6 +157,11 @@ class StagedExport:
         self._lock = threading.Lock()  # publish, abandon and close never overlap
         self._abandoned = self._closed = self._writing = False
         self.finished = threading.Event()  # published or failed: only the sweep may still run
+
+    def staged_path(self, name: str) -> str:
+        """The path a writer that takes only a path (Kineto, torch's snapshot) is given for ``name`` in our
+        staging directory: through its descriptor where /proc allows (``output_dir.fd_path``)."""
+        return output_dir.fd_path(self.stage_fd, self.final.parent / self.stage_name) + "/" + name
 
     @classmethod
     def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:

@@ -13,6 +13,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from mixins import settings
 from mixins.formats import SUBDIR, TRACE_NAME, TRACE_PREFIX, TRACE_SUFFIX, rank_tag  # noqa: F401 - re-exported
 from mixins.sglang_targets import (
     ATTENTION_DP_FLAG,
@@ -54,12 +55,22 @@ def _as_rank(value: object, what: str, minimum: int) -> int:
     return int(value)
 
 
-def trace_stem(runner_name: str, ranks: Ranks) -> str:
-    return TRACE_PREFIX + runner_name + rank_tag(ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.dp_rank)
+def trace_stem(runner_name: str, ranks: Ranks, prefix: str = TRACE_PREFIX) -> str:
+    return prefix + runner_name + rank_tag(ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.dp_rank)
 
 
 def trace_dir(profiler_dir: str) -> Path:
     return Path(profiler_dir) / SUBDIR
+
+
+def destination(runner_name: object, runner: object = None, *, prefix: str = TRACE_PREFIX,
+                **explicit: int | None) -> tuple[str, Ranks, Path, str]:
+    """Where a file of ``runner_name`` goes, for every kind we write (traces, memory snapshots): the name
+    checked, the ranks discovered (``explicit`` ones win), the output directory and the file's stem, before
+    its capture number (``capture_numbers.reserve``)."""
+    name = validate_runner_name(runner_name)
+    ranks = discover_ranks(runner, **explicit)
+    return name, ranks, trace_dir(settings.profiler_dir()), trace_stem(name, ranks, prefix)
 
 
 # -- rank discovery --------------------------------------------------------------------------------
@@ -224,13 +235,13 @@ class _CaptureNumbers:
         self._lock = threading.Lock()
         self._counts.clear()
 
-    def reserve(self, directory: Path, stem: str) -> tuple[Path, int]:
+    def reserve(self, directory: Path, stem: str, suffix: str = TRACE_SUFFIX) -> tuple[Path, int]:
         key = (os.path.realpath(directory), stem)
         with self._lock:
             index = self._counts.get(key, 0) + 1
             self._counts[key] = index
-        suffix = "" if index == 1 else f"-{index}"
-        return directory / f"{stem}{suffix}{TRACE_SUFFIX}", index
+        number = "" if index == 1 else f"-{index}"
+        return directory / f"{stem}{number}{suffix}", index
 
 
 capture_numbers = _CaptureNumbers()
