@@ -493,6 +493,26 @@ def gloo_export(rank_arg: str, store: str) -> None:
     dist.destroy_process_group()
 
 
+def fork_numbering(directory: str) -> None:
+    """Two captures, then a fork while another thread (as it were) holds the capture-number lock: prints the
+    parent's numbers, then the child's first and the parent's next (a child stuck on the lock hangs)."""
+    from pathlib import Path
+
+    from mixins.naming import capture_numbers
+
+    d = Path(directory)
+    print(capture_numbers.reserve(d, "t")[1], capture_numbers.reserve(d, "t")[1], flush=True)
+    read, write = os.pipe()
+    capture_numbers._lock.acquire()  # as if another parent thread were reserving a name at the fork
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, str(capture_numbers.reserve(d, "t")[1]).encode())
+        os._exit(0)
+    capture_numbers._lock.release()
+    os.waitpid(pid, 0)
+    print(os.read(read, 16).decode(), capture_numbers.reserve(d, "t")[1], flush=True)
+
+
 # -- test_lazy_imports.py ------------------------------------------------------------------------------
 
 
@@ -579,7 +599,7 @@ CASES: dict[str, Callable[..., None]] = {
         fork_while_compressing, no_thread_to_be_had, two_threads_capture_at_once,
         capture_while_another_thread_profiles, lazy_write_held_at_exit, capture_runs_its_own_profiler,
         parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
-        export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
+        export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, fork_numbering, lazy_imports,
         kineto_filter, sglang_logging_export,
     )
 }

@@ -258,30 +258,22 @@ def test_a_profiler_directory_that_is_not_utf8_gives_traces_the_analyzer_reads(
     assert "Bytes" in done.stdout and "LazyBytes" in done.stdout
 
 
-def test_umask_077_gives_a_private_trace(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
-    for umask, mode, runner in ((0o077, 0o600, "Private"), (0o022, 0o644, "Shared")):
-        old = os.umask(umask)
-        try:
-            path = export_mm(runner)
-        finally:
-            os.umask(old)
-        assert path is not None and os.stat(path).st_mode & 0o777 == mode
-    assert os.stat(trace_env).st_mode & 0o777 == 0o700  # made under umask 077
-
-
-def test_umask_000_creates_directories_no_other_user_can_write(tmp_path: Path) -> None:
-    """Under umask 000 every directory we create is 0755 (it was 0777, then refused, also under 022)."""
+@pytest.mark.parametrize(("umask", "trace_mode", "dir_mode"), [(0o077, 0o600, 0o700), (0o022, 0o644, 0o755),
+                                                            (0o000, 0o644, 0o755)])
+def test_the_umask_narrows_what_we_create_and_never_widens_it(
+    tmp_path: Path, umask: int, trace_mode: int, dir_mode: int
+) -> None:
+    """The trace (0644) and every directory we create (0755) lose the umask's bits: 077 gives a private
+    trace; under 000 no other user can write a directory (they were 0777, then refused, also under 022)."""
     profiler_dir = tmp_path / "new" / "deeper"
     env = export_env(profiler_dir, SGLANG_CAPTURE_TRACE_BACKGROUND="0")
     final = profiler_dir / "graph_capture_profile" / "cuda_graph_capture-Synced-TP-0.json.gz"
-    for umask, trace_mode in ((0o000, 0o644), (0o022, 0o644)):
-        done = subprocess.run(child("synchronous_export"), env=env, capture_output=True, text=True, umask=umask)
-        assert done.returncode == 0 and "refusing" not in done.stderr, done.stderr  # the child asserts a path
-        assert load_trace(final)["capture_trace"]["runner"] == "Synced"
-        assert os.stat(final).st_mode & 0o777 == trace_mode
+    done = subprocess.run(child("synchronous_export"), env=env, capture_output=True, text=True, umask=umask)
+    assert done.returncode == 0 and "refusing" not in done.stderr, done.stderr  # the child asserts a path
+    assert load_trace(final)["capture_trace"]["runner"] == "Synced"
+    assert os.stat(final).st_mode & 0o777 == trace_mode
     for directory in (tmp_path / "new", profiler_dir, final.parent):
-        assert os.stat(directory).st_mode & 0o777 == 0o755, directory
+        assert os.stat(directory).st_mode & 0o777 == dir_mode, directory
 
 
 def test_own_world_writable_directory_is_refused_with_the_fix_named(
