@@ -540,6 +540,49 @@ def lazy_imports() -> None:
                       "all": sorted(mixins.__all__), "dir_has_all": set(mixins.__all__) <= set(dir(mixins))}))
 
 
+def exporter_imports() -> None:
+    """Notes which module first asks for numpy (the frame that ran ``import numpy``), then runs the bootstrap,
+    the patch and a real CPU capture through the decorator's profile mode. Prints JSON."""
+    import importlib.machinery
+
+    importers: list[str | None] = []
+
+    class Watch(importlib.machinery.PathFinder):
+        """Records who imports numpy; finds nothing itself (the real finders still do)."""
+
+        @classmethod
+        def find_spec(cls, name: str, path: Any = None, target: Any = None) -> None:
+            if name == "numpy":
+                frame = sys._getframe(1)
+                while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+                    frame = frame.f_back  # type: ignore[assignment]
+                importers.append(frame.f_globals.get("__name__") if frame is not None else None)
+            return None
+
+    sys.meta_path.insert(0, Watch)  # type: ignore[arg-type]
+    import _sglang_capture_trace_bootstrap  # noqa: F401
+    import mixins.lazy_trace  # noqa: F401
+    import mixins.memory_snapshot  # noqa: F401
+    from mixins import sglang_patch, with_capture_trace
+
+    sglang_patch.PATCH.install()
+    sglang_patch.PATCH.uninstall()
+    before_torch = sorted(m for m in ("numpy", "torch") if m in sys.modules)
+    import torch
+
+    @with_capture_trace(profile="capture", shape_method="capture_one_shape", shape_unit="tokens")
+    class PrefillCudaGraphRunner:
+        def capture(self) -> None:
+            for size in (4, 2):
+                self.capture_one_shape(size)
+
+        def capture_one_shape(self, size: int) -> Any:
+            return torch.mm(torch.ones(size, 8), torch.ones(8, 3))
+
+    PrefillCudaGraphRunner().capture()
+    print(json.dumps({"before_torch": before_torch, "importers": importers}))
+
+
 # -- test_demo.py --------------------------------------------------------------------------------------
 
 
@@ -600,6 +643,7 @@ CASES: dict[str, Callable[..., None]] = {
         capture_while_another_thread_profiles, lazy_write_held_at_exit, capture_runs_its_own_profiler,
         parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
         export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, fork_numbering, lazy_imports,
+        exporter_imports,
         kineto_filter, sglang_logging_export,
     )
 }
