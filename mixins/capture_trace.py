@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar, overload
 
 from mixins import kineto, settings
-from mixins.export import export_profile, report_failure
+from mixins.export import export_cuda_graph_capture_trace, report_failure
 from mixins.formats import BS, SHAPE_UNITS, UNKNOWN_SHAPE, segment_name
 from mixins.patching import Wrapper, find_attribute, wrap_method
 from mixins.sglang_targets import HOOK, PROFILE_FLAG, SHAPE_LABEL_NAMES, SHAPE_METHODS
@@ -112,8 +112,8 @@ def export_from_runner(runner: object, prof: Any, *, draft_base: type | None = N
             name = runner_name_for(runner, draft_base)
         except Exception:
             name = type(runner).__name__
-        return export_profile(prof, runner_name=name, runner=runner)
-    except Exception as exc:  # export_profile reports its own failures; this is the last net
+        return export_cuda_graph_capture_trace(prof, runner_name=name, runner=runner)
+    except Exception as exc:  # the export reports its own failures; this is the last net
         report_failure(type(runner).__name__, None, exc)
         return None
 
@@ -497,14 +497,13 @@ def _has_method(cls: type, name: str) -> bool:
 
 def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
     if options.profile is not None:  # profile mode: our profiler around that method; no hook involved
-        if _has_method(cls, options.profile):
-            wrap_method(cls, options.profile, profile_method(draft_base=options.draft_base), tag=tag)
-        elif required:
-            raise TypeError(f"{cls.__qualname__} has no method {options.profile!r} to profile")
-    elif _has_method(cls, options.hook):
-        wrap_method(cls, options.hook, export_after_hook(options.draft_base), tag=tag)
+        method, wrapper, what = options.profile, profile_method(draft_base=options.draft_base), "to profile"
+    else:
+        method, wrapper, what = options.hook, export_after_hook(options.draft_base), "to export after"
+    if _has_method(cls, method):
+        wrap_method(cls, method, wrapper, tag=tag)
     elif required:
-        raise TypeError(f"{cls.__qualname__} has no method {options.hook!r} to export after")
+        raise TypeError(f"{cls.__qualname__} has no method {method!r} {what}")
     if options.shape_method is None:
         return
     names = SHAPE_METHODS if options.shape_method == AUTO else (options.shape_method,)

@@ -56,30 +56,15 @@ def export_cuda_graph_capture_trace(
     pp_rank: int | None = None,
     pp_size: int | None = None,
     tp_size: int | None = None,
+    runner: object = None,
 ) -> Path | None:
     """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``; upstream's
-    keywords plus ``tp_size`` (discovered when omitted). None when the switch is off or the export failed
-    (logged). In the background mode (the default) the path is returned once Kineto's JSON is staged, the
-    file's path when compression finishes (``wait_for_exports()``); with ``SGLANG_CAPTURE_TRACE_BACKGROUND=0``
-    it is a finished file."""
+    keywords plus ``tp_size`` (discovered when omitted) and ``runner`` (the runner object, for rank and size
+    discovery and the metadata). None when the switch is off or the export failed (logged). In the background
+    mode (the default) the path is returned once Kineto's JSON is staged, the file's path when compression
+    finishes (``wait_for_exports()``); with ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` it is a finished file."""
     if not settings.trace_enabled():
         return None
-    return export_profile(
-        prof, runner_name=runner_name, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size, tp_size=tp_size
-    )
-
-
-def export_profile(
-    prof: Any,
-    *,
-    runner_name: str,
-    runner: object = None,
-    tp_rank: int | None = None,
-    pp_rank: int | None = None,
-    pp_size: int | None = None,
-    tp_size: int | None = None,
-) -> Path | None:
-    """The export itself, switch already checked; ``runner`` feeds rank discovery and metadata."""
     final: Path | None = None
     try:
         name, ranks, directory, stem = destination(runner_name, runner, tp_rank=tp_rank, pp_rank=pp_rank,
@@ -605,7 +590,6 @@ __all__ = [
     "Job",
     "StagedExport",
     "export_cuda_graph_capture_trace",
-    "export_profile",
     "one_line",
     "report_failure",
     "wait_for_exports",

@@ -478,15 +478,14 @@ def gloo_export(rank_arg: str, store: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from mixins import wait_for_exports
-    from mixins.export import export_profile
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
 
     rank = int(rank_arg)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
     # torch.profiler.profile itself: its export adds Kineto's distributedInfo, which the test reads
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
         torch.mm(torch.ones(2, 4), torch.ones(4, 3))  # the same capture on both ranks
-    path = export_profile(prof, runner_name="GlooRunner", runner=_Bare())
+    path = export_cuda_graph_capture_trace(prof, runner_name="GlooRunner", runner=_Bare())
     assert wait_for_exports(60)
     dist.barrier()  # neither rank leaves before both are fully connected
     print(RANK_RESULT + json.dumps(str(path)), flush=True)
