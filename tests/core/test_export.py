@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from core_child import CONCURRENT_RUNNERS
@@ -20,6 +21,7 @@ from core_helpers import (
     op_shapes,
     profile_of,
     run_case,
+    warnings_of,
 )
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
@@ -117,14 +119,23 @@ def test_profile_already_exported_is_a_warning_not_a_crash(
     assert _names(trace_env) == ["cuda_graph_capture-Twice-TP-0.json.gz"]
 
 
-def test_bad_runner_name_and_rank_are_warned_and_written_nowhere(
-    trace_env: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(("runner_name", "kwargs", "warning"), [
+    ("../escape", {"tp_rank": None}, "runner_name must be"),
+    ("R", {"tp_rank": -2}, "tp_rank must be an integer >= 0"),
+    ("x\n\x00y", {}, "CUDA graph capture trace of x\\n\\x00y not saved"),
+    ("R" * 224, {}, "trace file name is 256 bytes, over the directory's 255-byte limit for a name: "
+     "runner_name has 224 characters, at most 223 fit"),
+])
+def test_bad_input_is_one_warning_line_and_writes_nothing(
+    trace_env: Path, caplog: pytest.LogCaptureFixture, runner_name: str, kwargs: dict[str, Any], warning: str
 ) -> None:
+    """A bad name or rank is refused before the directory is made; a name over the directory's limit once
+    it is open (``test_reliability::test_runner_names_up_to_the_final_name_limit_work``: the one that fits)."""
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert export_mm("../escape", tp_rank=None) is None
-        assert export_mm("R", tp_rank=-2) is None
-    assert "runner_name must be" in caplog.text and "tp_rank must be an integer >= 0" in caplog.text
-    assert not trace_env.exists()
+        assert export_mm(runner_name, **kwargs) is None
+    [message] = warnings_of(caplog)
+    assert warning in message and "\n" not in message and "\x00" not in message
+    assert _names(trace_env) == [] and trace_env.exists() == warning.startswith("trace file name")
 
 
 @pytest.mark.parametrize("background", ["1", pytest.param("0", marks=pytest.mark.exhaustive)])  # CI runs both
