@@ -1,8 +1,8 @@
 """Runner-side integration: the class decorator, the mixin, and the wrappers they install.
 
 Hook mode wraps the runner's post-profile hook and exports the profile it was given; profile mode runs
-the capture method inside a profiler of ours and exports that (docs/DESIGN.md §1.2). Both export once
-per outermost call, and label each shape's capture as a range inside the one trace.
+the capture method inside a profiler of ours and exports that; per-shape methods get a labelled range.
+Every one is ``capture_wrapper`` with a body of its own (docs/DESIGN.md §1.2).
 """
 
 from __future__ import annotations
