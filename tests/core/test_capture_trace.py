@@ -330,14 +330,18 @@ def test_a_profiler_already_recording_is_left_alone(trace_env: Path, caplog: pyt
     assert {"capture::bs=8", "capture::bs=4"} <= {e.name for e in outer.events()}
 
 
-def test_switch_off_adds_no_call_on_the_capture_path(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every Python function called during a profile-mode capture() with the switch off: the runner's own,
-    the one wrapper core, the instance binding and the switch read — no profiler or exporter code at all."""
-    counted = _decorated("profile", "Counted")
+@pytest.mark.parametrize("mode", list(MODES))
+def test_switch_off_adds_no_call_on_the_capture_path(
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Every Python function called with the switch off while the wrapped method runs (profile mode: the
+    whole capture; hook mode: the hook): the runner's own, the one wrapper core, the instance binding and
+    the switch read — no profiler, exporter or snapshot code at all."""
+    runner = _decorated(mode, "Counted")()
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    runner = counted()
-    runner.capture()  # warm caches (imports, signatures)
-    called = python_calls(runner.capture)
+    method, args = getattr(runner, MODES[mode][3]), (None,) if mode == "hook" else ()
+    method(*args)  # warm caches (imports, signatures)
+    called = python_calls(lambda: method(*args))
     ours = {c.rsplit(":", 1)[1] for c in called if "/mixins/" in c}
     assert not any("torch/profiler" in c or "torch/autograd/profiler" in c for c in called), called
     assert ours <= {"capture_wrapper", "bind_instance"}, ours
