@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import export_env, exported, python_calls, range_names, run_case, trace_name
+from core_helpers import (
+    export_env,
+    exported,
+    kineto_profile,
+    mm_profile,
+    python_calls,
+    range_names,
+    run_case,
+    trace_name,
+)
 
 from mixins import CaptureTraceMixin, with_capture_trace
 from mixins.capture_trace import capture_profiler, shape_label
@@ -39,13 +48,11 @@ class _Shapes:
 
 
 class HookRunner(_Shapes):
-    """Shaped like sglang's decode runners: capture() profiles the loop (a Kineto profile made without the
-    name ``torch.profiler.profile``, which ``profilers_started`` counts as ours), then calls the hook."""
+    """Shaped like sglang's decode runners: capture() profiles the loop (``kineto_profile``: not through
+    ``torch.profiler.profile``, which ``profilers_started`` counts as ours), then calls the hook."""
 
     def capture(self) -> str:
-        from torch.autograd import profiler
-
-        with profiler.profile(use_kineto=True, record_shapes=True) as prof:
+        with kineto_profile(record_shapes=True) as prof:
             self.loop()
         return self._post_process_after_profile(prof)
 
@@ -256,9 +263,7 @@ def test_hook_called_through_the_class_with_explicit_self(trace_env: Path) -> No
         capture_bs = [7]
 
         def capture(self) -> Any:
-            from torch.autograd import profiler
-
-            with profiler.profile(use_kineto=True, record_shapes=True) as prof:
+            with kineto_profile(record_shapes=True) as prof:
                 self.capture_one_batch_size(7)
             return base._post_process_after_profile(self, prof_context=prof)
 
@@ -270,15 +275,13 @@ def test_hook_called_through_the_class_with_explicit_self(trace_env: Path) -> No
 def test_a_classmethod_hook_is_named_by_its_class_and_a_staticmethod_is_refused(trace_env: Path) -> None:
     """A classmethod's runner is its class (the trace was named ``type``); a staticmethod hook has no runner
     to name the trace by (its profile was taken for the runner, and nothing exported): refused up front."""
-    from core_helpers import matmul_work, profile_of
-
     @with_capture_trace
     class ClassHook:
         @classmethod
         def _post_process_after_profile(cls, prof_context: Any) -> str:
             return "cls"
 
-    assert ClassHook()._post_process_after_profile(profile_of(matmul_work(3))) == "cls"
+    assert ClassHook()._post_process_after_profile(mm_profile(1, 3)) == "cls"
     assert list(exported(trace_env)) == ["cuda_graph_capture-ClassHook-TP-0.json.gz"]
     with pytest.raises(TypeError, match=r"StaticHook._post_process_after_profile is a staticmethod: make it a method"):
 

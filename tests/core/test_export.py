@@ -17,9 +17,8 @@ from core_helpers import (
     export_env,
     export_mm,
     load_trace,
-    matmul_work,
+    mm_profile,
     op_shapes,
-    profile_of,
     run_case,
     warnings_of,
 )
@@ -42,7 +41,7 @@ def test_import_and_switched_off_call_import_nothing_heavy_and_create_nothing(tm
 
 
 def test_export_writes_complete_gzip_trace_with_metadata(trace_env: Path, caplog: pytest.LogCaptureFixture) -> None:
-    prof = profile_of(matmul_work(5))
+    prof = mm_profile(1, 5)
     with caplog.at_level(logging.INFO, logger="sglang.capture_trace"):  # the "saved to" line's logger
         path = export_cuda_graph_capture_trace(prof, runner_name="MyRunner", tp_rank=3)
         assert wait_for_exports(60)
@@ -65,11 +64,18 @@ def test_export_writes_complete_gzip_trace_with_metadata(trace_env: Path, caplog
 
 
 def test_same_events_as_torchs_own_gzip_export(trace_env: Path, tmp_path: Path) -> None:
-    """Two identical workloads: one exported by torch (.json.gz), one by us; events match one for one."""
-    work = matmul_work(6)
+    """Two identical workloads under ``torch.profiler.profile`` (whose export gzips a ``.json.gz`` path): one
+    exported by torch, one by us; events match one for one."""
+    import torch
+
+    def profile() -> Any:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+            torch.mm(torch.ones(6, 8), torch.ones(8, 3))
+        return prof
+
     theirs_path = tmp_path / "torch.json.gz"
-    profile_of(work).export_chrome_trace(str(theirs_path))
-    ours_path = export_cuda_graph_capture_trace(profile_of(work), runner_name="R", tp_rank=0)
+    profile().export_chrome_trace(str(theirs_path))
+    ours_path = export_cuda_graph_capture_trace(profile(), runner_name="R", tp_rank=0)
     assert ours_path is not None and wait_for_exports(60)
 
     def comparable(path: Path) -> list[tuple[object, ...]]:
@@ -110,7 +116,7 @@ def test_a_file_left_by_an_earlier_process_is_replaced(trace_env: Path) -> None:
 def test_profile_already_exported_is_a_warning_not_a_crash(
     trace_env: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    prof = profile_of(matmul_work(2))
+    prof = mm_profile(1, 2)
     assert export_cuda_graph_capture_trace(prof, runner_name="Twice", tp_rank=0) is not None
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert export_cuda_graph_capture_trace(prof, runner_name="Twice", tp_rank=0) is None

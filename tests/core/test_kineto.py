@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from core_helpers import child, child_env, matmul_work, profile_of, strace_log
+from core_helpers import child, child_env, mm_profile, strace_log
 
 from mixins import kineto
 
@@ -25,7 +25,7 @@ def test_kineto_stages_at_path_dot_tmp_without_nofollow_then_renames(tmp_path: P
 
 def test_trace_name_is_the_given_path_in_the_tail(tmp_path: Path) -> None:
     path = str(tmp_path / "k.json")
-    kineto.write_json(profile_of(matmul_work(2)), path)
+    kineto.write_json(mm_profile(1, 2), path)
     tail = Path(path).read_bytes()[-4096:].rstrip()
     assert kineto.tail_is_complete(tail) and tail.endswith(b"}")
     assert tail.rindex(kineto.TRACE_NAME_KEY) > tail.rindex(b"]")  # the last key, after traceEvents
@@ -36,7 +36,7 @@ def test_trace_name_is_the_given_path_in_the_tail(tmp_path: Path) -> None:
 
 
 def test_a_profile_exports_once(tmp_path: Path) -> None:
-    prof = profile_of(matmul_work(2))
+    prof = mm_profile(1, 2)
     kineto.write_json(prof, str(tmp_path / "a.json"))
     with pytest.raises(kineto.AlreadyExportedError, match=kineto.ALREADY_SAVED):
         kineto.write_json(prof, str(tmp_path / "b.json"))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import capture_trace, matmul_work, profile_of, warnings_of
+from core_helpers import capture_trace, mm_profile, warnings_of
 
 from mixins import wait_for_exports, with_capture_trace
 from tests.memory_snapshots import GRAPH_POOL, MiB, recording_snapshot, stand_in_snapshot
@@ -34,7 +34,7 @@ class SnapshotRunner:
         self.tp_rank = tp_rank
 
     def capture(self) -> None:
-        self._post_process_after_profile(profile_of(matmul_work(1)))
+        self._post_process_after_profile(mm_profile(1, 1))
 
     def _post_process_after_profile(self, prof_context: Any) -> None:
         import torch
@@ -185,7 +185,7 @@ def test_memory_per_shape_from_the_trace_beside_the_snapshot(
 
         def capture_one_batch_size(self, bs: int, forward: Any) -> None:
             times.append(_now())
-            matmul_work(bs)
+            torch.mm(torch.ones(bs, 8), torch.ones(8, 3))
             times.append(_now())
 
         def _post_process_after_profile(self, prof_context: Any) -> None:

@@ -22,9 +22,8 @@ from core_helpers import (
     export_mm,
     exported_trace,
     load_trace,
-    matmul_work,
+    mm_profile,
     op_shapes,
-    profile_of,
     run_case,
     strace_log,
     warnings_of,
@@ -221,7 +220,7 @@ def test_a_profiler_directory_that_is_not_utf8_gives_traces_the_analyzer_reads(
     eager = export_mm("Bytes")
     lazy = lazy_trace.trace_for(None, "LazyBytes")
     assert lazy.admit()
-    lazy.add(profile_of(matmul_work(3)), None)
+    lazy.add(mm_profile(1, 3), None)
     assert eager is not None and eager.parent == lazy.final.parent
     shown = str(tmp_path) + "/dir\\xffname/graph_capture_profile/"
     for path in (eager, lazy.final):

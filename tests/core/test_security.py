@@ -26,9 +26,8 @@ from core_helpers import (
     export_mm,
     exported_trace,
     load_trace,
-    matmul_work,
+    mm_profile,
     op_shapes,
-    profile_of,
     warnings_of,
 )
 
@@ -197,7 +196,7 @@ def test_attacker_in_a_shared_sticky_output_directory_cannot_reach_the_staging(
             "plant at the final name": _errno_of(lambda: os.symlink(secret, final)),
         }))
 
-    prof = PausingProfile(profile_of(matmul_work(7)), attack_at_kineto_write)
+    prof = PausingProfile(mm_profile(1, 7), attack_at_kineto_write)
     path = export_cuda_graph_capture_trace(prof, runner_name="Shared", tp_rank=0)
     assert path == final and wait_for_exports(60)
     assert outcomes == {
@@ -226,7 +225,7 @@ def test_racing_attacker_in_a_shared_sticky_directory_loses(sticky_dir: Path, se
 
     try:
         paths = [
-            export_cuda_graph_capture_trace(PausingProfile(profile_of(matmul_work(3)), attack_now, after=rank % 2 == 1),
+            export_cuda_graph_capture_trace(PausingProfile(mm_profile(1, 3), attack_now, after=rank % 2 == 1),
                                             runner_name="Race", tp_rank=rank)
             for rank in range(8)
         ]
@@ -250,7 +249,7 @@ def test_kineto_output_is_reopened_without_following_a_symlink(
         os.unlink(kineto_path)
         os.symlink(secret, kineto_path)
 
-    prof = PausingProfile(profile_of(matmul_work(2)), swap_for_symlink, after=True)
+    prof = PausingProfile(mm_profile(1, 2), swap_for_symlink, after=True)
     with caplog.at_level(logging.WARNING, logger="mixins"):
         export_cuda_graph_capture_trace(prof, runner_name="NoFollow", tp_rank=0)
         assert wait_for_exports(60)
@@ -311,7 +310,7 @@ def test_a_directory_at_the_final_name_cannot_lose_the_trace(
         os.symlink(secret, final / "inside")
         return "taken"
 
-    prof = profile_of(matmul_work(6))
+    prof = mm_profile(1, 6)
     if owner == 0:
         monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
         take_the_final_name()
@@ -350,7 +349,7 @@ def test_lazy_trace_beside_an_attackers_directory_keeps_one_fallback_name(
     with caplog.at_level(logging.WARNING, logger="mixins"):
         for rows in range(1, 6):
             assert trace.admit()
-            trace.add(profile_of(matmul_work(rows)), None)
+            trace.add(mm_profile(1, rows), None)
     assert wait_for_exports(60)
     [saved] = [p for p in sticky_dir.iterdir() if p != final]
     assert re.fullmatch(r"cuda_graph_capture-LazyTaken-TP-0\.[0-9a-f]{8}\.json\.gz", saved.name)
@@ -361,7 +360,7 @@ def test_lazy_trace_beside_an_attackers_directory_keeps_one_fallback_name(
 
     as_nobody(lambda: os.rmdir(final))
     assert trace.admit()
-    trace.add(profile_of(matmul_work(6)), None)
+    trace.add(mm_profile(1, 6), None)
     assert wait_for_exports(60)
     assert os.listdir(sticky_dir) == [final.name]
     assert [shape[0][0] for shape in op_shapes(load_trace(final))] == [1, 2, 3, 4, 5, 6]
