@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 RANK_RESULT = "RANK-RESULT "
@@ -634,23 +633,12 @@ def sglang_logging_export(mode: str, config: str = "") -> None:
     sys.stdout.flush()
 
 
-CASES: dict[str, Callable[..., None]] = {
-    case.__name__: case
-    for case in (
-        switched_off_imports, efbig, export_then_exit, concurrent_exports, slow_export_then_exit,
-        fork_while_compressing, no_thread_to_be_had, two_threads_capture_at_once,
-        capture_while_another_thread_profiles, lazy_write_held_at_exit, capture_runs_its_own_profiler,
-        parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
-        export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, fork_numbering, lazy_imports,
-        exporter_imports,
-        kineto_filter, sglang_logging_export,
-    )
-}
-
-
 def main(argv: list[str] | None = None) -> None:
+    """Runs the case named first (every public function above is one), with the rest as its arguments."""
     case, *args = sys.argv[1:] if argv is None else argv
-    CASES[case](*args)
+    if case.startswith("_") or not callable(run := globals().get(case)):
+        sys.exit(f"core_child: no case {case!r}")
+    run(*args)
 
 
 if __name__ == "__main__":
