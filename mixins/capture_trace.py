@@ -321,12 +321,12 @@ class ProfilerTakenError(RuntimeError):
 
 
 def _profiled(runner: object, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-              label: str | None = None) -> tuple[Any, Any]:
-    """``call`` inside our profiler (``_ONE_PROFILER`` held), in a ``label`` range when given: its result,
-    and the stopped profile when it may be exported (None: ours failed to start, reported, and the call ran
-    unprofiled; or ``_stop`` refused it). The method's own exceptions pass through, our profiler stopped."""
+              label: str | None = None, hints: tuple[Any, ...] = ()) -> tuple[Any, Any]:
+    """``call`` inside our profiler (``capture_profiler(runner, hints)``, ``_ONE_PROFILER`` held), in a ``label``
+    range when given: its result, and the stopped profile when it may be exported (None: ours failed to start,
+    reported, and the call ran unprofiled; or ``_stop`` refused it). The method's own exceptions pass through."""
     try:
-        prof = capture_profiler(runner, (*args, *kwargs.values()))
+        prof = capture_profiler(runner, hints)
         prof.start()
         started_by = time.time_ns()  # the wall-clock time by which its Kineto session had started
     except Exception as exc:  # a debugging aid never stops the capture
@@ -455,7 +455,7 @@ def _profile_shape(
         return result
     prof = None
     try:
-        result, prof = _profiled(instance, call, args, kwargs, label)
+        result, prof = _profiled(instance, call, args, kwargs, label, (*args, *kwargs.values()))
         if before is not None and (_graph_count(instance, graphs) or 0) <= before:
             prof = None  # a known shape: the call captured nothing, nothing is kept
     finally:
