@@ -71,7 +71,8 @@ def export_cuda_graph_capture_trace(
                                                    pp_size=pp_size)
         final, index = capture_numbers.reserve(directory, stem)
         metadata = build_metadata(name, ranks, index, runner, tp_size=tp_size)
-        job = StagedExport.stage(prof, final, metadata, runner_name=name)
+        job = StagedExport.prepare(final, metadata, runner_name=name)
+        job.write(prof)  # the blocking part ends with Kineto's write; compressing and publishing is job.run()
     except Exception as exc:
         report_failure(runner_name, final, exc)
         return None
@@ -149,16 +150,9 @@ class StagedExport:
         return output_dir.fd_path(self.stage_fd, self.final.parent / self.stage_name) + "/" + name
 
     @classmethod
-    def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:
-        """Trust check, name length, staging directory, Kineto's write; the blocking part."""
-        job = cls.prepare(final, metadata, runner_name=runner_name)
-        job.write(prof)
-        return job
-
-    @classmethod
     def prepare(cls, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:
-        """``stage`` up to Kineto's write: a caller that must be able to abandon the write holds the job
-        first (``write``)."""
+        """Trust check, name length, staging directory; the caller holds the job before the write (``write``)
+        so that it can be abandoned during it."""
         out_fd = output_dir.open_trusted(final.parent)
         try:
             limit = output_dir.name_max(out_fd)
