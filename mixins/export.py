@@ -122,6 +122,11 @@ def compress_trace(src: Any, out: Any, metadata: dict[str, Any], level: int, kin
 # -- one export: staged in a private directory, published by descriptor ----------------------------
 
 
+# (pid, path, st_dev, st_ino) of directories this process has swept completely: a directory full of
+# planted names costs one sweep per process, not one per export (docs/DESIGN.md §2, "Sweeping").
+_swept: set[tuple[int, str, int, int]] = set()
+
+
 class StagedExport:
     """An export whose JSON Kineto has written into our staging directory; ``run`` finishes it (a lazy
     trace drives the steps itself)."""
@@ -231,15 +236,28 @@ class StagedExport:
 
     def _sweep(self) -> None:
         """Remove dead processes' staging directories: after publishing, so planted names never delay
-        the caller or the trace (docs/DESIGN.md §2, "Sweeping")."""
+        the caller or the trace; once per process and directory when complete (docs/DESIGN.md §2, "Sweeping")."""
         fd, self.sweep_fd = self.sweep_fd, None
         if fd is None:
             return
         try:
-            if not self._abandoned:
-                _sweep(fd, self.final.parent)
+            if self._abandoned:
+                return
+            st = os.fstat(fd)
+            key = (os.getpid(), str(self.final.parent), st.st_dev, st.st_ino)
+            if key in _swept:
+                return
+            removed = [t.name for t in output_dir.sweep(fd, listing=False) if t.removed]
+            if len(removed) < output_dir.MAX_REMOVALS:  # not cut short: nothing left for the next export
+                _swept.add(key)
+        except Exception as exc:  # noqa: BLE001 - sweeping is housekeeping: it never fails an export
+            logger.debug("could not sweep stale staging directories: %s", exc)
+            return
         finally:
             os.close(fd)
+        if removed:
+            logger.info("removed %d staging director%s of processes that are gone: %s", len(removed),
+                        "y" if len(removed) == 1 else "ies", ", ".join(removed))
 
     def _open_files(self) -> tuple[Any, Any]:
         """Kineto's JSON (never following a link) and our gzip, created 0644 minus the umask by open(2)
@@ -438,29 +456,6 @@ def _warn_if_live_writer(dir_fd: int, final: Path, runner_name: str) -> None:
             "export runner %s with the same ranks; give each its own tp_rank/pp_rank",
             one_line(final), pid, os.getpid(), one_line(runner_name),
         )
-
-
-# (pid, path, st_dev, st_ino) of directories this process has swept completely: a directory full of
-# planted names costs one sweep per process, not one per export (docs/DESIGN.md §2, "Sweeping").
-_swept: set[tuple[int, str, int, int]] = set()
-
-
-def _sweep(out_fd: int, directory: Path) -> None:
-    try:
-        st = os.fstat(out_fd)
-        key = (os.getpid(), str(directory), st.st_dev, st.st_ino)
-        if key in _swept:
-            return
-        temps = output_dir.sweep(out_fd, listing=False)
-        removed = [t.name for t in temps if t.removed]
-        if len(removed) < output_dir.MAX_REMOVALS:  # not cut short: nothing left for the next export
-            _swept.add(key)
-    except Exception as exc:  # noqa: BLE001 - sweeping is housekeeping: it never fails an export
-        logger.debug("could not sweep stale staging directories: %s", exc)
-        return
-    if removed:
-        logger.info("removed %d staging director%s of processes that are gone: %s", len(removed),
-                    "y" if len(removed) == 1 else "ies", ", ".join(removed))
 
 
 def report_failure(runner_name: object, path: Path | None, exc: BaseException) -> None:
