@@ -1,8 +1,8 @@
 """Runner-side integration: the class decorator, the mixin, and the wrappers they install.
 
 Hook mode wraps the runner's post-profile hook and exports the profile it was given; profile mode runs
-the capture method inside a profiler of ours and exports that (docs/DESIGN.md §1.2). Both export once
-per outermost call, and label each shape's capture as a range inside the one trace.
+the capture method inside a profiler of ours and exports that; per-shape methods get a labelled range.
+Every one is ``capture_wrapper`` with a body of its own (docs/DESIGN.md §1.2).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar, overload
 
 from mixins import kineto, settings
-from mixins.export import export_profile, report_failure
+from mixins.export import export_cuda_graph_capture_trace, report_failure
 from mixins.formats import BS, SHAPE_UNITS, UNKNOWN_SHAPE, segment_name
 from mixins.patching import Wrapper, find_attribute, wrap_method
 from mixins.sglang_targets import HOOK, PROFILE_FLAG, SHAPE_LABEL_NAMES, SHAPE_METHODS
@@ -33,6 +33,10 @@ AUTO = "auto"
 C = TypeVar("C", bound=type)
 
 _inside = threading.local()
+
+#: The rest of a wrapped call once the wrapper decided to act: ``(wrapped, runner, args, kwargs, call)``,
+#: ``call`` the method bound to the runner (``bind_instance``).
+Body = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any], Callable[..., Any]], Any]
 
 
 @contextmanager
@@ -50,7 +54,39 @@ def _outermost(kind: str, instance: object) -> Iterator[bool]:
         active.discard(key)
 
 
-# -- export after the hook ---------------------------------------------------------------------------
+def bind_instance(
+    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...]
+) -> tuple[Any, tuple[Any, ...], Callable[..., Any]]:
+    """Called through the class with an explicit self (``Base.hook(self, prof)``, as older sglang's EAGLE
+    runners do with ``CudaGraphRunner.capture(self)``): wrapt passes no instance, so take it from args."""
+    if instance is None and args and not isinstance(wrapped, (staticmethod, classmethod)):
+        self_, rest = args[0], args[1:]
+        return self_, rest, lambda *a, **k: wrapped(self_, *a, **k)
+    return instance, args, wrapped
+
+
+def _flag_on_instance(runner: object) -> bool:
+    return bool(getattr(runner, PROFILE_FLAG, True))
+
+
+def capture_wrapper(kind: str, requested: Callable[[object], bool], body: Body) -> Wrapper:
+    """The one wrapper of every mode: the method alone unless our switch is on, ``requested(runner)`` says
+    so and this is the outermost call of ``kind`` on the runner in this thread (a ``super()`` chain, or
+    a class wrapped twice, acts once); then ``body``. Off is a straight call (docs/DESIGN.md §1.2)."""
+
+    def capture_wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        instance, args, call = bind_instance(wrapped, instance, args)
+        if not settings.trace_enabled() or not requested(instance):
+            return call(*args, **kwargs)
+        with _outermost(kind, instance) as outermost:
+            return body(wrapped, instance, args, kwargs, call) if outermost else call(*args, **kwargs)
+
+    return capture_wrapper
+
+
+# -- hook mode: export after the hook ----------------------------------------------------------------
 
 
 def runner_name_for(runner: object, draft_base: type | None = None) -> str:
@@ -76,8 +112,8 @@ def export_from_runner(runner: object, prof: Any, *, draft_base: type | None = N
             name = runner_name_for(runner, draft_base)
         except Exception:
             name = type(runner).__name__
-        return export_profile(prof, runner_name=name, runner=runner)
-    except Exception as exc:  # export_profile reports its own failures; this is the last net
+        return export_cuda_graph_capture_trace(prof, runner_name=name, runner=runner)
+    except Exception as exc:  # the export reports its own failures; this is the last net
         report_failure(type(runner).__name__, None, exc)
         return None
 
@@ -88,36 +124,18 @@ def _profile_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return args[0] if args else kwargs.get("prof")
 
 
-def bind_instance(
-    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...]
-) -> tuple[Any, tuple[Any, ...], Callable[..., Any]]:
-    """Called through the class with an explicit self (``Base.hook(self, prof)``, as older sglang's EAGLE
-    runners do with ``CudaGraphRunner.capture(self)``): wrapt passes no instance, so take it from args."""
-    if instance is None and args and not isinstance(wrapped, (staticmethod, classmethod)):
-        self_, rest = args[0], args[1:]
-        return self_, rest, lambda *a, **k: wrapped(self_, *a, **k)
-    return instance, args, wrapped
-
-
 def export_after_hook(draft_base: type | None) -> Wrapper:
-    """The wrapper for a post-profile hook: export the profile it was given after it returns, once per
-    outermost call on an instance (``super()`` chains through several of our wrappers export once)."""
+    """The wrapper for a post-profile hook: run it (its memory snapshot saved beside the trace), then export
+    the profile it was given."""
 
-    def export_after_hook(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        instance, args, call = bind_instance(wrapped, instance, args)
-        with _outermost("hook", instance) as outermost:
-            if outermost and settings.trace_enabled() and getattr(instance, "enable_profile_cuda_graph", True):
-                with _snapshot_redirected(instance, draft_base) as redirect:  # sglang's memory snapshot: ours
-                    result = redirect(call)(*args, **kwargs)
-            else:
-                result = call(*args, **kwargs)
-        if outermost:
-            export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
+    def export_after(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     call: Callable[..., Any]) -> Any:
+        with _snapshot_redirected(instance, draft_base) as redirect:
+            result = redirect(call)(*args, **kwargs)
+        export_from_runner(instance, _profile_argument(args, kwargs), draft_base=draft_base)
         return result
 
-    return export_after_hook
+    return capture_wrapper("hook", _flag_on_instance, export_after)
 
 
 @contextmanager
@@ -193,40 +211,34 @@ def _distinguishes(value: object, default: object) -> bool:
     return default is inspect.Parameter.empty or value != default or type(value) is not type(default)
 
 
-def _profiling_now(instance: object) -> bool:
-    return bool(getattr(instance, "enable_profile_cuda_graph", True)) and settings.trace_enabled() and _recording_here()
+def _in_range(label: str | None, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``call`` inside a ``record_function(label)`` range (a plain call without a label)."""
+    if label is None:
+        return call(*args, **kwargs)
+    import torch
+
+    with torch.profiler.record_function(label):
+        return call(*args, **kwargs)
 
 
 def label_shape_in(unit: str) -> Wrapper:
     """The wrapper for a per-shape capture method whose size counts ``unit``: run it inside a
-    ``record_function(shape_label)`` range while a capture is profiled (outermost call only: an
+    ``record_function(shape_label)`` range while a profiler records this thread (outermost call only: an
     override calling super() labels once)."""
     if unit not in SHAPE_UNITS:
         raise ValueError(f"shape unit {unit!r}: expected one of {', '.join(SHAPE_UNITS)}")
     return _LABEL_WRAPPERS[unit]
 
 
-def _make_label_shape(unit: str) -> Wrapper:
-    def label_shape(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        instance, args, call = bind_instance(wrapped, instance, args)
-        if not _profiling_now(instance):
-            return call(*args, **kwargs)
-        with _outermost("shape", instance) as outermost:
-            label = shape_label(wrapped, instance, args, kwargs, unit) if outermost else None
-            if label is None:
-                return call(*args, **kwargs)
-            import torch
+def _label_wrapper(unit: str) -> Wrapper:
+    def label(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+              call: Callable[..., Any]) -> Any:
+        return _in_range(shape_label(wrapped, instance, args, kwargs, unit), call, args, kwargs)
 
-            with torch.profiler.record_function(label):
-                return call(*args, **kwargs)
-
-    label_shape.__qualname__ = label_shape.__name__ = f"label_shape_{unit}"
-    return label_shape
+    return capture_wrapper("shape", lambda runner: _flag_on_instance(runner) and _recording_here(), label)
 
 
-_LABEL_WRAPPERS: dict[str, Wrapper] = {unit: _make_label_shape(unit) for unit in SHAPE_UNITS}
+_LABEL_WRAPPERS: dict[str, Wrapper] = {unit: _label_wrapper(unit) for unit in SHAPE_UNITS}
 #: Batch-size labels (the decode runners' and the default for user runners).
 label_shape = _LABEL_WRAPPERS[BS]
 
@@ -308,11 +320,23 @@ class ProfilerTakenError(RuntimeError):
     """Another profiler started inside the capture ended or took over the one Kineto session ours had."""
 
 
-def _start(runner: object, hints: tuple[Any, ...] = ()) -> tuple[Any, int]:
-    """Our profiler for ``runner``, started, and the wall-clock time by which its Kineto session had started."""
-    prof = capture_profiler(runner, hints)
-    prof.start()
-    return prof, time.time_ns()
+def _profiled(runner: object, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+              label: str | None = None, hints: tuple[Any, ...] = ()) -> tuple[Any, Any]:
+    """``call`` inside our profiler (``capture_profiler(runner, hints)``, ``_ONE_PROFILER`` held), in a ``label``
+    range when given: its result, and the stopped profile when it may be exported (None: ours failed to start,
+    reported, and the call ran unprofiled; or ``_stop`` refused it). The method's own exceptions pass through."""
+    try:
+        prof = capture_profiler(runner, hints)
+        prof.start()
+        started_by = time.time_ns()  # the wall-clock time by which its Kineto session had started
+    except Exception as exc:  # a debugging aid never stops the capture
+        report_failure(type(runner).__name__, None, exc)
+        return call(*args, **kwargs), None
+    try:
+        result = _in_range(label, call, args, kwargs)
+    finally:
+        stopped = _stop(prof, runner, started_by)
+    return result, prof if stopped else None
 
 
 def _stop(prof: Any, runner: object, started_by: int) -> bool:
@@ -335,51 +359,29 @@ def _stop(prof: Any, runner: object, started_by: int) -> bool:
         return False
 
 
-def _flag_on_instance(runner: object) -> bool:
-    return bool(getattr(runner, PROFILE_FLAG, True))
-
-
 def profile_method(requested: Callable[[object], bool] = _flag_on_instance, draft_base: type | None = None) -> Wrapper:
     """The wrapper for a capture method that profiles nothing itself: profile mode (docs/DESIGN.md §1.2), on when
     our switch is and ``requested(runner)`` (default: the runner's ``enable_profile_cuda_graph``, default on)."""
 
-    def profile_capture(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        instance, args, call = bind_instance(wrapped, instance, args)
-        if not settings.trace_enabled() or not requested(instance):
+    def profile_capture(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                        call: Callable[..., Any]) -> Any:
+        with _our_profiler_may_start() as ours:
+            if ours:
+                result, prof = _profiled(instance, call, args, kwargs)
+        if not ours:
+            logger.debug("%s: a profiler is already recording in this process; not starting ours "
+                         "(the capture is not exported by us)", type(instance).__name__)
             return call(*args, **kwargs)
-        with _outermost("profile", instance) as outermost:
-            if not outermost:
-                return call(*args, **kwargs)
-            with _our_profiler_may_start() as ours:
-                if not ours:
-                    logger.debug(
-                        "%s: a profiler is already recording in this process; not starting ours "
-                        "(the capture is not exported by us)",
-                        type(instance).__name__,
-                    )
-                    return call(*args, **kwargs)
-                try:
-                    prof, started_by = _start(instance)
-                except Exception as exc:  # a debugging aid never stops the capture
-                    report_failure(type(instance).__name__, None, exc)
-                    return call(*args, **kwargs)
-                try:
-                    result = call(*args, **kwargs)
-                finally:
-                    stopped = _stop(prof, instance, started_by)
-        if stopped:
+        if prof is not None:
             export_from_runner(instance, prof, draft_base=draft_base)
         return result
 
-    return profile_capture
+    return capture_wrapper("profile", requested, profile_capture)
 
 
 # -- lazy captures: one graph per new shape while serving (docs/DESIGN.md §5.1) --------------------------
 
 ShapeOf = Callable[[Mapping[str, Any]], "tuple[tuple[str, int], ...]"]
-LAZY_UNKNOWN_SHAPE = UNKNOWN_SHAPE
 
 
 def lazy_label(shape_of: ShapeOf | None, function: Callable[..., Any], instance: Any, args: tuple[Any, ...],
@@ -387,7 +389,7 @@ def lazy_label(shape_of: ShapeOf | None, function: Callable[..., Any], instance:
     """``capture::tokens=N,images=K`` from ``shape_of`` over the call's arguments bound by name;
     ``capture::graph`` when they cannot be read (a DEBUG line says why)."""
     if shape_of is None:
-        return LAZY_UNKNOWN_SHAPE
+        return UNKNOWN_SHAPE
     try:
         bound = _bind(function, instance, args, kwargs)
         if bound is None:
@@ -395,8 +397,8 @@ def lazy_label(shape_of: ShapeOf | None, function: Callable[..., Any], instance:
         return segment_name((name, int(value)) for name, value in shape_of(bound.arguments))
     except Exception as exc:  # a future signature: still one segment, unlabelled
         logger.debug("%s: cannot read the captured shape (%s); labelled %s", type(instance).__name__, exc,
-                     LAZY_UNKNOWN_SHAPE)
-        return LAZY_UNKNOWN_SHAPE
+                     UNKNOWN_SHAPE)
+        return UNKNOWN_SHAPE
 
 
 def _graph_count(runner: object, graphs: str | None) -> int | None:
@@ -414,41 +416,19 @@ def profile_lazy_capture(
     returns early for a known shape (a call that adds none is not kept). Nothing of ours raises into the
     caller (unless strict); the method's own exceptions pass through, and nothing is kept for that call."""
 
-    def profile_each_capture(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        instance, args, call = bind_instance(wrapped, instance, args)
-        if not settings.trace_enabled() or not requested(instance):
-            return call(*args, **kwargs)
-        with _outermost("profile", instance) as outermost:
-            if not outermost:
-                return call(*args, **kwargs)
-            return _profile_one_shape(wrapped, instance, args, kwargs, call, shape_of, graphs)
-
-    return profile_each_capture
-
-
-def _profile_one_shape(
-    wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-    call: Callable[..., Any], shape_of: ShapeOf | None, graphs: str | None,
-) -> Any:
-    import torch
-
-    name = type(instance).__name__
-    try:
+    def profile_one_shape(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], call: Callable[..., Any]) -> Any:
+        name = type(instance).__name__
         label = lazy_label(shape_of, wrapped, instance, args, kwargs)
-    except Exception as exc:  # a debugging aid never stops the capture
-        report_failure(name, None, exc)
-        return call(*args, **kwargs)
-    with _our_profiler_may_start() as ours:
-        if ours:
-            return _profile_shape(instance, args, kwargs, call, graphs, name, label)
-    logger.debug("%s: a profiler is already recording in this process; not starting ours (%s is in "
-                 "that profile if it records this thread, and it is not exported by us)", name, label)
-    if not _recording_here():  # another thread's: torch 2.7 broke its JSON with our range
-        return call(*args, **kwargs)
-    with torch.profiler.record_function(label):
-        return call(*args, **kwargs)
+        with _our_profiler_may_start() as ours:
+            if ours:
+                return _profile_shape(instance, args, kwargs, call, graphs, name, label)
+        logger.debug("%s: a profiler is already recording in this process; not starting ours (%s is in "
+                     "that profile if it records this thread, and it is not exported by us)", name, label)
+        # another thread's profiler: no range (torch 2.7 broke its JSON with ours)
+        return _in_range(label if _recording_here() else None, call, args, kwargs)
+
+    return capture_wrapper("profile", requested, profile_one_shape)
 
 
 def _profile_shape(
@@ -456,8 +436,6 @@ def _profile_shape(
     name: str, label: str,
 ) -> Any:
     """One lazy capture inside our profiler (``_ONE_PROFILER`` held), handed to the runner's trace."""
-    import torch
-
     from mixins import lazy_trace
 
     try:
@@ -466,8 +444,8 @@ def _profile_shape(
     except Exception as exc:  # a debugging aid never stops the capture
         report_failure(name, None, exc)
         return call(*args, **kwargs)
+    before = _graph_count(instance, graphs)
     if not admitted:  # past the trace's limits: counted only if the call captured a new shape
-        before = _graph_count(instance, graphs)
         result = call(*args, **kwargs)
         if before is None or (_graph_count(instance, graphs) or 0) > before:
             try:
@@ -475,23 +453,15 @@ def _profile_shape(
             except Exception as exc:
                 report_failure(name, trace.final, exc)
         return result
+    prof = None
     try:
-        prof, started_by = _start(instance, (*args, *kwargs.values()))
-        before = _graph_count(instance, graphs)
-    except Exception as exc:
-        trace.release()
-        report_failure(name, None, exc)
-        return call(*args, **kwargs)
-    kept = False
-    try:
-        with torch.profiler.record_function(label):
-            result = call(*args, **kwargs)
-        kept = before is None or (_graph_count(instance, graphs) or 0) > before
+        result, prof = _profiled(instance, call, args, kwargs, label, (*args, *kwargs.values()))
+        if before is not None and (_graph_count(instance, graphs) or 0) <= before:
+            prof = None  # a known shape: the call captured nothing, nothing is kept
     finally:
-        stopped = _stop(prof, instance, started_by)
-        if not (kept and stopped):
+        if prof is None:
             trace.release()
-    if kept and stopped:
+    if prof is not None:
         try:
             trace.add(prof, instance)
         except Exception as exc:
@@ -527,14 +497,13 @@ def _has_method(cls: type, name: str) -> bool:
 
 def _apply(cls: type, options: _Options, tag: str, *, required: bool) -> None:
     if options.profile is not None:  # profile mode: our profiler around that method; no hook involved
-        if _has_method(cls, options.profile):
-            wrap_method(cls, options.profile, profile_method(draft_base=options.draft_base), tag=tag)
-        elif required:
-            raise TypeError(f"{cls.__qualname__} has no method {options.profile!r} to profile")
-    elif _has_method(cls, options.hook):
-        wrap_method(cls, options.hook, export_after_hook(options.draft_base), tag=tag)
+        method, wrapper, what = options.profile, profile_method(draft_base=options.draft_base), "to profile"
+    else:
+        method, wrapper, what = options.hook, export_after_hook(options.draft_base), "to export after"
+    if _has_method(cls, method):
+        wrap_method(cls, method, wrapper, tag=tag)
     elif required:
-        raise TypeError(f"{cls.__qualname__} has no method {options.hook!r} to export after")
+        raise TypeError(f"{cls.__qualname__} has no method {method!r} {what}")
     if options.shape_method is None:
         return
     names = SHAPE_METHODS if options.shape_method == AUTO else (options.shape_method,)

@@ -1,13 +1,6 @@
-"""The ``capture-trace`` console script: ``demo`` plus the analyzer commands.
-
-Each command module adds its own sub-parser and sets ``func`` (returns the exit code), so this file
-stays a dispatcher. Exit codes (``mixins.usage``): 0 ok, 1 difference/inconsistency found, 2 bad input
-or usage, 141 (``BROKEN_PIPE``) the reader of stdout went away, for every command.
-
-Start-up: ``--version`` is answered from this module and ``mixins.usage`` alone (no argparse; the version
-is read from our ``*.dist-info``), ``--help`` from those and ``mixins.helptext`` (the command list is a
-table in ``usage``): neither imports a command's module, ``importlib.metadata`` or numpy. Naming a command
-imports that command's modules only.
+"""The ``capture-trace`` console script: ``demo``, ``doctor`` and the analyzer commands. Each command module
+adds its own sub-parser and sets ``func`` (returns the exit code, ``mixins.usage``), so this file stays a
+dispatcher; ``--version`` and ``--help`` import no command module (docs/DESIGN.md §7.6, "Start-up").
 """
 
 from __future__ import annotations

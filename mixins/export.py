@@ -25,14 +25,7 @@ from typing import Any, Protocol
 from mixins import kineto, output_dir, settings
 from mixins.kineto import IncompleteTraceError
 from mixins.metadata import HEADER_PREFIX, build_metadata, trace_header, trace_text
-from mixins.naming import (
-    TRACE_SUFFIX,
-    capture_numbers,
-    discover_ranks,
-    trace_dir,
-    trace_stem,
-    validate_runner_name,
-)
+from mixins.naming import TRACE_SUFFIX, capture_numbers, destination
 from mixins.one_line import one_line
 
 logger = logging.getLogger("mixins")
@@ -63,37 +56,23 @@ def export_cuda_graph_capture_trace(
     pp_rank: int | None = None,
     pp_size: int | None = None,
     tp_size: int | None = None,
+    runner: object = None,
 ) -> Path | None:
     """Export ``prof`` as ``cuda_graph_capture-{runner_name}-TP-{tp}[-PP-{pp}][-{n}].json.gz``; upstream's
-    keywords plus ``tp_size`` (discovered when omitted). None when the switch is off or the export failed
-    (logged). In the background mode (the default) the path is returned once Kineto's JSON is staged, the
-    file's path when compression finishes (``wait_for_exports()``); with ``SGLANG_CAPTURE_TRACE_BACKGROUND=0``
-    it is a finished file."""
+    keywords plus ``tp_size`` (discovered when omitted) and ``runner`` (the runner object, for rank and size
+    discovery and the metadata). None when the switch is off or the export failed (logged). In the background
+    mode (the default) the path is returned once Kineto's JSON is staged, the file's path when compression
+    finishes (``wait_for_exports()``); with ``SGLANG_CAPTURE_TRACE_BACKGROUND=0`` it is a finished file."""
     if not settings.trace_enabled():
         return None
-    return export_profile(
-        prof, runner_name=runner_name, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size, tp_size=tp_size
-    )
-
-
-def export_profile(
-    prof: Any,
-    *,
-    runner_name: str,
-    runner: object = None,
-    tp_rank: int | None = None,
-    pp_rank: int | None = None,
-    pp_size: int | None = None,
-    tp_size: int | None = None,
-) -> Path | None:
-    """The export itself, switch already checked; ``runner`` feeds rank discovery and metadata."""
     final: Path | None = None
     try:
-        name = validate_runner_name(runner_name)
-        ranks = discover_ranks(runner, tp_rank=tp_rank, pp_rank=pp_rank, pp_size=pp_size)
-        final, index = capture_numbers.reserve(trace_dir(settings.profiler_dir()), trace_stem(name, ranks))
+        name, ranks, directory, stem = destination(runner_name, runner, tp_rank=tp_rank, pp_rank=pp_rank,
+                                                   pp_size=pp_size)
+        final, index = capture_numbers.reserve(directory, stem)
         metadata = build_metadata(name, ranks, index, runner, tp_size=tp_size)
-        job = StagedExport.stage(prof, final, metadata, runner_name=name)
+        job = StagedExport.prepare(final, metadata, runner_name=name)
+        job.write(prof)  # the blocking part ends with Kineto's write; compressing and publishing is job.run()
     except Exception as exc:
         report_failure(runner_name, final, exc)
         return None
@@ -143,6 +122,11 @@ def compress_trace(src: Any, out: Any, metadata: dict[str, Any], level: int, kin
 # -- one export: staged in a private directory, published by descriptor ----------------------------
 
 
+# (pid, path, st_dev, st_ino) of directories this process has swept completely: a directory full of
+# planted names costs one sweep per process, not one per export (docs/DESIGN.md §2, "Sweeping").
+_swept: set[tuple[int, str, int, int]] = set()
+
+
 class StagedExport:
     """An export whose JSON Kineto has written into our staging directory; ``run`` finishes it (a lazy
     trace drives the steps itself)."""
@@ -156,7 +140,7 @@ class StagedExport:
         self.out_fd, self.stage_name, self.stage_fd = out_fd, stage, stage_fd
         self.sweep_fd: int | None = None  # the output directory again, for the sweep after publishing
         self.saved: Path | None = None
-        self.kineto_path = output_dir.fd_path(stage_fd, final.parent / stage) + "/" + RAW_NAME
+        self.kineto_path = self.staged_path(RAW_NAME)
         # the name beside a taken final name: kept by a caller that re-publishes (a lazy trace), so that
         # every publish replaces the one copy instead of adding another
         self.fallback: str | None = None
@@ -165,17 +149,15 @@ class StagedExport:
         self._abandoned = self._closed = self._writing = False
         self.finished = threading.Event()  # published or failed: only the sweep may still run
 
-    @classmethod
-    def stage(cls, prof: Any, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:
-        """Trust check, name length, staging directory, Kineto's write; the blocking part."""
-        job = cls.prepare(final, metadata, runner_name=runner_name)
-        job.write(prof)
-        return job
+    def staged_path(self, name: str) -> str:
+        """The path a writer that takes only a path (Kineto, torch's snapshot) is given for ``name`` in our
+        staging directory: through its descriptor where /proc allows (``output_dir.fd_path``)."""
+        return output_dir.fd_path(self.stage_fd, self.final.parent / self.stage_name) + "/" + name
 
     @classmethod
     def prepare(cls, final: Path, metadata: dict[str, Any], *, runner_name: str) -> StagedExport:
-        """``stage`` up to Kineto's write: a caller that must be able to abandon the write holds the job
-        first (``write``)."""
+        """Trust check, name length, staging directory; the caller holds the job before the write (``write``)
+        so that it can be abandoned during it."""
         out_fd = output_dir.open_trusted(final.parent)
         try:
             limit = output_dir.name_max(out_fd)
@@ -254,15 +236,28 @@ class StagedExport:
 
     def _sweep(self) -> None:
         """Remove dead processes' staging directories: after publishing, so planted names never delay
-        the caller or the trace (docs/DESIGN.md §2, "Sweeping")."""
+        the caller or the trace; once per process and directory when complete (docs/DESIGN.md §2, "Sweeping")."""
         fd, self.sweep_fd = self.sweep_fd, None
         if fd is None:
             return
         try:
-            if not self._abandoned:
-                _sweep(fd, self.final.parent)
+            if self._abandoned:
+                return
+            st = os.fstat(fd)
+            key = (os.getpid(), str(self.final.parent), st.st_dev, st.st_ino)
+            if key in _swept:
+                return
+            removed = [t.name for t in output_dir.sweep(fd, listing=False) if t.removed]
+            if len(removed) < output_dir.MAX_REMOVALS:  # not cut short: nothing left for the next export
+                _swept.add(key)
+        except Exception as exc:  # noqa: BLE001 - sweeping is housekeeping: it never fails an export
+            logger.debug("could not sweep stale staging directories: %s", exc)
+            return
         finally:
             os.close(fd)
+        if removed:
+            logger.info("removed %d staging director%s of processes that are gone: %s", len(removed),
+                        "y" if len(removed) == 1 else "ies", ", ".join(removed))
 
     def _open_files(self) -> tuple[Any, Any]:
         """Kineto's JSON (never following a link) and our gzip, created 0644 minus the umask by open(2)
@@ -463,29 +458,6 @@ def _warn_if_live_writer(dir_fd: int, final: Path, runner_name: str) -> None:
         )
 
 
-# (pid, path, st_dev, st_ino) of directories this process has swept completely: a directory full of
-# planted names costs one sweep per process, not one per export (docs/DESIGN.md §2, "Sweeping").
-_swept: set[tuple[int, str, int, int]] = set()
-
-
-def _sweep(out_fd: int, directory: Path) -> None:
-    try:
-        st = os.fstat(out_fd)
-        key = (os.getpid(), str(directory), st.st_dev, st.st_ino)
-        if key in _swept:
-            return
-        temps = output_dir.sweep(out_fd, listing=False)
-        removed = [t.name for t in temps if t.removed]
-        if len(removed) < output_dir.MAX_REMOVALS:  # not cut short: nothing left for the next export
-            _swept.add(key)
-    except Exception as exc:  # noqa: BLE001 - sweeping is housekeeping: it never fails an export
-        logger.debug("could not sweep stale staging directories: %s", exc)
-        return
-    if removed:
-        logger.info("removed %d staging director%s of processes that are gone: %s", len(removed),
-                    "y" if len(removed) == 1 else "ies", ", ".join(removed))
-
-
 def report_failure(runner_name: object, path: Path | None, exc: BaseException) -> None:
     """The failure policy: strict mode re-raises; otherwise one single-line WARNING."""
     if settings.strict():
@@ -607,7 +579,6 @@ __all__ = [
     "Job",
     "StagedExport",
     "export_cuda_graph_capture_trace",
-    "export_profile",
     "one_line",
     "report_failure",
     "wait_for_exports",

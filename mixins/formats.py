@@ -1,8 +1,6 @@
-"""The formats the exporter writes and the analyzer reads: trace file names, their folder, the grammar of
-the per-shape segment labels (written and parsed here), their units, and the phase keys of ``time``. A
-module of plain constants and small functions (standard library only), so the analyzer (which must start
-fast and never import the exporter, wrapt or the sglang targets table) and the exporter share one
-definition of each; ``tests/core/test_one_home.py`` fails when one is defined a second time elsewhere.
+"""The formats the exporter writes and the analyzer reads, one home each (docs/DESIGN.md §7.6): trace file
+names and their folder, the segment label's grammar and units, ``time``'s phases. Standard library only: the
+analyzer imports it and must never import the exporter, wrapt or the sglang targets table.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 from mixins import kineto, settings
 from mixins.export import StagedExport, report_failure, run_in_background
 from mixins.metadata import build_metadata
-from mixins.naming import Ranks, capture_numbers, discover_ranks, trace_dir, trace_stem, validate_runner_name
+from mixins.naming import Ranks, capture_numbers, destination
 
 logger = logging.getLogger("mixins")
 
@@ -270,10 +270,7 @@ os.register_at_fork(after_in_child=_traces.clear)  # a forked child starts its o
 def trace_for(runner: object, runner_name: str) -> LazyTrace:
     """The one LazyTrace of this runner name, ranks and output directory in this process (a forked child
     starts its own); its file name is reserved when it is first asked for."""
-    name = validate_runner_name(runner_name)
-    ranks = discover_ranks(runner)
-    directory = trace_dir(settings.profiler_dir())
-    stem = trace_stem(name, ranks)
+    name, ranks, directory, stem = destination(runner_name, runner)
     key = (os.path.realpath(directory), stem)
     with _traces_lock:
         trace = _traces.get(key)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from mixins import output_dir, settings
-from mixins.formats import MEMORY_PREFIX, MEMORY_SUFFIX, TRACE_SUFFIX, rank_tag
-from mixins.naming import capture_numbers, discover_ranks, trace_dir
+from mixins.formats import MEMORY_PREFIX, MEMORY_SUFFIX
+from mixins.naming import capture_numbers, destination
 from mixins.one_line import one_line
 
 logger = logging.getLogger("mixins")
@@ -40,35 +40,27 @@ def saved_for(runner: object) -> str | None:
     return None
 
 
-def snapshot_stem(runner_name: str, runner: object) -> str:
-    ranks = discover_ranks(runner)
-    return MEMORY_PREFIX + runner_name + rank_tag(ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.dp_rank)
+def write_snapshot(dump: Callable[[str], Any], final: Path, runner_name: str) -> Path | None:
+    """``dump(path)`` (torch's own ``_dump_snapshot``) into an export's private staging directory (the
+    exporter's trust check and name limit: ``export.StagedExport.prepare``), then published atomically at
+    ``final``; None when ``dump`` wrote nothing. The staging directory goes whatever happens."""
+    from mixins.export import StagedExport
 
-
-def write_snapshot(dump: Callable[[str], Any], final: Path) -> Path | None:
-    """``dump(path)`` (torch's own ``_dump_snapshot``) into a private staging directory inside ``final``'s,
-    then published atomically at ``final`` under the exporter's trust policy (docs/DESIGN.md §2); None when
-    ``dump`` wrote nothing."""
-    out_fd = output_dir.open_trusted(final.parent)
+    job = StagedExport.prepare(final, {}, runner_name=runner_name)
     try:
-        stage, stage_fd = output_dir.make_staging(out_fd)
+        dump(job.staged_path(_STAGED))
         try:
-            dump(output_dir.fd_path(stage_fd, final.parent / stage) + "/" + _STAGED)
-            try:
-                fd = os.open(_STAGED, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=stage_fd)
-            except FileNotFoundError:
-                return None
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(_STAGED, final.name, src_dir_fd=stage_fd, dst_dir_fd=out_fd)
-            os.fsync(out_fd)
+            fd = os.open(_STAGED, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=job.stage_fd)
+        except FileNotFoundError:
+            return None
+        try:
+            os.fsync(fd)
         finally:
-            os.close(stage_fd)
-            output_dir.remove_staging(out_fd, stage)
+            os.close(fd)
+        os.replace(_STAGED, final.name, src_dir_fd=job.stage_fd, dst_dir_fd=job.out_fd)
+        os.fsync(job.out_fd)
     finally:
-        os.close(out_fd)
+        job.close()
     return final
 
 
@@ -77,9 +69,9 @@ def save(runner: object, runner_name: str, dump: Callable[[str], Any]) -> Path |
     nothing (DEBUG) or failed (one WARNING; strict mode raises)."""
     final: Path | None = None
     try:
-        final, _ = capture_numbers.reserve(trace_dir(settings.profiler_dir()), snapshot_stem(runner_name, runner))
-        final = final.with_name(final.name.removesuffix(TRACE_SUFFIX) + MEMORY_SUFFIX)
-        saved = write_snapshot(dump, final)
+        _, _, directory, stem = destination(runner_name, runner, prefix=MEMORY_PREFIX)
+        final, _ = capture_numbers.reserve(directory, stem, MEMORY_SUFFIX)
+        saved = write_snapshot(dump, final, runner_name)
     except Exception as exc:
         if settings.strict():
             raise

@@ -13,6 +13,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from mixins import settings
 from mixins.formats import SUBDIR, TRACE_NAME, TRACE_PREFIX, TRACE_SUFFIX, rank_tag  # noqa: F401 - re-exported
 from mixins.sglang_targets import (
     ATTENTION_DP_FLAG,
@@ -54,12 +55,22 @@ def _as_rank(value: object, what: str, minimum: int) -> int:
     return int(value)
 
 
-def trace_stem(runner_name: str, ranks: Ranks) -> str:
-    return TRACE_PREFIX + runner_name + rank_tag(ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.dp_rank)
+def trace_stem(runner_name: str, ranks: Ranks, prefix: str = TRACE_PREFIX) -> str:
+    return prefix + runner_name + rank_tag(ranks.tp_rank, ranks.pp_rank, ranks.pp_size, ranks.dp_rank)
 
 
 def trace_dir(profiler_dir: str) -> Path:
     return Path(profiler_dir) / SUBDIR
+
+
+def destination(runner_name: object, runner: object = None, *, prefix: str = TRACE_PREFIX,
+                **explicit: int | None) -> tuple[str, Ranks, Path, str]:
+    """Where a file of ``runner_name`` goes, for every kind we write (traces, memory snapshots): the name
+    checked, the ranks discovered (``explicit`` ones win), the output directory and the file's stem, before
+    its capture number (``capture_numbers.reserve``)."""
+    name = validate_runner_name(runner_name)
+    ranks = discover_ranks(runner, **explicit)
+    return name, ranks, trace_dir(settings.profiler_dir()), trace_stem(name, ranks, prefix)
 
 
 # -- rank discovery --------------------------------------------------------------------------------
@@ -119,6 +130,23 @@ def _is_int(value: object) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= 0
 
 
+Lookup = tuple[str, Callable[[], "int | None"]]
+
+
+def _lookups(runner: object, name: str, owners: tuple[tuple[str, ...], ...] = RUNNER_OWNERS) -> list[Lookup]:
+    """sglang's value of ``name``, then the runner's: the first two sources of every rank and size."""
+    return [("sglang", lambda: _sglang_value(name)), ("runner", lambda: _runner_value(runner, name, owners))]
+
+
+def _first(lookups: list[Lookup], valid: Callable[[int], bool] = lambda value: True) -> tuple[int | None, str]:
+    """The first known and ``valid`` value, and its source's name ("default" and None when there is none)."""
+    for source, lookup in lookups:
+        value = lookup()
+        if value is not None and valid(value):
+            return value, source
+    return None, "default"
+
+
 def discover_ranks(
     runner: object = None,
     *,
@@ -129,15 +157,9 @@ def discover_ranks(
     def pick(name: str, explicit: int | None, default: int, minimum: int) -> tuple[int, str]:
         if explicit is not None:
             return _as_rank(explicit, name, minimum), "explicit"
-        for source, lookup in (
-            ("sglang", lambda: _sglang_value(name)),
-            ("runner", lambda: _runner_value(runner, name)),
-            ("torch.distributed", lambda: _torch_dist("get_rank") if name == "tp_rank" else None),
-        ):
-            value = lookup()
-            if value is not None and value >= minimum:
-                return value, source
-        return default, "default"
+        world = ("torch.distributed", lambda: _torch_dist("get_rank") if name == "tp_rank" else None)
+        value, source = _first([*_lookups(runner, name), world], lambda value: value >= minimum)
+        return (default if value is None else value), source
 
     tp, source = pick("tp_rank", tp_rank, 0, 0)
     pp, _ = pick("pp_rank", pp_rank, 0, 0)
@@ -145,16 +167,8 @@ def discover_ranks(
     return Ranks(tp_rank=tp, pp_rank=pp, pp_size=size, source=source, dp_rank=replica(runner))
 
 
-def _first(*lookups: Callable[[], int | None]) -> int | None:
-    for lookup in lookups:
-        value = lookup()
-        if value is not None:
-            return value
-    return None
-
-
 def _dp_size(runner: object) -> int | None:
-    return _first(lambda: _sglang_value(DP_SIZE), lambda: _runner_value(runner, DP_SIZE, RUNNER_SIZE_OWNERS)) or None
+    return _first(_lookups(runner, DP_SIZE, RUNNER_SIZE_OWNERS))[0] or None
 
 
 def replica(runner: object) -> int | None:
@@ -164,13 +178,11 @@ def replica(runner: object) -> int | None:
     size = _dp_size(runner)
     if size is None or size < 2:
         return None
-    attention = _first(
-        lambda: _sglang_value(ATTENTION_DP_SIZE), lambda: _runner_value(runner, ATTENTION_DP_SIZE)
-    )
+    attention, _ = _first(_lookups(runner, ATTENTION_DP_SIZE))
     flag = _attribute(_attribute(_attribute(runner, "model_runner"), "server_args"), ATTENTION_DP_FLAG)
     if (attention or 1) > 1 or flag is True:
         return None
-    rank = _first(lambda: _sglang_value(DP_RANK), lambda: _runner_value(runner, DP_RANK))
+    rank, _ = _first(_lookups(runner, DP_RANK))
     return rank if rank is not None and rank < size else None
 
 
@@ -187,20 +199,17 @@ class Sizes:
 def discover_sizes(runner: object, ranks: Ranks, *, tp_size: int | None = None) -> Sizes:
     """tp_size/dp_size/world_size in docs/DESIGN.md §1.1's order; a tp_size not above tp_rank is not believed."""
     world = _torch_dist("get_world_size")
-    tp, source = None, None
+    tp: int | None
+    source: str | None
     if tp_size is not None:
         tp, source = _as_rank(tp_size, "tp_size", ranks.tp_rank + 1), "explicit"
     else:
-        for where, lookup in (
-            ("sglang", lambda: _sglang_value("tp_size")),
-            ("runner", lambda: _runner_value(runner, "tp_size", RUNNER_SIZE_OWNERS)),
+        tp, source = _first([
+            *_lookups(runner, "tp_size", RUNNER_SIZE_OWNERS),
             ("torch.distributed", lambda: world if ranks.source == "torch.distributed" else None),
             ("default", lambda: 1 if ranks.source == "default" else None),
-        ):
-            value = lookup()
-            if value is not None and value > ranks.tp_rank:
-                tp, source = value, where
-                break
+        ], lambda value: value > ranks.tp_rank)
+        source = None if tp is None else source
     return Sizes(tp_size=tp, dp_size=_dp_size(runner), world_size=world or None, source=source)
 
 
@@ -224,13 +233,13 @@ class _CaptureNumbers:
         self._lock = threading.Lock()
         self._counts.clear()
 
-    def reserve(self, directory: Path, stem: str) -> tuple[Path, int]:
+    def reserve(self, directory: Path, stem: str, suffix: str = TRACE_SUFFIX) -> tuple[Path, int]:
         key = (os.path.realpath(directory), stem)
         with self._lock:
             index = self._counts.get(key, 0) + 1
             self._counts[key] = index
-        suffix = "" if index == 1 else f"-{index}"
-        return directory / f"{stem}{suffix}{TRACE_SUFFIX}", index
+        number = "" if index == 1 else f"-{index}"
+        return directory / f"{stem}{number}{suffix}", index
 
 
 capture_numbers = _CaptureNumbers()

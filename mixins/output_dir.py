@@ -289,21 +289,17 @@ def make_staging(dir_fd: int) -> tuple[str, int]:
     raise FileExistsError(f"could not create a unique staging directory {STAGING_PREFIX}* (16 names taken)")
 
 
-def not_our_staging(fd: int) -> str | None:
-    """Why the directory open as ``fd`` is not a staging directory this process may empty, or None.
+_SIZE_ENTRIES = 16  # a staging directory holds at most 3 files; a planted one may hold millions
+
+
+def not_our_staging(fd: int) -> tuple[str | None, int]:
+    """Why the directory open as ``fd`` is not a staging directory this process may empty (None: it is),
+    and the bytes of its first few entries, in one bounded scan.
 
     The one rule of ``clean``, ``ls`` and the exporter's sweep: a directory (never a link), owned by this
     user, mode ``STAGING_MODE``, holding only ``STAGING_FILES``. A name alone proves nothing: where another
     user can rename in the parent, root's real trace folder can be given a staging name.
     """
-    return _judge(fd)[0]
-
-
-_SIZE_ENTRIES = 16  # a staging directory holds at most 3 files; a planted one may hold millions
-
-
-def _judge(fd: int) -> tuple[str | None, int]:
-    """:func:`not_our_staging`'s answer and the bytes of the first few entries, in one bounded scan."""
     st = os.fstat(fd)
     why: str | None = None
     if st.st_uid != os.geteuid():
@@ -334,7 +330,7 @@ def remove_staging(dir_fd: int, name: str) -> bool:
     except OSError:
         return False
     try:
-        if not_our_staging(fd) is not None:
+        if not_our_staging(fd)[0] is not None:
             return False
         for entry in os.listdir(fd):
             try:
@@ -383,7 +379,7 @@ def _inspect(dir_fd: int, name: str) -> tuple[int, str | None]:
             link = False
         return 0, "a symbolic link, not a directory" if link else "not a directory"
     try:
-        why, total = _judge(fd)
+        why, total = not_our_staging(fd)
     except OSError:
         why, total = "unreadable", 0
     finally:

@@ -1,10 +1,6 @@
-"""The wrapt core: wrap a method on one class and recognise our wrappers; wrapt undoes them.
-
-``wrapt.wrap_object`` records on the wrapper whether wrapping created the class's attribute (a method it
-only inherited), and ``wrapt.unwrap_object`` with the wrapper as handle undoes exactly that: deletes the
-attribute or puts the original back, and splices the wrapper out from under another wrapt wrapper laid on
-top since. What is ours: the tag that says which of our patches a wrapper belongs to, and the MRO rule —
-a class that already holds or inherits a wrapper with the tag gets no second one.
+"""The wrapt core: wrap a method on one class and recognise our wrappers; ``wrapt.unwrap_object`` undoes
+them (docs/DESIGN.md §5). What is ours: the tag that says which of our patches a wrapper belongs to, and the
+MRO rule — a class that already holds or inherits a wrapper with the tag gets no second one.
 """
 
 from __future__ import annotations

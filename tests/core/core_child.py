@@ -8,13 +8,12 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 RANK_RESULT = "RANK-RESULT "
 
 
-def _kineto_profile(*, record_shapes: bool = False) -> Any:
+def kineto_profile(*, record_shapes: bool = False) -> Any:
     """A real Kineto CPU profile: the profiler ``torch.profiler.profile`` drives, same export, without the
     wrapper's ``start()`` importing ``torch._inductor`` (3.3 s of CPU a process, paid already on a server)."""
     from torch.autograd import profiler
@@ -22,11 +21,11 @@ def _kineto_profile(*, record_shapes: bool = False) -> Any:
     return profiler.profile(use_kineto=True, record_shapes=record_shapes)
 
 
-def _mm_profile(repeats: int, rows: int = 4, *, record_shapes: bool = True) -> Any:
-    """A real CPU profile around ``repeats`` (rows x 8) @ (8 x 3) matmuls."""
+def mm_profile(repeats: int, rows: int = 4, *, record_shapes: bool = True) -> Any:
+    """A real CPU profile around ``repeats`` (rows x 8) @ (8 x 3) matmuls: op shapes that identify it in a trace."""
     import torch
 
-    with _kineto_profile(record_shapes=record_shapes) as prof:
+    with kineto_profile(record_shapes=record_shapes) as prof:
         for _ in range(repeats):
             torch.mm(torch.ones(rows, 8), torch.ones(8, 3))
     return prof
@@ -58,7 +57,7 @@ def efbig(directory: str) -> None:
     _log_to_stderr()
     from mixins import export_cuda_graph_capture_trace, wait_for_exports
 
-    prof = _mm_profile(300)
+    prof = mm_profile(300)
     os.makedirs(directory + "/graph_capture_profile")
     resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
     path = export_cuda_graph_capture_trace(prof, runner_name="Big", tp_rank=0)
@@ -70,7 +69,7 @@ def export_then_exit() -> None:
     """Exports and returns at once: the exit hook must wait for the compression thread."""
     from mixins import export_cuda_graph_capture_trace
 
-    print(export_cuda_graph_capture_trace(_mm_profile(2000), runner_name="Quick", tp_rank=0))
+    print(export_cuda_graph_capture_trace(mm_profile(2000), runner_name="Quick", tp_rank=0))
 
 
 CONCURRENT_RUNNERS = ("Decode", "Draft", "DraftExtend")
@@ -94,7 +93,7 @@ def concurrent_exports(ranks_arg: str, go_fd: str) -> None:
             if pid == 0:
                 code = 1
                 try:
-                    prof = _mm_profile(200, 1 + rank + 10 * CONCURRENT_RUNNERS.index(runner))
+                    prof = mm_profile(200, 1 + rank + 10 * CONCURRENT_RUNNERS.index(runner))
                     os.write(1, b"ready\n")  # one write, atomic on a pipe: lines of 24 writers never mix
                     assert os.read(int(go_fd), 1) == b""  # end of file: the go
                     export_cuda_graph_capture_trace(prof, runner_name=runner, tp_rank=rank)
@@ -123,7 +122,7 @@ def slow_export_then_exit() -> None:
     from mixins import export_cuda_graph_capture_trace
 
     started, _ = _held_compression()  # never released
-    export_cuda_graph_capture_trace(_mm_profile(3), runner_name="Slow", tp_rank=0)
+    export_cuda_graph_capture_trace(mm_profile(3), runner_name="Slow", tp_rank=0)
     started.wait()
 
 
@@ -159,7 +158,7 @@ def fork_while_compressing() -> None:
     from mixins import export_cuda_graph_capture_trace, wait_for_exports
 
     started, release = _held_compression()
-    path = export_cuda_graph_capture_trace(_mm_profile(3), runner_name="Forked", tp_rank=0)
+    path = export_cuda_graph_capture_trace(mm_profile(3), runner_name="Forked", tp_rank=0)
     started.wait()
     worker = multiprocessing.get_context("fork").Process(target=_exit_at_once)
     worker.start()
@@ -184,11 +183,11 @@ def no_thread_to_be_had() -> None:
         raise RuntimeError("can't start new thread")
 
     threading.Thread.start = cannot_start  # type: ignore[method-assign]
-    print(export_cuda_graph_capture_trace(_mm_profile(3), runner_name="NoThread", tp_rank=0), flush=True)
+    print(export_cuda_graph_capture_trace(mm_profile(3), runner_name="NoThread", tp_rank=0), flush=True)
     lazy = trace_for(None, "LazyNoThread")
     for _ in range(2):
         if lazy.admit():
-            lazy.add(_mm_profile(2), None)
+            lazy.add(mm_profile(2), None)
     print(lazy.final, flush=True)
 
 
@@ -363,7 +362,7 @@ def parallel_exports(threads_arg: str, rounds_arg: str, out: str) -> None:
     threads, rounds = int(threads_arg), int(rounds_arg)
     missing: list[str] = []
     for round_ in range(rounds):
-        _export_at_once([_mm_profile(300, 1 + i) for i in range(threads)], f"R{round_}")
+        _export_at_once([mm_profile(300, 1 + i) for i in range(threads)], f"R{round_}")
         if round_ == rounds - 1:
             break  # the last round is left to the exit hook
         assert wait_for_exports(120)
@@ -392,7 +391,7 @@ def export_then_hold() -> None:
     """Prints ``profiled``, then holds an export after Kineto's write: the test SIGTERMs it."""
     from mixins import export_cuda_graph_capture_trace
 
-    prof = _mm_profile(2000)
+    prof = mm_profile(2000)
     print("profiled", flush=True)
     export_cuda_graph_capture_trace(_HoldAfterKinetoWrites(prof), runner_name="Killed", tp_rank=0)
 
@@ -413,14 +412,14 @@ def synchronous_export() -> None:
     """One small export (the test sets SGLANG_CAPTURE_TRACE_BACKGROUND=0 and traces it with strace)."""
     from mixins import export_cuda_graph_capture_trace
 
-    assert export_cuda_graph_capture_trace(_mm_profile(1), runner_name="Synced", tp_rank=0)
+    assert export_cuda_graph_capture_trace(mm_profile(1), runner_name="Synced", tp_rank=0)
 
 
 def export_and_hold(runner: str, rank_arg: str) -> None:
     """A live process of a run: exports synchronously, prints the path, then stays alive until stdin closes."""
     from mixins import export_cuda_graph_capture_trace
 
-    print(export_cuda_graph_capture_trace(_mm_profile(1), runner_name=runner, tp_rank=int(rank_arg)), flush=True)
+    print(export_cuda_graph_capture_trace(mm_profile(1), runner_name=runner, tp_rank=int(rank_arg)), flush=True)
     sys.stdin.read()
 
 
@@ -435,7 +434,7 @@ def export_with_endless_sweep() -> None:
         return []
 
     output_dir.sweep = endless_sweep  # type: ignore[assignment]
-    print(export_cuda_graph_capture_trace(_mm_profile(1), runner_name="Swept", tp_rank=0), flush=True)
+    print(export_cuda_graph_capture_trace(mm_profile(1), runner_name="Swept", tp_rank=0), flush=True)
 
 
 # -- test_kineto.py ------------------------------------------------------------------------------------
@@ -443,7 +442,7 @@ def export_with_endless_sweep() -> None:
 
 def kineto_export(path: str) -> None:
     """Torch's own export_chrome_trace, nothing of ours (the test traces it with strace)."""
-    _mm_profile(1).export_chrome_trace(path)
+    mm_profile(1).export_chrome_trace(path)
 
 
 # -- test_naming.py / test_sizes.py: real gloo ranks ---------------------------------------------------
@@ -478,19 +477,38 @@ def gloo_export(rank_arg: str, store: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from mixins import wait_for_exports
-    from mixins.export import export_profile
+    from mixins import export_cuda_graph_capture_trace, wait_for_exports
 
     rank = int(rank_arg)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
     # torch.profiler.profile itself: its export adds Kineto's distributedInfo, which the test reads
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
         torch.mm(torch.ones(2, 4), torch.ones(4, 3))  # the same capture on both ranks
-    path = export_profile(prof, runner_name="GlooRunner", runner=_Bare())
+    path = export_cuda_graph_capture_trace(prof, runner_name="GlooRunner", runner=_Bare())
     assert wait_for_exports(60)
     dist.barrier()  # neither rank leaves before both are fully connected
     print(RANK_RESULT + json.dumps(str(path)), flush=True)
     dist.destroy_process_group()
+
+
+def fork_numbering(directory: str) -> None:
+    """Two captures, then a fork while another thread (as it were) holds the capture-number lock: prints the
+    parent's numbers, then the child's first and the parent's next (a child stuck on the lock hangs)."""
+    from pathlib import Path
+
+    from mixins.naming import capture_numbers
+
+    d = Path(directory)
+    print(capture_numbers.reserve(d, "t")[1], capture_numbers.reserve(d, "t")[1], flush=True)
+    read, write = os.pipe()
+    capture_numbers._lock.acquire()  # as if another parent thread were reserving a name at the fork
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, str(capture_numbers.reserve(d, "t")[1]).encode())
+        os._exit(0)
+    capture_numbers._lock.release()
+    os.waitpid(pid, 0)
+    print(os.read(read, 16).decode(), capture_numbers.reserve(d, "t")[1], flush=True)
 
 
 # -- test_lazy_imports.py ------------------------------------------------------------------------------
@@ -520,6 +538,49 @@ def lazy_imports() -> None:
                       "all": sorted(mixins.__all__), "dir_has_all": set(mixins.__all__) <= set(dir(mixins))}))
 
 
+def exporter_imports() -> None:
+    """Notes which module first asks for numpy (the frame that ran ``import numpy``), then runs the bootstrap,
+    the patch and a real CPU capture through the decorator's profile mode. Prints JSON."""
+    import importlib.machinery
+
+    importers: list[str | None] = []
+
+    class Watch(importlib.machinery.PathFinder):
+        """Records who imports numpy; finds nothing itself (the real finders still do)."""
+
+        @classmethod
+        def find_spec(cls, name: str, path: Any = None, target: Any = None) -> None:
+            if name == "numpy":
+                frame = sys._getframe(1)
+                while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+                    frame = frame.f_back  # type: ignore[assignment]
+                importers.append(frame.f_globals.get("__name__") if frame is not None else None)
+            return None
+
+    sys.meta_path.insert(0, Watch)  # type: ignore[arg-type]
+    import _sglang_capture_trace_bootstrap  # noqa: F401
+    import mixins.lazy_trace  # noqa: F401
+    import mixins.memory_snapshot  # noqa: F401
+    from mixins import sglang_patch, with_capture_trace
+
+    sglang_patch.PATCH.install()
+    sglang_patch.PATCH.uninstall()
+    before_torch = sorted(m for m in ("numpy", "torch") if m in sys.modules)
+    import torch
+
+    @with_capture_trace(profile="capture", shape_method="capture_one_shape", shape_unit="tokens")
+    class PrefillCudaGraphRunner:
+        def capture(self) -> None:
+            for size in (4, 2):
+                self.capture_one_shape(size)
+
+        def capture_one_shape(self, size: int) -> Any:
+            return torch.mm(torch.ones(size, 8), torch.ones(8, 3))
+
+    PrefillCudaGraphRunner().capture()
+    print(json.dumps({"before_torch": before_torch, "importers": importers}))
+
+
 # -- test_demo.py --------------------------------------------------------------------------------------
 
 
@@ -535,7 +596,7 @@ def kineto_filter() -> None:
     from mixins.demo import kineto_info_filtered
 
     def profile() -> None:
-        with _kineto_profile():
+        with kineto_profile():
             torch.mm(torch.ones(2, 2), torch.ones(2, 2))
 
     with kineto_info_filtered():
@@ -568,26 +629,16 @@ def sglang_logging_export(mode: str, config: str = "") -> None:
         with open(config) as f:
             logging.config.dictConfig(json.load(f))
     logging.getLogger("sglang.srt.model_executor.cuda_graph_runner").info("Capture cuda graph begin.")
-    assert export_cuda_graph_capture_trace(_mm_profile(1), runner_name="Logged", tp_rank=0)
+    assert export_cuda_graph_capture_trace(mm_profile(1), runner_name="Logged", tp_rank=0)
     sys.stdout.flush()
 
 
-CASES: dict[str, Callable[..., None]] = {
-    case.__name__: case
-    for case in (
-        switched_off_imports, efbig, export_then_exit, concurrent_exports, slow_export_then_exit,
-        fork_while_compressing, no_thread_to_be_had, two_threads_capture_at_once,
-        capture_while_another_thread_profiles, lazy_write_held_at_exit, capture_runs_its_own_profiler,
-        parallel_exports, export_then_hold, leave_staging, synchronous_export, export_and_hold,
-        export_with_endless_sweep, kineto_export, gloo_discovered_rank, gloo_export, lazy_imports,
-        kineto_filter, sglang_logging_export,
-    )
-}
-
-
 def main(argv: list[str] | None = None) -> None:
+    """Runs the case named first (every public function above is one), with the rest as its arguments."""
     case, *args = sys.argv[1:] if argv is None else argv
-    CASES[case](*args)
+    if case.startswith("_") or not callable(run := globals().get(case)):
+        sys.exit(f"core_child: no case {case!r}")
+    run(*args)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Helpers shared by the core tests: a real CPU profiler, trace loading (tests/trace_files.py, shared with
-tests/sglang), the Python calls a path makes, subprocess environment."""
+"""Helpers shared by the core tests: a real CPU profile (``core_child.mm_profile``), trace loading
+(tests/trace_files.py, shared with tests/sglang), the Python calls a path makes, subprocess environment."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core_child import kineto_profile as kineto_profile  # re-exported: one real CPU profile for every test
+from core_child import mm_profile as mm_profile
+
 from tests.trace_files import load_trace as load_trace  # re-exported: the core tests' one import
 from tests.trace_files import range_names as range_names
 
@@ -18,33 +21,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
-def profile_of(work: Callable[[], Any]) -> Any:
-    """Run ``work`` under a real CPU torch.profiler.profile(record_shapes=True); return the stopped profile."""
-    import torch
-
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-        work()
-    return prof
-
-
-def matmul_work(rows: int, cols: int = 8) -> Callable[[], Any]:
-    """A workload whose op shapes identify it in the trace."""
-
-    def work() -> Any:
-        import torch
-
-        return torch.mm(torch.ones(rows, cols), torch.ones(cols, 3))
-
-    return work
-
-
 def export_mm(runner_name: str, rows: int = 2, tp_rank: int | None = 0, **kwargs: Any) -> Path | None:
     """The export (switch and directory from the environment) of a real profile of one (rows x 8) @ (8 x 3)
     matmul; what ``export_cuda_graph_capture_trace`` returns."""
     from mixins import export_cuda_graph_capture_trace
 
-    prof = profile_of(matmul_work(rows))
-    return export_cuda_graph_capture_trace(prof, runner_name=runner_name, tp_rank=tp_rank, **kwargs)
+    return export_cuda_graph_capture_trace(mm_profile(1, rows), runner_name=runner_name, tp_rank=tp_rank, **kwargs)
 
 
 def exported_trace(runner_name: str, rows: int = 2, tp_rank: int = 0) -> Path:

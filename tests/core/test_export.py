@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from core_child import CONCURRENT_RUNNERS
@@ -16,10 +17,10 @@ from core_helpers import (
     export_env,
     export_mm,
     load_trace,
-    matmul_work,
+    mm_profile,
     op_shapes,
-    profile_of,
     run_case,
+    warnings_of,
 )
 
 from mixins import export_cuda_graph_capture_trace, wait_for_exports
@@ -40,7 +41,7 @@ def test_import_and_switched_off_call_import_nothing_heavy_and_create_nothing(tm
 
 
 def test_export_writes_complete_gzip_trace_with_metadata(trace_env: Path, caplog: pytest.LogCaptureFixture) -> None:
-    prof = profile_of(matmul_work(5))
+    prof = mm_profile(1, 5)
     with caplog.at_level(logging.INFO, logger="sglang.capture_trace"):  # the "saved to" line's logger
         path = export_cuda_graph_capture_trace(prof, runner_name="MyRunner", tp_rank=3)
         assert wait_for_exports(60)
@@ -63,11 +64,18 @@ def test_export_writes_complete_gzip_trace_with_metadata(trace_env: Path, caplog
 
 
 def test_same_events_as_torchs_own_gzip_export(trace_env: Path, tmp_path: Path) -> None:
-    """Two identical workloads: one exported by torch (.json.gz), one by us; events match one for one."""
-    work = matmul_work(6)
+    """Two identical workloads under ``torch.profiler.profile`` (whose export gzips a ``.json.gz`` path): one
+    exported by torch, one by us; events match one for one."""
+    import torch
+
+    def profile() -> Any:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+            torch.mm(torch.ones(6, 8), torch.ones(8, 3))
+        return prof
+
     theirs_path = tmp_path / "torch.json.gz"
-    profile_of(work).export_chrome_trace(str(theirs_path))
-    ours_path = export_cuda_graph_capture_trace(profile_of(work), runner_name="R", tp_rank=0)
+    profile().export_chrome_trace(str(theirs_path))
+    ours_path = export_cuda_graph_capture_trace(profile(), runner_name="R", tp_rank=0)
     assert ours_path is not None and wait_for_exports(60)
 
     def comparable(path: Path) -> list[tuple[object, ...]]:
@@ -108,7 +116,7 @@ def test_a_file_left_by_an_earlier_process_is_replaced(trace_env: Path) -> None:
 def test_profile_already_exported_is_a_warning_not_a_crash(
     trace_env: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    prof = profile_of(matmul_work(2))
+    prof = mm_profile(1, 2)
     assert export_cuda_graph_capture_trace(prof, runner_name="Twice", tp_rank=0) is not None
     with caplog.at_level(logging.WARNING, logger="mixins"):
         assert export_cuda_graph_capture_trace(prof, runner_name="Twice", tp_rank=0) is None
@@ -117,14 +125,23 @@ def test_profile_already_exported_is_a_warning_not_a_crash(
     assert _names(trace_env) == ["cuda_graph_capture-Twice-TP-0.json.gz"]
 
 
-def test_bad_runner_name_and_rank_are_warned_and_written_nowhere(
-    trace_env: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(("runner_name", "kwargs", "warning"), [
+    ("../escape", {"tp_rank": None}, "runner_name must be"),
+    ("R", {"tp_rank": -2}, "tp_rank must be an integer >= 0"),
+    ("x\n\x00y", {}, "CUDA graph capture trace of x\\n\\x00y not saved"),
+    ("R" * 224, {}, "trace file name is 256 bytes, over the directory's 255-byte limit for a name: "
+     "runner_name has 224 characters, at most 223 fit"),
+])
+def test_bad_input_is_one_warning_line_and_writes_nothing(
+    trace_env: Path, caplog: pytest.LogCaptureFixture, runner_name: str, kwargs: dict[str, Any], warning: str
 ) -> None:
+    """A bad name or rank is refused before the directory is made; a name over the directory's limit once
+    it is open (``test_reliability::test_runner_names_up_to_the_final_name_limit_work``: the one that fits)."""
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert export_mm("../escape", tp_rank=None) is None
-        assert export_mm("R", tp_rank=-2) is None
-    assert "runner_name must be" in caplog.text and "tp_rank must be an integer >= 0" in caplog.text
-    assert not trace_env.exists()
+        assert export_mm(runner_name, **kwargs) is None
+    [message] = warnings_of(caplog)
+    assert warning in message and "\n" not in message and "\x00" not in message
+    assert _names(trace_env) == [] and trace_env.exists() == warning.startswith("trace file name")
 
 
 @pytest.mark.parametrize("background", ["1", pytest.param("0", marks=pytest.mark.exhaustive)])  # CI runs both

@@ -15,9 +15,8 @@ import pytest
 import wrapt
 from core_helpers import export_env, load_trace, python_calls, run_case, warnings_of
 
-from mixins import kineto, lazy_trace, wait_for_exports
+from mixins import lazy_trace, wait_for_exports
 from mixins.capture_trace import profile_lazy_capture
-from mixins.kineto import IncompleteTraceError
 from mixins.patching import wrap_method
 from tests.trace_files import range_names
 
@@ -147,28 +146,27 @@ def test_limit_on_event_bytes(trace_env: Path, wrapped: type, monkeypatch: pytes
     assert trace["capture_trace"]["shapes_not_profiled"] == 1  # 8 dropped (re-published once); 12 not profiled
 
 
-def test_off_is_a_straight_call(trace_env: Path, wrapped: type, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Switch off: every Python function called on the capture path is the runner's own, our wrapper's
-    body, the instance binding and the switch read — no profiler, lazy trace or exporter."""
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    runner = wrapped()
-    runner.run(_ones(2))
-    called = python_calls(lambda: runner.run(_ones(3)))
-    ours = {c.rsplit(":", 1)[1] for c in called if "/mixins/" in c}
-    assert ours <= {"profile_each_capture", "bind_instance"}, ours
-    assert not any("torch/profiler" in c or "mixins/lazy_trace" in c or "mixins/export" in c for c in called), called
-    assert _files(trace_env) == []
-
-
-def test_flag_off_writes_nothing(trace_env: Path, profilers_started: list[Any]) -> None:
-    """--enable-profile-cuda-graph off (requested() False): no profiler, no file."""
-    handle = wrap_method(LazyRunner, "create_graph", profile_lazy_capture(lambda runner: False, _vit_shape, "graphs"),
-                         tag="test_lazy_off")
+@pytest.mark.parametrize("off", ["switch", "flag"])
+def test_off_is_a_straight_call(
+    trace_env: Path, profilers_started: list[Any], monkeypatch: pytest.MonkeyPatch, off: str
+) -> None:
+    """Our switch off, or --enable-profile-cuda-graph off (``requested()`` False): every Python function of ours
+    called on the capture path is the wrapper core or the instance binding — no profiler, lazy trace or
+    exporter — and no file."""
+    if off == "switch":
+        monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
+    wrapper = profile_lazy_capture(lambda runner: off == "switch", _vit_shape, "graphs")
+    handle = wrap_method(LazyRunner, "create_graph", wrapper, tag="test_lazy_off")
     assert handle is not None
     try:
-        LazyRunner().run(_ones(2))
+        runner = LazyRunner()
+        runner.run(_ones(2))
+        called = python_calls(lambda: runner.run(_ones(3)))
     finally:
         wrapt.unwrap_object(LazyRunner, "create_graph", handle)
+    ours = {c.rsplit(":", 1)[1] for c in called if "/mixins/" in c}
+    assert ours <= {"capture_wrapper", "bind_instance"}, ours
+    assert not any("torch/profiler" in c or "mixins/lazy_trace" in c or "mixins/export" in c for c in called), called
     assert profilers_started == [] and _files(trace_env) == []
 
 
@@ -204,53 +202,6 @@ def test_failures_are_logged_never_raised(
     assert wrap_method(Broken, "create_graph", profile_lazy_capture(lambda runner: True, _vit_shape), tag="t")
     with pytest.raises(RuntimeError, match="capture failed"):
         Broken().run(_ones(7))
-
-
-def test_split_trace_refuses_another_layout() -> None:
-    head, events, tail = kineto.split_trace(b'{"a": 1, "traceEvents": [ {"x": [1]} ], "traceName": "p" }')
-    assert (head, events, tail) == (b'{"a": 1, "traceEvents": [', b'{"x": [1]}', b'], "traceName": "p" }')
-    bad_layouts = (b'{"a": 1}', b'{"traceEvents": [ {} ], "later": [1] }', b'{"traceEvents": [ {} ',
-                   b'{"traceEvents": [ {} ], "later": [1], "traceName": "p" }')
-    for bad in bad_layouts:
-        with pytest.raises(IncompleteTraceError):
-            kineto.split_trace(bad)
-
-
-def test_split_trace_takes_kinetos_error_list_after_the_events() -> None:
-    """torch 2.7's Kineto without a GPU writes ``"ERROR": ["… gpuGetDeviceCount failed …"]`` after the
-    events: a list of strings there is Kineto's layout; other lists still are not."""
-    data = (b'{"traceEvents": [ {"x": 1} ],\n  "ERROR": ["ERROR: a ] b \\" c", "d"],\n'
-            b'  "traceName": "p", "displayTimeUnit": "ms" }')
-    head, events, tail = kineto.split_trace(data)
-    assert (head, events) == (b'{"traceEvents": [', b'{"x": 1}')
-    assert json.loads(head + events + tail)["ERROR"] == ['ERROR: a ] b " c', "d"]
-
-
-def test_split_trace_takes_kinetos_unescaped_trace_name() -> None:
-    """Kineto writes traceName's path unescaped (a `"` in a directory name): the tail is kept as written
-    and ``rename_trace`` puts the final name there, escaped."""
-    written = '/tmp/q"dir/trace.json'
-    data = b'{"traceEvents": [ {"x": 1} ],\n  "traceName": "' + written.encode() + b'",\n  "displayTimeUnit": "ms"\n}'
-    head, events, tail = kineto.split_trace(data)
-    final = json.dumps('/tmp/q"dir/cuda_graph_capture-R-TP-0.json.gz').encode()
-    doc = json.loads(head + events + kineto.rename_trace(tail, written, final))
-    assert doc["traceName"] == '/tmp/q"dir/cuda_graph_capture-R-TP-0.json.gz' and doc["traceEvents"] == [{"x": 1}]
-
-
-def test_split_trace_on_real_kineto_output(tmp_path: Path) -> None:
-    """This torch's Kineto JSON splits into a head, events that parse to its traceEvents, and a tail."""
-    import json
-
-    import torch
-
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-        with torch.profiler.record_function("capture::tokens=3"):
-            torch.ones(3, 3).sum()
-    prof.export_chrome_trace(str(tmp_path / "t.json"))
-    data = (tmp_path / "t.json").read_bytes()
-    head, events, tail = kineto.split_trace(data)
-    assert json.loads(b"[" + events + b"]") == json.loads(data)["traceEvents"]
-    assert json.loads(head + b"\n" + events + b"\n" + tail)["traceName"] == json.loads(data)["traceName"]
 
 
 def test_two_threads_capturing_at_once_start_one_profiler(tmp_path: Path) -> None:

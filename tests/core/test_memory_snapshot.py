@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import capture_trace, matmul_work, profile_of, warnings_of
+from core_helpers import capture_trace, mm_profile, warnings_of
 
 from mixins import wait_for_exports, with_capture_trace
 from tests.memory_snapshots import GRAPH_POOL, MiB, recording_snapshot, stand_in_snapshot
@@ -34,7 +34,7 @@ class SnapshotRunner:
         self.tp_rank = tp_rank
 
     def capture(self) -> None:
-        self._post_process_after_profile(profile_of(matmul_work(1)))
+        self._post_process_after_profile(mm_profile(1, 1))
 
     def _post_process_after_profile(self, prof_context: Any) -> None:
         import torch
@@ -95,20 +95,31 @@ def test_switch_off_leaves_sglangs_call_alone(tmp_path: Path, monkeypatch: pytes
     assert calls == [UPSTREAM]
 
 
-def test_a_failed_snapshot_is_one_warning_and_the_trace_still_saved(
-    trace_env: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("fault", ["no device", "name taken by a directory"])
+def test_a_failed_snapshot_is_one_warning_no_staging_left_and_the_trace_still_saved(
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, fault: str
 ) -> None:
+    """torch's ``_snapshot`` failing, or the snapshot staged and then refused at its final name (a directory
+    there): one WARNING, the trace saved, and no staging directory left (one holding a staged snapshot is
+    removed by no sweep or ``clean``)."""
     import torch
 
     def no_device(*args: Any, **kwargs: Any) -> Any:  # as torch calls it: (augment_with_fx_traces=...)
         raise RuntimeError("no CUDA device")
 
-    monkeypatch.setattr(torch.cuda.memory, "_snapshot", no_device)
+    taken = trace_env / "cuda_graph_memory-SnapshotRunner-TP-0.pickle"
+    if fault == "no device":
+        monkeypatch.setattr(torch.cuda.memory, "_snapshot", no_device)
+    else:
+        monkeypatch.setattr(torch.cuda.memory, "_snapshot", recording_snapshot())
+        (taken / "kept").mkdir(parents=True)
     SnapshotRunner(0).capture()
     assert wait_for_exports(60)
-    assert [p.name for p in trace_env.iterdir()] == ["cuda_graph_capture-SnapshotRunner-TP-0.json.gz"]
+    left = sorted(p.name for p in trace_env.iterdir())
+    assert left == sorted(["cuda_graph_capture-SnapshotRunner-TP-0.json.gz", *([taken.name] if taken.exists() else [])])
     (warning,) = warnings_of(caplog)
-    assert "CUDA memory snapshot of SnapshotRunner not saved" in warning and "no CUDA device" in warning
+    assert "CUDA memory snapshot of SnapshotRunner not saved" in warning
+    assert ("no CUDA device" if fault == "no device" else "IsADirectoryError") in warning, warning
 
 
 def test_a_written_snapshot_opens_in_torchs_own_viewer(
@@ -174,7 +185,7 @@ def test_memory_per_shape_from_the_trace_beside_the_snapshot(
 
         def capture_one_batch_size(self, bs: int, forward: Any) -> None:
             times.append(_now())
-            matmul_work(bs)
+            torch.mm(torch.ones(bs, 8), torch.ones(8, 3))
             times.append(_now())
 
         def _post_process_after_profile(self, prof_context: Any) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import run_ranks
+from core_helpers import run_case, run_ranks
 
 from mixins.naming import Ranks, _CaptureNumbers, discover_ranks, trace_stem, validate_runner_name
 
@@ -61,6 +61,12 @@ def test_unsafe_runner_names_are_refused(bad: Any) -> None:
 def test_safe_runner_names_pass() -> None:
     for good in ("DecodeCudaGraphRunner", "DraftX", "my.runner-v2", "A+B", "_private"):
         assert validate_runner_name(good) == good
+
+
+def test_a_forked_child_numbers_its_captures_from_one(tmp_path: Path) -> None:
+    """The parent's numbers, and its lock (held by a parent thread at the fork), are not the child's."""
+    done = run_case("fork_numbering", str(tmp_path), timeout=120)  # a child stuck on the lock fails, not hangs
+    assert done.stdout.splitlines() == ["1 2", "1 3"]
 
 
 def test_numbering_is_per_directory_and_name(tmp_path: Path) -> None:

@@ -26,9 +26,8 @@ from core_helpers import (
     export_mm,
     exported_trace,
     load_trace,
-    matmul_work,
+    mm_profile,
     op_shapes,
-    profile_of,
     warnings_of,
 )
 
@@ -197,7 +196,7 @@ def test_attacker_in_a_shared_sticky_output_directory_cannot_reach_the_staging(
             "plant at the final name": _errno_of(lambda: os.symlink(secret, final)),
         }))
 
-    prof = PausingProfile(profile_of(matmul_work(7)), attack_at_kineto_write)
+    prof = PausingProfile(mm_profile(1, 7), attack_at_kineto_write)
     path = export_cuda_graph_capture_trace(prof, runner_name="Shared", tp_rank=0)
     assert path == final and wait_for_exports(60)
     assert outcomes == {
@@ -226,7 +225,7 @@ def test_racing_attacker_in_a_shared_sticky_directory_loses(sticky_dir: Path, se
 
     try:
         paths = [
-            export_cuda_graph_capture_trace(PausingProfile(profile_of(matmul_work(3)), attack_now, after=rank % 2 == 1),
+            export_cuda_graph_capture_trace(PausingProfile(mm_profile(1, 3), attack_now, after=rank % 2 == 1),
                                             runner_name="Race", tp_rank=rank)
             for rank in range(8)
         ]
@@ -250,7 +249,7 @@ def test_kineto_output_is_reopened_without_following_a_symlink(
         os.unlink(kineto_path)
         os.symlink(secret, kineto_path)
 
-    prof = PausingProfile(profile_of(matmul_work(2)), swap_for_symlink, after=True)
+    prof = PausingProfile(mm_profile(1, 2), swap_for_symlink, after=True)
     with caplog.at_level(logging.WARNING, logger="mixins"):
         export_cuda_graph_capture_trace(prof, runner_name="NoFollow", tp_rank=0)
         assert wait_for_exports(60)
@@ -296,32 +295,38 @@ def test_planted_staging_names_stop_neither_the_export_nor_ls(sticky_dir: Path, 
     _secret_untouched(secret)
 
 
-def test_attacker_directory_at_the_final_name_cannot_lose_the_trace(
-    sticky_dir: Path, secret: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("owner", [0, NOBODY])
+def test_a_directory_at_the_final_name_cannot_lose_the_trace(
+    sticky_dir: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, owner: int
 ) -> None:
-    """After the path is returned, another user makes a directory at the final name (rename(2) cannot
-    replace it): the trace is saved beside it, one WARNING names both, their directory is untouched."""
+    """rename(2) cannot replace a directory: the trace is saved under a fresh name beside it, one WARNING
+    names both, the directory is untouched. Root's, there before a synchronous export, which returns the
+    name it saved to (a synchronous failure is None: the EFBIG test); another user's, made after the path
+    was returned (background)."""
     final = sticky_dir / "cuda_graph_capture-Taken-TP-0.json.gz"
 
-    def take_the_final_name(_kineto_path: str) -> None:
-        def attack() -> str:
-            os.mkdir(final, 0o755)
-            os.symlink(secret, final / "inside")
-            return "taken"
+    def take_the_final_name() -> str:
+        os.mkdir(final, 0o755)
+        os.symlink(secret, final / "inside")
+        return "taken"
 
-        assert as_nobody(attack) == "taken"
-
-    prof = PausingProfile(profile_of(matmul_work(6)), take_the_final_name, after=True)
+    prof = mm_profile(1, 6)
+    if owner == 0:
+        monkeypatch.setenv("SGLANG_CAPTURE_TRACE_BACKGROUND", "0")
+        take_the_final_name()
+    else:
+        prof = PausingProfile(prof, lambda _kineto_path: as_nobody(take_the_final_name), after=True)
     with caplog.at_level(logging.WARNING, logger="mixins"):
-        assert export_cuda_graph_capture_trace(prof, runner_name="Taken", tp_rank=0) == final
+        path = export_cuda_graph_capture_trace(prof, runner_name="Taken", tp_rank=0)
         assert wait_for_exports(60)
     [saved] = [p for p in sticky_dir.iterdir() if p != final]
+    assert path == (saved if owner == 0 else final)
     assert re.fullmatch(r"cuda_graph_capture-Taken-TP-0\.[0-9a-f]{8}\.json\.gz", saved.name)
     assert stat.S_ISREG(saved.lstat().st_mode) and saved.lstat().st_uid == 0
     assert op_shapes(load_trace(saved)) == [[[6, 8], [8, 3]]]
     [message] = warnings_of(caplog)
-    assert f"saved to {saved} instead of {final}, which holds a directory owned by uid 65534" in message
-    assert final.lstat().st_uid == NOBODY and os.listdir(final) == ["inside"]
+    assert f"saved to {saved} instead of {final}, which holds a directory owned by uid {owner}" in message
+    assert final.lstat().st_uid == owner and os.listdir(final) == ["inside"]
     _secret_untouched(secret)
 
 
@@ -344,7 +349,7 @@ def test_lazy_trace_beside_an_attackers_directory_keeps_one_fallback_name(
     with caplog.at_level(logging.WARNING, logger="mixins"):
         for rows in range(1, 6):
             assert trace.admit()
-            trace.add(profile_of(matmul_work(rows)), None)
+            trace.add(mm_profile(1, rows), None)
     assert wait_for_exports(60)
     [saved] = [p for p in sticky_dir.iterdir() if p != final]
     assert re.fullmatch(r"cuda_graph_capture-LazyTaken-TP-0\.[0-9a-f]{8}\.json\.gz", saved.name)
@@ -355,7 +360,7 @@ def test_lazy_trace_beside_an_attackers_directory_keeps_one_fallback_name(
 
     as_nobody(lambda: os.rmdir(final))
     assert trace.admit()
-    trace.add(profile_of(matmul_work(6)), None)
+    trace.add(mm_profile(1, 6), None)
     assert wait_for_exports(60)
     assert os.listdir(sticky_dir) == [final.name]
     assert [shape[0][0] for shape in op_shapes(load_trace(final))] == [1, 2, 3, 4, 5, 6]

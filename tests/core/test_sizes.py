@@ -17,27 +17,24 @@ from mixins.metadata import distributed_info, trace_header
 from mixins.naming import Ranks, Sizes, discover_sizes
 from tests.interop import import_hta
 
+_RUNNER_RANK = Ranks(1, 0, 1, "runner")
+_NONE = Sizes(None, None, None, None)
 
-def test_sizes_from_the_runner_its_model_runner_and_server_args() -> None:
-    ranks = Ranks(1, 0, 1, "runner")
+
+@pytest.mark.parametrize(("runner", "ranks", "sizes"), [
     # sglang 0.4.10-0.5.13: CudaGraphRunner.tp_size / dp_size copied from server_args
-    assert discover_sizes(_Holder(tp_size=4, dp_size=2), ranks) == Sizes(4, 2, None, "runner")
-    # ModelRunner.tp_size (<= 0.5.13)
-    assert discover_sizes(_Holder(model_runner=_Holder(tp_size=2)), ranks) == Sizes(2, None, None, "runner")
+    (_Holder(tp_size=4, dp_size=2), _RUNNER_RANK, Sizes(4, 2, None, "runner")),
+    (_Holder(model_runner=_Holder(tp_size=2)), _RUNNER_RANK, Sizes(2, None, None, "runner")),  # ModelRunner <= 0.5.13
     # ModelRunner.server_args (every version)
-    runner = _Holder(model_runner=_Holder(server_args=_Holder(tp_size=8, dp_size=1)))
-    assert discover_sizes(runner, ranks) == Sizes(8, 1, None, "runner")
-
-
-def test_unknown_sizes_stay_unknown_and_impossible_ones_are_not_believed() -> None:
-    # an explicit rank with nothing saying how many: unknown, never guessed
-    assert discover_sizes(None, Ranks(1, 0, 1, "explicit")) == Sizes(None, None, None, None)
-    # a size that cannot hold the rank is skipped, not recorded
-    assert discover_sizes(_Holder(tp_size=2), Ranks(3, 0, 1, "runner")).tp_size is None
-    not_sizes = _Holder(tp_size="2", model_runner=_Holder(tp_size=True))
-    assert discover_sizes(not_sizes, Ranks(0, 0, 1, "runner")).tp_size is None
-    # nothing named a rank at all: a single process, rank 0 of 1
-    assert discover_sizes(None, Ranks(0, 0, 1, "default")) == Sizes(1, None, None, "default")
+    (_Holder(model_runner=_Holder(server_args=_Holder(tp_size=8, dp_size=1))), _RUNNER_RANK,
+     Sizes(8, 1, None, "runner")),
+    (None, Ranks(1, 0, 1, "explicit"), _NONE),  # an explicit rank, nothing saying how many: unknown, never guessed
+    (_Holder(tp_size=2), Ranks(3, 0, 1, "runner"), _NONE),  # a size that cannot hold the rank is not recorded
+    (_Holder(tp_size="2", model_runner=_Holder(tp_size=True)), Ranks(0, 0, 1, "runner"), _NONE),  # not numbers
+    (None, Ranks(0, 0, 1, "default"), Sizes(1, None, None, "default")),  # nothing named a rank: rank 0 of 1
+])
+def test_sizes_come_from_the_runner_and_are_never_guessed(runner: object, ranks: Ranks, sizes: Sizes) -> None:
+    assert discover_sizes(runner, ranks) == sizes
 
 
 def test_explicit_tp_size_wins_and_is_validated(trace_env: Path) -> None:

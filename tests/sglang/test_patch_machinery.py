@@ -86,11 +86,11 @@ FROZEN = "sglang.srt.speculative.frozen_kv_mtp_cuda_graph_runner"
 #: the child reports, lines its log holds)
 BEHAVIOURS: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, Any], list[str]]] = {
     # era C: the hook reaches the native export some way we cannot switch off: defer, never two files
-    "defer": ("era_c", {DECODE.rsplit(".", 1)[0]: "decode_via_module_attribute.py"}, {}, {
+    "defer": ("era_c", {DECODE.rsplit(".", 1)[0]: "decode_via_module_attribute.py"}, ON, {
         "run": {"ours": ["XPUGraphRunner"], "native": ERA_C_NAMES[:2]},
         "decode_hook": "deferred to native"}, ["deferring to sglang's own export"]),
     # era B: unpatched, the upstream AttributeError under --enable-profile-cuda-graph; patched, both export
-    "adopt": ("era_b", {}, {}, {"unpatched": "AttributeError", "installed": [
+    "adopt": ("era_b", {}, ON, {"unpatched": "AttributeError", "installed": [
         ["EAGLEDraftCudaGraphRunner", "profile-of-EAGLEDraftCudaGraphRunner"],
         ["CudaGraphRunner", "profile-of-CudaGraphRunner"]], "restored": True, "hook_before": "absent"}, []),
     # era A: the profile sglang creates inline is recorded during the call only, with sglang's own arguments
