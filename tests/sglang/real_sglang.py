@@ -1,6 +1,6 @@
 """Shared pieces of the real-sglang tests: which runner classes to try, how to build one without a GPU,
 how to drive its real profiling path, and how to read what was written. Imported by the tests and by
-the spawn children (``spawn_child.py``); shims themselves live in ``cpu_shims.py``."""
+their spawned and forked children; shims themselves live in ``cpu_shims.py``."""
 
 from __future__ import annotations
 
@@ -306,6 +306,23 @@ def run_order(*steps: str) -> dict[str, Any]:
     sglang_patch.PATCH.uninstall()
     result["final"] = fingerprint()
     return result
+
+
+def capture_in_child(module: str, cls_name: str, report: str, load_plugins: bool) -> None:
+    """A spawned child of the activation tests: a runner's real profiling path, with nothing here calling
+    ``install()`` (only the .pth start-up hook or sglang's own plugin loader may have patched sglang)."""
+    cpu_shims.prepare()
+    if load_plugins:
+        from sglang.srt.plugins import load_plugins as sglang_load_plugins
+
+        sglang_load_plugins()
+    cls = load_class(module, cls_name)
+    assert cls is not None, f"{module}.{cls_name} missing"
+    run_capture_path(make_runner(cls))
+    from mixins import sglang_patch, wait_for_exports
+
+    wait_for_exports()
+    Path(report).write_text(json.dumps({"installed": sglang_patch.PATCH.installed}))
 
 
 def order_in_child(steps: tuple[str, ...], environ: dict[str, str], conn: Any) -> None:

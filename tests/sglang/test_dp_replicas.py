@@ -5,7 +5,6 @@ them as replicas. The replica is read where each release publishes it (``mixins.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,15 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-if importlib.util.find_spec("sglang") is None:
-    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
-
-import cpu_shims  # noqa: E402
-import real_sglang  # noqa: E402
-
-cpu_shims.prepare()
+import real_sglang
 
 
 @contextmanager

@@ -30,18 +30,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import cpu_shims
 import pytest
+import real_sglang
+import torch
 
-if importlib.util.find_spec("sglang") is None:
-    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
-
-import cpu_shims  # noqa: E402
-import real_sglang  # noqa: E402
-import torch  # noqa: E402
-
-from mixins import sglang_patch, wait_for_exports  # noqa: E402
-
-cpu_shims.prepare()
+from mixins import sglang_patch, wait_for_exports
 
 VIT = "sglang.srt.multimodal.vit_cuda_graph_runner"
 INTERN_VIT = "sglang.srt.multimodal.internvl_vit_cuda_graph_runner"

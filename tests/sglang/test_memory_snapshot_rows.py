@@ -14,18 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cpu_shims
 import pytest
+import real_sglang
+from real_sglang import HOOK, INIT
 
-if importlib.util.find_spec("sglang") is None:
-    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
-
-import cpu_shims  # noqa: E402
-import real_sglang  # noqa: E402
-from real_sglang import HOOK, INIT  # noqa: E402
-
-from tests.memory_snapshots import recording_snapshot  # noqa: E402
-
-cpu_shims.prepare()
+from tests.memory_snapshots import recording_snapshot
 
 SPEC = real_sglang.SPEC
 #: target, EAGLE draft and draft-extend runners (0.5.14+ subclasses of DecodeCudaGraphRunner; the era-B

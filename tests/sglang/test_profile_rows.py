@@ -20,20 +20,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import cpu_shims
 import pytest
+import real_sglang
+import torch
 
-if importlib.util.find_spec("sglang") is None:
-    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
-
-import cpu_shims  # noqa: E402
-import real_sglang  # noqa: E402
-import torch  # noqa: E402
-
-from mixins import sglang_patch  # noqa: E402
-from mixins.sglang_targets import TARGETS, Strategy  # noqa: E402
-from tests.trace_files import load_trace, range_names  # noqa: E402
-
-cpu_shims.prepare()
+from mixins import sglang_patch
+from mixins.sglang_targets import TARGETS, Strategy
+from tests.trace_files import load_trace, range_names
 
 CPU_GRAPH = "sglang.srt.model_executor.cpu_graph_runner"
 

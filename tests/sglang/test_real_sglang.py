@@ -19,23 +19,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import cpu_shims
 import pytest
+import real_sglang
 from fake_sglang import clean_env
 from orders import expected_states, installed_after, orders
+from real_sglang import HOOK, INIT, RUNNERS
 
-if importlib.util.find_spec("sglang") is None:
-    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
-
-import cpu_shims  # noqa: E402
-import real_sglang  # noqa: E402
-from real_sglang import HOOK, INIT, RUNNERS  # noqa: E402
-
-from mixins import sglang_patch  # noqa: E402
-from mixins.doctor import forget_orphans  # noqa: E402
-from mixins.patching import is_wrapped  # noqa: E402
-from mixins.sglang_targets import NATIVE_EXPORT, TARGETS  # noqa: E402
-
-cpu_shims.prepare()
+from mixins import sglang_patch
+from mixins.doctor import forget_orphans
+from mixins.patching import is_wrapped
+from mixins.sglang_targets import NATIVE_EXPORT, TARGETS
 
 HERE = Path(__file__).resolve().parent
 RUNNER_IDS = [cls for _, cls in RUNNERS]
@@ -52,35 +46,29 @@ def module_or_skip(name: str):
 # -- one file per runner class, through each era's real path -----------------------------------------
 
 
-@pytest.mark.parametrize("case", ["on", "package not installed"])
+@pytest.mark.parametrize("case", ["on", "switch off", "package not installed"])
 @pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
 def test_one_trace_per_runner_class(module: str, name: str, case: str, trace_dir: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """One file of ours per runner class. The control, unpatched sglang, writes nothing of ours (era C writes
-    its native file; era B EAGLE runners crash with AttributeError, the upstream bug the patch fixes)."""
+    """One file of ours per runner class; installed with the switch off, no file at all (sglang's native export
+    reads the same switch). The control, unpatched sglang, writes nothing of ours (era C writes its native
+    file; era B EAGLE runners crash with AttributeError, the upstream bug the patch fixes)."""
     cls = real_sglang.class_or_skip(module, name)
     with real_sglang.activation(case, monkeypatch):
         try:
             real_sglang.run_capture_path(real_sglang.make_runner(cls))
         except AttributeError as exc:
-            assert case != "on" and (INIT in str(exc) or HOOK in str(exc))
-    if case == "on":
-        assert real_sglang.the_one_trace(trace_dir, name, case)
-    else:
+            assert case == "package not installed" and (INIT in str(exc) or HOOK in str(exc))
+    if case == "package not installed":
         assert not any(real_sglang.is_ours(p) for p in real_sglang.traces(trace_dir))
+    else:
+        real_sglang.the_one_trace(trace_dir, name, case)
 
 
 def test_draft_worker_base_runner_gets_draft_name(trace_dir: Path, installed: None) -> None:
     _, cls = real_sglang.base_runner()
     real_sglang.run_capture_path(real_sglang.make_runner(cls, draft_worker=True))
     assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-Draft{cls.__name__}-TP-0.json.gz"]
-
-
-def test_trace_switch_off_writes_nothing(trace_dir: Path, installed: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    _, cls = real_sglang.base_runner()
-    real_sglang.run_capture_path(real_sglang.make_runner(cls))
-    assert real_sglang.trace_names(trace_dir) == []
 
 
 def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
@@ -304,10 +292,8 @@ def test_spawn_child_exports_only_when_activated(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "1" if startup_hook else "0")
     monkeypatch.chdir(tmp_path)
     report = tmp_path / "report.json"
-    import spawn_child
-
     ctx = multiprocessing.get_context("spawn")
-    child = ctx.Process(target=spawn_child.capture_in_child, args=(module, cls.__name__, str(report), load_plugins))
+    child = ctx.Process(target=real_sglang.capture_in_child, args=(module, cls.__name__, str(report), load_plugins))
     child.start()
     child.join(timeout=600)
     assert child.exitcode == 0
