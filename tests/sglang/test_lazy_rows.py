@@ -323,103 +323,6 @@ def serve_vla_tensor(cls: type) -> int:
     return runner.cache_info().captures
 
 
-# -- one table, one test -----------------------------------------------------------------------------------
-
-ROW_BUCKET_GPU = ((ROW_BUCKET, {
-    **dict.fromkeys(("graph_capture", "graph_pool_capture_scope", "graph_pool_replay_scope",
-                     "BreakableCUDAGraphCapture"), cpu_shims.stand_in_scope),
-    "BreakableCUDAGraph": cpu_shims.StandInGraph, "get_or_create_global_graph_memory_pool": lambda *a: "fake pool",
-    "set_graph_pool_id": lambda *a: None, "get_or_create_global_graph_capture_stream": lambda *a: None,
-    "get_attn_backend": lambda: types.SimpleNamespace(forward_metadata=None),
-}),)
-DIFFUSION_GPU = (
-    (VLA, {"get_or_create_global_graph_memory_pool": lambda *a: "stand-in pool", "set_graph_pool_id": lambda *a: None}),
-    (BCG, {"BreakableCUDAGraph": cpu_shims.StandInGraph, "BreakableCUDAGraphCapture": cpu_shims.stand_in_scope,
-           "enable_breakable_cuda_graph": cpu_shims.stand_in_scope}),
-)
-
-
-@dataclass(frozen=True)
-class Lazy:
-    """One runner: its module, what serves it (two new shapes, then a known one; returns the graphs it holds),
-    the segment labels in capture order, and what its runtime needs stood in or set for the test."""
-
-    module: str
-    serve: Callable[[type], int]
-    labels: list[str]
-    scope: Callable[[bool], AbstractContextManager[Any]] = lambda on: nullcontext()  # given the flag
-    gpu: tuple[tuple[str, dict[str, Any]], ...] = ()  # (module, its CUDA-graph helpers stood in)
-    background: bool = False  # exports in the background (the default), as a server has them
-    runtime_has_flag: bool = True  # the runtime has --enable-profile-cuda-graph
-
-
-LAZY = {
-    "ViTCudaGraphRunner": Lazy(VIT, lambda cls: len(serve_vit(cls, (8, 16, 8)).block_graphs),
-                               ["capture::tokens=8,images=1", "capture::tokens=16,images=2"], profile_flag,
-                               background=True),
-    "InternViTCudaGraphRunner": Lazy(INTERN_VIT, lambda cls: len(serve_intern_vit(cls, (1, 3, 1)).graphs),
-                                     ["capture::tokens=5,tiles=1", "capture::tokens=15,tiles=3"], profile_flag,
-                                     background=True),
-    "KimiK3ViTCudaGraphRunner": Lazy(
-        KIMI_VIT, lambda cls: len(serve_kimi_vit(cls, (((1, 2, 2),), ((1, 2, 2), (1, 2, 4)), ((1, 2, 2),))).graphs),
-        ["capture::tokens=4,images=1", "capture::tokens=12,images=2"], profile_flag, background=True),
-    "RowBucketGraphRunner": Lazy(ROW_BUCKET, serve_row_bucket, ["capture::tokens=8", "capture::tokens=4"], llm_runtime,
-                                 ROW_BUCKET_GPU),
-    "DsparkSamplingAcceptGraph": Lazy(DSPARK, serve_dspark, ["capture::bs=2", "capture::bs=4"], llm_runtime,
-                                      (*ROW_BUCKET_GPU, (DSPARK, {"graph_capture": cpu_shims.stand_in_scope}))),
-    "DiffusionBreakableCudaGraphRunner": Lazy(BCG, serve_diffusion, [
-        "capture::bs=1,frames=2,height=2,width=4,prompt_tokens=8",
-        "capture::bs=1,frames=4,height=2,width=4,prompt_tokens=8"], gpu=DIFFUSION_GPU, runtime_has_flag=False),
-    "VLAPrefixGraphRunner": Lazy(VLA, serve_vla_prefix, ["capture::bs=1,tokens=8,images=1",
-                                                         "capture::bs=1,tokens=16,images=1"],
-                                 gpu=DIFFUSION_GPU, runtime_has_flag=False),
-    "VLADenoiseGraphRunner": Lazy(VLA, serve_vla_denoise, [
-        "capture::bs=1,prefix_tokens=8,horizon=10,action_dim=7",
-        "capture::bs=1,prefix_tokens=16,horizon=10,action_dim=7"], gpu=DIFFUSION_GPU, runtime_has_flag=False),
-    "VLATensorGraphRunner": Lazy(VLA, serve_vla_tensor, ["capture::inputs=2,elements=10",
-                                                         "capture::inputs=2,elements=30"],
-                                 gpu=DIFFUSION_GPU, runtime_has_flag=False),
-}
-
-
-def module_or_skip(module: str) -> types.ModuleType:
-    """The module, or a skip where this sglang lacks it or this venv lacks its dependencies (the diffusion
-    runtime's; the scheduler's stack, which DSpark's module imports)."""
-    try:
-        loaded = real_sglang.import_optional(module)
-    except real_sglang.MissingDependency as exc:
-        pytest.skip(str(exc))
-    if loaded is None:
-        pytest.skip(f"{module} does not exist in this sglang")
-    return loaded
-
-
-@pytest.mark.parametrize(("name", "case"), [
-    pytest.param(name, case, id=f"{name}-{case}") for name, lazy in LAZY.items() for case in real_sglang.CASES
-    if lazy.runtime_has_flag or case != "--enable-profile-cuda-graph off"
-])
-def test_lazy_captures(name: str, case: str, trace_dir: Path, fake_gpu: None, monkeypatch: pytest.MonkeyPatch,
-                       profilers_started: list[Any]) -> None:
-    """On: two new shapes while serving (then a known one, replayed) -> exactly one file named after the
-    runner, one segment per shape, in capture order (the diffusion runtime's though it has no
-    --enable-profile-cuda-graph). Either switch off, or our package not installed (the control: sglang itself
-    writes nothing): the same captures, no profiler started, no file."""
-    lazy = LAZY[name]
-    if lazy.background:
-        monkeypatch.delenv("SGLANG_CAPTURE_TRACE_BACKGROUND")
-    for module, stand_ins in lazy.gpu:
-        loaded = module_or_skip(module)
-        for attribute, value in stand_ins.items():
-            monkeypatch.setattr(loaded, attribute, value)
-    cls = real_sglang.class_or_skip(lazy.module, name)
-    with real_sglang.activation(case, monkeypatch) as flag, lazy.scope(flag):
-        graphs = lazy.serve(cls)
-    assert wait_for_exports(60)
-    assert graphs == 2  # the real lazy path captured two shapes
-    assert real_sglang.lazy_file_labels(trace_dir, name, case) == (lazy.labels if case == "on" else None)
-    assert len(profilers_started) == (2 if case == "on" else 0)
-
-
 # -- the NPU vision encoder: its module imports torch_npu, stood in here ------------------------------------
 
 VIT_NPU = "sglang.srt.hardware_backend.npu.graph_runner.vit_npu_graph_runner"
@@ -470,26 +373,123 @@ def vit_npu(monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
             delattr(parent, "vit_npu_graph_runner")
 
 
-@pytest.mark.parametrize("case", real_sglang.CASES)
-def test_vit_npu_runner_lazy_captures(case: str, vit_npu: type, trace_dir: Path, fake_gpu: None,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """ViTNpuGraphRunner overrides create_graph without super(), so the ViT row never sees it: its own row
-    profiles each new shape (one file, a segment per shape, CPU side), and nothing when off; status() (and
-    so doctor) says what this trace lacks on an NPU. Exports in the background, as a server has them."""
-    monkeypatch.delenv("SGLANG_CAPTURE_TRACE_BACKGROUND")
+def serve_vit_npu(cls: type) -> Any:
+    """ViTNpuGraphRunner.run() over Ascend blocks (the only backend it captures), one image each."""
     vit = TinyViT()
     vit.blocks = torch.nn.ModuleList([AscendBlock(), AscendBlock()])
-    with real_sglang.activation(case, monkeypatch) as flag, profile_flag(flag, mm_attention_backend="ascend_attn"):
-        rows = [str(s).split(": ", 1)[1] for s in sglang_patch.PATCH.status() if s.target.cls == "ViTNpuGraphRunner"]
-        runner = vit_npu(vit)
-        for n in (8, 16, 8):
-            cu = torch.tensor([0, n], dtype=torch.int32)
-            runner.run(torch.ones(n, H), cu, rotary_pos_emb_cos=torch.ones(n, HEAD_DIM),
-                       rotary_pos_emb_sin=torch.zeros(n, HEAD_DIM))
-    assert rows == (["not installed"] if case == "package not installed" else [
-        "applied (profiled by us: sglang does not profile this capture; CPU-side ops and ranges only: "
-        "torch.profiler records no NPU kernels (torch_npu's profiler does))"])
+    runner = cls(vit)
+    for n in (8, 16, 8):
+        cu = torch.tensor([0, n], dtype=torch.int32)
+        runner.run(torch.ones(n, H), cu, rotary_pos_emb_cos=torch.ones(n, HEAD_DIM),
+                   rotary_pos_emb_sin=torch.zeros(n, HEAD_DIM))
+    return runner
+
+
+# -- one table, one test -----------------------------------------------------------------------------------
+
+ROW_BUCKET_GPU = ((ROW_BUCKET, {
+    **dict.fromkeys(("graph_capture", "graph_pool_capture_scope", "graph_pool_replay_scope",
+                     "BreakableCUDAGraphCapture"), cpu_shims.stand_in_scope),
+    "BreakableCUDAGraph": cpu_shims.StandInGraph, "get_or_create_global_graph_memory_pool": lambda *a: "fake pool",
+    "set_graph_pool_id": lambda *a: None, "get_or_create_global_graph_capture_stream": lambda *a: None,
+    "get_attn_backend": lambda: types.SimpleNamespace(forward_metadata=None),
+}),)
+DIFFUSION_GPU = (
+    (VLA, {"get_or_create_global_graph_memory_pool": lambda *a: "stand-in pool", "set_graph_pool_id": lambda *a: None}),
+    (BCG, {"BreakableCUDAGraph": cpu_shims.StandInGraph, "BreakableCUDAGraphCapture": cpu_shims.stand_in_scope,
+           "enable_breakable_cuda_graph": cpu_shims.stand_in_scope}),
+)
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """One runner: its module, what serves it (two new shapes, then a known one; returns the graphs it holds),
+    the segment labels in capture order, and what its runtime needs stood in or set for the test."""
+
+    module: str
+    serve: Callable[[type], int]
+    labels: list[str]
+    scope: Callable[[bool], AbstractContextManager[Any]] = lambda on: nullcontext()  # given the flag
+    gpu: tuple[tuple[str, dict[str, Any]], ...] = ()  # (module, its CUDA-graph helpers stood in)
+    background: bool = False  # exports in the background (the default), as a server has them
+    runtime_has_flag: bool = True  # the runtime has --enable-profile-cuda-graph
+    fixture: str | None = None  # what imports the module where this machine cannot (torch_npu stood in)
+
+
+LAZY = {
+    "ViTCudaGraphRunner": Lazy(VIT, lambda cls: len(serve_vit(cls, (8, 16, 8)).block_graphs),
+                               ["capture::tokens=8,images=1", "capture::tokens=16,images=2"], profile_flag,
+                               background=True),
+    "InternViTCudaGraphRunner": Lazy(INTERN_VIT, lambda cls: len(serve_intern_vit(cls, (1, 3, 1)).graphs),
+                                     ["capture::tokens=5,tiles=1", "capture::tokens=15,tiles=3"], profile_flag,
+                                     background=True),
+    "KimiK3ViTCudaGraphRunner": Lazy(
+        KIMI_VIT, lambda cls: len(serve_kimi_vit(cls, (((1, 2, 2),), ((1, 2, 2), (1, 2, 4)), ((1, 2, 2),))).graphs),
+        ["capture::tokens=4,images=1", "capture::tokens=12,images=2"], profile_flag, background=True),
+    "RowBucketGraphRunner": Lazy(ROW_BUCKET, serve_row_bucket, ["capture::tokens=8", "capture::tokens=4"], llm_runtime,
+                                 ROW_BUCKET_GPU),
+    "DsparkSamplingAcceptGraph": Lazy(DSPARK, serve_dspark, ["capture::bs=2", "capture::bs=4"], llm_runtime,
+                                      (*ROW_BUCKET_GPU, (DSPARK, {"graph_capture": cpu_shims.stand_in_scope}))),
+    "DiffusionBreakableCudaGraphRunner": Lazy(BCG, serve_diffusion, [
+        "capture::bs=1,frames=2,height=2,width=4,prompt_tokens=8",
+        "capture::bs=1,frames=4,height=2,width=4,prompt_tokens=8"], gpu=DIFFUSION_GPU, runtime_has_flag=False),
+    "VLAPrefixGraphRunner": Lazy(VLA, serve_vla_prefix, ["capture::bs=1,tokens=8,images=1",
+                                                         "capture::bs=1,tokens=16,images=1"],
+                                 gpu=DIFFUSION_GPU, runtime_has_flag=False),
+    "VLADenoiseGraphRunner": Lazy(VLA, serve_vla_denoise, [
+        "capture::bs=1,prefix_tokens=8,horizon=10,action_dim=7",
+        "capture::bs=1,prefix_tokens=16,horizon=10,action_dim=7"], gpu=DIFFUSION_GPU, runtime_has_flag=False),
+    "VLATensorGraphRunner": Lazy(VLA, serve_vla_tensor, ["capture::inputs=2,elements=10",
+                                                         "capture::inputs=2,elements=30"],
+                                 gpu=DIFFUSION_GPU, runtime_has_flag=False),
+    # overrides create_graph without super(), so the ViT row never sees it: its own row, CPU side only
+    "ViTNpuGraphRunner": Lazy(VIT_NPU, lambda cls: len(serve_vit_npu(cls).block_graphs),
+                              ["capture::tokens=8,images=1", "capture::tokens=16,images=1"],
+                              lambda on: profile_flag(on, mm_attention_backend="ascend_attn"), background=True,
+                              fixture="vit_npu"),
+}
+
+
+def module_or_skip(module: str) -> types.ModuleType:
+    """The module, or a skip where this sglang lacks it or this venv lacks its dependencies (the diffusion
+    runtime's; the scheduler's stack, which DSpark's module imports)."""
+    try:
+        loaded = real_sglang.import_optional(module)
+    except real_sglang.MissingDependency as exc:
+        pytest.skip(str(exc))
+    if loaded is None:
+        pytest.skip(f"{module} does not exist in this sglang")
+    return loaded
+
+
+@pytest.mark.parametrize(("name", "case"), [
+    pytest.param(name, case, id=f"{name}-{case}") for name, lazy in LAZY.items() for case in real_sglang.CASES
+    if lazy.runtime_has_flag or case != "--enable-profile-cuda-graph off"
+])
+def test_lazy_captures(name: str, case: str, trace_dir: Path, fake_gpu: None, monkeypatch: pytest.MonkeyPatch,
+                       profilers_started: list[Any], request: pytest.FixtureRequest) -> None:
+    """On: two new shapes while serving (then a known one, replayed) -> exactly one file named after the
+    runner, one segment per shape, in capture order (the diffusion runtime's though it has no
+    --enable-profile-cuda-graph). Either switch off, or our package not installed (the control: sglang itself
+    writes nothing): the same captures, no profiler started, no file. Installed, status() (and so doctor)
+    says the row is profiled by us, and what its trace lacks (the NPU encoder's: NPU kernels)."""
+    lazy = LAZY[name]
+    if lazy.fixture:
+        request.getfixturevalue(lazy.fixture)
+    if lazy.background:
+        monkeypatch.delenv("SGLANG_CAPTURE_TRACE_BACKGROUND")
+    for module, stand_ins in lazy.gpu:
+        loaded = module_or_skip(module)
+        for attribute, value in stand_ins.items():
+            monkeypatch.setattr(loaded, attribute, value)
+    cls = real_sglang.class_or_skip(lazy.module, name)
+    with real_sglang.activation(case, monkeypatch) as flag, lazy.scope(flag):
+        (row,) = [s for s in sglang_patch.PATCH.status() if s.target.cls == name]
+        graphs = lazy.serve(cls)
+    profiled = "; ".join(filter(None, (sglang_patch.PROFILED_BY_US, row.target.limits)))
+    installed = case != "package not installed"
+    assert str(row).split(": ", 1)[1] == (f"applied ({profiled})" if installed else "not installed")
     assert wait_for_exports(60)
-    assert len(runner.block_graphs) == 2  # the real lazy path captured two shapes
-    assert real_sglang.lazy_file_labels(trace_dir, "ViTNpuGraphRunner", case) == (
-        ["capture::tokens=8,images=1", "capture::tokens=16,images=1"] if case == "on" else None)
+    assert graphs == 2  # the real lazy path captured two shapes
+    assert real_sglang.lazy_file_labels(trace_dir, name, case) == (lazy.labels if case == "on" else None)
+    assert len(profilers_started) == (2 if case == "on" else 0)
