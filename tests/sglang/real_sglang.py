@@ -224,6 +224,19 @@ def the_one_trace(directory: Path, runner: str, case: str) -> Path | None:
     return path
 
 
+def check_profiled_row(name: str, case: str) -> None:
+    """What ``status()`` (and so doctor) says of the row that profiles runner ``name``: installed, applied (not
+    deferred), profiled by us, and what its trace lacks (``Target.limits``); "not installed" for the control."""
+    from mixins import sglang_patch
+    from mixins.sglang_targets import Strategy
+
+    profiling = (Strategy.PROFILE_CAPTURE, Strategy.PROFILE_LAZY_CAPTURE)
+    (row,) = [s for s in sglang_patch.PATCH.status() if s.target.cls == name and s.target.strategy in profiling]
+    profiled = "; ".join(filter(None, (sglang_patch.PROFILED_BY_US, row.target.limits)))
+    installed = case != "package not installed"
+    assert str(row).split(": ", 1)[1] == (f"applied ({profiled})" if installed else "not installed")
+
+
 def lazy_file_labels(directory: Path, runner: str, case: str) -> list[str] | None:
     """:func:`the_one_trace`'s segment labels (None: no file)."""
     from tests.trace_files import load_trace, range_names

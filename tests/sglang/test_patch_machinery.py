@@ -1,7 +1,7 @@
 """install / uninstall / status / ordering / activation of ``mixins.sglang_patch`` without real sglang.
 
-Each case runs in a fresh interpreter (``python -m machinery_child CASE``, bodies in
-``machinery_child.py``) whose ``sys.path`` starts with a FAKE ``sglang`` package from ``fakes/`` (a
+Each case runs in a fresh interpreter (``python -m fake_sglang CASE``, bodies in
+``fake_sglang.py``) whose ``sys.path`` starts with a FAKE ``sglang`` package from ``fakes/`` (a
 few modules named like sglang's, one per era's layout), so these tests run in the main venv and,
 shadowing the real package, in the sglang venvs too. The orders of import / install / plugin load /
 uninstall are generated (every sequence of up to three activation steps, with the import at every
@@ -22,6 +22,7 @@ from fake_sglang import (
     ERA_C_MODULES,
     ERA_C_NAMES,
     FAKES,
+    FROZEN,
     fake_with,
     run_child,
 )
@@ -81,8 +82,7 @@ def test_the_matrix_holds_the_orders_users_hit() -> None:
 # -- one behaviour each --------------------------------------------------------------------------------
 
 ON = {"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "1"}
-FROZEN = "sglang.srt.speculative.frozen_kv_mtp_cuda_graph_runner"
-#: case of machinery_child.py -> (FAKE era, its modules replaced by files of fakes/variants, environment, what
+#: case of fake_sglang.py -> (FAKE era, its modules replaced by files of fakes/variants, environment, what
 #: the child reports, lines its log holds)
 BEHAVIOURS: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, Any], list[str]]] = {
     # era C: the hook reaches the native export some way we cannot switch off: defer, never two files

@@ -14,9 +14,7 @@ import contextlib
 import importlib
 import importlib.util
 import logging
-import sys
 import types
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,6 @@ import pytest
 import real_sglang
 import torch
 
-from mixins import sglang_patch
-from mixins.sglang_targets import TARGETS, Strategy
 from tests.trace_files import load_trace, range_names
 
 CPU_GRAPH = "sglang.srt.model_executor.cpu_graph_runner"
@@ -91,9 +87,10 @@ def test_cpu_graph_runner_real_capture(
     """On, the real capture path under --enable-profile-cuda-graph: one file, the runner's own name, one
     segment per captured batch size (largest first, as sglang captures), torch.compile really ran. Either
     switch off: the capture runs, no profiler is started, nothing is written. The control (our package not
-    installed, flag and switch on): sglang itself writes no capture trace."""
+    installed, flag and switch on): sglang itself writes no capture trace. status() says what we do."""
     with real_sglang.activation(case, monkeypatch) as flag:
         runner = capture_cpu_graphs(profile_flag=flag)
+        real_sglang.check_profiled_row("CPUGraphRunner", case)
     assert sorted(runner.graphs) == [1, 2] and all(callable(g) for g in runner.graphs.values())
     path = _the_one_trace(case, "CPUGraphRunner", trace_dir, profilers_started)
     if path is None:
@@ -120,28 +117,6 @@ def test_cpu_graph_runner_defers_to_an_active_profiler(
     assert real_sglang.trace_names(trace_dir) == []
     assert "already recording in this process" in caplog.text
     assert {e.name.split(",")[0] for e in outer.events()} >= {"capture::bs=2", "capture::bs=1"}
-
-
-def test_rows_we_profile_say_so() -> None:
-    """status() (what doctor prints) says per PROFILE_CAPTURE / PROFILE_LAZY_CAPTURE row whether we profile it
-    (applied, "profiled by us", and what its trace cannot hold or why it profiles without sglang's flag) or
-    not (sglang profiles it: deferred, with why; or no such class here). Rows whose module needs an optional
-    dependency this venv lacks stay unimported, as on a server without it."""
-    real_sglang.import_targets()
-    status = sglang_patch.PATCH.install()
-    sglang_patch.PATCH.uninstall()
-    version = metadata.version("sglang").split(".post")[0]
-    profiled = (Strategy.PROFILE_CAPTURE, Strategy.PROFILE_LAZY_CAPTURE)
-    rows = [s for s in status if s.target.strategy in profiled]
-    assert len(rows) == sum(t.strategy in profiled for t in TARGETS)
-    for row in rows:
-        target = row.target
-        if target.optional and target.module not in sys.modules:
-            continue
-        applies = version in target.read_in
-        assert (row.state is sglang_patch.State.APPLIED) == applies, str(row)
-        assert ("profiled by us" in str(row)) == applies
-        assert (target.limits in str(row)) == applies or not target.limits
 
 
 # -- the token-count runners' real capture(), and the real capture methods of the runners without one -------
@@ -236,13 +211,14 @@ def test_runner_real_capture(
     ``_init_and_capture()``, only the per-shape CUDA-graph capture (and the GPU parts) stood in. On: exactly
     one file named after the runner, one range per shape (largest first, as sglang captures; prefill's
     prefix-chunk variants labelled). Either switch off, or our package not installed (the control): the
-    capture runs, no profiler starts, nothing is written."""
+    capture runs, no profiler starts, nothing is written. status() says what we do."""
     module, method, run, returns, labels = SHAPES[name]
     cls = real_sglang.class_or_skip(module, name)
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(cls, method, cpu_shims.per_shape_stand_in(vars(cls)[method], calls, returns))
     with real_sglang.activation(case, monkeypatch) as flag:
         run(cls, flag, monkeypatch)
+        real_sglang.check_profiled_row(name, case)
     sizes = [int(label.split("=")[1].split(",")[0]) for label in labels]
     assert [call[0] for call in calls] == sizes  # the real loop ran, largest first
     path = _the_one_trace(case, name, trace_dir, profilers_started)
