@@ -237,12 +237,16 @@ def check_profiled_row(name: str, case: str) -> None:
     assert str(row).split(": ", 1)[1] == (f"applied ({profiled})" if installed else "not installed")
 
 
-def lazy_file_labels(directory: Path, runner: str, case: str) -> list[str] | None:
-    """:func:`the_one_trace`'s segment labels (None: no file)."""
+def segment_labels(directory: Path, runner: str, case: str) -> list[str] | None:
+    """:func:`the_one_trace`'s segment labels (None: no file); its metadata names the runner."""
     from tests.trace_files import load_trace, range_names
 
     path = the_one_trace(directory, runner, case)
-    return None if path is None else range_names(load_trace(path))
+    if path is None:
+        return None
+    trace = load_trace(path)
+    assert trace["capture_trace"]["runner"] == runner
+    return range_names(trace)
 
 
 # -- the patch matrix, run in fresh subprocesses ------------------------------------------------------
