@@ -253,11 +253,13 @@ def segment_labels(directory: Path, runner: str, case: str) -> list[str] | None:
 
 
 def describe(value: Any) -> str:
+    """``wrapped*N[TAGS](what is inside)`` (N of our wrappers, each one's tag), or what the value is; comparable
+    across processes."""
     from mixins.patching import is_wrapped
 
-    depth = 0
+    tags = []
     while is_wrapped(value):
-        depth += 1
+        tags.append(str(getattr(value, "_self_capture_trace_tag", "not ours")))
         value = value.__wrapped__
     if value is MISSING:
         inner = "absent"
@@ -265,10 +267,12 @@ def describe(value: Any) -> str:
         code = getattr(getattr(value, "__func__", value), "__code__", None)
         where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else repr(type(value))
         inner = f"{getattr(value, '__qualname__', type(value).__name__)}@{where}"
-    return f"wrapped*{depth}({inner})" if depth else inner
+    return f"wrapped*{len(tags)}[{','.join(tags)}]({inner})" if tags else inner
 
 
 MISSING = object()
+#: What :func:`describe` says of a method wrapped once, by the sglang patch.
+WRAPPED_ONCE = "wrapped*1[sglang_patch]("
 
 
 def fingerprint() -> dict[str, str]:

@@ -61,7 +61,7 @@ def test_order(steps: tuple[str, ...], pristine: dict[str, Any]) -> None:
     if installed_after(steps):
         assert set(result["applied"]) == ERA_C_APPLIED
         wrapped = [v for snap in result["end"].values() for v in snap.values() if v.startswith("wrapped")]
-        assert len(wrapped) == 3 and all(v.startswith("wrapped*1(") for v in wrapped), result["end"]
+        assert len(wrapped) == 3 and all(v.startswith("wrapped*1[sglang_patch](") for v in wrapped), result["end"]
         assert result["run"] == {"ours": ERA_C_NAMES, "native": []}
     else:
         assert result["applied"] == [] and result["end"] == pristine
