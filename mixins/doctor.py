@@ -1,9 +1,6 @@
-"""``capture-trace doctor``: why does (or doesn't) a trace appear in this environment?
-
-It must answer in exactly the environments that are broken, so every probe is isolated: one that fails
-is reported as a problem with its one-line cause and the others still run; a failing ``import sglang``
-(e.g. a torchvision built for another torch) is the problem, not a traceback; no sglang is a problem;
-the switch and ``SGLANG_PLUGINS`` are read by the start-up bootstrap's own functions (docs/DESIGN.md §4).
+"""``capture-trace doctor``: why does (or doesn't) a trace appear in this environment? It must answer in exactly
+the environments that are broken, so every probe is isolated (docs/DESIGN.md §5); the switch and
+``SGLANG_PLUGINS`` are read by the start-up bootstrap's own functions (§4).
 """
 
 from __future__ import annotations
