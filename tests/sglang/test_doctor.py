@@ -42,7 +42,8 @@ REPORTS: dict[str, tuple[Any, ...]] = {
             "  live routes: none\n", "problem: no activation route is live"]),
     "the switch when it is off": ((), {"SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE": "no"}, 1, [
         "problem: SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE is 'no': set it to 1"]),
-    "rows waiting without the import": (("--no-import",), ON, None, [f"{DECODE}.{HOOK}: waiting for import"]),
+    "rows waiting without the import": (("--no-import",), ON, None, [
+        f"{DECODE}.{HOOK}: waiting for import", "sglang's plugin loader: absent", "live routes: "]),
     "deferred rows and modules that fail to import": ((), ON, None, [
         f"{DECODE}.{HOOK}: deferred to native (the hook exports natively in a way we cannot take over)",
         f"{XPU}.{HOOK}: cannot tell (", "capture_trace_no_such_dependency"], {

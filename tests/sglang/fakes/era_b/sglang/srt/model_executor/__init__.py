@@ -1,0 +1,1 @@
+"""FAKE sglang package for sglang-capture-trace machinery tests."""
