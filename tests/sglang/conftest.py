@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REAL_SGLANG = importlib.util.find_spec("sglang") is not None
-NEEDS_SGLANG = {"test_real_sglang.py", "test_profiled_rows.py", "test_memory_snapshot_rows.py", "test_dp_replicas.py"}
+NEEDS_SGLANG = {"test_real_sglang.py", "test_profiled_rows.py", "test_rank_files.py"}
 if REAL_SGLANG:
     import cpu_shims
 

@@ -339,7 +339,7 @@ def llm_runtime(on: bool) -> Iterator[None]:
             yield
 
 
-def serve_row_bucket(cls: type, *_: Any) -> int:
+def serve_row_bucket(cls: type, *_args: Any) -> int:
     """Two steps of 3 rows with buckets of 4 up to 8: the first captures buckets 8 and 4 (largest first, as
     run() does), the second replays bucket 4. Returns the graph count."""
     runner = cls(row_step=4, max_rows=8, label="test replay tail")
@@ -371,7 +371,7 @@ class StandInEpilogue:
         return self.accepted.get(bs)
 
 
-def serve_dspark(cls: type, *_: Any) -> int:
+def serve_dspark(cls: type, *_args: Any) -> int:
     """Three all-sampled steps at verify batch size 2 (warm-up, capture and replay, replay), then two at 4 (warm-up,
     capture and replay), as the DSpark worker's static verify calls run()."""
     epilogue = StandInEpilogue((2, 4))
@@ -419,7 +419,7 @@ class TinyDiT(torch.nn.Module):
         return self.proj(hidden_states) + encoder_hidden_states.mean() * timestep
 
 
-def serve_diffusion(cls: type, *_: Any) -> int:
+def serve_diffusion(cls: type, *_args: Any) -> int:
     """The denoising stage's warm-up: capture() per signature (a 2-frame video latent, then a 4-frame one,
     then the first again, known), then the eager runner replays."""
     runner = cls(TinyDiT(), torch.device("cuda"))
@@ -439,7 +439,7 @@ def prefix_context(prefix_len: int, values: Any = None) -> Any:
                                prefix_len=prefix_len)
 
 
-def serve_vla_prefix(cls: type, *_: Any) -> int:
+def serve_vla_prefix(cls: type, *_args: Any) -> int:
     """pi05's encode_prefix as it calls the runner: (image, image mask, tokens, token mask), batch 1, two
     prompt buckets then the first again."""
     vla = importlib.import_module(VLA)
@@ -461,7 +461,7 @@ def serve_vla_prefix(cls: type, *_: Any) -> int:
     return runner.cache_info().captures
 
 
-def serve_vla_denoise(cls: type, *_: Any) -> int:
+def serve_vla_denoise(cls: type, *_args: Any) -> int:
     """pi05's denoise_step: one signature per (batch, prefix, action chunk); ten steps each replay it."""
     vla = importlib.import_module(VLA)
     runner = cls(enabled=True, max_entries=4)
@@ -481,7 +481,7 @@ def serve_vla_denoise(cls: type, *_: Any) -> int:
     return runner.cache_info().captures
 
 
-def serve_vla_tensor(cls: type, *_: Any) -> int:
+def serve_vla_tensor(cls: type, *_args: Any) -> int:
     """FLUX 3 action's observation encoder: run(fn, inputs) per frame size, the first again replays."""
     runner = cls("FLUX 3 observation", enabled=True, max_entries=4)
     weight = torch.ones(D, D)
