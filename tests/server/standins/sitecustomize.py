@@ -42,10 +42,9 @@ def get_cpu_graph_seq_len_fill_value(self: Any) -> int:
     return 1
 
 
-def init_forward_metadata_capture_cpu_graph(
-    self: Any, bs: int, num_tokens: int, req_pool_indices: Any, seq_lens: Any, out_cache_loc: Any,
-    encoder_lens: Any, forward_mode: Any, spec_info: Any,
-) -> None:
+def init_forward_metadata_capture_cpu_graph(self: Any, *args: Any, **kwargs: Any) -> None:
+    # 0.5.23 passes (bs, num_tokens, req_pool_indices, seq_lens, out_cache_loc, encoder_lens, forward_mode,
+    # spec_info); older releases, where tests/sglang runs the CPU graph runner too, pass fewer
     self.swa_out_cache_loc = None
 
 
