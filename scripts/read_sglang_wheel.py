@@ -7,10 +7,11 @@ Usage (docs/DESIGN.md §5, "adding a sglang version"):
     python scripts/read_sglang_wheel.py /tmp/wheels/sglang-0.5.24-*.whl         # per row: applies / skip: why
     python scripts/read_sglang_wheel.py --check /tmp/wheels/*.whl               # disagreements with read_in
 
-The checks are the rows' own structural checks (class present, methods defined or inherited,
-names referenced), evaluated on the source with ``ast``: base classes are followed through
-``from X import Y`` inside the wheel; bases outside it count as having no methods. This is the
-evidence behind each row's ``read_in``; the CI venvs then run the rows for real (``verified_in``).
+The checks are the rows' own structural checks (``sglang_patch.shape_mismatch`` and ``native_profiling``:
+class present, methods defined or inherited, names referenced), run on the source read with ``ast``: base
+classes are followed through ``from X import Y`` inside the wheel; bases outside it count as having no
+methods. This is the evidence behind each row's ``read_in``; the CI venvs then run the rows for real
+(``verified_in``).
 """
 
 from __future__ import annotations
