@@ -398,31 +398,23 @@ PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
 
 @contextmanager
 def sglang_config(**fields: Any) -> Iterator[None]:
-    """A published sglang config with these server-args fields, for releases that have one (0.5.14+),
-    restored afterwards: ``use_context`` where it exists (0.5.23), else ``publish`` and put back what
-    the process context held. Also rank 0 (``get_parallel().override``)."""
+    """A published sglang config with these server-args fields, for releases that have one (0.5.16+), restored
+    afterwards: ``use_context`` where it exists (0.5.22+), else sglang's own scoped test override
+    (``override_server_args``), which puts back all that publishing changes (the parallel bag too, or a later
+    test reads this config's sizes). Also rank 0 (``get_parallel().override``)."""
     runtime_context: Any = import_optional("sglang.srt.runtime_context")  # 0.5.14+
     if runtime_context is None:
         yield
         return
     from sglang.srt.server_args import ServerArgs
 
-    args = ServerArgs(model_path="dummy", device="cpu", **fields)  # no download: nothing reads the model
     if hasattr(runtime_context, "use_context"):
-        with runtime_context.use_context(runtime_context.create_context(args, role="test")):
-            with runtime_context.get_parallel().override(tp_rank=0):
-                yield
-        return
-    context = runtime_context.get_context()
-    slots = [name for name in type(context).__slots__ if hasattr(context, name)]
-    saved = {name: getattr(context, name) for name in slots}
-    runtime_context.publish(args, role="test")
-    try:
-        with runtime_context.get_parallel().override(tp_rank=0):
-            yield
-    finally:
-        for name, value in saved.items():
-            setattr(context, name, value)
+        args = ServerArgs(model_path="dummy", device="cpu", **fields)  # no download: nothing reads the model
+        published = runtime_context.use_context(runtime_context.create_context(args, role="test"))
+    else:
+        published = runtime_context.get_context().override_server_args(device="cpu", **fields)
+    with published, runtime_context.get_parallel().override(tp_rank=0):
+        yield
 
 
 BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"
