@@ -397,11 +397,11 @@ PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
 
 
 @contextmanager
-def sglang_config(**fields: Any) -> Iterator[None]:
+def sglang_config(tp_group: Any = None, **fields: Any) -> Iterator[None]:
     """A published sglang config with these server-args fields, for releases that have one (0.5.16+), restored
     afterwards: ``use_context`` where it exists (0.5.22+), else sglang's own scoped test override
     (``override_server_args``), which puts back all that publishing changes (the parallel bag too, or a later
-    test reads this config's sizes). Also rank 0 (``get_parallel().override``)."""
+    test reads this config's sizes). Also rank 0, and ``tp_group`` where given (``get_parallel().override``)."""
     runtime_context: Any = import_optional("sglang.srt.runtime_context")  # 0.5.14+
     if runtime_context is None:
         yield
@@ -413,7 +413,8 @@ def sglang_config(**fields: Any) -> Iterator[None]:
         published = runtime_context.use_context(runtime_context.create_context(args, role="test"))
     else:
         published = runtime_context.get_context().override_server_args(device="cpu", **fields)
-    with published, runtime_context.get_parallel().override(tp_rank=0):
+    group = {} if tp_group is None else {"tp_group": tp_group}
+    with published, runtime_context.get_parallel().override(tp_rank=0, **group):
         yield
 
 

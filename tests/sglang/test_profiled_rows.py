@@ -31,7 +31,6 @@ switch off, or our package not installed (the control: sglang itself writes noth
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import logging
@@ -59,8 +58,8 @@ def capture_cpu_graphs(profile_flag: bool = True, capture_bs: tuple[int, ...] = 
     """The real ``CPUGraphRunner.capture()``, on a runner built without ``__init__`` (which would also capture)
     from the attributes its ``__init__`` sets that ``capture()`` reads, for a decode-only text model on CPU
     (``profile_flag``: what ``__init__`` stores from ``--enable-profile-cuda-graph``), in what a scheduler
-    process has when it captures: rank 0 of one, and (0.5.23) a published config, made with
-    ``create_context`` / ``use_context`` so this process's own context is left alone. Returns the runner."""
+    process has when it captures: rank 0 of one, and (0.5.16+) a published config that leaves this process's
+    own context as it was (``real_sglang.sglang_config``). Returns the runner."""
     cls = real_sglang.class_or_skip(CPU_GRAPH, "CPUGraphRunner")
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -92,18 +91,9 @@ def capture_cpu_graphs(profile_flag: bool = True, capture_bs: tuple[int, ...] = 
     runner.mrope_positions = torch.zeros((3, max_bs), dtype=torch.int64)
     runner.num_token_non_padded = torch.zeros((1,), dtype=torch.int64)
     runner.custom_mask = torch.ones((max_bs * 2,), dtype=torch.bool)
-    with contextlib.ExitStack() as scope:
-        scope.enter_context(real_sglang.patched_attributes(importlib.import_module(CPU_GRAPH), cpu_shims.TP_RANK_0))
-        runtime_context = real_sglang.import_optional("sglang.srt.runtime_context")  # 0.5.14+
-        if runtime_context is not None:
-            if hasattr(runtime_context, "use_context"):
-                from sglang.srt.server_args import ServerArgs
-
-                args = ServerArgs(model_path="dummy", device="cpu")  # no download: nothing reads the model
-                scope.enter_context(runtime_context.use_context(runtime_context.create_context(args, role="test")))
-            parallel = runtime_context.get_parallel()
-            scope.enter_context(parallel.override(tp_rank=0, tp_group=runner.model_runner.tp_group))
-        runner.capture()
+    with real_sglang.patched_attributes(importlib.import_module(CPU_GRAPH), cpu_shims.TP_RANK_0):
+        with real_sglang.sglang_config(tp_group=runner.model_runner.tp_group):
+            runner.capture()
     return runner
 
 
@@ -332,11 +322,8 @@ DSPARK = "sglang.srt.speculative.dspark_components.dspark_sampling_accept_graph"
 @contextmanager
 def llm_runtime(on: bool) -> Iterator[None]:
     """--enable-profile-cuda-graph in a published config, and a one-rank TP group."""
-    with real_sglang.sglang_config(enable_profile_cuda_graph=on):
-        from sglang.srt.runtime_context import get_parallel
-
-        with get_parallel().override(tp_group=cpu_shims.TpGroup()):
-            yield
+    with real_sglang.sglang_config(tp_group=cpu_shims.TpGroup(), enable_profile_cuda_graph=on):
+        yield
 
 
 def serve_row_bucket(cls: type, *_args: Any) -> int:
