@@ -70,6 +70,25 @@ def load_class(module_name: str, cls_name: str) -> type | None:
     return cls if isinstance(cls, type) else None
 
 
+def module_or_skip(name: str, *, optional_dependencies: bool = False) -> types.ModuleType:
+    """The module, or a skip naming the sglang version that has none; a missing dependency fails (a broken
+    venv) unless the module has ``optional_dependencies`` this venv may lack (the diffusion runtime's; the
+    scheduler's stack, which DSpark's module imports): then it skips too."""
+    from importlib import metadata
+
+    import pytest
+
+    try:
+        module = import_optional(name)
+    except MissingDependency as exc:
+        if not optional_dependencies:
+            raise
+        pytest.skip(str(exc))
+    if module is None:
+        pytest.skip(f"{name} does not exist in sglang {metadata.version('sglang')}")
+    return module
+
+
 def class_or_skip(module_name: str, cls_name: str) -> type:
     """:func:`load_class`, or a skip naming the sglang version that has no such class."""
     from importlib import metadata

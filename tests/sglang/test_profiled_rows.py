@@ -627,18 +627,6 @@ PROFILED = {
 }
 
 
-def module_or_skip(module: str) -> types.ModuleType:
-    """The module, or a skip where this sglang lacks it or this venv lacks its dependencies (the diffusion
-    runtime's; the scheduler's stack, which DSpark's module imports)."""
-    try:
-        loaded = real_sglang.import_optional(module)
-    except real_sglang.MissingDependency as exc:
-        pytest.skip(str(exc))
-    if loaded is None:
-        pytest.skip(f"{module} does not exist in this sglang")
-    return loaded
-
-
 @pytest.mark.parametrize(("name", "case"), [
     pytest.param(name, case, id=f"{name}-{case}") for name, row in PROFILED.items() for case in real_sglang.CASES
     if row.runtime_has_flag or case != "--enable-profile-cuda-graph off"
@@ -657,7 +645,7 @@ def test_profiled_runner(name: str, case: str, trace_dir: Path, fake_gpu: None, 
     if row.background:
         monkeypatch.delenv("SGLANG_CAPTURE_TRACE_BACKGROUND")
     for module, stand_ins in row.gpu:
-        loaded = module_or_skip(module)
+        loaded = real_sglang.module_or_skip(module, optional_dependencies=True)
         for attribute, value in stand_ins.items():
             monkeypatch.setattr(loaded, attribute, value)
     cls = real_sglang.class_or_skip(row.module, name)

@@ -34,14 +34,6 @@ HERE = Path(__file__).resolve().parent
 RUNNER_IDS = [cls for _, cls in RUNNERS]
 
 
-def module_or_skip(name: str):
-    """The sglang module, or a skip when this version has none (a missing dependency still fails)."""
-    module = real_sglang.import_optional(name)
-    if module is None:
-        pytest.skip(f"{name} does not exist in sglang {metadata.version('sglang')}")
-    return module
-
-
 # -- one file per runner class, through each era's real path -----------------------------------------
 
 
@@ -72,7 +64,7 @@ def test_draft_worker_base_runner_gets_draft_name(trace_dir: Path, installed: No
 
 def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
     """Era C: the runner module's name for the native export is ours while installed, sglang's after."""
-    decode = module_or_skip(real_sglang.DECODE)
+    decode = real_sglang.module_or_skip(real_sglang.DECODE)
     from sglang.srt.utils import profile_utils
 
     native = profile_utils.export_cuda_graph_capture_trace
@@ -89,7 +81,7 @@ def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
 def _per_batch_size_files(directory: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Drive the decode runner's real profiling path with upstream's SGLANG_GRAPH_BATCH_CAPTURE=1 and
     return the names written: its scheduled profiler flushes once per captured shape."""
-    decode = module_or_skip(real_sglang.DECODE)
+    decode = real_sglang.module_or_skip(real_sglang.DECODE)
     runner = real_sglang.make_runner(decode.DecodeCudaGraphRunner)
     runner.capture_bs = [1]  # 0.5.18-0.5.21 name each flush after capture_bs
     import torch
@@ -267,7 +259,7 @@ def test_spawn_child_exports_only_when_activated(tmp_path: Path, monkeypatch: py
     """A spawned child that never calls install(): the .pth start-up hook or sglang's plugin loader patches
     it and it writes its one file; with the hook off and no loader call (the control) it is unpatched."""
     if load_plugins:
-        module_or_skip("sglang.srt.plugins")
+        real_sglang.module_or_skip("sglang.srt.plugins")
     module, cls = real_sglang.base_runner()
     for key in [k for k in os.environ if k.startswith("SGLANG_")]:
         monkeypatch.delenv(key)
