@@ -1,9 +1,6 @@
-"""``capture-trace doctor``: why does (or doesn't) a trace appear in this environment?
-
-It must answer in exactly the environments that are broken, so every probe is isolated: one that fails
-is reported as a problem with its one-line cause and the others still run; a failing ``import sglang``
-(e.g. a torchvision built for another torch) is the problem, not a traceback; no sglang is a problem;
-the switch and ``SGLANG_PLUGINS`` are read by the start-up bootstrap's own functions (docs/DESIGN.md §4).
+"""``capture-trace doctor``: why does (or doesn't) a trace appear in this environment? It must answer in exactly
+the environments that are broken, so every probe is isolated (docs/DESIGN.md §5); the switch and
+``SGLANG_PLUGINS`` are read by the start-up bootstrap's own functions (§4).
 """
 
 from __future__ import annotations
@@ -12,13 +9,13 @@ import argparse
 import importlib
 import importlib.util
 import os
+import pkgutil
 import platform
 import site
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from importlib.machinery import PathFinder
 from typing import Any
 
 from _sglang_capture_trace_bootstrap import ownership_problem  # noqa: E402
@@ -297,14 +294,24 @@ def _importable(name: str) -> bool:
 
 def _locate(name: str) -> bool:
     """Module ``name`` exists, looked up on disk level by level without importing its packages:
-    ``find_spec("a.b")`` imports ``a``, which raises in a broken sglang."""
+    ``find_spec("a.b")`` imports ``a``, which raises in a broken sglang. Each level asks the finders of its
+    parent's directories, as importlib does: its ``PathFinder`` cannot look into a namespace package whose
+    parent is not imported, and sglang's ``srt`` is one (no ``__init__.py``)."""
     top, *rest = name.split(".")
     spec = importlib.util.find_spec(top) if _importable(top) else None
+    if spec is None:
+        return False
+    locations, fullname = list(spec.submodule_search_locations or ()), top
     for part in rest:
-        if spec is None or not spec.submodule_search_locations:
+        fullname = f"{fullname}.{part}"
+        finders = [pkgutil.get_importer(path) for path in locations]
+        found = [s for s in (f.find_spec(fullname) for f in finders if f is not None) if s is not None]
+        if not found:
             return False
-        spec = PathFinder.find_spec(f"{spec.name}.{part}", list(spec.submodule_search_locations))
-    return spec is not None
+        # importlib's rule: the first regular package or module, else one namespace package of every portion
+        regular = next((s for s in found if s.loader is not None), None)
+        locations = [path for s in ([regular] if regular else found) for path in s.submodule_search_locations or ()]
+    return True
 
 
 if __name__ == "__main__":

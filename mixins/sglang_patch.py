@@ -1,11 +1,6 @@
-"""Patch the installed sglang at import time so every CUDA-graph capture profile becomes a trace file.
-
-What is patched is data (``sglang_targets.TARGETS``); this module applies each strategy. ``PATCH`` is
-shaped like OpenTelemetry's instrumentors (``install()`` / ``uninstall()`` / ``status()``), with one
-``wrapt`` post-import hook per target module, so the import order does not matter and sglang is never
-imported here; a patching error is logged, never raised into sglang's import (docs/DESIGN.md §5).
-``register()`` is the ``sglang.srt.plugins`` entry point; the ``.pth`` start-up hook covers sglang
-without a plugin loader (§4).
+"""Patch the installed sglang at import time so every CUDA-graph capture profile becomes a trace file: the rows
+are data (``sglang_targets.TARGETS``), this module applies them (docs/DESIGN.md §5); ``register()`` is the
+plugin entry point (§4).
 """
 
 from __future__ import annotations
@@ -15,7 +10,7 @@ import logging
 import sys
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -204,20 +199,36 @@ def applicable_class(target: Target, module: types.ModuleType) -> type:
     cls = vars(module).get(target.cls)
     if not isinstance(cls, type):
         raise Skip(f"no class {target.cls} in this sglang")
-    missing = [name for name in target.requires if find_attribute(cls, name) is None]
-    if missing:
-        raise Skip(f"{target.cls} lacks {missing}")
-    present = [name for name in target.absent if find_attribute(cls, name) is not None]
-    if present:
-        raise Skip(f"{target.cls} already has {present}")
-    if target.own and target.method not in vars(cls):
-        raise Skip(f"{target.cls} does not define {target.method} itself")
-    if target.code_names:
-        names = code_names(vars(cls).get(target.code_of or target.method))
-        lacking = [name for name in target.code_names if name not in names]
-        if lacking:
-            raise Skip(f"{target.code_of or target.method} does not reference {lacking}")
+    mismatch = shape_mismatch(target, vars(cls), lambda name: _member(cls, name), code_names)
+    if mismatch is not None:
+        raise Skip(" ".join(mismatch))
     return cls
+
+
+def shape_mismatch(
+    target: Target, own: Mapping[str, Any], find: Callable[[str], Any], names: Callable[[Any], set[str]]
+) -> tuple[str, str] | None:
+    """Why a class lacks the shape the row patches, as (what, why), or None. ``own``: the class body;
+    ``find(name)``: a member, own or inherited (None: none); ``names(member)``: the names its code uses. Given
+    a live class here and a wheel's source by ``scripts/read_sglang_wheel.py``: one check for both."""
+    missing = [name for name in target.requires if find(name) is None]
+    if missing:
+        return target.cls, f"lacks {missing}"
+    present = [name for name in target.absent if find(name) is not None]
+    if present:
+        return target.cls, f"already has {present}"
+    if target.own and target.method not in own:
+        return target.cls, f"does not define {target.method} itself"
+    method = target.code_of or target.method
+    lacking = [name for name in target.code_names if name not in names(own.get(method))]
+    if lacking:
+        return method, f"does not reference {lacking}"
+    return None
+
+
+def _member(cls: type, name: str) -> Any:
+    found = find_attribute(cls, name)
+    return None if found is None else found[1]
 
 
 def code_names(attribute: Any) -> set[str]:
@@ -268,13 +279,13 @@ def _label_shapes(target: Target, cls: type, tag: str) -> Undo:
 # -- profile what sglang does not (prefill, piecewise, CPU graph runners; the ViT runners' lazy captures) -------
 
 
-def native_profiling(target: Target, cls: type) -> list[str]:
+def native_profiling(target: Target, find: Callable[[str], Any], names: Callable[[Any], set[str]]) -> list[str]:
     """What on the row's capture path says sglang profiles this capture itself: the decode runners'
-    profiling helpers on the class, or ``NATIVE_PROFILE_NAMES`` used by a capture-path method."""
-    found = [f"has {name}" for name in (INIT, HOOK) if find_attribute(cls, name) is not None]
+    profiling helpers on the class, or ``NATIVE_PROFILE_NAMES`` used by a capture-path method (``find`` and
+    ``names`` as for :func:`shape_mismatch`)."""
+    found = [f"has {name}" for name in (INIT, HOOK) if find(name) is not None]
     for method in dict.fromkeys((target.method, *target.capture_path)):
-        owner = find_attribute(cls, method)
-        used = code_names(owner[1]) if owner is not None else set()
+        used = names(find(method))
         found += [f"{method} uses {name}" for name in NATIVE_PROFILE_NAMES if name in used]
     return found
 
@@ -327,7 +338,7 @@ def _profile_capture(target: Target, cls: type, tag: str) -> Undo:
     """PROFILE_CAPTURE and PROFILE_LAZY_CAPTURE: our profiler, unless sglang profiles this capture itself."""
     from mixins.capture_trace import profile_lazy_capture, profile_method
 
-    native = native_profiling(target, cls)
+    native = native_profiling(target, lambda name: _member(cls, name), code_names)
     if native:
         raise Defer(f"sglang profiles this capture itself ({', '.join(native)})")
     if target.strategy is Strategy.PROFILE_CAPTURE:

@@ -1,11 +1,6 @@
-"""Everything this package knows about sglang (docs/DESIGN.md §5): the patch table — what is patched, how,
-why, where it applies, when to drop it — and the sglang names the rest of the package reads (rank
-discovery, per-shape labels, the plugin entry point).
-
-No code compares versions: a row applies when the real class has the shape it patches (``requires`` /
-``absent`` / ``own`` / ``code_names``). The version fields are evidence, held to the CI venvs by
-``tests/sglang/test_targets_data.py``; the README's compatibility table is generated from them
-(``scripts/compat_table.py``). Modelled on vllm-ascend's patch notes.
+"""Everything this package knows about sglang: the patch table — what is patched, how, why, where it applies,
+when to drop it — and the sglang names the rest of the package reads. No code compares versions: the version
+fields are evidence (docs/DESIGN.md §5). Modelled on vllm-ascend's patch notes.
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@ Usage (docs/DESIGN.md §5, "adding a sglang version"):
     python scripts/read_sglang_wheel.py /tmp/wheels/sglang-0.5.24-*.whl         # per row: applies / skip: why
     python scripts/read_sglang_wheel.py --check /tmp/wheels/*.whl               # disagreements with read_in
 
-The checks are the rows' own structural checks (class present, methods defined or inherited,
-names referenced), evaluated on the source with ``ast``: base classes are followed through
-``from X import Y`` inside the wheel; bases outside it count as having no methods. This is the
-evidence behind each row's ``read_in``; the CI venvs then run the rows for real (``verified_in``).
+The checks are the rows' own structural checks (``sglang_patch.shape_mismatch`` and ``native_profiling``:
+class present, methods defined or inherited, names referenced), run on the source read with ``ast``: base
+classes are followed through ``from X import Y`` inside the wheel; bases outside it count as having no
+methods. This is the evidence behind each row's ``read_in``; the CI venvs then run the rows for real
+(``verified_in``).
 """
 
 from __future__ import annotations
@@ -26,17 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mixins.sglang_targets import (  # noqa: E402
-    HOOK,
-    INIT,
-    NATIVE_EXPORT,
-    NATIVE_PROFILE_NAMES,
-    RUNTIME_CONTEXT,
-    SHAPE_METHODS,
-    TARGETS,
-    Strategy,
-    Target,
-)
+from mixins.sglang_patch import native_profiling, shape_mismatch  # noqa: E402
+from mixins.sglang_targets import HOOK, NATIVE_EXPORT, RUNTIME_CONTEXT, SHAPE_METHODS, TARGETS, Strategy, Target  # noqa: E402
 
 
 @dataclass
@@ -154,25 +146,16 @@ def referenced_names(node: ast.AST | None) -> set[str]:
 
 
 def check_row(wheel: Wheel, target: Target) -> str:
-    """``applies`` or ``skip: why``, as ``sglang_patch.applicable_class`` and the strategy would say."""
+    """``applies`` or ``skip: why``, as ``sglang_patch.applicable_class`` and the strategy would say (their own
+    checks, on the source)."""
     if wheel.file_of(target.module) is None:
         return "skip: no module"
     klass = module_global(wheel, target.module, target.cls)
     if not isinstance(klass, Klass):
         return f"skip: no class {target.cls}"
-    missing = [n for n in target.requires if find_member(wheel, klass, n) is None]
-    if missing:
-        return f"skip: lacks {missing}"
-    present = [n for n in target.absent if find_member(wheel, klass, n) is not None]
-    if present:
-        return f"skip: already has {present}"
-    if target.own and target.method not in klass.own():
-        return f"skip: does not define {target.method} itself"
-    if target.code_names:
-        names = referenced_names(klass.own().get(target.code_of or target.method))
-        lacking = [n for n in target.code_names if n not in names]
-        if lacking:
-            return f"skip: does not reference {lacking}"
+    mismatch = shape_mismatch(target, klass.own(), lambda name: find_member(wheel, klass, name), referenced_names)
+    if mismatch is not None:
+        return f"skip: {mismatch[1]}"
     return _strategy_check(wheel, target, klass)
 
 
@@ -188,10 +171,7 @@ def _strategy_check(wheel: Wheel, target: Target, klass: Klass) -> str:
     if target.strategy in (Strategy.PROFILE_CAPTURE, Strategy.PROFILE_LAZY_CAPTURE):
         if find_member(wheel, klass, target.method) is None:
             return f"skip: lacks {target.method}"
-        native = [f"has {n}" for n in (INIT, HOOK) if find_member(wheel, klass, n) is not None]
-        for method in dict.fromkeys((target.method, *target.capture_path)):
-            used = referenced_names(find_member(wheel, klass, method))
-            native += [f"{method} uses {n}" for n in NATIVE_PROFILE_NAMES if n in used]
+        native = native_profiling(target, lambda name: find_member(wheel, klass, name), referenced_names)
         return f"deferred to native ({', '.join(native)})" if native else "applies (profiled by us)"
     if target.strategy is Strategy.TAKE_OVER_NATIVE:
         hook = klass.own().get(target.method)

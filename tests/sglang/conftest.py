@@ -1,11 +1,27 @@
-"""Fixtures of the suites against real sglang: a strict trace directory and our patch installed."""
+"""Fixtures of the suites against real sglang (a strict trace directory, our patch installed), and the one gate
+of the files that drive the installed sglang's own code: skipped where sglang is not importable (the main venv);
+elsewhere the CPU shims go in before any sglang module is imported."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+REAL_SGLANG = importlib.util.find_spec("sglang") is not None
+NEEDS_SGLANG = {"test_real_sglang.py", "test_profiled_rows.py", "test_rank_files.py"}
+if REAL_SGLANG:
+    import cpu_shims
+
+    cpu_shims.prepare()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not REAL_SGLANG and item.path.name in NEEDS_SGLANG:
+            item.add_marker(pytest.mark.skip(reason="sglang is not installed in this environment"))
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Every stub and shim the real-sglang tests need on a CPU-only machine, in one place (never in the package).
+"""Every stub and shim the real-sglang tests need on a CPU-only machine, in one place (never in the package);
+those the end-to-end server needs too are the server test's stand-ins (``tests/server/standins``), imported.
 
 - torchvision: PyPI's torchvision is built against CUDA torch; with CPU torch its import fails
   (``operator torchvision::nms does not exist``), and sglang imports it unconditionally. Defining the
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-_torchvision_lib: Any = None  # must stay alive: dropping it unregisters the operators
+from tests.server.standins import sitecustomize as server_stand_ins
 
 
 def _torchvision_operators_load() -> bool:
@@ -42,15 +43,10 @@ def _torchvision_operators_load() -> bool:
 
 
 def install_torchvision_shim() -> None:
-    global _torchvision_lib
-    if _torchvision_lib is not None or _torchvision_operators_load():
-        return
-    import torch
+    if not _torchvision_operators_load():
+        import torch
 
-    lib = torch.library.Library("torchvision", "DEF")
-    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    _torchvision_lib = lib
+        server_stand_ins.define_torchvision_ops(torch)
 
 
 # sglang versions whose runner modules import sgl_kernel at module level (read from the 0.5.5 wheel:
@@ -186,17 +182,12 @@ class TpGroup:
 
 
 class CpuGraphAttention:
-    """Stand-in for an attention backend's three CPU-graph hooks (sglang's AMX backend has them; it
-    needs the CPU build of sgl_kernel, which does not exist here)."""
+    """Stand-in for an attention backend's three CPU-graph hooks (sglang's AMX backend has them; it needs the CPU
+    build of sgl_kernel, which does not exist here): the ones the server test adds to the torch_native backend."""
 
-    def init_cpu_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
-        pass
-
-    def get_cpu_graph_seq_len_fill_value(self) -> int:
-        return 1
-
-    def init_forward_metadata_capture_cpu_graph(self, *args: Any, **kwargs: Any) -> None:
-        pass
+    init_cpu_graph_state = server_stand_ins.init_cpu_graph_state
+    get_cpu_graph_seq_len_fill_value = server_stand_ins.get_cpu_graph_seq_len_fill_value
+    init_forward_metadata_capture_cpu_graph = server_stand_ins.init_forward_metadata_capture_cpu_graph
 
     def init_forward_metadata(self, forward_batch: Any) -> None:  # 0.5.5's capture calls the plain one
         pass

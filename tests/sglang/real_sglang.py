@@ -1,6 +1,6 @@
 """Shared pieces of the real-sglang tests: which runner classes to try, how to build one without a GPU,
 how to drive its real profiling path, and how to read what was written. Imported by the tests and by
-the spawn children (``spawn_child.py``); shims themselves live in ``cpu_shims.py``."""
+their spawned and forked children; shims themselves live in ``cpu_shims.py``."""
 
 from __future__ import annotations
 
@@ -68,6 +68,25 @@ def load_class(module_name: str, cls_name: str) -> type | None:
     module = import_optional(module_name)
     cls = vars(module).get(cls_name) if module is not None else None
     return cls if isinstance(cls, type) else None
+
+
+def module_or_skip(name: str, *, optional_dependencies: bool = False) -> types.ModuleType:
+    """The module, or a skip naming the sglang version that has none; a missing dependency fails (a broken
+    venv) unless the module has ``optional_dependencies`` this venv may lack (the diffusion runtime's; the
+    scheduler's stack, which DSpark's module imports): then it skips too."""
+    from importlib import metadata
+
+    import pytest
+
+    try:
+        module = import_optional(name)
+    except MissingDependency as exc:
+        if not optional_dependencies:
+            raise
+        pytest.skip(str(exc))
+    if module is None:
+        pytest.skip(f"{name} does not exist in sglang {metadata.version('sglang')}")
+    return module
 
 
 def class_or_skip(module_name: str, cls_name: str) -> type:
@@ -224,23 +243,42 @@ def the_one_trace(directory: Path, runner: str, case: str) -> Path | None:
     return path
 
 
-def lazy_file_labels(directory: Path, runner: str, case: str) -> list[str] | None:
-    """:func:`the_one_trace`'s segment labels (None: no file)."""
+def check_profiled_row(name: str, case: str) -> None:
+    """What ``status()`` (and so doctor) says of the row that profiles runner ``name``: installed, applied (not
+    deferred), profiled by us, and what its trace lacks (``Target.limits``); "not installed" for the control."""
+    from mixins import sglang_patch
+    from mixins.sglang_targets import Strategy
+
+    profiling = (Strategy.PROFILE_CAPTURE, Strategy.PROFILE_LAZY_CAPTURE)
+    (row,) = [s for s in sglang_patch.PATCH.status() if s.target.cls == name and s.target.strategy in profiling]
+    profiled = "; ".join(filter(None, (sglang_patch.PROFILED_BY_US, row.target.limits)))
+    installed = case != "package not installed"
+    assert str(row).split(": ", 1)[1] == (f"applied ({profiled})" if installed else "not installed")
+
+
+def segment_labels(directory: Path, runner: str, case: str) -> list[str] | None:
+    """:func:`the_one_trace`'s segment labels (None: no file); its metadata names the runner."""
     from tests.trace_files import load_trace, range_names
 
     path = the_one_trace(directory, runner, case)
-    return None if path is None else range_names(load_trace(path))
+    if path is None:
+        return None
+    trace = load_trace(path)
+    assert trace["capture_trace"]["runner"] == runner
+    return range_names(trace)
 
 
 # -- the patch matrix, run in fresh subprocesses ------------------------------------------------------
 
 
 def describe(value: Any) -> str:
+    """``wrapped*N[TAGS](what is inside)`` (N of our wrappers, each one's tag), or what the value is; comparable
+    across processes."""
     from mixins.patching import is_wrapped
 
-    depth = 0
+    tags = []
     while is_wrapped(value):
-        depth += 1
+        tags.append(str(getattr(value, "_self_capture_trace_tag", "not ours")))
         value = value.__wrapped__
     if value is MISSING:
         inner = "absent"
@@ -248,10 +286,12 @@ def describe(value: Any) -> str:
         code = getattr(getattr(value, "__func__", value), "__code__", None)
         where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else repr(type(value))
         inner = f"{getattr(value, '__qualname__', type(value).__name__)}@{where}"
-    return f"wrapped*{depth}({inner})" if depth else inner
+    return f"wrapped*{len(tags)}[{','.join(tags)}]({inner})" if tags else inner
 
 
 MISSING = object()
+#: What :func:`describe` says of a method wrapped once, by the sglang patch.
+WRAPPED_ONCE = "wrapped*1[sglang_patch]("
 
 
 def fingerprint() -> dict[str, str]:
@@ -308,6 +348,23 @@ def run_order(*steps: str) -> dict[str, Any]:
     return result
 
 
+def capture_in_child(module: str, cls_name: str, report: str, load_plugins: bool) -> None:
+    """A spawned child of the activation tests: a runner's real profiling path, with nothing here calling
+    ``install()`` (only the .pth start-up hook or sglang's own plugin loader may have patched sglang)."""
+    cpu_shims.prepare()
+    if load_plugins:
+        from sglang.srt.plugins import load_plugins as sglang_load_plugins
+
+        sglang_load_plugins()
+    cls = load_class(module, cls_name)
+    assert cls is not None, f"{module}.{cls_name} missing"
+    run_capture_path(make_runner(cls))
+    from mixins import sglang_patch, wait_for_exports
+
+    wait_for_exports()
+    Path(report).write_text(json.dumps({"installed": sglang_patch.PATCH.installed}))
+
+
 def order_in_child(steps: tuple[str, ...], environ: dict[str, str], conn: Any) -> None:
     """A fresh process's target: this environment, then :func:`run_order`'s result (or the traceback) and the
     modules the process ended with, sent on ``conn``."""
@@ -359,32 +416,25 @@ PREFILL = "sglang.srt.model_executor.runner.prefill_cuda_graph_runner"
 
 
 @contextmanager
-def sglang_config(**fields: Any) -> Iterator[None]:
-    """A published sglang config with these server-args fields, for releases that have one (0.5.14+),
-    restored afterwards: ``use_context`` where it exists (0.5.23), else ``publish`` and put back what
-    the process context held. Also rank 0 (``get_parallel().override``)."""
+def sglang_config(tp_group: Any = None, **fields: Any) -> Iterator[None]:
+    """A published sglang config with these server-args fields, for releases that have one (0.5.16+), restored
+    afterwards: ``use_context`` where it exists (0.5.22+), else sglang's own scoped test override
+    (``override_server_args``), which puts back all that publishing changes (the parallel bag too, or a later
+    test reads this config's sizes). Also rank 0, and ``tp_group`` where given (``get_parallel().override``)."""
     runtime_context: Any = import_optional("sglang.srt.runtime_context")  # 0.5.14+
     if runtime_context is None:
         yield
         return
     from sglang.srt.server_args import ServerArgs
 
-    args = ServerArgs(model_path="dummy", device="cpu", **fields)  # no download: nothing reads the model
     if hasattr(runtime_context, "use_context"):
-        with runtime_context.use_context(runtime_context.create_context(args, role="test")):
-            with runtime_context.get_parallel().override(tp_rank=0):
-                yield
-        return
-    context = runtime_context.get_context()
-    slots = [name for name in type(context).__slots__ if hasattr(context, name)]
-    saved = {name: getattr(context, name) for name in slots}
-    runtime_context.publish(args, role="test")
-    try:
-        with runtime_context.get_parallel().override(tp_rank=0):
-            yield
-    finally:
-        for name, value in saved.items():
-            setattr(context, name, value)
+        args = ServerArgs(model_path="dummy", device="cpu", **fields)  # no download: nothing reads the model
+        published = runtime_context.use_context(runtime_context.create_context(args, role="test"))
+    else:
+        published = runtime_context.get_context().override_server_args(device="cpu", **fields)
+    group = {} if tp_group is None else {"tp_group": tp_group}
+    with published, runtime_context.get_parallel().override(tp_rank=0, **group):
+        yield
 
 
 BREAKABLE = "sglang.srt.model_executor.breakable_cuda_graph_runner"

@@ -19,55 +19,41 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import cpu_shims
 import pytest
+import real_sglang
 from fake_sglang import clean_env
 from orders import expected_states, installed_after, orders
+from real_sglang import HOOK, INIT, RUNNERS
 
-if importlib.util.find_spec("sglang") is None:
-    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
-
-import cpu_shims  # noqa: E402
-import real_sglang  # noqa: E402
-from real_sglang import HOOK, INIT, RUNNERS  # noqa: E402
-
-from mixins import sglang_patch  # noqa: E402
-from mixins.doctor import forget_orphans  # noqa: E402
-from mixins.patching import is_wrapped  # noqa: E402
-from mixins.sglang_targets import NATIVE_EXPORT, TARGETS  # noqa: E402
-
-cpu_shims.prepare()
+from mixins import sglang_patch
+from mixins.doctor import forget_orphans
+from mixins.sglang_targets import NATIVE_EXPORT, TARGETS, Strategy
 
 HERE = Path(__file__).resolve().parent
 RUNNER_IDS = [cls for _, cls in RUNNERS]
 
 
-def module_or_skip(name: str):
-    """The sglang module, or a skip when this version has none (a missing dependency still fails)."""
-    module = real_sglang.import_optional(name)
-    if module is None:
-        pytest.skip(f"{name} does not exist in sglang {metadata.version('sglang')}")
-    return module
-
-
 # -- one file per runner class, through each era's real path -----------------------------------------
 
 
-@pytest.mark.parametrize("case", ["on", "package not installed"])
+@pytest.mark.parametrize("case", ["on", "switch off", "package not installed"])
 @pytest.mark.parametrize(("module", "name"), RUNNERS, ids=RUNNER_IDS)
 def test_one_trace_per_runner_class(module: str, name: str, case: str, trace_dir: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """One file of ours per runner class. The control, unpatched sglang, writes nothing of ours (era C writes
-    its native file; era B EAGLE runners crash with AttributeError, the upstream bug the patch fixes)."""
+    """One file of ours per runner class; installed with the switch off, no file at all (sglang's native export
+    reads the same switch). The control, unpatched sglang, writes nothing of ours (era C writes its native
+    file; era B EAGLE runners crash with AttributeError, the upstream bug the patch fixes)."""
     cls = real_sglang.class_or_skip(module, name)
     with real_sglang.activation(case, monkeypatch):
         try:
             real_sglang.run_capture_path(real_sglang.make_runner(cls))
         except AttributeError as exc:
-            assert case != "on" and (INIT in str(exc) or HOOK in str(exc))
-    if case == "on":
-        assert real_sglang.the_one_trace(trace_dir, name, case)
-    else:
+            assert case == "package not installed" and (INIT in str(exc) or HOOK in str(exc))
+    if case == "package not installed":
         assert not any(real_sglang.is_ours(p) for p in real_sglang.traces(trace_dir))
+    else:
+        real_sglang.the_one_trace(trace_dir, name, case)
 
 
 def test_draft_worker_base_runner_gets_draft_name(trace_dir: Path, installed: None) -> None:
@@ -76,16 +62,9 @@ def test_draft_worker_base_runner_gets_draft_name(trace_dir: Path, installed: No
     assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-Draft{cls.__name__}-TP-0.json.gz"]
 
 
-def test_trace_switch_off_writes_nothing(trace_dir: Path, installed: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
-    _, cls = real_sglang.base_runner()
-    real_sglang.run_capture_path(real_sglang.make_runner(cls))
-    assert real_sglang.trace_names(trace_dir) == []
-
-
 def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
     """Era C: the runner module's name for the native export is ours while installed, sglang's after."""
-    decode = module_or_skip(real_sglang.DECODE)
+    decode = real_sglang.module_or_skip(real_sglang.DECODE)
     from sglang.srt.utils import profile_utils
 
     native = profile_utils.export_cuda_graph_capture_trace
@@ -102,7 +81,7 @@ def test_native_export_taken_over_while_installed(trace_dir: Path) -> None:
 def _per_batch_size_files(directory: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Drive the decode runner's real profiling path with upstream's SGLANG_GRAPH_BATCH_CAPTURE=1 and
     return the names written: its scheduled profiler flushes once per captured shape."""
-    decode = module_or_skip(real_sglang.DECODE)
+    decode = real_sglang.module_or_skip(real_sglang.DECODE)
     runner = real_sglang.make_runner(decode.DecodeCudaGraphRunner)
     runner.capture_bs = [1]  # 0.5.18-0.5.21 name each flush after capture_bs
     import torch
@@ -164,24 +143,6 @@ def test_uninstall_restores_vars_exactly() -> None:
         assert all(after[name] is before[key][name] for name in after), key
     for name, module in modules.items():
         assert all(vars(module)[k] is v for k, v in before_globals[name].items()), name
-
-
-def test_applied_rows_are_wrapped_once_and_only_ours() -> None:
-    real_sglang.import_targets()
-    handled = sglang_patch.PATCH.install()
-    try:
-        assert sglang_patch.PATCH.install() == handled
-        applied = sglang_patch.PATCH.applied()
-        assert applied
-        for target in TARGETS:
-            if target.qualname not in applied or target.strategy.value == "adopt_hook":
-                continue
-            cls = real_sglang.load_class(target.module, target.cls)
-            value = vars(cls)[target.method]
-            assert is_wrapped(value, sglang_patch.TAG), target.qualname
-            assert not is_wrapped(value.__wrapped__), target.qualname
-    finally:
-        sglang_patch.PATCH.uninstall()
 
 
 #: The orders run on real sglang (each a fresh process of ~30 s, so a named subset of the generated
@@ -258,7 +219,8 @@ def _verified_here(qualname: str) -> str | None:
 
 @pytest.mark.parametrize("steps", REAL_ORDERS, ids="-".join)
 def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict, fork: Any) -> None:
-    """Status after every step as the model says, never double-wrapped while installed, exact restore."""
+    """Status after every step as the model says (a repeated install changes nothing); while installed every
+    applied row's method wrapped once, by us, and nothing else wrapped twice; exact restore."""
     assert steps in orders(3)
     if "plugin" in steps and not _module_exists("sglang.srt.plugins"):
         pytest.skip(f"sglang {metadata.version('sglang')} has no plugin loader (0.5.13+)")
@@ -268,8 +230,10 @@ def test_order_on_real_sglang(steps: tuple[str, ...], pristine: dict, fork: Any)
     assert not any("wrapped*" in v for v in pristine.values())
     if installed_after(steps):
         wrapped = [v for v in result["end"].values() if v.startswith("wrapped*")]
-        assert wrapped and all(v.startswith("wrapped*1(") for v in wrapped), result["end"]
+        assert wrapped and all(v.startswith(real_sglang.WRAPPED_ONCE) for v in wrapped), result["end"]
         assert result["applied"]
+        adopted = {t.qualname for t in TARGETS if t.strategy is Strategy.ADOPT_HOOK}
+        assert all(result["end"][q].startswith(real_sglang.WRAPPED_ONCE) for q in set(result["applied"]) - adopted)
     else:
         assert result["end"] == pristine and result["applied"] == []
     assert result["final"] == pristine
@@ -295,7 +259,7 @@ def test_spawn_child_exports_only_when_activated(tmp_path: Path, monkeypatch: py
     """A spawned child that never calls install(): the .pth start-up hook or sglang's plugin loader patches
     it and it writes its one file; with the hook off and no loader call (the control) it is unpatched."""
     if load_plugins:
-        module_or_skip("sglang.srt.plugins")
+        real_sglang.module_or_skip("sglang.srt.plugins")
     module, cls = real_sglang.base_runner()
     for key in [k for k in os.environ if k.startswith("SGLANG_")]:
         monkeypatch.delenv(key)
@@ -304,10 +268,8 @@ def test_spawn_child_exports_only_when_activated(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("SGLANG_CAPTURE_TRACE_STARTUP_HOOK", "1" if startup_hook else "0")
     monkeypatch.chdir(tmp_path)
     report = tmp_path / "report.json"
-    import spawn_child
-
     ctx = multiprocessing.get_context("spawn")
-    child = ctx.Process(target=spawn_child.capture_in_child, args=(module, cls.__name__, str(report), load_plugins))
+    child = ctx.Process(target=real_sglang.capture_in_child, args=(module, cls.__name__, str(report), load_plugins))
     child.start()
     child.join(timeout=600)
     assert child.exitcode == 0

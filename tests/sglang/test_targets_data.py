@@ -86,12 +86,10 @@ def _installed_release() -> str:
 
 @pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="sglang is not installed here")
 def test_rows_that_apply_to_this_sglang_are_the_rows_that_list_it() -> None:
-    import cpu_shims
     import real_sglang
 
     from mixins.sglang_patch import SglangPatch, State
 
-    cpu_shims.prepare()
     real_sglang.import_targets()
     version = _installed_release()
     patch = SglangPatch(tag="targets-data")

@@ -1,7 +1,7 @@
-"""TEST STAND-IN for tests/server only: on PYTHONPATH of the real sglang server that test launches, never
-installed. Python runs it at start-up in every process of the server (its scheduler and detokenizer are
-started with multiprocessing's spawn and inherit PYTHONPATH). It fills two gaps of a CPU-only machine,
-each with a post-import hook, so nothing is imported at start-up:
+"""TEST STAND-IN: on PYTHONPATH of the real sglang server tests/server launches, never installed. Python runs it
+at start-up in every process of the server (its scheduler and detokenizer are started with multiprocessing's
+spawn and inherit PYTHONPATH). It fills two gaps of a CPU-only machine, each with a post-import hook, so
+nothing is imported at start-up (tests/sglang's ``cpu_shims`` imports the same stand-ins, without the hooks):
 
 1. torchvision: PyPI's build is linked against CUDA torch; on CPU torch its import dies with
    ``operator torchvision::nms does not exist``, and sglang imports it. Defining the two operator schemas
@@ -24,7 +24,7 @@ TORCH_NATIVE = "sglang.srt.layers.attention.torch_native_backend"
 _torchvision_library: Any = None  # must stay alive: dropping it unregisters the operators
 
 
-def _define_torchvision_ops(torch: Any) -> None:
+def define_torchvision_ops(torch: Any) -> None:
     global _torchvision_library
     if _torchvision_library is not None:
         return
@@ -42,10 +42,9 @@ def get_cpu_graph_seq_len_fill_value(self: Any) -> int:
     return 1
 
 
-def init_forward_metadata_capture_cpu_graph(
-    self: Any, bs: int, num_tokens: int, req_pool_indices: Any, seq_lens: Any, out_cache_loc: Any,
-    encoder_lens: Any, forward_mode: Any, spec_info: Any,
-) -> None:
+def init_forward_metadata_capture_cpu_graph(self: Any, *args: Any, **kwargs: Any) -> None:
+    # 0.5.23 passes (bs, num_tokens, req_pool_indices, seq_lens, out_cache_loc, encoder_lens, forward_mode,
+    # spec_info); older releases, where tests/sglang runs the CPU graph runner too, pass fewer
     self.swa_out_cache_loc = None
 
 
@@ -56,5 +55,6 @@ def _add_cpu_graph_hooks(module: Any) -> None:
             setattr(cls, hook.__name__, hook)
 
 
-wrapt.register_post_import_hook(_define_torchvision_ops, "torch")
-wrapt.register_post_import_hook(_add_cpu_graph_hooks, TORCH_NATIVE)
+if __name__ == "sitecustomize":  # at the server's start-up, not when tests/sglang imports the stand-ins
+    wrapt.register_post_import_hook(define_torchvision_ops, "torch")
+    wrapt.register_post_import_hook(_add_cpu_graph_hooks, TORCH_NATIVE)

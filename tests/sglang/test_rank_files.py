@@ -1,31 +1,91 @@
-"""sglang's own memory snapshot (``torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")`` in
+"""One file per decode runner × TP rank × DP replica, on real sglang (real runner classes, their real profiling
+hooks).
+
+Data-parallel replicas: each replica's runner writes its own file, and ``check`` reads them as replicas. The
+replica is read where each release publishes it (``mixins.sglang_targets.DP_RANK``): 0.5.23
+``SpawnRanks.dp_rank`` through ``get_parallel()``, 0.5.13 ``model_runner.dp_rank``.
+
+sglang's own memory snapshot (``torch.cuda.memory._dump_snapshot("cuda_graph_runner_memory_usage.pickle")`` in
 every decode runner's hook) lands beside each runner's trace, one per runner × rank, never in the working
-directory. Real runner classes and their real profiling hooks; torch's real ``_dump_snapshot``; only the
-allocator's ``_snapshot()`` (CUDA) and ``_record_memory_history`` are STOOD IN (``tests/memory_snapshots.py``)."""
+directory: torch's real ``_dump_snapshot``; only the allocator's ``_snapshot()`` (CUDA) and
+``_record_memory_history`` are STOOD IN (``tests/memory_snapshots.py``)."""
 
 from __future__ import annotations
 
 import gzip
 import importlib
-import importlib.util
 import json
-import logging
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import cpu_shims
 import pytest
+import real_sglang
+from real_sglang import HOOK, INIT
 
-if importlib.util.find_spec("sglang") is None:
-    pytest.skip("sglang is not installed in this environment", allow_module_level=True)
+from tests.memory_snapshots import recording_snapshot
 
-import cpu_shims  # noqa: E402
-import real_sglang  # noqa: E402
-from real_sglang import HOOK, INIT  # noqa: E402
 
-from tests.memory_snapshots import recording_snapshot  # noqa: E402
+@contextmanager
+def replica(runner: Any, dp_rank: int | None, dp_size: int, **fields: Any) -> Iterator[None]:
+    """This process as replica ``dp_rank`` of ``dp_size``, the way the release says so: a context published
+    with the launcher's ``SpawnRanks`` (0.5.23), else the model runner's own ``dp_rank`` (0.5.13)."""
+    runtime_context: Any = real_sglang.import_optional("sglang.srt.runtime_context")
+    if runtime_context is None or not hasattr(runtime_context, "SpawnRanks"):
+        runner.model_runner.dp_rank = dp_rank
+        runner.model_runner.server_args.dp_size = dp_size
+        runner.model_runner.server_args.enable_dp_attention = bool(fields.get("enable_dp_attention"))
+        yield
+        return
+    from sglang.srt.server_args import ServerArgs
 
-cpu_shims.prepare()
+    args = ServerArgs(model_path="dummy", device="cpu", dp_size=dp_size, **fields)
+    ranks = runtime_context.SpawnRanks(world_rank=0, dp_rank=dp_rank)  # TP rank 0, as run_capture_path states
+    with runtime_context.use_context(runtime_context.create_context(args, role="test", ranks=ranks)):
+        yield
+
+
+def test_each_replica_writes_its_own_file(trace_dir: Path, installed: None) -> None:
+    """Before: both replicas wrote ``…-TP-0.json.gz``; the second replaced the first."""
+    _, cls = real_sglang.base_runner()
+    for dp in (0, 1):
+        runner = real_sglang.make_runner(cls)
+        with replica(runner, dp, 2):
+            real_sglang.run_capture_path(runner)
+    name = cls.__name__
+    assert real_sglang.trace_names(trace_dir) == [
+        f"cuda_graph_capture-{name}-TP-0-DP-0.json.gz", f"cuda_graph_capture-{name}-TP-0-DP-1.json.gz"
+    ]
+    metas = [json.load(gzip.open(p))["capture_trace"] for p in real_sglang.traces(trace_dir)]
+    assert [(m["dp_rank"], m["dp_size"]) for m in metas] == [(0, 2), (1, 2)]
+    done = subprocess.run([sys.executable, "-m", "mixins", "check", "--json", str(trace_dir / "graph_capture_profile")],
+                          capture_output=True, text=True, check=False)
+    groups = json.loads(done.stdout)["groups"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [(g["dp_rank"], g["ranks"], g["problems"]) for g in groups] == [(0, [0], []), (1, [0], [])]
+
+
+def test_one_replica_or_dp_attention_keeps_the_upstream_name(trace_dir: Path, installed: None) -> None:
+    """``--dp-size 1`` is the upstream name; DP attention numbers attention groups of one TP group (their
+    TP ranks differ already): not replicas, no DP in the name."""
+    _, cls = real_sglang.base_runner()
+    runner = real_sglang.make_runner(cls)
+    with replica(runner, None, 1):
+        real_sglang.run_capture_path(runner)
+    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
+    for path in real_sglang.traces(trace_dir):
+        path.unlink()
+    runner = real_sglang.make_runner(cls)
+    with replica(runner, 1, 2, tp_size=2, enable_dp_attention=True):
+        real_sglang.run_capture_path(runner)
+    assert [n for n in real_sglang.trace_names(trace_dir) if "-DP-" in n] == []
+
+
+# -- sglang's memory snapshot, beside each runner's trace ------------------------------------------------------
 
 SPEC = real_sglang.SPEC
 #: target, EAGLE draft and draft-extend runners (0.5.14+ subclasses of DecodeCudaGraphRunner; the era-B
@@ -106,23 +166,6 @@ def test_every_runner_and_rank_leaves_its_own_snapshot_and_the_cwd_stays_empty(
                           text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["snapshots"]) == 2 * len(names)
-
-
-def test_a_snapshot_that_cannot_be_published_leaves_no_staging_directory(
-    trace_dir: Path, installed: None, allocator: None, monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """The snapshot's name taken by a directory: one WARNING, and its staging directory is removed (it was
-    left holding the staged snapshot, which no sweep or ``clean`` would remove)."""
-    monkeypatch.delenv("SGLANG_CAPTURE_TRACE_STRICT")
-    cls = _classes()[0]
-    out = trace_dir / "graph_capture_profile"
-    (out / f"cuda_graph_memory-{cls.__name__}-TP-0.pickle" / "kept").mkdir(parents=True)
-    with caplog.at_level(logging.WARNING, logger="mixins"):
-        _capture_as_rank(cls, 0)
-    assert f"CUDA memory snapshot of {cls.__name__} not saved" in caplog.text
-    assert [p.name for p in out.iterdir() if p.name.startswith(".capture-trace-tmp.")] == []
-    assert real_sglang.trace_names(trace_dir) == [f"cuda_graph_capture-{cls.__name__}-TP-0.json.gz"]
 
 
 @pytest.mark.parametrize("case", ["package not installed", "switch off"])

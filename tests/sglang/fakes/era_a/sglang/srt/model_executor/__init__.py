@@ -1,1 +1,0 @@
-"""FAKE sglang package for sglang-capture-trace machinery tests."""
