@@ -151,23 +151,29 @@ def test_applied_twice_still_runs_and_exports_once(trace_env: Path, mode: str, h
     _assert_shapes(files[trace_name(target)], [8, 4])
 
 
+@pytest.fixture
+def ranges(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of every ``record_function`` range opened during the test (torch's own ranges still open)."""
+    import torch
+
+    opened: list[str] = []
+    real = torch.profiler.record_function
+
+    def record(name: str, *args: Any) -> Any:
+        opened.append(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(torch.profiler, "record_function", record)
+    return opened
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_switch_off_or_flag_off_calls_the_method_and_nothing_else(
-    trace_env: Path, monkeypatch: pytest.MonkeyPatch, profilers_started: list[Any], mode: str
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch, profilers_started: list[Any], ranges: list[str], mode: str
 ) -> None:
     """Off (our switch, or the runner's ``enable_profile_cuda_graph`` False): no profiler of ours, no range,
     no export — the method only. Absent flag: on."""
-    import torch
-
     quiet = _decorated(mode, "Quiet")
-    ranges: list[str] = []
-    real_range = torch.profiler.record_function
-
-    def range_spy(name: str, *args: Any) -> Any:
-        ranges.append(name)
-        return real_range(name, *args)
-
-    monkeypatch.setattr(torch.profiler, "record_function", range_spy)
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "false")
     assert quiet().capture() == "done:Quiet"
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
@@ -505,29 +511,21 @@ def test_every_combination_of_variants_and_streams_gets_its_own_label() -> None:
     assert len({shape_label(_Decode.capture_one_shape, _Decode(), call, {}) for call in calls}) == len(calls)
 
 
-def test_no_annotation_when_not_profiling_or_switched_off(trace_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
-
+def test_no_annotation_when_not_profiling_or_switched_off(
+    trace_env: Path, monkeypatch: pytest.MonkeyPatch, ranges: list[str]
+) -> None:
     @with_capture_trace
     class Quiet(ShapeRunner):
         pass
 
-    calls: list[str] = []
-    real = torch.profiler.record_function
-
-    def spy(name: str, *args: Any) -> Any:
-        calls.append(name)
-        return real(name, *args)
-
-    monkeypatch.setattr(torch.profiler, "record_function", spy)
     runner = Quiet()
     assert runner.capture_one_shape(2, runner.forward).shape == (2, 3)  # no profiler running
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "0")
     runner.capture()
-    assert calls == []
+    assert ranges == []
     monkeypatch.setenv("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", "1")
     runner.capture()
-    assert len(calls) == 7
+    assert len(ranges) == 7
 
 
 # -- the sglang rows' decisions on synthetic classes (the real ones: tests/sglang) -------------------
