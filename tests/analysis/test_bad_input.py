@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from analysis_child import bounded, run_child
@@ -310,6 +311,20 @@ def test_a_gigabyte_is_refused_early_in_bounded_memory(
         assert proc.returncode == 2
         assert re.fullmatch(f"capture-trace: error: {re.escape(str(path))}: {error}\n", proc.stderr), proc.stderr
     assert peak is None or rss < peak, rss
+
+
+def test_a_decompressor_out_of_memory_is_not_called_corrupt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """zlib and ISA-L raise MemoryError when their output buffer cannot grow: that is out of memory, never
+    "corrupt gzip data" (which the reader says of every other decompressor failure)."""
+
+    class Starved(gzip.GzipFile):
+        def read(self, size: int | None = -1) -> bytes:
+            raise MemoryError("Unable to allocate output buffer.")
+
+    monkeypatch.setattr(reader, "_fast_gzip", SimpleNamespace(IGzipFile=Starved))
+    path = write_trace(tmp_path / "t.json.gz", [_event()])
+    with pytest.raises(TraceError, match="out of memory while reading"):
+        list(open_trace(str(path)).events())
 
 
 def test_max_events_allows_exactly_the_limit(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -410,6 +410,8 @@ class TraceStream:
             raise self._error(f"corrupt gzip data ({exc})") from None
         except OSError as exc:
             raise self._error(f"cannot read: {exc.strerror or exc}") from None
+        except MemoryError:
+            raise  # the decompressor's output buffer: out of memory, not corrupt data (``events`` says so)
         except Exception as exc:  # noqa: BLE001 - zlib's or isal's error class, or any decompressor failure
             raise self._error(f"corrupt gzip data ({exc})") from None
 
