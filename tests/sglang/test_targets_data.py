@@ -120,5 +120,6 @@ def test_ci_has_a_step_for_every_suite(tmp_path: Path) -> None:
     assert suites <= steps, f"missing: {sorted(suites - steps)}"
     # the README's test command, word for word, is a line of .ci/run itself
     readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250, "the README is for users: testing and design go to docs/"
     command = next(line for line in readme.splitlines() if line.endswith(".venv/bin/python -m pytest -n auto"))
     assert any(line.startswith(command) for line in (REPO / ".ci" / "run").read_text().splitlines())
