@@ -970,17 +970,3 @@ def test_no_progress_when_stderr_is_piped(big_replay: Path) -> None:
     assert (done.returncode, done.stderr) == (0, "")
     assert io.StringIO(done.stdout).readline().startswith(f"{big_replay}: ops by GPU time")
     assert "vllm::moe_forward" in done.stdout and "coverage: graph kernels 421/421 attributed" in done.stdout
-
-
-def test_readme_examples_are_the_real_output(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's ``--group-by module`` table and warning line, re-run from tests/data."""
-    text = (REPO / "README.md").read_text()
-    start = text.index("$ capture-trace attribute vllm_decode_full_graph_replay_rank_0.json.gz vllm_decode_full_"
-                       "graph_capture_rank_0.json.gz --group-by module\n")
-    block = text[start:text.index("```", start)].splitlines()
-    (second,) = [n for n, line in enumerate(block) if n and line.startswith("$ ")]
-    monkeypatch.chdir(DATA)
-    rc, out, err = run_cli(*block[0].split()[2:])
-    assert (rc, err) == (0, "") and out.splitlines() == block[1:second]
-    rc, _, err = run_cli(*block[second].split(">")[0].split()[2:])
-    assert rc == 2 and err.splitlines() == block[second + 1:]  # a plain profile is no capture

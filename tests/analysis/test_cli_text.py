@@ -17,6 +17,8 @@ from on_a_terminal import run_on_a_terminal
 
 from mixins.cli import COMMANDS, build_parser
 from tests.analysis.conftest import VLLM
+from tests.analysis.pairs import DATA
+from tests.readme_examples import assert_shows, examples
 from tests.trace_files import load_trace, meta, op, span, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,3 +232,12 @@ def test_one_command_imports_only_its_own_modules(tmp_path: Path) -> None:
     assert loaded & others == set()
     assert not any(m == "rich" or m.startswith("rich.") for m in loaded)
     assert "rich.table" in modules("attribute", VLLM_REPLAY, VLLM_CAPTURE)
+
+
+@pytest.mark.parametrize(("argv", "redirected", "shown"), [
+    pytest.param(*example, id=" ".join(example[0][:2])) for example in examples() if "demo-out" not in str(example[0])
+])
+def test_the_readme_examples_on_tests_data_are_the_real_output(argv: list[str], redirected: bool,
+                                                               shown: list[str]) -> None:
+    """Each README example on ``tests/data``'s traces, re-run there (the demo's: ``tests/core/test_demo.py``)."""
+    assert_shows(argv, redirected, shown, DATA)

@@ -10,6 +10,7 @@ import pytest
 from core_helpers import capture_trace, load_trace, run_case, subprocess_env
 
 from mixins.demo import KINETO_INFO_LINE
+from tests.readme_examples import assert_shows, examples
 
 RUNNERS = ("DecodeCudaGraphRunner", "EAGLEDraftCudaGraphRunner", "EAGLEDraftExtendCudaGraphRunner")
 PREFILL = "PrefillCudaGraphRunner"  # no profiler of its own: the decorator's profile mode
@@ -17,11 +18,11 @@ PREFILL = "PrefillCudaGraphRunner"  # no profiler of its own: the decorator's pr
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """The demo command as a user runs it (``--device auto``, which is the CPU here), once per module."""
-    out = tmp_path_factory.mktemp("demo")
+    """The demo command as the README runs it (``--device auto``, which is the CPU here), once per module."""
+    out = tmp_path_factory.mktemp("demo") / "demo-out"
     env = subprocess_env()
     env.pop("SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE", None)  # the demo switches it on for itself
-    done = capture_trace("demo", "--out", str(out), "--batch-sizes", "1,3", env=env)
+    done = capture_trace("demo", "--out", str(out), env=env)
     assert done.returncode == 0, done.stderr
     return out, done
 
@@ -69,25 +70,25 @@ def test_demo_command_writes_one_labelled_trace_per_runner(
         assert str(path) in done.stdout and "events" in done.stdout
         trace = load_trace(path)
         meta = trace["capture_trace"]
-        assert (meta["runner"], meta["capture_bs"], meta["capture_index"]) == (runner, [1, 3], 1)
+        assert (meta["runner"], meta["capture_bs"], meta["capture_index"]) == (runner, [1, 2, 4, 8], 1)
         assert meta["runner_class"] == f"mixins.demo_runners.{runner}"
         labels = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
-        assert sorted(labels) == ["capture::bs=1", "capture::bs=3"]
+        assert sorted(labels) == ["capture::bs=1", "capture::bs=2", "capture::bs=4", "capture::bs=8"]
         hidden = 64 if runner == "DecodeCudaGraphRunner" else 32
         linear_inputs = [e["args"]["Input Dims"][0] for e in trace["traceEvents"] if e.get("name") == "aten::linear"]
-        assert [3, hidden] in linear_inputs and [1, hidden] in linear_inputs
+        assert [8, hidden] in linear_inputs and [1, hidden] in linear_inputs
     prefill = load_trace(directory / f"cuda_graph_capture-{PREFILL}-TP-0.json.gz")  # profile mode
     assert prefill["capture_trace"]["runner"] == PREFILL and prefill["capture_trace"]["capture_bs"] is None
     labels = [e["name"] for e in prefill["traceEvents"] if e.get("cat") == "user_annotation"]
-    assert labels == ["capture::tokens=48", "capture::tokens=16"]  # 16 tokens per batch, largest first
+    assert labels == [f"capture::tokens={16 * bs}" for bs in (8, 4, 2, 1)]  # 16 tokens per batch, largest first
     linear_inputs = [e["args"]["Input Dims"][0] for e in prefill["traceEvents"] if e.get("name") == "aten::linear"]
-    assert [48, 64] in linear_inputs and [16, 64] in linear_inputs
+    assert [128, 64] in linear_inputs and [16, 64] in linear_inputs
 
 
 def test_the_committed_demo_traces_are_what_the_demo_writes(demo: tuple[Path, subprocess.CompletedProcess[str]]
 ) -> None:
     """tests/data/demo, which the analyzer's tests read without torch, has the runners, metadata keys and
-    ops of a fresh run (other batch sizes): when this fails, remake it (tests/data/PROVENANCE.md)."""
+    ops of a fresh run: when this fails, remake it (tests/data/PROVENANCE.md)."""
     fresh = demo[0] / "graph_capture_profile"
     committed = Path(__file__).resolve().parents[1] / "data" / "demo"
     assert sorted(p.name for p in committed.iterdir()) == sorted(p.name for p in fresh.iterdir())
@@ -96,6 +97,17 @@ def test_the_committed_demo_traces_are_what_the_demo_writes(demo: tuple[Path, su
         assert new["capture_trace"].keys() == old["capture_trace"].keys(), path.name
         ops = [{e["name"] for e in t["traceEvents"] if e.get("cat") == "cpu_op"} for t in (new, old)]
         assert ops[0] == ops[1], path.name
+
+
+
+@pytest.mark.parametrize(("argv", "redirected", "shown"), [
+    pytest.param(*example, id=" ".join(example[0][:1])) for example in examples() if "demo-out" in str(example[0])
+])
+def test_the_readme_examples_on_the_demo_are_the_real_output(
+    demo: tuple[Path, subprocess.CompletedProcess[str]], argv: list[str], redirected: bool, shown: list[str]
+) -> None:
+    """Each README example on ``demo-out``, re-run beside the README's demo (tests/data's: test_cli_text.py)."""
+    assert_shows(argv, redirected, shown, demo[0].parent)
 
 
 @pytest.mark.parametrize(("args", "stderr"), [

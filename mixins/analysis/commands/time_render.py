@@ -110,6 +110,7 @@ def render_time(doc: dict[str, Any]) -> None:
     for p in PHASES:
         glyph, style = _GLYPH[p]
         legend.append(glyph, style=style).append(f" {p}  ")
+    legend.rstrip()
     out.print(legend)
     scale = max((s["wall_us"] for t in traces for s in t["segments"]), default=0.0)
     for t in traces:
