@@ -17,7 +17,7 @@ import tokenize
 from pathlib import Path
 
 BUDGETS = {"mixins/analysis": 7_368, "mixins": 10_000, "tests": 11_000}
-_LAYOUT = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT}
+_LAYOUT = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT, tokenize.ENDMARKER}
 
 
 def code_lines(source: str) -> int:
@@ -25,7 +25,7 @@ def code_lines(source: str) -> int:
     lines: set[int] = set()
     statement_start = True
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type in _LAYOUT or token.type == tokenize.ENDMARKER:
+        if token.type in _LAYOUT:
             statement_start = statement_start or token.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
             continue
         if not (statement_start and token.type == tokenize.STRING):

@@ -23,14 +23,12 @@ def examples() -> list[tuple[list[str], bool, list[str]]]:
             command, _, redirect = lines[start].removeprefix("$ ").partition(" > ")
             program, *words = command.split()
             assert program == "capture-trace", lines[start]
-            argv = [w for word in words for w in (_expand(word) if _BRACES.match(word) else [word])]
+            argv: list[str] = []
+            for word in words:
+                braces = _BRACES.match(word)
+                argv += [braces[1] + braces[3], braces[1] + braces[2] + braces[3]] if braces else [word]
             found.append((argv, bool(redirect), lines[start + 1:end]))
     return found
-
-
-def _expand(word: str) -> list[str]:
-    head, extra, tail = _BRACES.match(word).groups()  # type: ignore[union-attr]
-    return [head + tail, head + extra + tail]
 
 
 def assert_shows(argv: list[str], redirected: bool, shown: list[str], cwd: Path) -> None:

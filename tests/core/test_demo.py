@@ -99,7 +99,6 @@ def test_the_committed_demo_traces_are_what_the_demo_writes(demo: tuple[Path, su
         assert ops[0] == ops[1], path.name
 
 
-
 @pytest.mark.parametrize(("argv", "redirected", "shown"), [
     pytest.param(*example, id=" ".join(example[0][:1])) for example in examples() if "demo-out" in str(example[0])
 ])
